@@ -1,0 +1,31 @@
+"""Errors the library raises; the CLI turns each into one line on stderr and its exit code."""
+
+from __future__ import annotations
+
+
+class GpuacceptError(Exception):
+    """Base class: a failure with a message a user can act on."""
+
+    exit_code: int = 1
+
+
+class CheckFailed(GpuacceptError):
+    """A check or gate failed (exit 1)."""
+
+    exit_code = 1
+
+
+class InputError(GpuacceptError):
+    """A bad flag, or an unreadable or invalid file (exit 2)."""
+
+    exit_code = 2
+
+
+class NotBuiltError(InputError):
+    """The command exists in the CLI's shape but is not implemented yet (exit 2)."""
+
+
+class EnvironmentProblem(GpuacceptError):
+    """A required component is missing, e.g. NCCL asked for but absent (exit 3)."""
+
+    exit_code = 3

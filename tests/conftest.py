@@ -1,0 +1,28 @@
+"""Shared fixtures: the repository root and its parsed manifests."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def repo() -> Path:
+    return REPO
+
+
+@pytest.fixture(scope="session")
+def pixi_manifest() -> dict[str, Any]:
+    with (REPO / "pixi.toml").open("rb") as handle:
+        return tomllib.load(handle)
+
+
+@pytest.fixture(scope="session")
+def pyproject() -> dict[str, Any]:
+    with (REPO / "pyproject.toml").open("rb") as handle:
+        return tomllib.load(handle)

@@ -1,0 +1,87 @@
+"""The CLI's shape: version, help, exit codes, and no torch import on the fast paths."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from gpuaccept import __version__
+from gpuaccept.cli import app
+
+runner = CliRunner()
+
+COMMAND_GROUPS = ["accept", "bench", "train", "env", "history", "report"]
+
+
+def test_version_prints_package_version() -> None:
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0
+    assert result.stdout.strip() == f"gpuaccept {__version__}"
+
+
+def test_help_lists_every_command_group() -> None:
+    result = runner.invoke(app, ["--help"])
+    assert result.exit_code == 0
+    for group in COMMAND_GROUPS:
+        assert group in result.stdout
+
+
+@pytest.mark.parametrize("group", COMMAND_GROUPS)
+def test_each_group_has_help(group: str) -> None:
+    result = runner.invoke(app, [group, "--help"])
+    assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["bench"], ["train", "mnist"], ["env"], ["history"], ["report", "run-1"]],
+)
+def test_unbuilt_command_says_so_and_exits_2(args: list[str]) -> None:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert "not built yet" in lines[0]
+    assert "Traceback" not in result.output
+
+
+def test_unknown_command_is_a_usage_error() -> None:
+    result = runner.invoke(app, ["no-such-command"])
+    assert result.exit_code == 2
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--help"], ["--version"], *[[group, "--help"] for group in COMMAND_GROUPS]],
+)
+def test_fast_paths_do_not_import_torch(argv: list[str]) -> None:
+    # A fresh interpreter: other tests in this process may already have imported torch.
+    probe = (
+        "import sys\n"
+        "from gpuaccept.cli import app\n"
+        "try:\n"
+        f"    app({argv!r}, prog_name='gpuaccept')\n"
+        "except SystemExit as stop:\n"
+        "    assert stop.code in (0, None), stop.code\n"
+        "heavy = sorted(m for m in ('torch', 'numpy') if m in sys.modules)\n"
+        "assert not heavy, heavy\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def test_python_dash_m_runs_the_same_cli() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "gpuaccept", "--version"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0
+    assert done.stdout.strip() == f"gpuaccept {__version__}"
