@@ -1,0 +1,1 @@
+"""Measurement kernels: each measures on `cuda` or `cpu` through the same code, never judges."""

@@ -1,0 +1,1 @@
+"""Acceptance checks, one module per concern; each `run(context)` returns a CheckResult."""

@@ -1,0 +1,50 @@
+"""What a check is given: the level's settings, the device mode, references, the expectation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpuaccept.hardware import ExpectedGpus
+from gpuaccept.references import ReferenceTable
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Sizes and durations for one level on one kind of device (see suite.level_settings)."""
+
+    matmul_size: int
+    matmul_warmup: int
+    matmul_repeats: int
+    matmul_dtypes: tuple[str, ...]
+    consistency_dtypes: tuple[str, ...]
+    consistency_size: int
+    consistency_iterations: int
+    sustained_seconds: float  # 0: no sustained-clock test
+    membw_bytes: int
+    membw_repeats: int
+    pattern_fraction: float  # of free device memory; 0: no pattern test
+    pattern_max_bytes: int
+    transfer_bytes: int
+    transfer_repeats: int
+    smoke_samples: int
+    smoke_epochs: int
+    smoke_batch_size: int
+    smoke_max_loss_ratio: float  # final loss must fall below this fraction of the initial loss
+    allreduce_bytes: int
+    allreduce_check_iterations: int
+    allreduce_repeats: int
+    ddp_epochs: int
+    rank_timeout_seconds: float
+
+
+@dataclass(frozen=True)
+class CheckContext:
+    level: str
+    device_mode: str  # "cuda" or "cpu"
+    settings: Settings
+    references: ReferenceTable
+    expected: ExpectedGpus | None = None
+
+    @property
+    def cpu_mode(self) -> bool:
+        return self.device_mode == "cpu"

@@ -1,0 +1,109 @@
+"""Turning measured figures into Measurements with verdicts, and findings into a CheckResult."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuaccept.checks.context import CheckContext
+from gpuaccept.references import CPU_MODEL
+from gpuaccept.results import CheckResult, Measurement, Status, Verdict
+
+
+@dataclass(frozen=True)
+class Target:
+    """A device a check measures: its index (None on the CPU) and the name it reports."""
+
+    index: int | None
+    name: str
+
+    @property
+    def label(self) -> str:
+        return "cpu" if self.index is None else f"gpu{self.index}"
+
+
+def measurement_targets(context: CheckContext) -> list[Target]:
+    """Every GPU this process was given, or the CPU in CPU mode."""
+    if context.cpu_mode:
+        return [Target(None, "cpu")]
+    from gpuaccept.hardware import list_cuda_gpus
+
+    return [Target(gpu.index, gpu.name) for gpu in list_cuda_gpus()]
+
+
+def torch_device(target: Target) -> Any:
+    import torch
+
+    return torch.device("cpu") if target.index is None else torch.device("cuda", target.index)
+
+
+@dataclass
+class Findings:
+    """What a check found: failures make it FAIL, warnings make it WARN."""
+
+    name: str
+    area: str
+    measurements: list[Measurement] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)
+    unknown_models: set[str] = field(default_factory=set)
+
+    def judge(
+        self, context: CheckContext, target: Target, metric: str, value: float, unit: str
+    ) -> Measurement:
+        """Record a figure judged against the reference for the target's model."""
+        model = CPU_MODEL if context.cpu_mode else context.references.model_for(target.name)
+        if model is None:
+            self.unknown_models.add(target.name)
+        reference = context.references.lookup(model, metric)
+        measurement = Measurement(
+            name=metric,
+            value=value,
+            unit=unit,
+            device_index=target.index,
+            device_name=target.name,
+            reference=reference,
+            reference_model=model,
+            verdict=reference.judge(value) if reference else Verdict.UNCHECKED,
+        )
+        self.measurements.append(measurement)
+        return measurement
+
+    def record(self, target: Target, metric: str, value: float, unit: str) -> Measurement:
+        """Record a figure that has no reference by nature (reported, never judged)."""
+        measurement = Measurement(
+            name=metric, value=value, unit=unit, device_index=target.index, device_name=target.name
+        )
+        self.measurements.append(measurement)
+        return measurement
+
+    def conclude(self, ok_message: str) -> CheckResult:
+        failures = list(self.failures)
+        for m in self.measurements:
+            if m.verdict is Verdict.FAIL and m.reference is not None:
+                where = "cpu" if m.device_index is None else f"gpu{m.device_index}"
+                failures.append(
+                    f"{where} {m.name} {m.value:.4g} {m.unit} below floor {m.reference.floor:.4g} "
+                    f"({m.reference.lower_fraction:g} x {m.reference.value:g}, {m.reference_model})"
+                )
+        warnings = list(self.warnings)
+        if self.unknown_models:
+            warnings.append(
+                f"no reference for {', '.join(sorted(self.unknown_models))}: performance "
+                "unchecked, judged on correctness only (record one with --record-baseline)"
+            )
+        if failures:
+            status, message = Status.FAIL, "; ".join(failures)
+        elif warnings:
+            status, message = Status.WARN, "; ".join(warnings)
+        else:
+            status, message = Status.PASS, ok_message
+        return CheckResult(
+            name=self.name,
+            area=self.area,
+            status=status,
+            message=message,
+            measurements=self.measurements,
+            details=self.details,
+        )

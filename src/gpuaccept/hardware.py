@@ -1,0 +1,239 @@
+"""What is there: GPUs (name, capability, memory, UUID, PCI), the driver, NVML health snapshots.
+
+Every probe degrades to None (unknown) rather than raising: a missing NVML or driver is a fact
+to report, and the checks decide what it means.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuaccept.errors import EnvironmentProblem, InputError
+
+DEVICE_CHOICES = ("auto", "cpu", "cuda")
+
+
+@dataclass(frozen=True)
+class GpuInfo:
+    index: int
+    name: str
+    capability: tuple[int, int]
+    memory_bytes: int
+    multiprocessors: int
+    uuid: str | None = None
+    pci_bus_id: str | None = None
+
+
+@dataclass(frozen=True)
+class ExpectedGpus:
+    """How many GPUs this process should see, and which setting said so."""
+
+    count: int
+    source: str
+
+
+def list_cuda_gpus() -> list[GpuInfo]:
+    """The GPUs torch can use, in device-index order; empty on a CPU build or without a driver."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return []
+    gpus = []
+    for index in range(torch.cuda.device_count()):
+        props = torch.cuda.get_device_properties(index)
+        uuid = getattr(props, "uuid", None)
+        bus = getattr(props, "pci_bus_id", None)
+        domain = getattr(props, "pci_domain_id", None)
+        device = getattr(props, "pci_device_id", None)
+        pci = (
+            f"{domain:08x}:{bus:02x}:{device:02x}.0" if None not in (domain, bus, device) else None
+        )
+        gpus.append(
+            GpuInfo(
+                index=index,
+                name=props.name,
+                capability=(props.major, props.minor),
+                memory_bytes=int(props.total_memory),
+                multiprocessors=int(props.multi_processor_count),
+                uuid=f"GPU-{uuid}" if uuid is not None else None,
+                pci_bus_id=pci,
+            )
+        )
+    return gpus
+
+
+def _count_list(value: str) -> int:
+    entries = [entry.strip() for entry in value.split(",") if entry.strip()]
+    return 0 if entries in ([], ["-1"]) else len(entries)
+
+
+def expected_gpu_count(environ: Mapping[str, str] | None = None) -> ExpectedGpus | None:
+    """The GPU count the scheduler assigned, if a scheduler (or the user) said so.
+
+    HTCondor's assigned GPUs win over Slurm's count, which wins over CUDA_VISIBLE_DEVICES.
+    """
+    env = os.environ if environ is None else environ
+    assigned = env.get("_CONDOR_AssignedGPUs")
+    if assigned is not None:
+        return ExpectedGpus(_count_list(assigned), "HTCondor _CONDOR_AssignedGPUs")
+    slurm = env.get("SLURM_GPUS_ON_NODE")
+    if slurm is not None and slurm.strip().isdigit():
+        return ExpectedGpus(int(slurm), "Slurm SLURM_GPUS_ON_NODE")
+    visible = env.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return ExpectedGpus(_count_list(visible), "CUDA_VISIBLE_DEVICES")
+    return None
+
+
+def resolve_device_mode(requested: str) -> str:
+    """'cuda' or 'cpu' for a --device choice; asking for cuda without a usable GPU is exit 3."""
+    if requested not in DEVICE_CHOICES:
+        raise InputError(f"--device must be one of {', '.join(DEVICE_CHOICES)} (got {requested!r})")
+    import torch
+
+    usable = torch.cuda.is_available() and torch.cuda.device_count() > 0
+    if requested == "cuda" and not usable:
+        why = (
+            "this torch is a CPU build"
+            if torch.version.cuda is None
+            else f"torch (CUDA {torch.version.cuda}) finds no usable GPU"
+        )
+        raise EnvironmentProblem(f"--device cuda asked for, but {why}")
+    if requested == "auto":
+        return "cuda" if usable else "cpu"
+    return requested
+
+
+def load_nvml() -> Any:
+    """pynvml, initialised; None when nvidia-ml-py or the driver's NVML library is missing."""
+    try:
+        import pynvml
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()
+    except Exception:  # NVMLError_LibraryNotFound, _DriverNotLoaded, ...
+        return None
+    return pynvml
+
+
+def nvml_missing_reason() -> str:
+    try:
+        import pynvml  # noqa: F401
+    except ImportError:
+        return "nvidia-ml-py is not installed (pip install nvidia-ml-py)"
+    return "the NVIDIA driver's NVML library could not be loaded"
+
+
+def nvml_gpu_count() -> int | None:
+    nvml = load_nvml()
+    if nvml is None:
+        return None
+    try:
+        return int(nvml.nvmlDeviceGetCount())
+    except Exception:
+        return None
+
+
+def driver_versions() -> tuple[str | None, tuple[int, int] | None]:
+    """(driver version string, highest CUDA version the driver supports), each None if unknown."""
+    driver: str | None = None
+    cuda: tuple[int, int] | None = None
+    nvml = load_nvml()
+    if nvml is not None:
+        try:
+            raw = nvml.nvmlSystemGetDriverVersion()
+            driver = raw.decode() if isinstance(raw, bytes) else str(raw)
+            encoded = int(nvml.nvmlSystemGetCudaDriverVersion())
+            cuda = (encoded // 1000, (encoded % 1000) // 10)
+        except Exception:
+            pass
+    if cuda is None:
+        try:
+            import torch
+
+            encoded = int(getattr(torch._C, "_cuda_getDriverVersion")())  # noqa: B009 private
+            if encoded > 0:
+                cuda = (encoded // 1000, (encoded % 1000) // 10)
+        except Exception:
+            pass
+    return driver, cuda
+
+
+@dataclass(frozen=True)
+class GpuHealth:
+    """One GPU's NVML health facts; None where the GPU or driver does not report it."""
+
+    index: int
+    name: str
+    ecc_uncorrectable_volatile: int | None = None
+    retired_pages_pending: bool | None = None
+    remapped_rows_pending: bool | None = None
+    remapped_rows_failed: bool | None = None
+    throttle_reasons: list[str] = field(default_factory=list)
+    pcie_gen_current: int | None = None
+    pcie_gen_max_gpu: int | None = None
+    pcie_gen_max_system: int | None = None
+    pcie_width_current: int | None = None
+    pcie_width_max: int | None = None
+    persistence_mode: bool | None = None
+
+
+# Reasons that mean the GPU is being held back by something wrong (heat, power, the board),
+# as opposed to idling or an application clock setting.
+_BAD_THROTTLE_FLAGS = {
+    "nvmlClocksThrottleReasonHwSlowdown": "hardware slowdown",
+    "nvmlClocksThrottleReasonHwThermalSlowdown": "hardware thermal slowdown",
+    "nvmlClocksThrottleReasonHwPowerBrakeSlowdown": "power brake (external)",
+    "nvmlClocksThrottleReasonSwThermalSlowdown": "software thermal slowdown",
+    "nvmlClocksThrottleReasonSwPowerCap": "software power cap",
+}
+
+
+def _safe(call: Any, *args: Any) -> Any:
+    try:
+        return call(*args)
+    except Exception:
+        return None
+
+
+def read_gpu_health(nvml: Any, index: int, uuid: str | None = None) -> GpuHealth:
+    """A health snapshot of the GPU torch numbers `index` (found in NVML by UUID when known)."""
+    if uuid is not None:
+        handle = nvml.nvmlDeviceGetHandleByUUID(uuid)
+    else:
+        handle = nvml.nvmlDeviceGetHandleByIndex(index)
+    name = _safe(nvml.nvmlDeviceGetName, handle) or f"GPU {index}"
+    ecc = _safe(
+        nvml.nvmlDeviceGetTotalEccErrors,
+        handle,
+        nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+        nvml.NVML_VOLATILE_ECC,
+    )
+    pending = _safe(nvml.nvmlDeviceGetRetiredPagesPendingStatus, handle)
+    remap = _safe(nvml.nvmlDeviceGetRemappedRows, handle)  # (corr, uncorr, pending, failure)
+    reasons_mask = _safe(nvml.nvmlDeviceGetCurrentClocksThrottleReasons, handle)
+    reasons = [
+        label
+        for flag, label in _BAD_THROTTLE_FLAGS.items()
+        if reasons_mask is not None and reasons_mask & int(getattr(nvml, flag, 0))
+    ]
+    persistence = _safe(nvml.nvmlDeviceGetPersistenceMode, handle)
+    return GpuHealth(
+        index=index,
+        name=name.decode() if isinstance(name, bytes) else str(name),
+        ecc_uncorrectable_volatile=int(ecc) if ecc is not None else None,
+        retired_pages_pending=bool(pending) if pending is not None else None,
+        remapped_rows_pending=bool(remap[2]) if remap is not None else None,
+        remapped_rows_failed=bool(remap[3]) if remap is not None else None,
+        throttle_reasons=reasons,
+        pcie_gen_current=_safe(nvml.nvmlDeviceGetCurrPcieLinkGeneration, handle),
+        pcie_gen_max_gpu=_safe(nvml.nvmlDeviceGetGpuMaxPcieLinkGeneration, handle),
+        pcie_gen_max_system=_safe(nvml.nvmlDeviceGetMaxPcieLinkGeneration, handle),
+        pcie_width_current=_safe(nvml.nvmlDeviceGetCurrPcieLinkWidth, handle),
+        pcie_width_max=_safe(nvml.nvmlDeviceGetMaxPcieLinkWidth, handle),
+        persistence_mode=bool(persistence) if persistence is not None else None,
+    )

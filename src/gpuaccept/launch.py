@@ -1,0 +1,128 @@
+"""Run a function on N local ranks, one process each, with a deadline: NCCL on GPUs, gloo on CPU.
+
+Rendezvous goes through a fresh file store (no port to race for). A rank that raises, dies or
+outlives the deadline becomes an exception in the caller, and every rank still alive is killed,
+so a hung collective can never hang the suite.
+"""
+
+from __future__ import annotations
+
+import datetime
+import multiprocessing
+import os
+import queue
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from gpuaccept.errors import GpuacceptError
+
+RankTarget = Callable[[int, int, Any], Any]
+
+
+class RanksFailed(GpuacceptError):
+    """A rank raised or died."""
+
+
+class RanksTimedOut(GpuacceptError):
+    """Some ranks did not finish before the deadline (a hung collective, typically)."""
+
+
+def _rank_entry(
+    target: RankTarget,
+    rank: int,
+    world_size: int,
+    backend: str,
+    store_path: str,
+    timeout_seconds: float,
+    payload: Any,
+    results: Any,
+) -> None:
+    import torch
+    import torch.distributed as dist
+
+    try:
+        if backend == "nccl":
+            torch.cuda.set_device(rank)
+        dist.init_process_group(
+            backend,
+            init_method=f"file://{store_path}",
+            rank=rank,
+            world_size=world_size,
+            timeout=datetime.timedelta(seconds=max(timeout_seconds, 1.0)),
+        )
+        try:
+            results.put(("ok", rank, target(rank, world_size, payload)))
+        finally:
+            dist.destroy_process_group()
+    except BaseException as error:
+        last = traceback.extract_tb(error.__traceback__)[-1:]
+        where = f" at {Path(last[0].filename).name}:{last[0].lineno}" if last else ""
+        results.put(("error", rank, f"{type(error).__name__}: {error}{where}"))
+
+
+def run_ranks(
+    target: RankTarget,
+    world_size: int,
+    payload: Any,
+    timeout_seconds: float,
+    backend: str,
+) -> list[Any]:
+    """Results of `target(rank, world_size, payload)` for every rank, in rank order."""
+    if world_size < 1:
+        raise ValueError("world_size must be at least 1")
+    context = multiprocessing.get_context("spawn")
+    results = context.Queue()
+    with tempfile.TemporaryDirectory(prefix="gpuaccept-ranks-") as scratch:
+        store = os.path.join(scratch, "store")
+        processes = [
+            context.Process(
+                target=_rank_entry,
+                args=(target, rank, world_size, backend, store, timeout_seconds, payload, results),
+                daemon=True,
+            )
+            for rank in range(world_size)
+        ]
+        for process in processes:
+            process.start()
+        try:
+            return _collect(processes, results, world_size, timeout_seconds)
+        finally:
+            for process in processes:
+                if process.is_alive():
+                    process.kill()
+                process.join(timeout=10)
+
+
+def _collect(
+    processes: list[Any], results: Any, world_size: int, timeout_seconds: float
+) -> list[Any]:
+    deadline = time.monotonic() + timeout_seconds
+    done: dict[int, Any] = {}
+    while len(done) < world_size:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            missing = sorted(set(range(world_size)) - set(done))
+            raise RanksTimedOut(
+                f"rank(s) {', '.join(map(str, missing))} of {world_size} did not finish within "
+                f"{timeout_seconds:g} s (hung collective?)"
+            )
+        try:
+            status, rank, value = results.get(timeout=min(remaining, 0.5))
+        except queue.Empty:
+            dead = [
+                rank
+                for rank, process in enumerate(processes)
+                if rank not in done and process.exitcode not in (None, 0)
+            ]
+            if dead:
+                codes = ", ".join(f"rank {r} exit {processes[r].exitcode}" for r in dead)
+                raise RanksFailed(f"rank process died without a result ({codes})") from None
+            continue
+        if status == "error":
+            raise RanksFailed(f"rank {rank} of {world_size} failed: {value}")
+        done[rank] = value
+    return [done[rank] for rank in range(world_size)]

@@ -1,0 +1,193 @@
+"""Expected figures per GPU model: the shipped table, user baselines over it, and recording one.
+
+A metric with no reference is *unchecked*, never passed (ReFrame's rule).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import statistics
+import tempfile
+import tomllib
+from importlib.resources import files
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from gpuaccept.errors import InputError
+from gpuaccept.results import Reference, RunReport
+
+CPU_MODEL = "cpu"
+MATMUL_DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16")
+
+METRIC_UNITS: dict[str, str] = {
+    **{f"matmul_{dtype}_tflops": "TFLOPS" for dtype in MATMUL_DTYPES},
+    "membw_copy_gbps": "GB/s",
+    "h2d_pinned_gbps": "GB/s",
+    "d2h_pinned_gbps": "GB/s",
+    "allreduce_busbw_gbps": "GB/s",
+}
+DEFAULT_BASELINE_LOWER_FRACTION = 0.9
+
+
+class ModelReferences(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    display: str
+    match: list[str] = Field(default_factory=list)
+    peaks: dict[str, float] = Field(default_factory=dict)
+    metrics: dict[str, Reference] = Field(default_factory=dict)
+
+
+class ReferenceTable(BaseModel):
+    """References keyed by model; a device name maps to a model by regex or by exact name."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    models: dict[str, ModelReferences]
+
+    def model_for(self, device_name: str) -> str | None:
+        """The model key for a device name as torch reports it; None for an unknown GPU."""
+        if device_name in self.models:
+            return device_name
+        for key, model in self.models.items():
+            if any(re.search(pattern, device_name, re.IGNORECASE) for pattern in model.match):
+                return key
+        return None
+
+    def lookup(self, model: str | None, metric: str) -> Reference | None:
+        if model is None or model not in self.models:
+            return None
+        return self.models[model].metrics.get(metric)
+
+    def with_overrides(self, overrides: dict[str, dict[str, Reference]]) -> ReferenceTable:
+        """A new table where each overridden (model, metric) replaces the shipped one."""
+        models = dict(self.models)
+        for name, metrics in overrides.items():
+            key = self.model_for(name) or name
+            base = models.get(key, ModelReferences(display=name))
+            models[key] = base.model_copy(update={"metrics": {**base.metrics, **metrics}})
+        return ReferenceTable(models=models)
+
+
+def load_shipped_references() -> ReferenceTable:
+    text = files("gpuaccept.data").joinpath("references.toml").read_text(encoding="utf-8")
+    return ReferenceTable.model_validate(tomllib.loads(text))
+
+
+class _BaselineEntry(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    value: float = Field(gt=0)
+    lower_fraction: float = Field(default=DEFAULT_BASELINE_LOWER_FRACTION, gt=0, le=1)
+    upper_fraction: float | None = Field(default=None, ge=1)
+    source: str = ""
+
+
+class _BaselineFile(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    schema_version: int = Field(default=1, ge=1, le=1)
+    models: dict[str, dict[str, _BaselineEntry]]
+
+
+def _first_error(error: ValidationError) -> str:
+    first = error.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or "top level"
+    return f"{where}: {first['msg']}"
+
+
+def load_baseline(path: Path) -> dict[str, dict[str, Reference]]:
+    """Read and validate a baseline TOML file; any fault raises InputError naming the file."""
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise InputError(f"baseline {path}: cannot read: {error.strerror or error}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+        raise InputError(f"baseline {path}: not valid TOML: {error}") from None
+    try:
+        parsed = _BaselineFile.model_validate(raw)
+    except ValidationError as error:
+        raise InputError(f"baseline {path}: {_first_error(error)}") from None
+    if not parsed.models:
+        raise InputError(f"baseline {path}: [models] holds no model")
+    overrides: dict[str, dict[str, Reference]] = {}
+    for model, metrics in parsed.models.items():
+        for metric, entry in metrics.items():
+            if metric not in METRIC_UNITS:
+                known = ", ".join(sorted(METRIC_UNITS))
+                raise InputError(
+                    f"baseline {path}: models.{model}.{metric}: unknown metric (known: {known})"
+                )
+            overrides.setdefault(model, {})[metric] = Reference(
+                value=entry.value,
+                lower_fraction=entry.lower_fraction,
+                upper_fraction=entry.upper_fraction,
+                unit=METRIC_UNITS[metric],
+                source=entry.source or f"baseline {path.name}",
+            )
+    return overrides
+
+
+def without_metrics(table: ReferenceTable) -> ReferenceTable:
+    """The same models with no figures: every measurement is unchecked (correctness only)."""
+    return ReferenceTable(
+        models={k: m.model_copy(update={"metrics": {}}) for k, m in table.models.items()}
+    )
+
+
+def baseline_figures(reports: list[RunReport]) -> dict[str, dict[str, float]]:
+    """{device name: {metric: median over runs}} of every referenceable metric in the reports.
+
+    Keyed by the device name torch reports ("cpu" in CPU mode); with several GPUs of one model
+    the median also runs across them.
+    """
+    samples: dict[str, dict[str, list[float]]] = {}
+    for report in reports:
+        for check in report.checks:
+            for m in check.measurements:
+                if m.name not in METRIC_UNITS:
+                    continue
+                key = CPU_MODEL if report.device_mode == "cpu" else (m.device_name or "unknown")
+                samples.setdefault(key, {}).setdefault(m.name, []).append(m.value)
+    return {
+        key: {metric: statistics.median(values) for metric, values in metrics.items()}
+        for key, metrics in samples.items()
+    }
+
+
+def write_baseline(
+    path: Path,
+    figures: dict[str, dict[str, float]],
+    note: str,
+    lower_fraction: float = DEFAULT_BASELINE_LOWER_FRACTION,
+) -> None:
+    """Write {model: {metric: value}} as a baseline file, atomically (temp file, then rename)."""
+    # Hand-formatted: the format is flat, and JSON string escapes are valid TOML basic strings.
+    lines = ["# gpuaccept baseline, recorded by `gpuaccept accept --record-baseline`", ""]
+    lines.append("schema_version = 1")
+    for model, metrics in sorted(figures.items()):
+        lines += ["", f"[models.{json.dumps(model)}]"]
+        for metric, value in sorted(metrics.items()):
+            lines.append(
+                f"{metric} = {{ value = {value:.6g}, lower_fraction = {lower_fraction}, "
+                f"source = {json.dumps(note)} }}"
+            )
+    write_text_atomically(path, "\n".join(lines) + "\n")
+
+
+def write_text_atomically(path: Path, text: str) -> None:
+    """Write a file so that readers see the old content or the new, never a half-written one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(text)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,1 @@
+"""Writers of a RunReport (console, JSON, JUnit); none computes anything."""

@@ -1,0 +1,104 @@
+"""The one data model every writer reads: RunReport holds CheckResults holding Measurements.
+
+Pydantic models, frozen, with units in field names; the JSON report is `RunReport` dumped as is,
+and its schema (docs/report-schema.json) is generated from these classes.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+REPORT_SCHEMA_VERSION = 1
+
+
+class Status(StrEnum):
+    PASS = "pass"
+    WARN = "warn"  # passed, with something an operator should look at
+    FAIL = "fail"  # the node is not fit: a figure below its reference, a wrong result
+    ERROR = "error"  # the check itself could not complete (exception, timeout, crash)
+    SKIP = "skip"  # not run, with the reason in the message
+
+    @property
+    def is_failure(self) -> bool:
+        return self in (Status.FAIL, Status.ERROR)
+
+
+class Verdict(StrEnum):
+    PASS = "pass"
+    FAIL = "fail"
+    UNCHECKED = "unchecked"  # no reference: never counted as a pass
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Reference(_Frozen):
+    """An expected figure with tolerances (ReFrame style): pass within value x [lower, upper]."""
+
+    value: float = Field(gt=0)
+    lower_fraction: float = Field(gt=0, le=1, description="fail below value x lower_fraction")
+    upper_fraction: float | None = Field(
+        default=None, ge=1, description="fail above value x upper_fraction (None: no ceiling)"
+    )
+    unit: str
+    source: str = ""
+
+    @property
+    def floor(self) -> float:
+        return self.value * self.lower_fraction
+
+    def judge(self, measured: float) -> Verdict:
+        if measured < self.floor:
+            return Verdict.FAIL
+        if self.upper_fraction is not None and measured > self.value * self.upper_fraction:
+            return Verdict.FAIL
+        return Verdict.PASS
+
+
+class Measurement(_Frozen):
+    """One measured figure, the reference it was judged against (if any) and the verdict."""
+
+    name: str
+    value: float
+    unit: str
+    device_index: int | None = None
+    device_name: str | None = None
+    reference: Reference | None = None
+    reference_model: str | None = None
+    verdict: Verdict = Verdict.UNCHECKED
+
+
+class CheckResult(_Frozen):
+    name: str
+    area: str
+    status: Status
+    message: str
+    duration_seconds: float = 0.0
+    measurements: list[Measurement] = Field(default_factory=list)
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class RunReport(_Frozen):
+    schema_version: int = REPORT_SCHEMA_VERSION
+    tool: str = "gpuaccept"
+    tool_version: str
+    command: str
+    level: str
+    device_mode: str = Field(description="'cuda' for a GPU acceptance, 'cpu' for CPU mode")
+    started_at: str = Field(description="ISO 8601, UTC")
+    finished_at: str
+    duration_seconds: float
+    checks: list[CheckResult]
+    environment: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def failed_checks(self) -> list[str]:
+        return [check.name for check in self.checks if check.status.is_failure]
+
+    @property
+    def passed(self) -> bool:
+        return not self.failed_checks
