@@ -1,0 +1,53 @@
+from __future__ import annotations
+
+import pytest
+import torch
+
+from gpuaccept.bench.collectives import (
+    BUS_FACTORS,
+    AllReduceFigure,
+    AllReduceSpec,
+    all_reduce_rank,
+    expected_all_reduce_sum,
+)
+from gpuaccept.launch import RanksFailed, RanksTimedOut, run_ranks
+from tests import faults
+
+
+@pytest.mark.parametrize(("world", "factor"), [(1, 0.0), (2, 1.0), (4, 1.5), (8, 1.75)])
+def test_all_reduce_bus_factor_is_nccl_tests(world: int, factor: float) -> None:
+    assert BUS_FACTORS["all_reduce"](world) == pytest.approx(factor)
+    figure = AllReduceFigure(world, 10**9, 0, 0.5)
+    assert figure.algbw_gbps == pytest.approx(2.0)
+    assert figure.busbw_gbps == pytest.approx(2.0 * factor)
+
+
+def test_expected_sum_is_exact_in_float32() -> None:
+    world = 8
+    expected = expected_all_reduce_sum(1000, world, torch.device("cpu"))
+    by_hand = sum((torch.arange(1000) % 61 + rank + 1).double() for rank in range(world))
+    assert torch.equal(expected.double(), by_hand)
+
+
+def test_all_reduce_on_two_gloo_ranks_is_exact() -> None:
+    figures = run_ranks(all_reduce_rank, 2, AllReduceSpec(64 * 1024, 3, 1, 3), 60, "gloo")
+    assert [f.wrong_elements for f in figures] == [0, 0]
+    assert figures[0].seconds == figures[1].seconds  # slowest rank's time, agreed by all
+    assert figures[0].busbw_gbps == pytest.approx(figures[0].algbw_gbps)
+
+
+def test_hung_rank_times_out_and_is_killed() -> None:
+    with pytest.raises(RanksTimedOut, match=r"rank\(s\) 0, 1 of 2 did not finish within 5 s"):
+        run_ranks(faults.hang_on_rank1, 2, None, 5, "gloo")
+
+
+def test_raising_rank_is_reported_with_its_message() -> None:
+    with pytest.raises(
+        RanksFailed, match="rank 1 of 2 failed: RuntimeError: injected rank failure"
+    ):
+        run_ranks(faults.raise_on_rank1, 2, None, 60, "gloo")
+
+
+def test_dying_rank_is_reported() -> None:
+    with pytest.raises(RanksFailed, match="rank 1 exit 7"):
+        run_ranks(faults.die_on_rank1, 2, None, 60, "gloo")

@@ -1,0 +1,48 @@
+"""collectives and ddp on 2 gloo ranks (the CPU twin of NCCL across GPUs), healthy and faulty."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuaccept.checks import collectives, ddp
+from gpuaccept.results import Status, Verdict
+from tests import faults
+from tests.checks.conftest import cpu_context
+
+
+def test_collectives_exact_on_two_gloo_ranks() -> None:
+    result = collectives.run(cpu_context())
+    assert result.status is Status.PASS, result.message
+    figures = {m.name: m for m in result.measurements}
+    assert figures["allreduce_wrong_elements"].value == 0
+    busbw, algbw = figures["allreduce_busbw_gbps"].value, figures["allreduce_algbw_gbps"].value
+    assert busbw == pytest.approx(algbw * 2 * (2 - 1) / 2)
+    assert figures["allreduce_busbw_gbps"].verdict is Verdict.UNCHECKED  # topology-specific
+    assert result.details["backend"] == "gloo"
+
+
+def test_collectives_wrong_sum_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(collectives, "all_reduce_rank", faults.max_instead_of_sum_rank)
+    result = collectives.run(cpu_context())
+    assert result.status is Status.FAIL
+    assert "wrong element(s)" in result.message
+
+
+def test_hung_collective_times_out_and_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(collectives, "all_reduce_rank", faults.hang_on_rank1)
+    result = collectives.run(cpu_context(rank_timeout_seconds=8.0))
+    assert result.status is Status.FAIL
+    assert "did not finish within 8 s" in result.message
+
+
+def test_ddp_loss_falls_and_parameters_match_on_two_ranks() -> None:
+    result = ddp.run(cpu_context())
+    assert result.status is Status.PASS, result.message
+    assert len([m for m in result.measurements if m.name.endswith("loss_final_over_initial")]) == 2
+
+
+def test_ddp_diverging_parameters_fail(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ddp, "ddp_smoke_rank", faults.diverging_ddp_rank)
+    result = ddp.run(cpu_context())
+    assert result.status is Status.FAIL
+    assert "parameters differ across ranks" in result.message

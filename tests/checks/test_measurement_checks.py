@@ -1,0 +1,104 @@
+"""compute, memory, transfer, train: pass on this CPU, and FAIL on each injected fault."""
+
+from __future__ import annotations
+
+import functools
+import itertools
+
+import pytest
+import torch
+
+from gpuaccept.bench import matmul as matmul_bench
+from gpuaccept.checks import compute, memory, train, transfer
+from gpuaccept.checks.judging import Findings, Target
+from gpuaccept.results import Status, Verdict
+from tests.checks.conftest import cpu_context, impossible
+
+
+def test_compute_passes_and_judges_each_dtype_against_the_cpu_floor() -> None:
+    result = compute.run(cpu_context())
+    assert result.status is Status.PASS, result.message
+    judged = {m.name: m for m in result.measurements if m.name.startswith("matmul_")}
+    assert set(judged) == {"matmul_fp32_tflops", "matmul_fp64_tflops"}
+    for measurement in judged.values():
+        assert measurement.verdict is Verdict.PASS
+        assert measurement.reference is not None
+        assert measurement.value > 0
+
+
+def test_compute_below_reference_fails() -> None:
+    context = cpu_context(references={"matmul_fp32_tflops": impossible("TFLOPS")})
+    result = compute.run(context)
+    assert result.status is Status.FAIL
+    assert "matmul_fp32_tflops" in result.message
+    assert "below floor" in result.message
+
+
+def test_compute_corrupted_gemm_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = itertools.count()
+
+    def faulty_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        result = torch.matmul(a, b)
+        if next(calls) == 3:  # one bit of one result goes wrong, as a failing GPU would
+            result[7, 11] = torch.nextafter(result[7, 11], torch.tensor(float("inf")))
+        return result
+
+    monkeypatch.setattr(
+        compute,
+        "gemm_consistency",
+        functools.partial(matmul_bench.gemm_consistency, matmul=faulty_matmul),
+    )
+    result = compute.run(cpu_context())
+    assert result.status is Status.FAIL
+    assert "not reproducible" in result.message
+    assert "1 of 10 repeats" in result.message
+
+
+def test_unknown_gpu_model_is_unchecked_and_says_so() -> None:
+    from dataclasses import replace
+
+    context = replace(cpu_context(), device_mode="cuda")
+    findings = Findings("compute", "COMPUTE")
+    measurement = findings.judge(
+        context, Target(0, "NVIDIA Mystery 9000"), "matmul_bf16_tflops", 5.0, "TFLOPS"
+    )
+    assert measurement.verdict is Verdict.UNCHECKED
+    result = findings.conclude("ok")
+    assert result.status is Status.WARN
+    assert "no reference for NVIDIA Mystery 9000" in result.message
+    assert "correctness only" in result.message
+
+
+def test_memory_passes_and_below_reference_fails() -> None:
+    assert memory.run(cpu_context()).status is Status.PASS
+    failed = memory.run(cpu_context(references={"membw_copy_gbps": impossible("GB/s")}))
+    assert failed.status is Status.FAIL
+    assert "membw_copy_gbps" in failed.message
+
+
+def test_memory_pattern_test_runs_at_full() -> None:
+    result = memory.run(cpu_context(pattern_fraction=1.0, pattern_max_bytes=8 * 1024**2))
+    assert result.status is Status.PASS
+    tested = [m for m in result.measurements if m.name == "pattern_bytes_tested"]
+    assert tested[0].value == 8 * 1024**2
+
+
+def test_transfer_passes_and_below_reference_fails() -> None:
+    result = transfer.run(cpu_context())
+    assert result.status is Status.PASS
+    assert {m.name for m in result.measurements} == {"h2d_pinned_gbps", "d2h_pinned_gbps"}
+    failed = transfer.run(cpu_context(references={"h2d_pinned_gbps": impossible("GB/s")}))
+    assert failed.status is Status.FAIL
+
+
+def test_train_loss_falls_in_one_epoch() -> None:
+    result = train.run(cpu_context(smoke_epochs=1))
+    assert result.status is Status.PASS, result.message
+    ratio = next(m for m in result.measurements if m.name == "loss_final_over_initial")
+    assert ratio.value < 0.5
+
+
+def test_train_fails_when_loss_does_not_fall_far_enough() -> None:
+    result = train.run(cpu_context(smoke_max_loss_ratio=1e-6))
+    assert result.status is Status.FAIL
+    assert "must fall below" in result.message

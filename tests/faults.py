@@ -1,0 +1,69 @@
+"""Injected faults, in an importable module so spawned rank and check processes can load them."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from gpuaccept.bench.collectives import AllReduceFigure, AllReduceSpec, expected_all_reduce_sum
+from gpuaccept.checks.context import CheckContext
+from gpuaccept.results import CheckResult, Status
+from gpuaccept.training_smoke import SmokeSpec, build_model, train_smoke
+
+
+def hang_on_rank1(rank: int, world_size: int, spec: Any) -> Any:
+    """Rank 1 never joins the collective, so rank 0 waits forever in it: a hung all-reduce."""
+    if rank == 1:
+        time.sleep(3600)
+    data = torch.ones(4)
+    dist.all_reduce(data)
+    return data
+
+
+def raise_on_rank1(rank: int, world_size: int, spec: Any) -> int:
+    if rank == 1:
+        raise RuntimeError("injected rank failure")
+    return rank
+
+
+def die_on_rank1(rank: int, world_size: int, spec: Any) -> int:
+    if rank == 1:
+        os._exit(7)
+    time.sleep(3600)
+    return rank
+
+
+def max_instead_of_sum_rank(rank: int, world_size: int, spec: AllReduceSpec) -> AllReduceFigure:
+    """A broken all-reduce: reduces with MAX, so the exact-sum check must count wrong elements."""
+    numel = spec.nbytes // 4
+    data = (torch.arange(numel) % 61 + rank + 1).to(torch.float32)
+    dist.all_reduce(data, op=dist.ReduceOp.MAX)
+    wrong = int((data != expected_all_reduce_sum(numel, world_size, data.device)).sum())
+    return AllReduceFigure(world_size, numel * 4, wrong, 1e-3)
+
+
+def diverging_ddp_rank(rank: int, world_size: int, spec: SmokeSpec) -> Any:
+    """Each rank trains its own copy without gradient averaging: parameters end different."""
+    device = torch.device("cpu")
+    return train_smoke(build_model(spec, device), spec, device, shard=rank)
+
+
+def check_raises(context: CheckContext) -> CheckResult:
+    raise RuntimeError("injected check failure")
+
+
+def check_hangs(context: CheckContext) -> CheckResult:
+    time.sleep(3600)
+    raise AssertionError("unreachable")
+
+
+def check_dies(context: CheckContext) -> CheckResult:
+    os._exit(9)
+
+
+def check_passes(context: CheckContext) -> CheckResult:
+    return CheckResult(name="fake", area="FAKE", status=Status.PASS, message="ok")

@@ -1,0 +1,100 @@
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from gpuaccept.report import console, json_report, junit
+from gpuaccept.results import CheckResult, Measurement, Reference, RunReport, Status, Verdict
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def sample_report() -> RunReport:
+    reference = Reference(value=794.5, lower_fraction=0.75, unit="TFLOPS", source="mamf-finder")
+    checks = [
+        CheckResult(name="inventory", area="INVENTORY", status=Status.PASS, message="8 GPU(s)"),
+        CheckResult(
+            name="compute",
+            area="COMPUTE",
+            status=Status.FAIL,
+            message='gpu3 matmul_bf16_tflops 512 TFLOPS below floor <596> & "quoted"',
+            duration_seconds=12.5,
+            measurements=[
+                Measurement(
+                    name="matmul_bf16_tflops",
+                    value=512.0,
+                    unit="TFLOPS",
+                    device_index=3,
+                    device_name="NVIDIA H100 80GB HBM3",
+                    reference=reference,
+                    reference_model="h100-sxm",
+                    verdict=Verdict.FAIL,
+                )
+            ],
+        ),
+        CheckResult(name="health", area="HEALTH", status=Status.SKIP, message="NVML unavailable"),
+        CheckResult(name="ddp", area="DDP", status=Status.ERROR, message="timed out after 900 s"),
+    ]
+    return RunReport(
+        tool_version="0.1.0",
+        command="accept",
+        level="standard",
+        device_mode="cuda",
+        started_at="2026-11-21T05:00:00.123+00:00",
+        finished_at="2026-11-21T05:03:00+00:00",
+        duration_seconds=180.0,
+        checks=checks,
+        environment={"system": {"hostname": "gpu-node/07 'east'"}},
+    )
+
+
+def test_json_report_round_trips_and_names_the_host(tmp_path: Path) -> None:
+    report = sample_report()
+    path = json_report.write_json_report(report, tmp_path)
+    assert path.name == "gpuaccept-accept-gpu-node_07__east_-20261121T050000.json"
+    assert RunReport.model_validate_json(path.read_text()) == report
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]
+
+
+def test_committed_schema_matches_the_model() -> None:
+    committed = (REPO / "docs" / "report-schema.json").read_text()
+    assert committed == json_report.render_report_schema(), "regenerate docs/report-schema.json"
+    assert json.loads(committed)["properties"]["schema_version"]["default"] == 1
+
+
+def test_junit_counts_and_marks_each_check(tmp_path: Path) -> None:
+    path = tmp_path / "junit.xml"
+    junit.write_junit(sample_report(), path)
+    suite = ET.parse(path).getroot().find("testsuite")
+    assert suite is not None
+    assert (
+        suite.get("tests"),
+        suite.get("failures"),
+        suite.get("errors"),
+        suite.get("skipped"),
+    ) == ("4", "1", "1", "1")
+    cases = {case.get("name"): case for case in suite.iter("testcase")}
+    failure = cases["compute"].find("failure")
+    assert failure is not None
+    assert (
+        failure.get("message") == 'gpu3 matmul_bf16_tflops 512 TFLOPS below floor <596> & "quoted"'
+    )
+    assert cases["ddp"].find("error") is not None
+    assert cases["health"].find("skipped") is not None
+    assert cases["inventory"].find("failure") is None
+
+
+def test_console_lines_carry_the_area_prefix_and_the_verdict() -> None:
+    report = sample_report()
+    lines = [console.check_line(check) for check in report.checks]
+    assert lines[0] == "[INVENTORY] PASS inventory (0.0 s): 8 GPU(s)"
+    assert lines[1].startswith("[COMPUTE] FAIL compute (12.5 s): gpu3")
+    assert console.result_line(report) == "[RESULT] FAILURE: compute, ddp"
+    passing = report.model_copy(update={"checks": report.checks[:1]})
+    assert console.result_line(passing) == "[RESULT] SUCCESS"
+
+
+def test_summary_table_has_a_row_per_check() -> None:
+    table = console.summary_table(sample_report())
+    assert table.row_count == 4

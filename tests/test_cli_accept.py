@@ -1,0 +1,177 @@
+"""`gpuaccept accept` end to end, as an operator runs it on this GPU-less machine."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from gpuaccept.results import RunReport
+
+
+def accept(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env_free = {"CUDA_VISIBLE_DEVICES", "SLURM_GPUS_ON_NODE", "_CONDOR_AssignedGPUs"}
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k not in env_free}
+    return subprocess.run(
+        [sys.executable, "-m", "gpuaccept", "accept", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env=env,
+        cwd=cwd,
+    )
+
+
+@pytest.fixture(scope="module")
+def quick_run(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    out = tmp_path_factory.mktemp("quick")
+    return accept(
+        "--level",
+        "quick",
+        "--device",
+        "cpu",
+        "--report-dir",
+        str(out / "reports"),
+        "--junit",
+        str(out / "junit.xml"),
+    ), out
+
+
+def test_quick_cpu_run_passes_and_says_it_is_cpu_mode(
+    quick_run: tuple[subprocess.CompletedProcess[str], Path],
+) -> None:
+    done, _ = quick_run
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert any(
+        line.startswith("[ENV] CPU mode") and "NOT a GPU acceptance" in line for line in lines
+    )
+    for area in ("[INVENTORY]", "[STACK]", "[HEALTH]", "[COMPUTE]", "[TRAIN]", "[COLLECTIVES]"):
+        assert any(line.startswith(area) for line in lines), area
+    assert lines[-1] == "[RESULT] SUCCESS"
+    assert done.stderr.count("Traceback") == 0
+
+
+def test_quick_cpu_run_writes_a_valid_report_and_junit(
+    quick_run: tuple[subprocess.CompletedProcess[str], Path],
+) -> None:
+    _, out = quick_run
+    (report_path,) = (out / "reports").iterdir()
+    report = RunReport.model_validate_json(report_path.read_text())
+    assert report.device_mode == "cpu"
+    assert report.passed
+    assert report.environment["torch"]["version"].startswith("2.")
+    assert [c.name for c in report.checks] == [
+        "inventory",
+        "stack",
+        "health",
+        "compute",
+        "train",
+        "collectives",
+    ]
+    suite = ET.parse(out / "junit.xml").getroot().find("testsuite")
+    assert suite is not None
+    assert suite.get("tests") == "6"
+
+
+def test_expecting_a_gpu_here_fails_with_a_one_line_reason() -> None:
+    done = accept("--level", "quick", "--expect-gpus", "1")
+    assert done.returncode == 1
+    assert "[INVENTORY] FAIL inventory" in done.stdout
+    assert "expected 1 GPU(s) (--expect-gpus) but torch can use 0" in done.stdout
+    assert done.stdout.splitlines()[-1] == "[RESULT] FAILURE: inventory"
+
+
+def test_scheduler_assignment_is_expected_without_a_flag() -> None:
+    import os
+
+    env = {**os.environ, "_CONDOR_AssignedGPUs": "CUDA0,CUDA1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "gpuaccept", "accept", "--level", "quick", "--only", "inventory"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=env,
+    )
+    assert done.returncode == 1
+    assert "expected 2 GPU(s) (HTCondor _CONDOR_AssignedGPUs)" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "text"),
+    [
+        (["--baseline", "{bad}"], 2, "not valid TOML"),
+        (["--baseline", "{missing}"], 2, "cannot read"),
+        (["--level", "medium"], 2, "--level must be one of"),
+        (["--only", "gemm"], 2, "--only: unknown check gemm"),
+        (["--device", "cuda"], 3, "--device cuda asked for"),
+        (["--report-dir", "{file}/sub"], 2, "--report-dir"),
+    ],
+)
+def test_bad_input_exits_with_one_line_and_no_traceback(
+    tmp_path: Path, args: list[str], code: int, text: str
+) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[models.cpu\n")
+    a_file = tmp_path / "plain-file"
+    a_file.write_text("")
+    filled = [arg.format(bad=bad, missing=tmp_path / "absent.toml", file=a_file) for arg in args]
+    done = accept(*filled)
+    assert done.returncode == code, done.stdout + done.stderr
+    assert done.stdout == ""  # refused before any check ran
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert text in lines[0]
+    assert "Traceback" not in done.stderr
+
+
+def test_record_baseline_then_judge_against_it(tmp_path: Path) -> None:
+    baseline = tmp_path / "known-good.toml"
+    done = accept(
+        "--level",
+        "quick",
+        "--device",
+        "cpu",
+        "--only",
+        "compute",
+        "--record-baseline",
+        str(baseline),
+        "--baseline-runs",
+        "2",
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.count("[COMPUTE]") == 2
+    text = baseline.read_text()
+    assert '[models."cpu"]' in text
+    assert "matmul_fp32_tflops" in text
+    judged = accept(
+        "--level",
+        "quick",
+        "--device",
+        "cpu",
+        "--only",
+        "compute",
+        "--baseline",
+        str(baseline),
+        "--report-dir",
+        str(tmp_path),
+    )
+    assert judged.returncode in (0, 1)  # a 10% slower second run may fail: that is the point
+    (report_path,) = tmp_path.glob("gpuaccept-accept-*.json")
+    report = json.loads(report_path.read_text())
+    sources = {
+        m["reference"]["source"]
+        for m in report["checks"][0]["measurements"]
+        if m["name"] == "matmul_fp32_tflops"
+    }
+    assert sources == {"median of 2 run(s), level quick"}

@@ -1,0 +1,45 @@
+from __future__ import annotations
+
+import pytest
+
+from gpuaccept.errors import EnvironmentProblem, InputError
+from gpuaccept.hardware import ExpectedGpus, expected_gpu_count, resolve_device_mode
+
+
+@pytest.mark.parametrize(
+    ("environ", "expected"),
+    [
+        ({}, None),
+        ({"CUDA_VISIBLE_DEVICES": "0,1"}, ExpectedGpus(2, "CUDA_VISIBLE_DEVICES")),
+        ({"CUDA_VISIBLE_DEVICES": ""}, ExpectedGpus(0, "CUDA_VISIBLE_DEVICES")),
+        ({"CUDA_VISIBLE_DEVICES": "-1"}, ExpectedGpus(0, "CUDA_VISIBLE_DEVICES")),
+        ({"CUDA_VISIBLE_DEVICES": "GPU-a,GPU-b,GPU-c"}, ExpectedGpus(3, "CUDA_VISIBLE_DEVICES")),
+        (
+            {"SLURM_GPUS_ON_NODE": "8", "CUDA_VISIBLE_DEVICES": "0"},
+            ExpectedGpus(8, "Slurm SLURM_GPUS_ON_NODE"),
+        ),
+        (
+            {"_CONDOR_AssignedGPUs": "CUDA0,CUDA1", "SLURM_GPUS_ON_NODE": "8"},
+            ExpectedGpus(2, "HTCondor _CONDOR_AssignedGPUs"),
+        ),
+    ],
+)
+def test_expected_gpu_count_follows_the_scheduler(
+    environ: dict[str, str], expected: ExpectedGpus | None
+) -> None:
+    assert expected_gpu_count(environ) == expected
+
+
+def test_auto_device_on_a_cpu_machine_is_cpu() -> None:
+    assert resolve_device_mode("auto") == "cpu"
+    assert resolve_device_mode("cpu") == "cpu"
+
+
+def test_cuda_without_a_gpu_is_an_environment_error() -> None:
+    with pytest.raises(EnvironmentProblem, match="--device cuda"):
+        resolve_device_mode("cuda")
+
+
+def test_unknown_device_is_an_input_error() -> None:
+    with pytest.raises(InputError):
+        resolve_device_mode("tpu")
