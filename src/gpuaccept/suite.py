@@ -178,13 +178,15 @@ def run_check_isolated(
     process.start()
     sender.close()
     outcome: tuple[str, Any] | None = None
+    # poll() also returns early when the process dies (the pipe reaches EOF), so the timeout is
+    # told from poll() itself, not from an exit code that may not have been reaped yet.
+    timed_out = not receiver.poll(timeout_seconds)
     try:
-        if receiver.poll(timeout_seconds):
+        if not timed_out:
             outcome = receiver.recv()
     except EOFError:
         outcome = None  # the process died before sending anything
     finally:
-        timed_out = outcome is None and process.exitcode is None
         _kill_group(process)
         receiver.close()
     duration = time.monotonic() - started
