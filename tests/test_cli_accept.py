@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -12,11 +13,11 @@ import pytest
 
 from gpuaccept.results import RunReport
 
+QUICK_CPU_COMPUTE = ("--level", "quick", "--device", "cpu", "--only", "compute")
+
 
 def accept(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     env_free = {"CUDA_VISIBLE_DEVICES", "SLURM_GPUS_ON_NODE", "_CONDOR_AssignedGPUs"}
-    import os
-
     env = {k: v for k, v in os.environ.items() if k not in env_free}
     return subprocess.run(
         [sys.executable, "-m", "gpuaccept", "accept", *args],
@@ -92,8 +93,6 @@ def test_expecting_a_gpu_here_fails_with_a_one_line_reason() -> None:
 
 
 def test_scheduler_assignment_is_expected_without_a_flag() -> None:
-    import os
-
     env = {**os.environ, "_CONDOR_AssignedGPUs": "CUDA0,CUDA1"}
     done = subprocess.run(
         [sys.executable, "-m", "gpuaccept", "accept", "--level", "quick", "--only", "inventory"],
@@ -138,12 +137,7 @@ def test_bad_input_exits_with_one_line_and_no_traceback(
 def test_record_baseline_then_judge_against_it(tmp_path: Path) -> None:
     baseline = tmp_path / "known-good.toml"
     done = accept(
-        "--level",
-        "quick",
-        "--device",
-        "cpu",
-        "--only",
-        "compute",
+        *QUICK_CPU_COMPUTE,
         "--record-baseline",
         str(baseline),
         "--baseline-runs",
@@ -155,12 +149,7 @@ def test_record_baseline_then_judge_against_it(tmp_path: Path) -> None:
     assert '[models."cpu"]' in text
     assert "matmul_fp32_tflops" in text
     judged = accept(
-        "--level",
-        "quick",
-        "--device",
-        "cpu",
-        "--only",
-        "compute",
+        *QUICK_CPU_COMPUTE,
         "--baseline",
         str(baseline),
         "--report-dir",

@@ -6,16 +6,15 @@ A metric with no reference is *unchecked*, never passed (ReFrame's rule).
 from __future__ import annotations
 
 import json
-import os
 import re
 import statistics
-import tempfile
 import tomllib
 from importlib.resources import files
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from gpuaccept.atomic_write import write_text_atomically
 from gpuaccept.errors import InputError
 from gpuaccept.results import Reference, RunReport
 
@@ -176,18 +175,3 @@ def write_baseline(
                 f"source = {json.dumps(note)} }}"
             )
     write_text_atomically(path, "\n".join(lines) + "\n")
-
-
-def write_text_atomically(path: Path, text: str) -> None:
-    """Write a file so that readers see the old content or the new, never a half-written one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise

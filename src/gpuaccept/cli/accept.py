@@ -5,10 +5,14 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from gpuaccept.errors import CheckFailed, InputError
+
+if TYPE_CHECKING:
+    from gpuaccept.results import CheckResult
 
 
 def _ensure_writable_dir(directory: Path, flag: str) -> None:
@@ -106,8 +110,8 @@ def accept(
         )
     timeout = check_timeout or suite.DEFAULT_TIMEOUT_SECONDS[level]
 
-    def show(result: object) -> None:
-        typer.echo(check_line(result))  # type: ignore[arg-type]
+    def show(result: CheckResult) -> None:
+        typer.echo(check_line(result))
 
     runs = baseline_runs if record_baseline else 1
     reports = []

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from gpuaccept.references import write_text_atomically
+from gpuaccept.atomic_write import write_text_atomically
 from gpuaccept.results import RunReport
 
 
