@@ -113,16 +113,25 @@ def _collect(
         try:
             status, rank, value = results.get(timeout=min(remaining, 0.5))
         except queue.Empty:
-            dead = [
-                rank
-                for rank, process in enumerate(processes)
-                if rank not in done and process.exitcode not in (None, 0)
-            ]
-            if dead:
-                codes = ", ".join(f"rank {r} exit {processes[r].exitcode}" for r in dead)
-                raise RanksFailed(f"rank process died without a result ({codes})") from None
+            died = _deaths(processes, done)
+            if died:
+                raise RanksFailed(f"rank process died without a result ({died})") from None
             continue
         if status == "error":
-            raise RanksFailed(f"rank {rank} of {world_size} failed: {value}")
+            # A peer's death often surfaces first as this rank's connection error: give the
+            # peers a moment to exit, and name the dead one, since that is the cause to chase.
+            time.sleep(1.0)
+            died = _deaths(processes, done)
+            cause = f"rank process died without a result ({died}); then " if died else ""
+            raise RanksFailed(f"{cause}rank {rank} of {world_size} failed: {value}")
         done[rank] = value
     return [done[rank] for rank in range(world_size)]
+
+
+def _deaths(processes: list[Any], done: dict[int, Any]) -> str:
+    """'rank R exit C, ...' for ranks that exited non-zero without a result ('' if none)."""
+    return ", ".join(
+        f"rank {rank} exit {process.exitcode}"
+        for rank, process in enumerate(processes)
+        if rank not in done and process.exitcode not in (None, 0)
+    )
