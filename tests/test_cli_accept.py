@@ -164,3 +164,18 @@ def test_record_baseline_then_judge_against_it(tmp_path: Path) -> None:
         if m["name"] == "matmul_fp32_tflops"
     }
     assert sources == {"median of 2 run(s), level quick"}
+
+
+def test_running_under_torchrun_is_refused_not_repeated_per_rank() -> None:
+    env = {**os.environ, "WORLD_SIZE": "8", "RANK": "3"}
+    done = subprocess.run(
+        [sys.executable, "-m", "gpuaccept", "accept", "--level", "quick"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=env,
+    )
+    assert done.returncode == 2
+    assert "WORLD_SIZE=8" in done.stderr
+    assert done.stdout == ""

@@ -14,11 +14,11 @@ import queue
 import tempfile
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from gpuaccept.errors import GpuacceptError
+from gpuaccept.errors import GpuacceptError, InputError
 
 RankTarget = Callable[[int, int, Any], Any]
 
@@ -29,6 +29,17 @@ class RanksFailed(GpuacceptError):
 
 class RanksTimedOut(GpuacceptError):
     """Some ranks did not finish before the deadline (a hung collective, typically)."""
+
+
+def refuse_external_launch(environ: Mapping[str, str] | None = None) -> None:
+    """`accept` spawns its own ranks: under torchrun every rank would repeat the whole suite."""
+    env = os.environ if environ is None else environ
+    world = env.get("WORLD_SIZE", "1")
+    if world.strip() not in ("", "0", "1"):
+        raise InputError(
+            f"gpuaccept accept starts one process per GPU itself; it is running under a "
+            f"launcher with WORLD_SIZE={world}: run it once per node, without torchrun"
+        )
 
 
 def _rank_entry(

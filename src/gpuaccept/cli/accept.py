@@ -65,7 +65,9 @@ def accept(
     """
     from gpuaccept import references as refs
     from gpuaccept import suite
+    from gpuaccept.launch import refuse_external_launch
 
+    refuse_external_launch()
     specs = suite.select_checks(level, only, skip)
     table = refs.load_shipped_references()
     if baseline is not None:
