@@ -16,9 +16,11 @@ from gpuaccept.results import RunReport
 QUICK_CPU_COMPUTE = ("--level", "quick", "--device", "cpu", "--only", "compute")
 
 
-def accept(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def accept(
+    *args: str, cwd: Path | None = None, extra_env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     env_free = {"CUDA_VISIBLE_DEVICES", "SLURM_GPUS_ON_NODE", "_CONDOR_AssignedGPUs"}
-    env = {k: v for k, v in os.environ.items() if k not in env_free}
+    env = {k: v for k, v in os.environ.items() if k not in env_free} | (extra_env or {})
     return subprocess.run(
         [sys.executable, "-m", "gpuaccept", "accept", *args],
         capture_output=True,
@@ -93,14 +95,12 @@ def test_expecting_a_gpu_here_fails_with_a_one_line_reason() -> None:
 
 
 def test_scheduler_assignment_is_expected_without_a_flag() -> None:
-    env = {**os.environ, "_CONDOR_AssignedGPUs": "CUDA0,CUDA1"}
-    done = subprocess.run(
-        [sys.executable, "-m", "gpuaccept", "accept", "--level", "quick", "--only", "inventory"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env=env,
+    done = accept(
+        "--level",
+        "quick",
+        "--only",
+        "inventory",
+        extra_env={"_CONDOR_AssignedGPUs": "CUDA0,CUDA1"},
     )
     assert done.returncode == 1
     assert "expected 2 GPU(s) (HTCondor _CONDOR_AssignedGPUs)" in done.stdout
@@ -167,15 +167,7 @@ def test_record_baseline_then_judge_against_it(tmp_path: Path) -> None:
 
 
 def test_running_under_torchrun_is_refused_not_repeated_per_rank() -> None:
-    env = {**os.environ, "WORLD_SIZE": "8", "RANK": "3"}
-    done = subprocess.run(
-        [sys.executable, "-m", "gpuaccept", "accept", "--level", "quick"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env=env,
-    )
+    done = accept("--level", "quick", extra_env={"WORLD_SIZE": "8", "RANK": "3"})
     assert done.returncode == 2
     assert "WORLD_SIZE=8" in done.stderr
     assert done.stdout == ""

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from gpuaccept import __version__
 from gpuaccept.checks.context import CheckContext, Settings
 from gpuaccept.errors import InputError
 from gpuaccept.results import CheckResult, RunReport, Status
@@ -253,8 +254,6 @@ def run_acceptance(
     on_result: Callable[[CheckResult], None] | None = None,
 ) -> RunReport:
     """Run the checks and gather them, with the environment capture, into one RunReport."""
-    from gpuaccept import __version__
-
     started = datetime.now(UTC)
     clock = time.monotonic()
     results = run_suite(specs, context, timeout_seconds, on_result)
