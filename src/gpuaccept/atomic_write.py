@@ -7,16 +7,20 @@ import tempfile
 from pathlib import Path
 
 
-def write_text_atomically(path: Path, text: str) -> None:
+def write_bytes_atomically(path: Path, data: bytes) -> None:
     """Write a file so that readers see the old content or the new, never a half-written one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
             stream.flush()
             os.fsync(stream.fileno())
         os.replace(temp, path)
     except BaseException:
         Path(temp).unlink(missing_ok=True)
         raise
+
+
+def write_text_atomically(path: Path, text: str) -> None:
+    write_bytes_atomically(path, text.encode("utf-8"))

@@ -7,6 +7,7 @@ probe leaves its field None and never aborts the capture.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import platform
 import socket
@@ -106,3 +107,20 @@ def capture_environment() -> dict[str, Any]:
         "pixi": _probe(_pixi),
         "scheduler": _probe(_scheduler),
     }
+
+
+def stack_sha256(environment: dict[str, Any]) -> str:
+    """A digest of the software stack and GPU models in a capture, not of the host it ran on.
+
+    Two nodes with the same lock, torch, driver and GPU models share it, so a saved model can be
+    traced to the stack that trained it; hostnames and job ids are left out on purpose.
+    """
+    stack = {
+        "python": (environment.get("python") or {}).get("version"),
+        "torch": environment.get("torch"),
+        "driver": environment.get("driver"),
+        "pixi_lock_sha256": (environment.get("pixi") or {}).get("lock_sha256"),
+        "gpus": sorted(str((gpu or {}).get("name")) for gpu in (environment.get("gpus") or [])),
+    }
+    canonical = json.dumps(stack, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()

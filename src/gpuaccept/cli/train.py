@@ -2,23 +2,281 @@
 
 from __future__ import annotations
 
+import os
+import time
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
-from gpuaccept.errors import NotBuiltError
+from gpuaccept.errors import InputError
+
+if TYPE_CHECKING:
+    import torch
+
+    from gpuaccept.mnist.train import EpochRecord, Recipe
 
 app = typer.Typer(
     help="Training workloads: a real PyTorch job as acceptance.", no_args_is_help=True
 )
 
+# Where `--data` looks when it is not given: what an HTCondor job transfers in, then a folder.
+DEFAULT_DATA = (Path("MNIST_data.tar.gz"), Path("data"))
+_RESERVED_EXIT_CODES = range(0, 4)  # gpuaccept's own: 0 pass, 1 gate, 2 input, 3 environment
+
+
+def _target_fraction(value: float | None) -> float | None:
+    """--target-accuracy as a fraction: 0.99 and 99 both mean 99%."""
+    if value is None:
+        return None
+    if not 0 < value <= 100:
+        raise InputError(f"--target-accuracy must be in (0, 1] or (1, 100] percent (got {value:g})")
+    return value if value <= 1 else value / 100
+
+
+def _default_data() -> Path:
+    for candidate in DEFAULT_DATA:
+        if candidate.exists():
+            return candidate
+    raise InputError(
+        "no MNIST data: pass --data with a directory or MNIST_data.tar.gz "
+        f"(looked for ./{DEFAULT_DATA[0]} and ./{DEFAULT_DATA[1]}/)"
+    )
+
+
+def _check_output(path: Path | None, flag: str) -> None:
+    """Refuse before training, not after it, when an output cannot be written."""
+    if path is None:
+        return
+    if path.is_dir():
+        raise InputError(f"{flag} {path}: is a directory, expected a file path")
+    parent = path.parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise InputError(f"{flag} {path}: cannot create {parent}: {error.strerror}") from None
+    if not os.access(parent, os.W_OK):
+        raise InputError(f"{flag} {path}: {parent} is not writable")
+
 
 @app.command("mnist")
 def mnist(
+    data: Path | None = typer.Option(
+        None,
+        "--data",
+        help="MNIST as a directory (flat or MNIST/raw/, gzipped or not) or MNIST_data.tar.gz. "
+        "Default: ./MNIST_data.tar.gz, else ./data/.",
+    ),
+    model: str = typer.Option(
+        "fast", "--model", help="fast (default recipe) or lenet (the seed's)."
+    ),
     epochs: int = typer.Option(20, "--epochs", min=1, help="Number of training epochs."),
+    batch_size: int | None = typer.Option(
+        None, "--batch-size", min=1, help="Global batch size (default: the recipe's)."
+    ),
+    learning_rate: float | None = typer.Option(
+        None, "--lr", min=0, help="Peak learning rate (default: the recipe's)."
+    ),
+    seed: int = typer.Option(0, "--seed", min=0, help="Seed: the same seed gives the same model."),
+    device: str = typer.Option("auto", "--device", help="auto, cuda or cpu."),
+    precision: str = typer.Option(
+        "auto", "--precision", help="auto (bf16 on a GPU that has it, else fp32), bf16 or fp32."
+    ),
+    target_accuracy: float | None = typer.Option(
+        None,
+        "--target-accuracy",
+        help="Exit 1 when the final test accuracy is below this (0.99 or 99 both mean 99%).",
+    ),
     save_model: Path | None = typer.Option(
-        None, "--save-model", help="Write the trained model here (atomically)."
+        None, "--save-model", help="Write the trained model and its metadata here (atomically)."
+    ),
+    checkpoint: Path | None = typer.Option(
+        None,
+        "--checkpoint",
+        help="Checkpoint file: resumed from when it exists, rewritten every --checkpoint-every.",
+    ),
+    checkpoint_every: int = typer.Option(
+        1, "--checkpoint-every", min=1, help="Epochs between checkpoints."
+    ),
+    checkpoint_exit_code: int | None = typer.Option(
+        None,
+        "--checkpoint-exit-code",
+        min=4,
+        max=255,
+        help="Exit with this code after each checkpoint but the last (HTCondor's "
+        "checkpoint_exit_code: the job is restarted and resumes).",
+    ),
+    report_dir: Path | None = typer.Option(
+        None, "--report-dir", help="Write the JSON report (with environment capture) here."
+    ),
+    scratch: Path | None = typer.Option(
+        None,
+        "--scratch",
+        help="Where a tarball is extracted (default: $_CONDOR_SCRATCH_DIR, else the temp dir).",
     ),
 ) -> None:
-    """Train the MNIST CNN (not built yet: issue #4)."""
-    raise NotBuiltError("`gpuaccept train mnist` is not built yet (tracked in issue #4)")
+    """Train an MNIST CNN with the data on the device; gate on test accuracy.
+
+    Under torchrun every rank trains its slice of each batch (DDP); rank 0 prints and writes.
+    Exit 0: trained (and target reached); 1: below --target-accuracy; 2: bad input.
+    """
+    from gpuaccept.mnist.train import RECIPES
+
+    if model not in RECIPES:
+        raise InputError(f"--model must be one of {', '.join(RECIPES)} (got {model!r})")
+    if precision not in ("auto", "bf16", "fp32"):
+        raise InputError(f"--precision must be auto, bf16 or fp32 (got {precision!r})")
+    if checkpoint_exit_code is not None and checkpoint is None:
+        raise InputError("--checkpoint-exit-code needs --checkpoint")
+    target = _target_fraction(target_accuracy)
+    data_path = data if data is not None else _default_data()
+    _check_output(save_model, "--save-model")
+    _check_output(checkpoint, "--checkpoint")
+    if report_dir is not None:
+        _check_output(report_dir / "report.json", "--report-dir")
+    if scratch is None and os.environ.get("_CONDOR_SCRATCH_DIR"):
+        scratch = Path(os.environ["_CONDOR_SCRATCH_DIR"])
+
+    import dataclasses
+
+    import torch
+
+    from gpuaccept.mnist.distributed import torchrun_process_group
+
+    recipe = RECIPES[model]
+    if batch_size is not None:
+        recipe = dataclasses.replace(recipe, batch_size=batch_size)
+    if learning_rate is not None:
+        recipe = dataclasses.replace(recipe, learning_rate=learning_rate)
+    with torchrun_process_group(device) as (run_device, rank, world):
+        _train_and_report(
+            recipe_name=model,
+            recipe=recipe,
+            data_path=data_path,
+            scratch=scratch,
+            run_device=run_device,
+            rank=rank,
+            world=world,
+            epochs=epochs,
+            seed=seed,
+            bf16=precision == "bf16"
+            or (
+                precision == "auto" and run_device.type == "cuda" and torch.cuda.is_bf16_supported()
+            ),
+            target=target,
+            save_model=save_model,
+            checkpoint=checkpoint,
+            checkpoint_every=checkpoint_every,
+            checkpoint_exit_code=checkpoint_exit_code,
+            report_dir=report_dir,
+        )
+
+
+def _train_and_report(
+    *,
+    recipe_name: str,
+    recipe: Recipe,
+    data_path: Path,
+    scratch: Path | None,
+    run_device: torch.device,
+    rank: int,
+    world: int,
+    epochs: int,
+    seed: int,
+    bf16: bool,
+    target: float | None,
+    save_model: Path | None,
+    checkpoint: Path | None,
+    checkpoint_every: int,
+    checkpoint_exit_code: int | None,
+    report_dir: Path | None,
+) -> None:
+    from gpuaccept import __version__
+    from gpuaccept.envinfo import capture_environment, stack_sha256
+    from gpuaccept.mnist.checkpoint import save_model as write_model
+    from gpuaccept.mnist.data import load_mnist
+    from gpuaccept.mnist.result import training_check
+    from gpuaccept.mnist.train import CheckpointPlan, TrainConfig, train_mnist
+    from gpuaccept.report.console import check_line, result_line
+    from gpuaccept.results import RunReport
+
+    lead = rank == 0
+    started, clock = datetime.now(UTC), time.monotonic()
+    dataset = load_mnist(data_path, scratch)
+    config = TrainConfig(recipe=recipe, epochs=epochs, seed=seed, bf16=bf16)
+    environment = capture_environment() if lead else {}
+    if lead:
+        typer.echo(
+            f"[TRAIN] mnist --model {recipe_name}: {len(dataset.train_labels)} train / "
+            f"{len(dataset.test_labels)} test images from {dataset.source}; {run_device}"
+            f"{f' x {world} ranks' if world > 1 else ''}, {'bf16' if bf16 else 'fp32'}, "
+            f"batch {recipe.batch_size}, seed {seed}, {epochs} epochs"
+        )
+        if checkpoint is not None and checkpoint.exists():
+            typer.echo(f"[TRAIN] resuming from {checkpoint}")
+
+    def show(record: EpochRecord) -> None:
+        if lead:
+            typer.echo(
+                f"[TRAIN] epoch {record.epoch:>3}/{epochs}  loss {record.loss:.4f}  "
+                f"test accuracy {record.test_accuracy:.2%}  "
+                f"{record.images_per_second:,.0f} images/s  epoch {record.epoch_seconds:.1f} s  "
+                f"elapsed {record.elapsed_seconds:.1f} s"
+            )
+
+    def stop_for_scheduler(epoch: int) -> None:
+        if checkpoint_exit_code is not None:
+            if lead:
+                typer.echo(
+                    f"[TRAIN] checkpoint at epoch {epoch} written; exiting {checkpoint_exit_code} "
+                    f"so the scheduler saves it and restarts the job"
+                )
+            raise typer.Exit(checkpoint_exit_code)
+
+    outcome = train_mnist(
+        dataset,
+        config,
+        run_device,
+        checkpoint=CheckpointPlan(checkpoint, checkpoint_every) if checkpoint else None,
+        on_epoch=show,
+        after_checkpoint=stop_for_scheduler,
+    )
+    if not lead:
+        return
+    check = training_check(outcome, config, dataset, target, time.monotonic() - clock)
+    if save_model is not None:
+        final = outcome.records[-1]
+        write_model(
+            save_model,
+            outcome.model.state_dict(),
+            {
+                "model": recipe.model,
+                "epoch": final.epoch,
+                "test_accuracy": final.test_accuracy,
+                "seed": seed,
+                "data_sha256": dataset.sha256,
+                "environment_sha256": stack_sha256(environment),
+                "gpuaccept_version": __version__,
+            },
+        )
+        typer.echo(f"[TRAIN] model written to {save_model}")
+    report = RunReport(
+        tool_version=__version__,
+        command="train-mnist",
+        level=recipe_name,
+        device_mode=run_device.type,
+        started_at=started.isoformat(),
+        finished_at=datetime.now(UTC).isoformat(),
+        duration_seconds=time.monotonic() - clock,
+        checks=[check],
+        environment=environment,
+    )
+    if report_dir is not None:
+        from gpuaccept.report.json_report import write_json_report
+
+        typer.echo(f"[REPORT] {write_json_report(report, report_dir)}")
+    typer.echo(check_line(check))
+    typer.echo(result_line(report))
+    if not report.passed:
+        raise typer.Exit(1)

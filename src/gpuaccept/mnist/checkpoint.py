@@ -1,0 +1,69 @@
+"""Checkpoints (resume after eviction) and the saved model, both written atomically.
+
+A checkpoint records the run's identity (recipe, epochs, seed, data digest, world size); resuming
+with a different identity is refused, since the result would match neither run.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from gpuaccept.atomic_write import write_bytes_atomically
+from gpuaccept.errors import InputError
+
+CHECKPOINT_FORMAT = "gpuaccept-mnist-checkpoint/1"
+MODEL_FORMAT = "gpuaccept-mnist-model/1"
+
+
+def _save(path: Path, payload: dict[str, Any], flag: str) -> None:
+    buffer = io.BytesIO()
+    torch.save(payload, buffer)
+    try:
+        write_bytes_atomically(path, buffer.getvalue())
+    except OSError as error:
+        raise InputError(f"{flag} {path}: cannot write: {error.strerror or error}") from None
+
+
+def _load(path: Path, expected_format: str, what: str) -> dict[str, Any]:
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise InputError(f"{what} {path}: file not found") from None
+    except Exception as error:  # torch raises a zoo of types for a damaged file
+        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise InputError(f"{what} {path}: unreadable ({reason[:160]})") from None
+    if not isinstance(payload, dict) or payload.get("format") != expected_format:
+        raise InputError(f"{what} {path}: not a {expected_format} file")
+    return payload
+
+
+def save_checkpoint(path: Path, payload: dict[str, Any]) -> None:
+    _save(path, {"format": CHECKPOINT_FORMAT, **payload}, "--checkpoint")
+
+
+def load_checkpoint(path: Path, identity: dict[str, Any]) -> dict[str, Any]:
+    """The checkpoint at `path`, refused unless it was written by a run with this identity."""
+    payload = _load(path, CHECKPOINT_FORMAT, "--checkpoint")
+    stored = payload.get("identity")
+    if not isinstance(stored, dict):
+        raise InputError(f"--checkpoint {path}: has no run identity")
+    for key, value in identity.items():
+        if stored.get(key) != value:
+            raise InputError(
+                f"--checkpoint {path}: written by a run with {key}={stored.get(key)!r}, this run "
+                f"has {key}={value!r}; match the flags or remove the checkpoint to start over"
+            )
+    return payload
+
+
+def save_model(path: Path, state_dict: dict[str, torch.Tensor], metadata: dict[str, Any]) -> None:
+    """The trained weights with what produced them (epoch, accuracy, seed, environment hash)."""
+    _save(path, {"format": MODEL_FORMAT, "state_dict": state_dict, **metadata}, "--save-model")
+
+
+def load_model_file(path: Path) -> dict[str, Any]:
+    return _load(path, MODEL_FORMAT, "model file")

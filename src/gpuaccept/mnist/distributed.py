@@ -1,0 +1,56 @@
+"""The process group a torchrun launch asks for (NCCL on GPUs, gloo on CPU), torn down on exit."""
+
+from __future__ import annotations
+
+import datetime
+import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+
+import torch
+import torch.distributed as dist
+
+from gpuaccept.errors import EnvironmentProblem, InputError
+from gpuaccept.hardware import resolve_device_mode
+
+_INIT_TIMEOUT = datetime.timedelta(minutes=10)
+
+
+def _launch_int(environ: Mapping[str, str], name: str) -> int:
+    try:
+        return int(environ[name])
+    except (KeyError, ValueError):
+        raise InputError(
+            f"{name}={environ.get(name)!r}: WORLD_SIZE > 1 needs torchrun's RANK, LOCAL_RANK"
+        ) from None
+
+
+@contextmanager
+def torchrun_process_group(
+    requested_device: str, environ: Mapping[str, str] | None = None
+) -> Iterator[tuple[torch.device, int, int]]:
+    """(device, rank, world size) for this process; a process group is set up under torchrun."""
+    env = os.environ if environ is None else environ
+    mode = resolve_device_mode(requested_device)
+    world = int(env.get("WORLD_SIZE", "1") or "1")
+    if world <= 1:
+        yield torch.device("cuda" if mode == "cuda" else "cpu"), 0, 1
+        return
+    rank, local_rank = _launch_int(env, "RANK"), _launch_int(env, "LOCAL_RANK")
+    if mode == "cuda":
+        if local_rank >= torch.cuda.device_count():
+            raise EnvironmentProblem(
+                f"LOCAL_RANK {local_rank} but only {torch.cuda.device_count()} GPU(s) visible: "
+                f"start torchrun with --nproc-per-node at most the GPUs assigned"
+            )
+        torch.cuda.set_device(local_rank)
+        device = torch.device("cuda", local_rank)
+    else:
+        device = torch.device("cpu")
+    dist.init_process_group(
+        "nccl" if mode == "cuda" else "gloo", init_method="env://", timeout=_INIT_TIMEOUT
+    )
+    try:
+        yield device, rank, world
+    finally:
+        dist.destroy_process_group()
