@@ -37,7 +37,7 @@ def test_each_group_has_help(group: str) -> None:
 
 @pytest.mark.parametrize(
     "args",
-    [["bench"], ["env"], ["history"], ["report", "run-1"]],
+    [["env"], ["history"], ["report", "run-1"]],
 )
 def test_unbuilt_command_says_so_and_exits_2(args: list[str]) -> None:
     result = runner.invoke(app, args)

@@ -219,7 +219,33 @@ def test_torchrun_two_cpu_ranks(tarball: Path, tmp_path: Path) -> None:
         str(tmp_path),
         launcher=launcher,
     )
-    assert run.returncode == 0, run.stderr[-2000:]
-    assert "x 2 ranks" in run.stdout
+    assert run.returncode == 0, (run.stdout[-2000:], run.stderr[-2000:])
+    assert "x 2 ranks" in run.stdout, run.stdout
     assert run.stdout.count("[TRAIN] epoch") == 1  # rank 0 alone prints
     assert len(list(tmp_path.glob("*.json"))) == 1  # and writes
+
+
+def test_torchrun_ranks_agree_on_a_missed_target(tarball: Path, tmp_path: Path) -> None:
+    launcher = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node",
+        "2",
+    ]
+    run = train(
+        "--data",
+        str(tarball),
+        "--model",
+        "lenet",
+        "--epochs",
+        "1",
+        "--lr",
+        "0",
+        "--target-accuracy",
+        "50",
+        launcher=launcher,
+    )
+    assert run.returncode == 1, (run.stdout[-2000:], run.stderr[-2000:])
+    assert "[RESULT] FAILURE: mnist" in run.stdout

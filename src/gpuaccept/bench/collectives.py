@@ -50,9 +50,9 @@ class AllReduceFigure:
 
 
 def rank_device(rank: int) -> torch.device:
-    """The device a rank works on: its own GPU under NCCL, the CPU under gloo."""
+    """The device a rank works on: the GPU its launcher set (LOCAL_RANK) under NCCL, else CPU."""
     if dist.get_backend() == "nccl":
-        return torch.device("cuda", rank)
+        return torch.device("cuda", torch.cuda.current_device())
     return torch.device("cpu")
 
 
@@ -82,3 +82,168 @@ def all_reduce_rank(rank: int, world_size: int, spec: AllReduceSpec) -> AllReduc
     wrong_total = torch.tensor([wrong], dtype=torch.int64, device=device)
     dist.all_reduce(wrong_total)
     return AllReduceFigure(world_size, numel * 4, int(wrong_total.item()), float(slowest.item()))
+
+
+# --- nccl-tests style sweeps over all_reduce, all_gather, reduce_scatter and broadcast ---------
+#
+# torch.distributed's all_reduce and broadcast work in place only, so their out-of-place columns
+# are absent (None); all_gather and reduce_scatter have both, in-place meaning the input is the
+# rank's own chunk of the output (or the output its chunk of the input), as in nccl-tests.
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
+_ELEMENT_BYTES = 4  # float32
+_SPLIT = {"all_gather", "reduce_scatter"}  # the size is the whole buffer: world chunks of it
+# torch 2.13 renamed the tensor variants (*_into_tensor / *_tensor now warn); older ones lack the
+# new names, and conda-forge's pytorch may be either.
+_all_gather = getattr(dist, "all_gather_single", dist.all_gather_into_tensor)
+_reduce_scatter = getattr(dist, "reduce_scatter_single", dist.reduce_scatter_tensor)
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    collective: str
+    sizes: tuple[int, ...]  # bytes, as the nccl-tests size column
+    warmup: int
+    iterations: int
+    check: bool = True
+
+
+@dataclass(frozen=True)
+class CollectiveRow:
+    collective: str
+    world_size: int
+    nbytes: int
+    count: int  # elements, as the nccl-tests count column
+    out_of_place_seconds: float | None  # mean per operation over ranks; None: no such variant
+    out_of_place_wrong: int | None
+    in_place_seconds: float
+    in_place_wrong: int
+
+    def algbw_gbps(self, seconds: float | None) -> float | None:
+        return None if seconds is None else self.nbytes / seconds / 1e9
+
+    def busbw_gbps(self, seconds: float | None) -> float | None:
+        algbw = self.algbw_gbps(seconds)
+        return None if algbw is None else algbw * BUS_FACTORS[self.collective](self.world_size)
+
+
+def _chunk_elements(collective: str, nbytes: int, world: int) -> int:
+    elements = max(1, nbytes // _ELEMENT_BYTES)
+    return max(1, elements // world) if collective in _SPLIT else elements
+
+
+def _operation(
+    collective: str,
+    chunk: int,
+    world: int,
+    rank: int,
+    device: torch.device,
+    in_place: bool,
+    fill: Callable[[int, int], torch.Tensor],
+) -> tuple[Callable[[], object], torch.Tensor, torch.Tensor]:
+    """(run once, result buffer, expected result) with inputs filled by `fill(numel, rank)`."""
+    if collective == "all_reduce":
+        data = fill(chunk, rank)
+        expected = sum((fill(chunk, r) for r in range(world)), torch.zeros_like(data))
+        return (lambda: dist.all_reduce(data)), data, expected
+    if collective == "broadcast":
+        data = fill(chunk, rank)
+        return (lambda: dist.broadcast(data, src=0)), data, fill(chunk, 0)
+    if collective == "all_gather":
+        output = torch.full((chunk * world,), -1.0, device=device)
+        source = (
+            output[rank * chunk : (rank + 1) * chunk]
+            if in_place
+            else torch.empty(chunk, device=device)
+        )
+        source.copy_(fill(chunk, rank))
+        expected = torch.cat([fill(chunk, r) for r in range(world)])
+        return (lambda: _all_gather(output, source)), output, expected
+    if collective == "reduce_scatter":
+        source = fill(chunk * world, rank)
+        output = (
+            source[rank * chunk : (rank + 1) * chunk]
+            if in_place
+            else torch.empty(chunk, device=device)
+        )
+        total = sum((fill(chunk * world, r) for r in range(world)), torch.zeros_like(source))
+        expected = total[rank * chunk : (rank + 1) * chunk].clone()
+        return (lambda: _reduce_scatter(output, source)), output, expected
+    raise ValueError(f"unknown collective {collective!r}")
+
+
+def _variant(
+    collective: str,
+    chunk: int,
+    world: int,
+    rank: int,
+    device: torch.device,
+    in_place: bool,
+    spec: SweepSpec,
+) -> tuple[float, int]:
+    """(mean seconds per operation over ranks, wrong elements over ranks) for one variant."""
+    wrong = 0
+    if spec.check:
+
+        def pattern(numel: int, owner: int) -> torch.Tensor:
+            return _pattern(numel, owner, device)
+
+        run, result, expected = _operation(
+            collective, chunk, world, rank, device, in_place, pattern
+        )
+        run()
+        wrong = int((result != expected).sum())
+
+    def zeros(numel: int, owner: int) -> torch.Tensor:
+        return torch.zeros(numel, device=device)
+
+    run, _, _ = _operation(collective, chunk, world, rank, device, in_place, zeros)
+    for _ in range(spec.warmup):
+        run()
+
+    def block() -> None:
+        for _ in range(spec.iterations):
+            run()
+
+    seconds = time_repeats(block, device, warmup=0, repeats=1).median_seconds / spec.iterations
+    totals = torch.tensor([seconds, float(wrong)], dtype=torch.float64, device=device)
+    dist.all_reduce(totals)
+    return float(totals[0]) / world, int(totals[1])
+
+
+def collective_sweep_rank(rank: int, world_size: int, spec: SweepSpec) -> list[CollectiveRow]:
+    """Rank body (inside an initialised process group): one row per size, every rank agrees."""
+    if spec.collective not in COLLECTIVES:
+        raise ValueError(f"unknown collective {spec.collective!r}")
+    device = rank_device(rank)
+    rows = []
+    for nbytes in spec.sizes:
+        chunk = _chunk_elements(spec.collective, nbytes, world_size)
+        count = chunk * world_size if spec.collective in _SPLIT else chunk
+        out_of_place: tuple[float, int] | None = None
+        if spec.collective in _SPLIT:
+            out_of_place = _variant(spec.collective, chunk, world_size, rank, device, False, spec)
+        in_place = _variant(spec.collective, chunk, world_size, rank, device, True, spec)
+        rows.append(
+            CollectiveRow(
+                collective=spec.collective,
+                world_size=world_size,
+                nbytes=count * _ELEMENT_BYTES,
+                count=count,
+                out_of_place_seconds=out_of_place[0] if out_of_place else None,
+                out_of_place_wrong=out_of_place[1] if out_of_place else None,
+                in_place_seconds=in_place[0],
+                in_place_wrong=in_place[1],
+            )
+        )
+    return rows
+
+
+def average_busbw_gbps(rows: list[CollectiveRow]) -> float:
+    """nccl-tests' footer: the mean bus bandwidth over every size and variant reported."""
+    figures = [
+        bw
+        for row in rows
+        for bw in (row.busbw_gbps(row.out_of_place_seconds), row.busbw_gbps(row.in_place_seconds))
+        if bw is not None
+    ]
+    return sum(figures) / len(figures) if figures else 0.0

@@ -18,6 +18,7 @@ DTYPES: dict[str, torch.dtype] = {
     "tf32": torch.float32,  # fp32 storage, tensor-core TF32 math
     "bf16": torch.bfloat16,
     "fp16": torch.float16,
+    "fp8": torch.float8_e4m3fn,  # e4m3 inputs, per-tensor scales, bf16 output (torch._scaled_mm)
 }
 L2_FLUSH_BYTES = 256 * 1024**2
 
@@ -30,9 +31,11 @@ def unsupported_reason(device: torch.device, dtype: str) -> str | None:
         raise InputError(f"unknown dtype {dtype!r} (choose from {', '.join(DTYPES)})")
     if device.type == "cpu":
         return "TF32 is a tensor-core format with no CPU equivalent" if dtype == "tf32" else None
-    major, _ = torch.cuda.get_device_capability(device)
+    major, minor = torch.cuda.get_device_capability(device)
     if dtype in ("bf16", "tf32") and major < 8:
-        return f"{dtype} needs compute capability 8.0 or newer (this GPU is {major}.x)"
+        return f"{dtype} needs compute capability 8.0 or newer (this GPU is {major}.{minor})"
+    if dtype == "fp8" and (major, minor) < (8, 9):
+        return f"fp8 needs compute capability 8.9 or newer (this GPU is {major}.{minor})"
     return None
 
 
@@ -72,9 +75,24 @@ def _operands(
     device: torch.device, dtype: str, m: int, n: int, k: int, seed: int = 0
 ) -> tuple[torch.Tensor, torch.Tensor]:
     generator = torch.Generator(device=device).manual_seed(seed)
+    if dtype == "fp8":  # _scaled_mm wants A row-major and B column-major
+        a = torch.randn(m, k, device=device, generator=generator).to(DTYPES[dtype])
+        b = torch.randn(n, k, device=device, generator=generator).to(DTYPES[dtype]).t()
+        return a, b
     a = torch.randn(m, k, device=device, dtype=DTYPES[dtype], generator=generator)
     b = torch.randn(k, n, device=device, dtype=DTYPES[dtype], generator=generator)
     return a, b
+
+
+def _gemm(dtype: str, a: torch.Tensor, b: torch.Tensor) -> Callable[[], object]:
+    """One C = A @ B of the dtype's kind, into a preallocated output."""
+    if dtype == "fp8":
+        scale = torch.ones((), device=a.device)
+        return lambda: torch._scaled_mm(
+            a, b, scale_a=scale, scale_b=scale, out_dtype=torch.bfloat16
+        )
+    out = torch.empty(a.shape[0], b.shape[1], device=a.device, dtype=a.dtype)
+    return lambda: torch.matmul(a, b, out=out)
 
 
 def measure_matmul_tflops(
@@ -89,17 +107,34 @@ def measure_matmul_tflops(
     """Time C = A @ B; on a GPU, L2 is flushed (untimed) before every repeat."""
     if min(m, n, k) < 1:
         raise InputError(f"matmul sizes must be positive (got m={m}, n={n}, k={k})")
-    a, b = _operands(device, dtype, m, n, k)
-    out = torch.empty(m, n, device=device, dtype=DTYPES[dtype])
+    work = _gemm(dtype, *_operands(device, dtype, m, n, k))
     flush: Callable[[], object] | None = None
     if device.type == "cuda":
         scratch = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device=device)
         flush = scratch.zero_
     with matmul_precision(dtype):
-        timing = time_repeats(
-            lambda: torch.matmul(a, b, out=out), device, warmup, repeats, before_each=flush
-        )
+        timing = time_repeats(work, device, warmup, repeats, before_each=flush)
     return MatmulFigure(dtype, m, n, k, timing)
+
+
+def matmul_sweep(
+    device: torch.device,
+    dtype: str,
+    shapes: list[tuple[int, int, int]],
+    warmup: int,
+    repeats: int,
+    on_shape: Callable[[MatmulFigure], None] | None = None,
+) -> list[MatmulFigure]:
+    """mamf-finder's search: every (m, n, k) timed alone; the caller picks the best."""
+    reason = unsupported_reason(device, dtype)
+    if reason is not None:
+        raise InputError(f"--dtype {dtype} cannot run on {device}: {reason}")
+    figures = []
+    for m, n, k in shapes:
+        figures.append(measure_matmul_tflops(device, dtype, m, n, k, warmup, repeats))
+        if on_shape is not None:
+            on_shape(figures[-1])
+    return figures
 
 
 @dataclass(frozen=True)

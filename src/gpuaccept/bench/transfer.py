@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 
@@ -42,3 +43,42 @@ def measure_transfer_gbps(
     source, target = (host, on_device) if direction == "h2d" else (on_device, host)
     timing = time_repeats(lambda: target.copy_(source, non_blocking=pin), device, warmup, repeats)
     return TransferFigure(direction, pin, nbytes, timing)
+
+
+@dataclass(frozen=True)
+class PeerFigure:
+    source: int
+    target: int
+    peer_access: bool  # P2P (NVLink or PCIe peer) available; without it copies bounce via host
+    nbytes: int
+    timing: TimingStats
+
+    @property
+    def median_gbps(self) -> float:
+        return self.nbytes / self.timing.median_seconds / 1e9
+
+
+def measure_peer_matrix(nbytes: int, warmup: int, repeats: int) -> list[PeerFigure]:
+    """Device-to-device copy bandwidth for every ordered pair of visible GPUs (empty below 2)."""
+    if nbytes < 1:
+        raise InputError(f"transfer size must be positive (got {nbytes})")
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    figures = []
+    for source in range(count):
+        for target in range(count):
+            if source == target:
+                continue
+            a = torch.ones(nbytes, dtype=torch.uint8, device=torch.device("cuda", source))
+            b = torch.empty(nbytes, dtype=torch.uint8, device=torch.device("cuda", target))
+            timing = time_repeats(partial(b.copy_, a), a.device, warmup, repeats)
+            torch.cuda.synchronize(b.device)
+            figures.append(
+                PeerFigure(
+                    source,
+                    target,
+                    torch.cuda.can_device_access_peer(source, target),
+                    nbytes,
+                    timing,
+                )
+            )
+    return figures

@@ -142,7 +142,7 @@ def mnist(
 
     import torch
 
-    from gpuaccept.mnist.distributed import torchrun_process_group
+    from gpuaccept.torchrun import torchrun_process_group
 
     recipe = RECIPES[model]
     if batch_size is not None:
@@ -242,9 +242,13 @@ def _train_and_report(
         on_epoch=show,
         after_checkpoint=stop_for_scheduler,
     )
-    if not lead:
-        return
+    # Every rank holds the same (all-reduced) accuracy, so every rank reaches the same verdict and
+    # exits the same way; only rank 0 writes.
     check = training_check(outcome, config, dataset, target, time.monotonic() - clock)
+    if not lead:
+        if check.status.is_failure:
+            raise typer.Exit(1)
+        return
     if save_model is not None:
         final = outcome.records[-1]
         write_model(

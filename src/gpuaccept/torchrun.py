@@ -52,5 +52,6 @@ def torchrun_process_group(
     )
     try:
         yield device, rank, world
+        dist.barrier()  # rank 0 still writes reports: no peer tears the group down before it
     finally:
         dist.destroy_process_group()
