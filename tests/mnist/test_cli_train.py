@@ -13,6 +13,15 @@ import torch
 from gpuaccept.mnist.checkpoint import load_model_file
 from gpuaccept.results import RunReport, Status
 
+TORCHRUN_TWO_RANKS = [
+    sys.executable,
+    "-m",
+    "torch.distributed.run",
+    "--standalone",
+    "--nproc-per-node",
+    "2",
+]
+
 
 def train(
     *args: str, cwd: Path | None = None, launcher: list[str] | None = None
@@ -200,14 +209,7 @@ def test_unwritable_model_path_is_refused_before_training(tarball: Path, tmp_pat
 
 
 def test_torchrun_two_cpu_ranks(tarball: Path, tmp_path: Path) -> None:
-    launcher = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc-per-node",
-        "2",
-    ]
+    launcher = TORCHRUN_TWO_RANKS
     run = train(
         "--data",
         str(tarball),
@@ -226,14 +228,7 @@ def test_torchrun_two_cpu_ranks(tarball: Path, tmp_path: Path) -> None:
 
 
 def test_torchrun_ranks_agree_on_a_missed_target(tarball: Path, tmp_path: Path) -> None:
-    launcher = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc-per-node",
-        "2",
-    ]
+    launcher = TORCHRUN_TWO_RANKS
     run = train(
         "--data",
         str(tarball),

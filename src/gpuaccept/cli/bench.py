@@ -283,6 +283,26 @@ def _plan_nbody(
     )
 
 
+def _run_planned(
+    benchmark: str,
+    device: str,
+    json_path: Path | None,
+    csv_path: Path | None,
+    plan: Callable[[_Runs], None],
+) -> None:
+    """One benchmark command: refuse bad input up front, run, write the outputs, set the exit."""
+    _refuse_torchrun(benchmark)
+    _check_outputs(json_path, csv_path)
+    started, clock = datetime.now(UTC), time.monotonic()
+    runs = _Runs(_device(device))
+    plan(runs)
+    _finish(runs.run(), benchmark, runs.device, started, clock, json_path, csv_path)
+
+
+def _default_matmul_dtype(device: torch.device) -> str:
+    return "bf16" if device.type == "cuda" else "fp32"
+
+
 @app.callback()
 def bench(
     ctx: typer.Context,
@@ -297,8 +317,7 @@ def bench(
     _check_outputs(json_path, csv_path)
     started, clock = datetime.now(UTC), time.monotonic()
     runs = _Runs(_device(device))
-    default_dtype = "bf16" if runs.device.type == "cuda" else "fp32"
-    _plan_matmul(runs, [default_dtype], None, None, None, "quick", None, None)
+    _plan_matmul(runs, [_default_matmul_dtype(runs.device)], None, None, None, "quick", None, None)
     _plan_membw(runs, None, None, None, None, None)
     _plan_transfer(runs, None, None, None, None, None)
     results = runs.run()
@@ -332,13 +351,22 @@ def matmul(
     csv_path: Path | None = CSV_OUT,
 ) -> None:
     """Maximum achievable matmul TFLOPS over a sweep of shapes (mamf-finder style)."""
-    _refuse_torchrun("matmul")
-    _check_outputs(json_path, csv_path)
-    started, clock = datetime.now(UTC), time.monotonic()
-    runs = _Runs(_device(device))
-    dtypes = dtype or ["bf16" if runs.device.type == "cuda" else "fp32"]
-    _plan_matmul(runs, dtypes, m, n, k, preset, warmup, iterations)
-    _finish(runs.run(), "matmul", runs.device, started, clock, json_path, csv_path)
+    _run_planned(
+        "matmul",
+        device,
+        json_path,
+        csv_path,
+        lambda runs: _plan_matmul(
+            runs,
+            dtype or [_default_matmul_dtype(runs.device)],
+            m,
+            n,
+            k,
+            preset,
+            warmup,
+            iterations,
+        ),
+    )
 
 
 BEGIN = typer.Option(None, "-b", "--begin", help="Smallest size: 8, 64K, 256M, 1G.")
@@ -358,12 +386,13 @@ def membw(
     csv_path: Path | None = CSV_OUT,
 ) -> None:
     """STREAM copy, scale, add and triad on device memory (GB/s = 10^9 B/s)."""
-    _refuse_torchrun("membw")
-    _check_outputs(json_path, csv_path)
-    started, clock = datetime.now(UTC), time.monotonic()
-    runs = _Runs(_device(device))
-    _plan_membw(runs, begin, end, factor, warmup, iterations)
-    _finish(runs.run(), "membw", runs.device, started, clock, json_path, csv_path)
+    _run_planned(
+        "membw",
+        device,
+        json_path,
+        csv_path,
+        lambda runs: _plan_membw(runs, begin, end, factor, warmup, iterations),
+    )
 
 
 @app.command("transfer")
@@ -378,12 +407,13 @@ def transfer(
     csv_path: Path | None = CSV_OUT,
 ) -> None:
     """Host<->device copies (pinned and pageable) and a GPU-to-GPU matrix when there are several."""
-    _refuse_torchrun("transfer")
-    _check_outputs(json_path, csv_path)
-    started, clock = datetime.now(UTC), time.monotonic()
-    runs = _Runs(_device(device))
-    _plan_transfer(runs, begin, end, factor, warmup, iterations)
-    _finish(runs.run(), "transfer", runs.device, started, clock, json_path, csv_path)
+    _run_planned(
+        "transfer",
+        device,
+        json_path,
+        csv_path,
+        lambda runs: _plan_transfer(runs, begin, end, factor, warmup, iterations),
+    )
 
 
 @app.command("nbody")
@@ -400,12 +430,13 @@ def nbody(
     csv_path: Path | None = CSV_OUT,
 ) -> None:
     """All-pairs n-body: interactions/s and GFLOP/s (20 flops fp32, 30 fp64 per interaction)."""
-    _refuse_torchrun("nbody")
-    _check_outputs(json_path, csv_path)
-    started, clock = datetime.now(UTC), time.monotonic()
-    runs = _Runs(_device(device))
-    _plan_nbody(runs, dtype or ["fp32"], bodies, tile, warmup, iterations)
-    _finish(runs.run(), "nbody", runs.device, started, clock, json_path, csv_path)
+    _run_planned(
+        "nbody",
+        device,
+        json_path,
+        csv_path,
+        lambda runs: _plan_nbody(runs, dtype or ["fp32"], bodies, tile, warmup, iterations),
+    )
 
 
 def _collective_names() -> tuple[str, ...]:
