@@ -42,19 +42,20 @@ def _percent(value: float | None, ceiling: float | None) -> float | None:
 
 def _result(
     name: str,
-    status: Status,
-    message: str,
+    failures: list[str],
+    summary: str,
     started: float,
     columns: Columns,
     rows: list[dict[str, Any]],
     measurements: list[Measurement],
     **details: Any,
 ) -> CheckResult:
+    """FAIL with the failures as the message when there are any, else PASS with the summary."""
     return CheckResult(
         name=name,
         area="BENCH",
-        status=status,
-        message=message,
+        status=Status.FAIL if failures else Status.PASS,
+        message="; ".join(failures) if failures else summary,
         duration_seconds=time.monotonic() - started,
         measurements=measurements,
         details={"columns": [list(c) for c in columns], "rows": rows, **details},
@@ -118,7 +119,7 @@ def run_matmul(
         ("percent_of_peak", "% of peak"),
     ]
     return _result(
-        "matmul", Status.PASS, "best: " + "; ".join(summary), started, columns, rows, measurements
+        "matmul", [], "best: " + "; ".join(summary), started, columns, rows, measurements
     )
 
 
@@ -164,7 +165,7 @@ def run_membw(
         ("best_gbps", "best GB/s"),
         ("percent_of_peak", "% of peak"),
     ]
-    return _result("membw", Status.PASS, message, started, columns, rows, measurements)
+    return _result("membw", [], message, started, columns, rows, measurements)
 
 
 def run_transfer(
@@ -219,7 +220,7 @@ def run_transfer(
     # pinned host memory only means something with a GPU at the other end
     return _result(
         "transfer",
-        Status.PASS,
+        [],
         message,
         started,
         columns,
@@ -296,8 +297,8 @@ def collectives_result(
     ]
     return _result(
         "collectives",
-        Status.FAIL if failures else Status.PASS,
-        "; ".join(failures) if failures else message,
+        failures,
+        message,
         started,
         columns,
         rows,
@@ -363,8 +364,8 @@ def run_nbody(
     ]
     return _result(
         "nbody",
-        Status.FAIL if failures else Status.PASS,
-        "; ".join(failures) if failures else message,
+        failures,
+        message,
         started,
         columns,
         rows,

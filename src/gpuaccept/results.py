@@ -6,6 +6,8 @@ and its schema (docs/report-schema.json) is generated from these classes.
 
 from __future__ import annotations
 
+import time
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
@@ -94,6 +96,33 @@ class RunReport(_Frozen):
     duration_seconds: float
     checks: list[CheckResult]
     environment: dict[str, Any] = Field(default_factory=dict)
+
+    @classmethod
+    def completed(
+        cls,
+        *,
+        command: str,
+        level: str,
+        device_mode: str,
+        started: datetime,
+        monotonic_start: float,
+        checks: list[CheckResult],
+        environment: dict[str, Any],
+    ) -> RunReport:
+        """The report of a run that began at `started` (wall) / `monotonic_start` and ends now."""
+        from gpuaccept import __version__
+
+        return cls(
+            tool_version=__version__,
+            command=command,
+            level=level,
+            device_mode=device_mode,
+            started_at=started.isoformat(),
+            finished_at=datetime.now(UTC).isoformat(),
+            duration_seconds=time.monotonic() - monotonic_start,
+            checks=checks,
+            environment=environment,
+        )
 
     @property
     def failed_checks(self) -> list[str]:

@@ -18,7 +18,6 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from gpuaccept import __version__
 from gpuaccept.checks.context import CheckContext, Settings
 from gpuaccept.errors import InputError
 from gpuaccept.results import CheckResult, RunReport, Status
@@ -257,14 +256,12 @@ def run_acceptance(
     started = datetime.now(UTC)
     clock = time.monotonic()
     results = run_suite(specs, context, timeout_seconds, on_result)
-    return RunReport(
-        tool_version=__version__,
+    return RunReport.completed(
         command="accept",
         level=context.level,
         device_mode=context.device_mode,
-        started_at=started.isoformat(),
-        finished_at=datetime.now(UTC).isoformat(),
-        duration_seconds=time.monotonic() - clock,
+        started=started,
+        monotonic_start=clock,
         checks=results,
         environment=environment,
     )

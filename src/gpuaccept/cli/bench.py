@@ -114,20 +114,17 @@ def _finish(
     json_path: Path | None,
     csv_path: Path | None,
 ) -> None:
-    from gpuaccept import __version__
     from gpuaccept.envinfo import capture_environment
     from gpuaccept.report.console import result_line
     from gpuaccept.report.tables import write_csv
     from gpuaccept.results import RunReport
 
-    report = RunReport(
-        tool_version=__version__,
+    report = RunReport.completed(
         command="bench",
         level=benchmark,
         device_mode=device.type,
-        started_at=started.isoformat(),
-        finished_at=datetime.now(UTC).isoformat(),
-        duration_seconds=time.monotonic() - clock,
+        started=started,
+        monotonic_start=clock,
         checks=results,
         environment=capture_environment(),
     )

@@ -265,14 +265,12 @@ def _train_and_report(
             },
         )
         typer.echo(f"[TRAIN] model written to {save_model}")
-    report = RunReport(
-        tool_version=__version__,
+    report = RunReport.completed(
         command="train-mnist",
         level=recipe_name,
         device_mode=run_device.type,
-        started_at=started.isoformat(),
-        finished_at=datetime.now(UTC).isoformat(),
-        duration_seconds=time.monotonic() - clock,
+        started=started,
+        monotonic_start=clock,
         checks=[check],
         environment=environment,
     )
