@@ -26,3 +26,13 @@ def pixi_manifest() -> dict[str, Any]:
 def pyproject() -> dict[str, Any]:
     with (REPO / "pyproject.toml").open("rb") as handle:
         return tomllib.load(handle)
+
+
+@pytest.fixture(autouse=True)
+def _history_in_tmp(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Path:
+    """Runs under test record into a temporary history, never the user's own."""
+    path = tmp_path_factory.mktemp("history") / "history.sqlite"
+    monkeypatch.setenv("GPUACCEPT_HISTORY", str(path))
+    return path

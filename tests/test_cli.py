@@ -35,19 +35,6 @@ def test_each_group_has_help(group: str) -> None:
     assert result.exit_code == 0, result.output
 
 
-@pytest.mark.parametrize(
-    "args",
-    [["env"], ["history"], ["report", "run-1"]],
-)
-def test_unbuilt_command_says_so_and_exits_2(args: list[str]) -> None:
-    result = runner.invoke(app, args)
-    assert result.exit_code == 2
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1
-    assert "not built yet" in lines[0]
-    assert "Traceback" not in result.output
-
-
 def test_unknown_command_is_a_usage_error() -> None:
     result = runner.invoke(app, ["no-such-command"])
     assert result.exit_code == 2

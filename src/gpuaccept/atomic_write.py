@@ -7,11 +7,22 @@ import tempfile
 from pathlib import Path
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def write_bytes_atomically(path: Path, data: bytes) -> None:
-    """Write a file so that readers see the old content or the new, never a half-written one."""
+    """Write a file so that readers see the old content or the new, never a half-written one.
+
+    The file gets the mode a plain open() would give it (0666 less the umask), not mkstemp's
+    0600: reports are read by other users (node_exporter, the HTCondor shadow, CI).
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
+        os.fchmod(handle, 0o666 & ~_umask())
         with os.fdopen(handle, "wb") as stream:
             stream.write(data)
             stream.flush()

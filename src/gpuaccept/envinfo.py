@@ -1,7 +1,8 @@
-"""Environment capture: what ran where (stack, GPUs, pixi environment and lock, scheduler ids).
+"""Environment capture: what ran where (stack, GPUs, pixi environment and lock, image, job ids).
 
 Unknown values are None, never placeholder strings; every probe is isolated, so one failing
-probe leaves its field None and never aborts the capture.
+probe leaves its field None and never aborts the capture. Strings are made JSON-safe at the end
+(undecodable bytes in paths or hostnames become U+FFFD), so any writer can serialise a capture.
 """
 
 from __future__ import annotations
@@ -10,12 +11,19 @@ import hashlib
 import json
 import os
 import platform
+import re
 import socket
+import subprocess
 import sys
-from collections.abc import Callable
-from dataclasses import asdict
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
+
+# Where our Dockerfile writes the image's OCI labels (a container cannot read its own labels),
+# and where Apptainer keeps the labels it carried over from the Docker image.
+IMAGE_LABEL_FILES = (Path("/etc/gpuaccept/image-labels.json"), Path("/.singularity.d/labels.json"))
+_OCI = "org.opencontainers.image."
+_GIT_TIMEOUT_SECONDS = 5.0
 
 
 def _probe(read: Callable[[], Any]) -> Any:
@@ -23,6 +31,13 @@ def _probe(read: Callable[[], Any]) -> Any:
         return read()
     except Exception:
         return None
+
+
+def _or_none(value: Any) -> Any:
+    """Empty strings are unknowns, not values."""
+    if isinstance(value, str) and not value.strip():
+        return None
+    return value
 
 
 def _torch() -> dict[str, Any]:
@@ -36,17 +51,133 @@ def _torch() -> dict[str, Any]:
     }
 
 
+def _cudnn_version() -> str | None:
+    import torch
+
+    version = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    if not version:
+        return None
+    # cuDNN 9 encodes major*10000 + minor*100 + patch; cuDNN 8 major*1000 + minor*100 + patch.
+    major, rest = (version // 10000, version % 10000) if version >= 90000 else divmod(version, 1000)
+    return f"{major}.{rest // 100}.{rest % 100}"
+
+
+def _nccl_version() -> str | None:
+    import torch
+
+    if not torch.cuda.is_available() or not torch.distributed.is_nccl_available():
+        return None
+    version = torch.cuda.nccl.version()
+    if isinstance(version, tuple):
+        return ".".join(str(part) for part in version)
+    return str(version)
+
+
+def _cuda() -> dict[str, Any]:
+    import torch
+
+    from gpuaccept.hardware import driver_versions
+
+    driver, driver_cuda = _probe(driver_versions) or (None, None)
+    return {
+        "runtime": torch.version.cuda,
+        "driver": f"{driver_cuda[0]}.{driver_cuda[1]}" if driver_cuda else None,
+        "driver_version": driver,
+        "cudnn": _probe(_cudnn_version),
+        "nccl": _probe(_nccl_version),
+    }
+
+
 def _gpus() -> list[dict[str, Any]]:
     from gpuaccept.hardware import list_cuda_gpus
 
-    return [asdict(gpu) for gpu in list_cuda_gpus()]
+    return [
+        {
+            "index": gpu.index,
+            "name": gpu.name,
+            "uuid": gpu.uuid,
+            "pci_bus_id": gpu.pci_bus_id,
+            "memory_bytes": gpu.memory_bytes,
+            "compute_capability": f"{gpu.capability[0]}.{gpu.capability[1]}",
+            "multiprocessors": gpu.multiprocessors,
+        }
+        for gpu in list_cuda_gpus()
+    ]
 
 
-def _driver() -> dict[str, Any]:
-    from gpuaccept.hardware import driver_versions
+def _read_key_values(path: Path, separator: str) -> dict[str, str]:
+    values: dict[str, str] = {}
+    for line in path.read_text(errors="replace").splitlines():
+        key, found, value = line.partition(separator)
+        if found and key.strip() not in values:
+            values[key.strip()] = value.strip()
+    return values
 
-    driver, cuda = driver_versions()
-    return {"version": driver, "cuda": f"{cuda[0]}.{cuda[1]}" if cuda else None}
+
+def _cpu_model() -> str | None:
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file():
+        fields = _read_key_values(cpuinfo, ":")
+        # x86 says "model name"; arm64 kernels often give only implementer and part numbers.
+        for key in ("model name", "Model", "Hardware", "cpu model"):
+            if _or_none(fields.get(key)):
+                return str(fields[key])
+        if "CPU implementer" in fields and "CPU part" in fields:
+            return f"arm implementer {fields['CPU implementer']} part {fields['CPU part']}"
+    processor = platform.processor().strip()
+    return processor or None
+
+
+def _memory_bytes() -> int | None:
+    meminfo = Path("/proc/meminfo")
+    if meminfo.is_file():
+        total = _read_key_values(meminfo, ":").get("MemTotal", "")
+        if total.endswith("kB") and total[:-2].strip().isdigit():
+            return int(total[:-2].strip()) * 1024
+    return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+
+
+def _os_name() -> str | None:
+    release = Path("/etc/os-release")
+    if release.is_file():
+        pretty = _read_key_values(release, "=").get("PRETTY_NAME", "").strip('"')
+        if pretty:
+            return pretty
+    return f"{platform.system()} {platform.release()}".strip() or None
+
+
+def container_runtime(environ: Mapping[str, str], root: Path = Path("/")) -> str | None:
+    """Which container runtime this process runs under, or None when it is not in a container."""
+    if environ.get("APPTAINER_CONTAINER") or environ.get("SINGULARITY_CONTAINER"):
+        return "apptainer"
+    if (root / ".singularity.d").is_dir():
+        return "apptainer"
+    if (root / "run/.containerenv").exists():
+        return "podman"
+    if (root / ".dockerenv").exists():
+        return "docker"
+    cgroup = root / "proc/1/cgroup"
+    if cgroup.is_file():
+        text = cgroup.read_text(errors="replace")
+        for marker, name in (("kubepods", "kubernetes"), ("docker", "docker"), ("lxc", "lxc")):
+            if marker in text:
+                return name
+    return None
+
+
+def _system() -> dict[str, Any]:
+    runtime = _probe(lambda: container_runtime(os.environ))
+    return {
+        "hostname": _probe(lambda: _or_none(socket.gethostname())),
+        "kernel": _probe(lambda: _or_none(platform.release())),
+        "architecture": _probe(lambda: _or_none(platform.machine())),
+        "os": _probe(_os_name),
+        "cpu_model": _probe(_cpu_model),
+        "cores": _probe(os.cpu_count),
+        "memory_bytes": _probe(_memory_bytes),
+        "in_container": runtime is not None,
+        "container_runtime": runtime,
+    }
 
 
 def _find_upwards(name: str, start: Path) -> Path | None:
@@ -56,57 +187,272 @@ def _find_upwards(name: str, start: Path) -> Path | None:
     return None
 
 
-def _pixi() -> dict[str, Any]:
+def _project_root() -> Path | None:
     manifest = os.environ.get("PIXI_PROJECT_MANIFEST")
-    root = Path(manifest).parent if manifest else None
-    lock = (root / "pixi.lock") if root else _find_upwards("pixi.lock", Path.cwd())
+    if manifest:
+        return Path(manifest).parent
+    found = _find_upwards("pixi.toml", Path.cwd())
+    return found.parent if found else None
+
+
+def _pixi() -> dict[str, Any]:
+    root = _project_root()
+    lock = (root / "pixi.lock") if root else None
     lock_sha = hashlib.sha256(lock.read_bytes()).hexdigest() if lock and lock.is_file() else None
+    manifest = os.environ.get("PIXI_PROJECT_MANIFEST") or (
+        str(root / "pixi.toml") if root and (root / "pixi.toml").is_file() else None
+    )
     return {
-        "environment": os.environ.get("PIXI_ENVIRONMENT_NAME"),
+        "environment": _or_none(os.environ.get("PIXI_ENVIRONMENT_NAME")),
         "manifest": manifest,
         "lock_sha256": lock_sha,
     }
 
 
-def _condor_job_ad() -> dict[str, Any]:
-    path = os.environ.get("_CONDOR_JOB_AD")
-    if not path:
-        return {}
-    wanted = {"ClusterId", "ProcId", "GlobalJobId", "RemoteHost"}
+def strip_credentials(url: str) -> str:
+    """A remote URL without the user:token@ part some clones carry."""
+    return re.sub(r"^([a-z][a-z0-9+.-]*://)[^/@]*@", r"\1", url, flags=re.IGNORECASE)
+
+
+def _git_output(directory: Path, *args: str) -> str | None:
+    done = subprocess.run(
+        ["git", "-C", str(directory), *args],
+        capture_output=True,
+        text=True,
+        errors="replace",
+        timeout=_GIT_TIMEOUT_SECONDS,
+        check=False,
+    )
+    return _or_none(done.stdout.strip()) if done.returncode == 0 else None
+
+
+def git_state(directory: Path) -> dict[str, Any] | None:
+    """sha, branch, dirty and remote of the git checkout holding `directory`; None outside one."""
+    sha = _git_output(directory, "rev-parse", "HEAD")
+    if sha is None:
+        return None
+    branch = _git_output(directory, "rev-parse", "--abbrev-ref", "HEAD")
+    status = _git_output(directory, "status", "--porcelain", "--untracked-files=no")
+    remote = _git_output(directory, "remote", "get-url", "origin")
+    return {
+        "sha": sha,
+        "branch": None if branch == "HEAD" else branch,  # detached
+        "dirty": status is not None,
+        "remote": strip_credentials(remote) if remote else None,
+    }
+
+
+def _git() -> dict[str, Any] | None:
+    # The checkout gpuaccept runs from (editable install), else the project around cwd.
+    source = Path(__file__).resolve().parent
+    return git_state(source) or (git_state(root) if (root := _project_root()) else None)
+
+
+def _normalise(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def conda_packages(prefix: Path) -> list[dict[str, Any]]:
+    """The packages a conda/pixi environment's conda-meta records."""
+    packages = []
+    for record in sorted((prefix / "conda-meta").glob("*.json")):
+        try:
+            data = json.loads(record.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and data.get("name") and data.get("version"):
+            packages.append(
+                {
+                    "name": str(data["name"]),
+                    "version": str(data["version"]),
+                    "build": _or_none(data.get("build")),
+                    "channel": _or_none(data.get("channel")),
+                    "source": "conda",
+                }
+            )
+    return packages
+
+
+def python_distributions() -> list[dict[str, Any]]:
+    from importlib import metadata
+
+    packages = []
+    for dist in metadata.distributions():
+        name = dist.metadata["Name"] if dist.metadata else None
+        if name:
+            packages.append(
+                {
+                    "name": str(name),
+                    "version": str(dist.version),
+                    "build": None,
+                    "channel": None,
+                    "source": "pypi",
+                }
+            )
+    return packages
+
+
+def merge_packages(*sources: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One entry per package name, the first source winning (conda-meta over Python metadata).
+
+    conda packages that install Python code show up in both lists under the same name; a name
+    found twice on sys.path is listed once, as Python's import would resolve it.
+    """
+    merged: dict[str, dict[str, Any]] = {}
+    for source in sources:
+        for package in source:
+            merged.setdefault(_normalise(package["name"]), package)
+    return sorted(merged.values(), key=lambda package: _normalise(package["name"]))
+
+
+def _packages() -> list[dict[str, Any]]:
+    return merge_packages(conda_packages(Path(sys.prefix)), python_distributions())
+
+
+def image_labels(files: tuple[Path, ...] = IMAGE_LABEL_FILES) -> dict[str, str]:
+    for path in files:
+        if path.is_file():
+            data = json.loads(path.read_text())
+            if isinstance(data, dict):
+                return {str(key): str(value) for key, value in data.items()}
+    return {}
+
+
+def container_from_labels(
+    labels: Mapping[str, str], job_image: str | None
+) -> dict[str, Any] | None:
+    """The image this process runs from: its OCI labels, and the reference the scheduler used."""
+    if not labels and not job_image:
+        return None
+    digest = None
+    if job_image and "@sha256:" in job_image:
+        digest = "sha256:" + job_image.split("@sha256:", 1)[1]
+    return {
+        "image": _or_none(job_image) or _or_none(labels.get(_OCI + "ref.name")),
+        "source": _or_none(labels.get(_OCI + "source")),
+        "revision": _or_none(labels.get(_OCI + "revision")),
+        "version": _or_none(labels.get(_OCI + "version")),
+        "created": _or_none(labels.get(_OCI + "created")),
+        "digest": digest,
+        "environment": _or_none(labels.get("io.gpuaccept.environment")),
+        "lock_sha256": _or_none(labels.get("io.gpuaccept.pixi-lock-sha256")),
+    }
+
+
+_CLASSAD_STRING = re.compile(r'^"((?:[^"\\]|\\.)*)"$')
+
+
+def parse_classad_value(text: str) -> Any:
+    """A literal from a job or machine ad file: string, integer, real or boolean; else the text."""
+    text = text.strip()
+    string = _CLASSAD_STRING.match(text)
+    if string:
+        return re.sub(r"\\(.)", r"\1", string.group(1))
+    if re.fullmatch(r"-?\d+", text):
+        return int(text)
+    if re.fullmatch(r"-?\d+\.\d*([eE][-+]?\d+)?", text):
+        return float(text)
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    return text
+
+
+def read_classad_file(path: Path, wanted: set[str]) -> dict[str, Any]:
+    """The wanted attributes of an ad file (`Name = value` lines), case-insensitive as ClassAds."""
+    lowered = {name.lower(): name for name in wanted}
     found: dict[str, Any] = {}
-    for line in Path(path).read_text(errors="replace").splitlines():
-        key, _, value = line.partition(" = ")
-        if key.strip() in wanted:
-            found[key.strip()] = value.strip().strip('"')
+    for line in path.read_text(errors="replace").splitlines():
+        key, separator, value = line.partition("=")
+        name = lowered.get(key.strip().lower())
+        if separator and name and name not in found:
+            found[name] = parse_classad_value(value)
     return found
 
 
-def _scheduler() -> dict[str, Any]:
+_JOB_AD_ATTRIBUTES = {
+    "ClusterId",
+    "ProcId",
+    "GlobalJobId",
+    "Owner",
+    "RemoteHost",
+    "ContainerImage",
+    "JobBatchName",
+}
+
+
+def scheduler_ids(environ: Mapping[str, str]) -> dict[str, Any]:
+    """HTCondor ids from the job ad ($_CONDOR_JOB_AD) and Slurm ids from the environment."""
+    condor: dict[str, Any] | None = None
+    job_ad = environ.get("_CONDOR_JOB_AD")
+    if job_ad:
+        ad = _probe(lambda: read_classad_file(Path(job_ad), _JOB_AD_ATTRIBUTES)) or {}
+        machine_ad = environ.get("_CONDOR_MACHINE_AD")
+        machine = (
+            _probe(lambda: read_classad_file(Path(machine_ad), {"Machine"})) if machine_ad else None
+        )
+        condor = {
+            "cluster_id": ad.get("ClusterId"),
+            "proc_id": ad.get("ProcId"),
+            "global_job_id": ad.get("GlobalJobId"),
+            "owner": ad.get("Owner"),
+            "batch_name": ad.get("JobBatchName"),
+            "remote_host": ad.get("RemoteHost"),
+            "machine": (machine or {}).get("Machine"),
+            "container_image": ad.get("ContainerImage"),
+            "assigned_gpus": _or_none(environ.get("_CONDOR_AssignedGPUs")),
+        }
+    slurm: dict[str, Any] | None = None
+    if environ.get("SLURM_JOB_ID"):
+        slurm = {
+            key.lower(): _or_none(environ.get(name))
+            for key, name in (
+                ("job_id", "SLURM_JOB_ID"),
+                ("array_job_id", "SLURM_ARRAY_JOB_ID"),
+                ("array_task_id", "SLURM_ARRAY_TASK_ID"),
+                ("step_id", "SLURM_STEP_ID"),
+                ("cluster", "SLURM_CLUSTER_NAME"),
+                ("nodelist", "SLURM_JOB_NODELIST"),
+            )
+        }
     return {
-        "htcondor": _probe(_condor_job_ad) or None,
-        "htcondor_assigned_gpus": os.environ.get("_CONDOR_AssignedGPUs"),  # noqa: SIM112 HTCondor spells it so
-        "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
-        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "htcondor": condor,
+        "slurm": slurm,
+        "cuda_visible_devices": _or_none(environ.get("CUDA_VISIBLE_DEVICES")),
     }
+
+
+def _container(scheduler: dict[str, Any] | None) -> dict[str, Any] | None:
+    condor = (scheduler or {}).get("htcondor") or {}
+    return container_from_labels(_probe(image_labels) or {}, condor.get("container_image"))
+
+
+def json_safe(value: Any) -> Any:
+    """The capture with every string valid UTF-8 (lone surrogates of undecodable bytes replaced)."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    if isinstance(value, dict):
+        return {json_safe(str(key)): json_safe(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(item) for item in value]
+    return value
 
 
 def capture_environment() -> dict[str, Any]:
     """A JSON-ready description of this process's stack and place."""
-    return {
-        "python": {"version": platform.python_version(), "executable": sys.executable},
-        "system": {
-            "hostname": _probe(socket.gethostname),
-            "kernel": _probe(platform.release),
-            "architecture": _probe(platform.machine),
-            "os": _probe(platform.system),
-            "cores": _probe(os.cpu_count),
-        },
-        "torch": _probe(_torch),
-        "driver": _probe(_driver),
+    scheduler = _probe(lambda: scheduler_ids(os.environ))
+    capture = {
+        "git": _probe(_git),
+        "cuda": _probe(_cuda),
         "gpus": _probe(_gpus),
+        "python": {"version": platform.python_version(), "executable": sys.executable or None},
+        "torch": _probe(_torch),
+        "system": _system(),
         "pixi": _probe(_pixi),
-        "scheduler": _probe(_scheduler),
+        "packages": _probe(_packages),
+        "container": _probe(lambda: _container(scheduler)),
+        "scheduler": scheduler,
     }
+    return dict(json_safe(capture))
 
 
 def stack_sha256(environment: dict[str, Any]) -> str:
@@ -115,10 +461,11 @@ def stack_sha256(environment: dict[str, Any]) -> str:
     Two nodes with the same lock, torch, driver and GPU models share it, so a saved model can be
     traced to the stack that trained it; hostnames and job ids are left out on purpose.
     """
+    cuda = environment.get("cuda") or {}
     stack = {
         "python": (environment.get("python") or {}).get("version"),
         "torch": environment.get("torch"),
-        "driver": environment.get("driver"),
+        "cuda": {key: cuda.get(key) for key in ("runtime", "driver", "driver_version")},
         "pixi_lock_sha256": (environment.get("pixi") or {}).get("lock_sha256"),
         "gpus": sorted(str((gpu or {}).get("name")) for gpu in (environment.get("gpus") or [])),
     }

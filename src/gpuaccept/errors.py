@@ -21,10 +21,6 @@ class InputError(GpuacceptError):
     exit_code = 2
 
 
-class NotBuiltError(InputError):
-    """The command exists in the CLI's shape but is not implemented yet (exit 2)."""
-
-
 class EnvironmentProblem(GpuacceptError):
     """A required component is missing, e.g. NCCL asked for but absent (exit 3)."""
 

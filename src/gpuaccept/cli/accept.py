@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from gpuaccept.cli.recording import HISTORY, NO_HISTORY, history_target, record_run
 from gpuaccept.errors import CheckFailed, InputError
 
 if TYPE_CHECKING:
@@ -58,6 +59,8 @@ def accept(
     check_timeout: float | None = typer.Option(
         None, "--check-timeout", min=1, help="Seconds each check may take (default per level)."
     ),
+    history: Path | None = HISTORY,
+    no_history: bool = NO_HISTORY,
 ) -> None:
     """Run the acceptance suite on the GPUs this process was given.
 
@@ -77,6 +80,7 @@ def accept(
     for path, flag in ((junit, "--junit"), (record_baseline, "--record-baseline")):
         if path is not None:
             _ensure_writable_dir(path.parent, flag)
+    history_path = history_target(history, no_history)
 
     from gpuaccept.checks.context import CheckContext
     from gpuaccept.envinfo import capture_environment
@@ -132,6 +136,8 @@ def accept(
 
         write_junit(report, junit)
         typer.echo(f"[REPORT] {junit}")
+    for run_report in reports:
+        record_run(run_report, history_path)
     if sys.stdout.isatty():
         from rich.console import Console
 

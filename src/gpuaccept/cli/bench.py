@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from gpuaccept.cli.recording import HISTORY, NO_HISTORY, history_target
 from gpuaccept.errors import InputError
 
 if TYPE_CHECKING:
@@ -113,7 +114,9 @@ def _finish(
     clock: float,
     json_path: Path | None,
     csv_path: Path | None,
+    history: Path | None,
 ) -> None:
+    from gpuaccept.cli.recording import record_run
     from gpuaccept.envinfo import capture_environment
     from gpuaccept.report.console import result_line
     from gpuaccept.report.tables import write_csv
@@ -136,6 +139,7 @@ def _finish(
     if csv_path is not None:
         write_csv(report, csv_path)
         typer.echo(f"[REPORT] {csv_path}")
+    record_run(report, history)
     typer.echo(result_line(report))
     if not report.passed:
         raise typer.Exit(1)
@@ -285,15 +289,18 @@ def _run_planned(
     device: str,
     json_path: Path | None,
     csv_path: Path | None,
+    history: Path | None,
+    no_history: bool,
     plan: Callable[[_Runs], None],
 ) -> None:
     """One benchmark command: refuse bad input up front, run, write the outputs, set the exit."""
     _refuse_torchrun(benchmark)
     _check_outputs(json_path, csv_path)
+    target = history_target(history, no_history)
     started, clock = datetime.now(UTC), time.monotonic()
     runs = _Runs(_device(device))
     plan(runs)
-    _finish(runs.run(), benchmark, runs.device, started, clock, json_path, csv_path)
+    _finish(runs.run(), benchmark, runs.device, started, clock, json_path, csv_path, target)
 
 
 def _default_matmul_dtype(device: torch.device) -> str:
@@ -306,12 +313,15 @@ def bench(
     device: str = DEVICE,
     json_path: Path | None = JSON_OUT,
     csv_path: Path | None = CSV_OUT,
+    history: Path | None = HISTORY,
+    no_history: bool = NO_HISTORY,
 ) -> None:
     """Run every benchmark with its default sweep (or name one: see the commands below)."""
     if ctx.invoked_subcommand is not None:
         return
     _refuse_torchrun("")
     _check_outputs(json_path, csv_path)
+    target = history_target(history, no_history)
     started, clock = datetime.now(UTC), time.monotonic()
     runs = _Runs(_device(device))
     _plan_matmul(runs, [_default_matmul_dtype(runs.device)], None, None, None, "quick", None, None)
@@ -327,7 +337,7 @@ def bench(
     nbody_runs = _Runs(runs.device)
     _plan_nbody(nbody_runs, ["fp32"], None, None, None, None)
     results += nbody_runs.run()
-    _finish(results, "all", runs.device, started, clock, json_path, csv_path)
+    _finish(results, "all", runs.device, started, clock, json_path, csv_path, target)
 
 
 @app.command("matmul")
@@ -346,6 +356,8 @@ def matmul(
     device: str = DEVICE,
     json_path: Path | None = JSON_OUT,
     csv_path: Path | None = CSV_OUT,
+    history: Path | None = HISTORY,
+    no_history: bool = NO_HISTORY,
 ) -> None:
     """Maximum achievable matmul TFLOPS over a sweep of shapes (mamf-finder style)."""
     _run_planned(
@@ -353,6 +365,8 @@ def matmul(
         device,
         json_path,
         csv_path,
+        history,
+        no_history,
         lambda runs: _plan_matmul(
             runs,
             dtype or [_default_matmul_dtype(runs.device)],
@@ -381,6 +395,8 @@ def membw(
     device: str = DEVICE,
     json_path: Path | None = JSON_OUT,
     csv_path: Path | None = CSV_OUT,
+    history: Path | None = HISTORY,
+    no_history: bool = NO_HISTORY,
 ) -> None:
     """STREAM copy, scale, add and triad on device memory (GB/s = 10^9 B/s)."""
     _run_planned(
@@ -388,6 +404,8 @@ def membw(
         device,
         json_path,
         csv_path,
+        history,
+        no_history,
         lambda runs: _plan_membw(runs, begin, end, factor, warmup, iterations),
     )
 
@@ -402,6 +420,8 @@ def transfer(
     device: str = DEVICE,
     json_path: Path | None = JSON_OUT,
     csv_path: Path | None = CSV_OUT,
+    history: Path | None = HISTORY,
+    no_history: bool = NO_HISTORY,
 ) -> None:
     """Host<->device copies (pinned and pageable) and a GPU-to-GPU matrix when there are several."""
     _run_planned(
@@ -409,6 +429,8 @@ def transfer(
         device,
         json_path,
         csv_path,
+        history,
+        no_history,
         lambda runs: _plan_transfer(runs, begin, end, factor, warmup, iterations),
     )
 
@@ -425,6 +447,8 @@ def nbody(
     device: str = DEVICE,
     json_path: Path | None = JSON_OUT,
     csv_path: Path | None = CSV_OUT,
+    history: Path | None = HISTORY,
+    no_history: bool = NO_HISTORY,
 ) -> None:
     """All-pairs n-body: interactions/s and GFLOP/s (20 flops fp32, 30 fp64 per interaction)."""
     _run_planned(
@@ -432,6 +456,8 @@ def nbody(
         device,
         json_path,
         csv_path,
+        history,
+        no_history,
         lambda runs: _plan_nbody(runs, dtype or ["fp32"], bodies, tile, warmup, iterations),
     )
 
@@ -529,9 +555,12 @@ def collectives(
     device: str = DEVICE,
     json_path: Path | None = JSON_OUT,
     csv_path: Path | None = CSV_OUT,
+    history: Path | None = HISTORY,
+    no_history: bool = NO_HISTORY,
 ) -> None:
     """nccl-tests style sweeps: time, algbw, busbw and #wrong, out-of-place and in-place."""
     _check_outputs(json_path, csv_path)
+    target = history_target(history, no_history)
     started, clock = datetime.now(UTC), time.monotonic()
     run_device = _device(device)
     result = _run_collectives(
@@ -547,4 +576,4 @@ def collectives(
         min_busbw,
     )
     _show(result)
-    _finish([result], "collectives", run_device, started, clock, json_path, csv_path)
+    _finish([result], "collectives", run_device, started, clock, json_path, csv_path, target)

@@ -1,14 +1,69 @@
-"""`gpuaccept env`: capture the environment (stack, GPUs, lock hash, scheduler ids) as JSON."""
+"""`gpuaccept env`: capture the environment (stack, GPUs, lock hash, image, scheduler ids)."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Any
+
 import typer
 
-from gpuaccept.errors import NotBuiltError
+from gpuaccept.errors import InputError
+
+
+def _summary_lines(capture: dict[str, Any]) -> list[str]:
+    def get(section: str, key: str) -> Any:
+        return (capture.get(section) or {}).get(key)
+
+    gpus = capture.get("gpus") or []
+    lines = [
+        f"host      {get('system', 'hostname')} ({get('system', 'os')}, "
+        f"{get('system', 'architecture')}, {get('system', 'cores')} cores)",
+        f"python    {get('python', 'version')} {get('python', 'executable')}",
+        f"torch     {get('torch', 'version')} (CUDA {get('cuda', 'runtime')}, "
+        f"cuDNN {get('cuda', 'cudnn')}, NCCL {get('cuda', 'nccl')})",
+        f"driver    {get('cuda', 'driver_version')} (CUDA {get('cuda', 'driver')})",
+        f"gpus      {len(gpus)}",
+        *(
+            f"  gpu{gpu.get('index')} {gpu.get('name')} cc {gpu.get('compute_capability')} "
+            f"{gpu.get('uuid')} {gpu.get('pci_bus_id')}"
+            for gpu in gpus
+        ),
+        f"pixi      env {get('pixi', 'environment')}, lock sha256 {get('pixi', 'lock_sha256')}",
+        f"git       {get('git', 'sha')} {get('git', 'branch')}"
+        f"{' (dirty)' if get('git', 'dirty') else ''}",
+        f"container {get('container', 'image')} revision {get('container', 'revision')}",
+        f"packages  {len(capture.get('packages') or [])}",
+    ]
+    return lines
 
 
 def env(
-    as_json: bool = typer.Option(False, "--json", help="Print JSON to stdout."),
+    as_json: bool = typer.Option(False, "--json", help="Print the capture as JSON to stdout."),
+    output: Path | None = typer.Option(
+        None, "--output", "-o", help="Write the capture as JSON to this file."
+    ),
 ) -> None:
-    """Capture the environment this process runs in (not built yet: issue #6)."""
-    raise NotBuiltError("`gpuaccept env` is not built yet (tracked in issue #6)")
+    """Capture the environment this process runs in: stack, GPUs, lock, image, scheduler ids.
+
+    The same capture is embedded in every report. Unknown values are null.
+    """
+    from gpuaccept.atomic_write import write_text_atomically
+    from gpuaccept.envinfo import capture_environment
+
+    if output is not None and output.is_dir():
+        raise InputError(f"--output {output}: is a directory")
+    capture = capture_environment()
+    text = json.dumps(capture, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    if output is not None:
+        try:
+            write_text_atomically(output, text)
+        except OSError as error:
+            raise InputError(f"--output {output}: cannot write: {error.strerror}") from None
+    if as_json:
+        typer.echo(text, nl=False)
+    elif output is None:
+        for line in _summary_lines(capture):
+            typer.echo(line)
+    else:
+        typer.echo(f"[ENV] {output}")

@@ -2,14 +2,288 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
 import typer
 
-from gpuaccept.errors import NotBuiltError
+from gpuaccept.errors import InputError
 
-app = typer.Typer(help="The record of past runs on this node and across a fleet.")
+if TYPE_CHECKING:
+    from gpuaccept.history import History
+
+app = typer.Typer(
+    help="The record of past runs on this node and across a fleet.", no_args_is_help=True
+)
+
+DATABASE = typer.Option(
+    None,
+    "--history",
+    help="History database (default: $GPUACCEPT_HISTORY, else "
+    "~/.local/share/gpuaccept/history.sqlite).",
+)
+NODE = typer.Option(None, "--node", help="Only this node (hostname as recorded).")
 
 
-@app.callback(invoke_without_command=True)
-def history(ctx: typer.Context) -> None:
-    """Query the run history (not built yet: issue #6)."""
-    raise NotBuiltError("`gpuaccept history` is not built yet (tracked in issue #6)")
+@contextmanager
+def _open(path: Path | None, *, create: bool = False) -> Iterator[History]:
+    from gpuaccept.history import History, default_history_path
+
+    with History.open(path or default_history_path(), create=create) as history:
+        yield history
+
+
+def _echo_table(header: list[str], rows: list[list[str]]) -> None:
+    """Plain aligned columns: greppable in job logs, like the bench tables."""
+    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows, strict=True)]
+    for line in [header, ["-" * w for w in widths], *rows]:
+        typer.echo("  ".join(str(c).ljust(w) for c, w in zip(line, widths, strict=True)).rstrip())
+
+
+def _run_id(text: str) -> int:
+    if not text.isdigit():
+        raise InputError(f"run id must be a number from `gpuaccept history list` (got {text!r})")
+    return int(text)
+
+
+@app.command("list")
+def list_runs(
+    history: Path | None = DATABASE,
+    node: str | None = NODE,
+    command: str | None = typer.Option(None, "--command", help="accept, bench or train-mnist."),
+    limit: int = typer.Option(20, "--limit", min=1, help="Newest runs to show."),
+) -> None:
+    """Recorded runs, newest first."""
+    with _open(history) as store:
+        runs = store.list_runs(node=node, command=command, limit=limit)
+    if not runs:
+        typer.echo("no runs recorded" + (f" for node {node}" if node else ""))
+        return
+    _echo_table(
+        ["run", "started (UTC)", "node", "command", "level", "mode", "result", "seconds"],
+        [
+            [
+                str(run.id),
+                run.started_at[:19],
+                str(run.hostname),
+                run.command,
+                run.level,
+                run.device_mode,
+                "PASS" if run.passed else f"FAIL ({','.join(run.failed_checks)})",
+                f"{run.duration_seconds:.1f}",
+            ]
+            for run in runs
+        ],
+    )
+
+
+@app.command("show")
+def show(
+    run: str = typer.Argument(..., help="Run id (see `gpuaccept history list`)."),
+    history: Path | None = DATABASE,
+    as_json: bool = typer.Option(False, "--json", help="Print the stored report as JSON."),
+) -> None:
+    """One run: its checks and figures (or the whole report with --json)."""
+    from gpuaccept.report.console import check_line, result_line
+
+    with _open(history) as store:
+        report = store.report(_run_id(run))
+    if as_json:
+        typer.echo(report.model_dump_json(indent=2))
+        return
+    host = (report.environment.get("system") or {}).get("hostname")
+    typer.echo(
+        f"run {run}: gpuaccept {report.command} --level {report.level} ({report.device_mode}) "
+        f"on {host}, started {report.started_at}, {report.duration_seconds:.1f} s"
+    )
+    for check in report.checks:
+        typer.echo(check_line(check))
+        for m in check.measurements:
+            device = "cpu" if m.device_index is None else f"gpu{m.device_index}"
+            typer.echo(f"    {device} {m.name} {m.value:.4g} {m.unit} ({m.verdict.value})")
+    typer.echo(result_line(report))
+
+
+@app.command("compare")
+def compare(
+    run_a: str = typer.Argument(..., help="The earlier (reference) run id."),
+    run_b: str = typer.Argument(..., help="The run to compare with it."),
+    history: Path | None = DATABASE,
+) -> None:
+    """Every figure of two runs side by side, with the change in percent (B against A)."""
+    from gpuaccept.comparison import compare_reports
+
+    with _open(history) as store:
+        a, b = store.report(_run_id(run_a)), store.report(_run_id(run_b))
+    rows = []
+    for figure in compare_reports(a, b):
+        change = figure.change_percent
+        rows.append(
+            [
+                figure.metric,
+                figure.device,
+                "n/a" if figure.value_a is None else f"{figure.value_a:.4g}",
+                "n/a" if figure.value_b is None else f"{figure.value_b:.4g}",
+                figure.unit,
+                "n/a" if change is None else f"{change:+.1f}%",
+                "worse" if figure.worse else "",
+            ]
+        )
+    if not rows:
+        typer.echo(f"runs {run_a} and {run_b} have no figures")
+        return
+    _echo_table(["metric", "device", f"run {run_a}", f"run {run_b}", "unit", "change", ""], rows)
+
+
+@app.command("trend")
+def trend(
+    metric: str = typer.Argument(..., help="A figure's name, or CHECK/NAME (e.g. matmul/..."),
+    history: Path | None = DATABASE,
+    node: str | None = NODE,
+) -> None:
+    """A figure over time, oldest first, per node and GPU."""
+    with _open(history) as store:
+        points = store.points(metric, node=node)
+    if not points:
+        raise InputError(
+            f"no figure named {metric!r} recorded"
+            + (f" for node {node}" if node else "")
+            + " (`gpuaccept history show RUN` lists a run's figures)"
+        )
+    _echo_table(
+        ["started (UTC)", "run", "node", "device", "metric", "value", "unit"],
+        [
+            [
+                p.started_at[:19],
+                str(p.run_id),
+                str(p.hostname),
+                "cpu" if p.device_index is None else f"gpu{p.device_index}",
+                p.metric,
+                f"{p.value:.4g}",
+                p.unit,
+            ]
+            for p in points
+        ],
+    )
+
+
+@app.command("import")
+def import_reports(
+    reports: list[Path] = typer.Argument(..., help="JSON reports (e.g. from HTCondor jobs)."),
+    history: Path | None = DATABASE,
+) -> None:
+    """Add JSON reports to the history; all of them or, if one is malformed, none.
+
+    A report already in the history (same content) is not stored twice.
+    """
+    from gpuaccept.report.reading import load_report
+
+    loaded = [(load_report(path), str(path)) for path in reports]
+    with _open(history, create=True) as store:
+        stored = store.append(loaded)
+    new = sum(is_new for _, is_new in stored)
+    for (run_id, is_new), (_, source) in zip(stored, loaded, strict=True):
+        typer.echo(f"[HISTORY] {source}: run {run_id}{'' if is_new else ' (already recorded)'}")
+    typer.echo(f"[HISTORY] imported {new} new run(s), {len(stored) - new} already recorded")
+
+
+@app.command("fleet")
+def fleet(
+    history: Path | None = DATABASE,
+    tolerance: float = typer.Option(
+        10.0,
+        "--tolerance",
+        min=0,
+        max=100,
+        help="Flag a GPU more than this many percent worse than its model's fleet median.",
+    ),
+    min_gpus: int = typer.Option(
+        3, "--min-gpus", min=2, help="GPUs of a model needed before its median is trusted."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the view as JSON."),
+) -> None:
+    """The newest run per node, and GPUs that lag their fleet (exit 1 if a node fails or lags)."""
+    from gpuaccept.comparison import fleet_view
+
+    with _open(history) as store:
+        view = fleet_view(
+            store.list_runs(),
+            store.points(latest_only=True),
+            tolerance_percent=tolerance,
+            min_samples=min_gpus,
+        )
+    failing = [run for run in view.nodes if not run.passed]
+    if as_json:
+        typer.echo(
+            json.dumps(
+                {
+                    "nodes": [
+                        {
+                            "node": run.hostname,
+                            "run": run.id,
+                            "started_at": run.started_at,
+                            "command": run.command,
+                            "passed": run.passed,
+                            "failed_checks": run.failed_checks,
+                        }
+                        for run in view.nodes
+                    ],
+                    "outliers": [
+                        {
+                            "node": f.point.hostname,
+                            "device_index": f.point.device_index,
+                            "gpu_uuid": f.point.gpu_uuid,
+                            "model": f.model,
+                            "metric": f.point.metric,
+                            "value": f.point.value,
+                            "unit": f.point.unit,
+                            "fleet_median": f.fleet_median,
+                            "deviation_percent": f.deviation_percent,
+                            "run": f.point.run_id,
+                        }
+                        for f in view.outliers
+                    ],
+                    "tolerance_percent": tolerance,
+                },
+                indent=2,
+            )
+        )
+    else:
+        _echo_table(
+            ["node", "newest run", "started (UTC)", "command", "result"],
+            [
+                [
+                    str(run.hostname),
+                    str(run.id),
+                    run.started_at[:19],
+                    run.command,
+                    "PASS" if run.passed else f"FAIL ({','.join(run.failed_checks)})",
+                ]
+                for run in view.nodes
+            ],
+        )
+        if view.outliers:
+            typer.echo(f"\nGPUs more than {tolerance:g}% worse than their model's fleet median:")
+            _echo_table(
+                ["node", "device", "model", "metric", "value", "median", "deviation", "run"],
+                [
+                    [
+                        str(f.point.hostname),
+                        "cpu" if f.point.device_index is None else f"gpu{f.point.device_index}",
+                        f.model,
+                        f.point.metric,
+                        f"{f.point.value:.4g} {f.point.unit}",
+                        f"{f.fleet_median:.4g}",
+                        f"{f.deviation_percent:+.1f}%",
+                        str(f.point.run_id),
+                    ]
+                    for f in view.outliers
+                ],
+            )
+        else:
+            typer.echo(f"\nno GPU more than {tolerance:g}% worse than its model's fleet median")
+    if failing or view.outliers:
+        raise typer.Exit(1)

@@ -1,14 +1,122 @@
-"""`gpuaccept report`: render a stored run or report file as HTML, Markdown or Prometheus."""
+"""`gpuaccept report`: render a stored run or a report file as HTML, Markdown or Prometheus."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import TYPE_CHECKING
+
 import typer
 
-from gpuaccept.errors import NotBuiltError
+from gpuaccept.errors import InputError
+
+if TYPE_CHECKING:
+    from gpuaccept.history import MetricPoint
+    from gpuaccept.results import RunReport
+
+
+def _points_of(report: RunReport, run_id: int) -> list[MetricPoint]:
+    from gpuaccept.history import MetricPoint
+
+    host = (report.environment.get("system") or {}).get("hostname")
+    return [
+        MetricPoint(
+            run_id=run_id,
+            started_at=report.started_at,
+            hostname=host,
+            check_name=check.name,
+            name=m.name,
+            value=m.value,
+            unit=m.unit,
+            device_index=m.device_index,
+            device_name=m.device_name,
+            gpu_uuid=None,
+        )
+        for check in report.checks
+        for m in check.measurements
+    ]
+
+
+def _trends(
+    report: RunReport, run_id: int | None, history: Path | None
+) -> dict[str, list[MetricPoint]]:
+    """This node's stored points for each figure of the report; the report's own when unstored."""
+    from gpuaccept.history import History, default_history_path
+
+    own = _points_of(report, run_id or 0)
+    trends: dict[str, list[MetricPoint]] = {point.metric: [] for point in own}
+    path = history or default_history_path()
+    if path.is_file():
+        host = (report.environment.get("system") or {}).get("hostname")
+        with History.open(path, create=False) as store:
+            for metric in trends:
+                trends[metric] = store.points(metric, node=host)
+    for point in own:
+        if run_id is None or not any(p.run_id == run_id for p in trends[point.metric]):
+            trends[point.metric].append(point)
+    for points in trends.values():
+        points.sort(key=lambda p: (p.started_at, p.run_id))
+    return trends
+
+
+def _check_output(path: Path | None, flag: str) -> None:
+    if path is None or str(path) == "-":
+        return
+    if path.is_dir():
+        raise InputError(f"{flag} {path}: is a directory, expected a file path")
 
 
 def report(
     source: str = typer.Argument(..., help="A run id from the history, or a REPORT.json file."),
+    html: Path | None = typer.Option(None, "--html", help="Write a self-contained HTML page."),
+    markdown: Path | None = typer.Option(
+        None, "--markdown", help="Write a Markdown summary ('-' for stdout, e.g. CI summaries)."
+    ),
+    prometheus: Path | None = typer.Option(
+        None, "--prometheus", help="Write node_exporter textfile metrics (a .prom file)."
+    ),
+    history: Path | None = typer.Option(
+        None, "--history", help="History database for run ids and trend charts."
+    ),
 ) -> None:
-    """Render a run as HTML, Markdown or Prometheus metrics (not built yet: issue #6)."""
-    raise NotBuiltError("`gpuaccept report` is not built yet (tracked in issue #6)")
+    """Render a run as HTML (with trend charts), Markdown or Prometheus metrics."""
+    from gpuaccept.atomic_write import write_text_atomically
+    from gpuaccept.history import History, default_history_path
+    from gpuaccept.report.reading import load_report
+
+    if html is None and markdown is None and prometheus is None:
+        raise InputError("nothing to write: give --html FILE, --markdown FILE or --prometheus FILE")
+    for path, flag in ((html, "--html"), (markdown, "--markdown"), (prometheus, "--prometheus")):
+        _check_output(path, flag)
+    path = Path(source)
+    run_id: int | None = None
+    if path.exists() or not source.isdigit():
+        run = load_report(path)
+    else:
+        run_id = int(source)
+        with History.open(history or default_history_path(), create=False) as store:
+            run = store.report(run_id)
+
+    # Render everything first, so a failure leaves no output half-written.
+    outputs: list[tuple[Path, str]] = []
+    if html is not None:
+        from gpuaccept.report.html import render_html
+
+        outputs.append((html, render_html(run, _trends(run, run_id, history))))
+    if prometheus is not None:
+        from gpuaccept.report.prometheus import render_prometheus
+
+        outputs.append((prometheus, render_prometheus(run)))
+    if markdown is not None:
+        from gpuaccept.report.markdown import render_markdown
+
+        text = render_markdown(run)
+        if str(markdown) == "-":
+            typer.echo(text, nl=False)
+        else:
+            outputs.append((markdown, text))
+    for target, text in outputs:
+        try:
+            write_text_atomically(target, text)
+        except OSError as error:
+            raise InputError(f"{target}: cannot write: {error.strerror}") from None
+        typer.echo(f"[REPORT] {target}", err=str(markdown) == "-")

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from gpuaccept.cli.recording import HISTORY, NO_HISTORY, history_target, record_run
 from gpuaccept.errors import InputError
 
 if TYPE_CHECKING:
@@ -115,6 +116,8 @@ def mnist(
         "--scratch",
         help="Where a tarball is extracted (default: $_CONDOR_SCRATCH_DIR, else the temp dir).",
     ),
+    history: Path | None = HISTORY,
+    no_history: bool = NO_HISTORY,
 ) -> None:
     """Train an MNIST CNN with the data on the device; gate on test accuracy.
 
@@ -135,6 +138,7 @@ def mnist(
     _check_output(checkpoint, "--checkpoint")
     if report_dir is not None:
         _check_output(report_dir / "report.json", "--report-dir")
+    history_path = history_target(history, no_history)
     if scratch is None and os.environ.get("_CONDOR_SCRATCH_DIR"):
         scratch = Path(os.environ["_CONDOR_SCRATCH_DIR"])
 
@@ -170,6 +174,7 @@ def mnist(
             checkpoint_every=checkpoint_every,
             checkpoint_exit_code=checkpoint_exit_code,
             report_dir=report_dir,
+            history=history_path,
         )
 
 
@@ -191,6 +196,7 @@ def _train_and_report(
     checkpoint_every: int,
     checkpoint_exit_code: int | None,
     report_dir: Path | None,
+    history: Path | None,
 ) -> None:
     from gpuaccept import __version__
     from gpuaccept.envinfo import capture_environment, stack_sha256
@@ -278,6 +284,7 @@ def _train_and_report(
         from gpuaccept.report.json_report import write_json_report
 
         typer.echo(f"[REPORT] {write_json_report(report, report_dir)}")
+    record_run(report, history)
     typer.echo(check_line(check))
     typer.echo(result_line(report))
     if not report.passed:

@@ -1,0 +1,405 @@
+"""The SQLite store of runs: append, list, fetch, trend, and the latest figures per node and GPU.
+
+Several HTCondor jobs may append to one database on a shared file system, so the store uses
+SQLite's rollback journal (not WAL, whose shared-memory index does not work across hosts), a
+busy timeout, and one `BEGIN IMMEDIATE` transaction per append: a run is stored whole or not at
+all. A file that is not ours (another SQLite database, a truncated one, not SQLite at all) is
+reported and never written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+import struct
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from gpuaccept.errors import InputError
+from gpuaccept.results import RunReport
+
+HISTORY_ENV = "GPUACCEPT_HISTORY"
+APPLICATION_ID = 0x67707561  # "gpua" in the SQLite header marks our databases
+SCHEMA_VERSION = 1
+BUSY_TIMEOUT_SECONDS = 60.0
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY,
+    report_sha256 TEXT NOT NULL UNIQUE,
+    command TEXT NOT NULL,
+    level TEXT NOT NULL,
+    device_mode TEXT NOT NULL,
+    started_at TEXT NOT NULL,
+    finished_at TEXT NOT NULL,
+    duration_seconds REAL NOT NULL,
+    passed INTEGER NOT NULL,
+    failed_checks TEXT NOT NULL,
+    hostname TEXT,
+    tool_version TEXT NOT NULL,
+    recorded_at TEXT NOT NULL,
+    source TEXT NOT NULL,
+    report_json TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS runs_by_host ON runs (hostname, started_at);
+CREATE TABLE IF NOT EXISTS measurements (
+    run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    check_name TEXT NOT NULL,
+    name TEXT NOT NULL,
+    value REAL NOT NULL,
+    unit TEXT NOT NULL,
+    device_index INTEGER,
+    device_name TEXT,
+    gpu_uuid TEXT,
+    verdict TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS measurements_by_name ON measurements (name, check_name);
+CREATE INDEX IF NOT EXISTS measurements_by_run ON measurements (run_id);
+"""
+
+
+class HistoryError(InputError):
+    """The history database cannot be used as asked (exit 2)."""
+
+
+def default_history_path(environ: dict[str, str] | None = None) -> Path:
+    """$GPUACCEPT_HISTORY, else the user's data directory (XDG), else ~/.local/share."""
+    env = dict(os.environ) if environ is None else environ
+    if env.get(HISTORY_ENV):
+        return Path(env[HISTORY_ENV])
+    data_home = env.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(data_home) / "gpuaccept" / "history.sqlite"
+
+
+@dataclass(frozen=True)
+class RunRow:
+    id: int
+    started_at: str
+    hostname: str | None
+    command: str
+    level: str
+    device_mode: str
+    passed: bool
+    failed_checks: list[str]
+    duration_seconds: float
+    tool_version: str
+    source: str
+
+
+@dataclass(frozen=True)
+class MetricPoint:
+    """One stored figure with the run it came from."""
+
+    run_id: int
+    started_at: str
+    hostname: str | None
+    check_name: str
+    name: str
+    value: float
+    unit: str
+    device_index: int | None
+    device_name: str | None
+    gpu_uuid: str | None
+
+    @property
+    def metric(self) -> str:
+        return f"{self.check_name}/{self.name}"
+
+
+def report_sha256(report: RunReport) -> str:
+    """Identity of a run: the same report imported twice is stored once."""
+    return hashlib.sha256(report.model_dump_json().encode()).hexdigest()
+
+
+def _check_header(path: Path) -> None:
+    """Refuse files that are not SQLite, or whose header promises more pages than the file has."""
+    with path.open("rb") as stream:
+        header = stream.read(100)
+    if not header:
+        return  # an empty file is an empty database: nothing in it to lose
+    if len(header) < 100 or not header.startswith(_SQLITE_MAGIC):
+        raise HistoryError(f"history {path}: not an SQLite database; refusing to touch it")
+    (page_size,) = struct.unpack(">H", header[16:18])
+    page_size = 65536 if page_size == 1 else page_size
+    change_counter, pages = struct.unpack(">II", header[24:32])
+    (valid_for,) = struct.unpack(">I", header[92:96])
+    # The in-header page count is only meaningful when written by the same change (file format).
+    if valid_for == change_counter and pages and path.stat().st_size < pages * page_size:
+        raise HistoryError(
+            f"history {path}: truncated ({path.stat().st_size} bytes, header says "
+            f"{pages * page_size}); left untouched, restore it or pass another --history"
+        )
+
+
+def _inspect_read_only(path: Path) -> tuple[int, int, list[str]]:
+    uri = f"file:{path.resolve().as_posix()}?mode=ro"
+    try:
+        connection = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_SECONDS)
+    except sqlite3.Error as error:
+        raise HistoryError(f"history {path}: cannot open: {error}") from None
+    try:
+        application_id = connection.execute("PRAGMA application_id").fetchone()[0]
+        user_version = connection.execute("PRAGMA user_version").fetchone()[0]
+        tables = [
+            row[0]
+            for row in connection.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"
+            )
+        ]
+    except sqlite3.DatabaseError as error:
+        raise HistoryError(
+            f"history {path}: unreadable database ({error}); left untouched"
+        ) from None
+    finally:
+        connection.close()
+    return application_id, user_version, tables
+
+
+class History:
+    """An open history database. Use `History.open(path)` as a context manager."""
+
+    def __init__(self, path: Path, connection: sqlite3.Connection) -> None:
+        self.path = path
+        self._connection = connection
+
+    @classmethod
+    @contextmanager
+    def open(cls, path: Path, *, create: bool = True) -> Iterator[History]:
+        """Open (and, when `create`, initialise) the database at `path`; refuse foreign files."""
+        if path.is_dir():
+            raise HistoryError(f"history {path}: is a directory")
+        exists = path.exists()
+        if not exists and not create:
+            raise HistoryError(f"history {path}: no such database (nothing recorded yet?)")
+        if exists:
+            try:
+                _check_header(path)
+            except OSError as error:
+                raise HistoryError(f"history {path}: cannot read: {error.strerror}") from None
+            application_id, user_version, tables = _inspect_read_only(path)
+            if tables and application_id != APPLICATION_ID:
+                raise HistoryError(
+                    f"history {path}: an SQLite database that is not a gpuaccept history "
+                    "(foreign tables); refusing to write to it"
+                )
+            if user_version > SCHEMA_VERSION:
+                raise HistoryError(
+                    f"history {path}: written by a newer gpuaccept (schema {user_version}, "
+                    f"this one reads {SCHEMA_VERSION}); upgrade gpuaccept"
+                )
+            if not tables and not create:
+                raise HistoryError(f"history {path}: empty database (nothing recorded yet)")
+        else:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as error:
+                raise HistoryError(
+                    f"history {path}: cannot create its directory: {error.strerror}"
+                ) from None
+        try:
+            connection = sqlite3.connect(path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None)
+        except sqlite3.Error as error:
+            raise HistoryError(f"history {path}: cannot open: {error}") from None
+        history = cls(path, connection)
+        try:
+            connection.execute("PRAGMA foreign_keys = ON")
+            if create:
+                history._initialise()
+            yield history
+        except sqlite3.DatabaseError as error:
+            raise HistoryError(f"history {path}: {error}; nothing was written") from None
+        finally:
+            connection.close()
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        # IMMEDIATE takes the write lock up front, so concurrent writers wait (busy timeout)
+        # instead of failing half-way through a run.
+        self._connection.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._connection
+        except BaseException:
+            if self._connection.in_transaction:  # SQLite may have rolled back already
+                self._connection.execute("ROLLBACK")
+            raise
+        self._connection.execute("COMMIT")
+
+    def _initialise(self) -> None:
+        with self._transaction() as db:
+            application_id = db.execute("PRAGMA application_id").fetchone()[0]
+            if application_id == APPLICATION_ID:
+                return
+            # Not executescript: it would COMMIT and end this transaction half-way.
+            for statement in filter(str.strip, _SCHEMA.split(";")):
+                db.execute(statement)
+            db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+            db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    def append(self, reports: Sequence[tuple[RunReport, str]]) -> list[tuple[int, bool]]:
+        """Store runs (report, source) in one transaction: (run id, newly stored) for each."""
+        stored: list[tuple[int, bool]] = []
+        recorded_at = datetime.now(UTC).isoformat()
+        with self._transaction() as db:
+            for report, source in reports:
+                digest = report_sha256(report)
+                existing = db.execute(
+                    "SELECT id FROM runs WHERE report_sha256 = ?", (digest,)
+                ).fetchone()
+                if existing:
+                    stored.append((int(existing[0]), False))
+                    continue
+                hostname = (report.environment.get("system") or {}).get("hostname")
+                cursor = db.execute(
+                    "INSERT INTO runs (report_sha256, command, level, device_mode, started_at, "
+                    "finished_at, duration_seconds, passed, failed_checks, hostname, "
+                    "tool_version, recorded_at, source, report_json) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        digest,
+                        report.command,
+                        report.level,
+                        report.device_mode,
+                        report.started_at,
+                        report.finished_at,
+                        report.duration_seconds,
+                        int(report.passed),
+                        ",".join(report.failed_checks),
+                        hostname,
+                        report.tool_version,
+                        recorded_at,
+                        source,
+                        report.model_dump_json(),
+                    ),
+                )
+                run_id = int(cursor.lastrowid or 0)
+                uuids = {
+                    gpu.get("index"): gpu.get("uuid")
+                    for gpu in report.environment.get("gpus") or []
+                    if isinstance(gpu, dict)
+                }
+                db.executemany(
+                    "INSERT INTO measurements (run_id, check_name, name, value, unit, "
+                    "device_index, device_name, gpu_uuid, verdict) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        (
+                            run_id,
+                            check.name,
+                            m.name,
+                            m.value,
+                            m.unit,
+                            m.device_index,
+                            m.device_name,
+                            uuids.get(m.device_index),
+                            m.verdict.value,
+                        )
+                        for check in report.checks
+                        for m in check.measurements
+                    ],
+                )
+                stored.append((run_id, True))
+        return stored
+
+    def list_runs(
+        self, *, node: str | None = None, command: str | None = None, limit: int | None = None
+    ) -> list[RunRow]:
+        """Runs, newest first."""
+        clauses, parameters = _filters(node=node, command=command)
+        sql = (
+            "SELECT id, started_at, hostname, command, level, device_mode, passed, "
+            "failed_checks, duration_seconds, tool_version, source FROM runs"
+            f"{clauses} ORDER BY started_at DESC, id DESC"
+        )
+        if limit is not None:
+            sql += " LIMIT ?"
+            parameters.append(limit)
+        return [
+            RunRow(
+                id=row[0],
+                started_at=row[1],
+                hostname=row[2],
+                command=row[3],
+                level=row[4],
+                device_mode=row[5],
+                passed=bool(row[6]),
+                failed_checks=[name for name in row[7].split(",") if name],
+                duration_seconds=row[8],
+                tool_version=row[9],
+                source=row[10],
+            )
+            for row in self._connection.execute(sql, parameters)
+        ]
+
+    def report(self, run_id: int) -> RunReport:
+        row = self._connection.execute(
+            "SELECT report_json FROM runs WHERE id = ?", (run_id,)
+        ).fetchone()
+        if row is None:
+            raise HistoryError(
+                f"history {self.path}: no run {run_id} (see `gpuaccept history list`)"
+            )
+        return RunReport.model_validate_json(row[0])
+
+    def count(self) -> int:
+        return int(self._connection.execute("SELECT count(*) FROM runs").fetchone()[0])
+
+    def points(
+        self, metric: str | None = None, *, node: str | None = None, latest_only: bool = False
+    ) -> list[MetricPoint]:
+        """Stored figures, oldest first. `metric` is `NAME` or `CHECK/NAME`.
+
+        With `latest_only`, only the newest figure per node, GPU and metric.
+        """
+        clauses, parameters = _filters(node=node)
+        conditions = [clauses.removeprefix(" WHERE ")] if clauses else []
+        if metric is not None:
+            check, _, name = metric.rpartition("/")
+            conditions.append("m.name = ?")
+            parameters.append(name)
+            if check:
+                conditions.append("m.check_name = ?")
+                parameters.append(check)
+        where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+        ranked = (
+            "SELECT r.id, r.started_at, r.hostname, m.check_name, m.name, m.value, m.unit, "
+            "m.device_index, m.device_name, m.gpu_uuid, ROW_NUMBER() OVER (PARTITION BY "
+            "r.hostname, m.check_name, m.name, coalesce(m.gpu_uuid, m.device_index) "
+            "ORDER BY r.started_at DESC, r.id DESC) AS newest "
+            f"FROM measurements m JOIN runs r ON r.id = m.run_id{where}"
+        )
+        sql = f"SELECT * FROM ({ranked})"
+        if latest_only:
+            sql += " WHERE newest = 1"
+        sql += " ORDER BY started_at, id, device_index"
+        return [
+            MetricPoint(
+                run_id=row[0],
+                started_at=row[1],
+                hostname=row[2],
+                check_name=row[3],
+                name=row[4],
+                value=row[5],
+                unit=row[6],
+                device_index=row[7],
+                device_name=row[8],
+                gpu_uuid=row[9],
+            )
+            for row in self._connection.execute(sql, parameters)
+        ]
+
+
+def _filters(*, node: str | None = None, command: str | None = None) -> tuple[str, list[object]]:
+    conditions, parameters = [], []
+    if node is not None:
+        conditions.append("hostname = ?")
+        parameters.append(node)
+    if command is not None:
+        conditions.append("command = ?")
+        parameters.append(command)
+    clause = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+    return clause, list(parameters)

@@ -1,0 +1,196 @@
+"""One self-contained HTML page for a run: verdict, environment, checks, details, trend charts.
+
+Everything is inline (CSS, charts as base64 PNG), so the file can be attached to a ticket or
+served from anywhere. Every value from the report is escaped: hostnames and messages are data.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections import defaultdict
+from collections.abc import Sequence
+from datetime import datetime
+from html import escape
+from typing import Any
+
+from gpuaccept.comparison import higher_is_better
+from gpuaccept.history import MetricPoint
+from gpuaccept.report.charts import trend_chart_png
+from gpuaccept.results import CheckResult, RunReport
+
+MAX_CHARTS = 12
+
+_STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em; color: #222; max-width: 75em; }
+h1 { font-size: 1.4em; } h2 { font-size: 1.15em; margin-top: 1.6em; }
+table { border-collapse: collapse; margin: 0.5em 0; font-size: 0.9em; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; vertical-align: top; }
+th { background: #f3f3f3; }
+.pass { color: #176c2f; font-weight: 600; } .warn { color: #9a6700; font-weight: 600; }
+.fail, .error { color: #b3261e; font-weight: 600; } .skip { color: #777; }
+.verdict { font-size: 1.2em; padding: 0.3em 0.8em; display: inline-block; border-radius: 4px; }
+.verdict.pass { background: #e3f4e8; } .verdict.fail { background: #fbe4e2; }
+.charts { display: flex; flex-wrap: wrap; gap: 1em; }
+.charts figure { margin: 0; } pre { background: #f7f7f7; padding: 1em; overflow-x: auto; }
+"""
+
+
+def _text(value: Any) -> str:
+    return "n/a" if value is None else escape(str(value))
+
+
+def _number(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return _text(value)
+
+
+def _table(header: Sequence[str] | None, rows: Sequence[Sequence[str]]) -> str:
+    body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows)
+    if header is None:
+        return f"<table><tbody>{body}</tbody></table>"
+    head = "".join(f"<th>{escape(h)}</th>" for h in header)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _environment(report: RunReport) -> str:
+    env = report.environment
+
+    def get(section: str, key: str) -> Any:
+        part = env.get(section)
+        return part.get(key) if isinstance(part, dict) else None
+
+    def pair(first: Any, second: Any) -> str:
+        return f"{_text(first)} / {_text(second)}"
+
+    rows = [
+        ("node", _text(get("system", "hostname"))),
+        ("os / kernel", pair(get("system", "os"), get("system", "kernel"))),
+        ("cpu", _text(get("system", "cpu_model"))),
+        ("python", _text(get("python", "version"))),
+        ("torch", _text(get("torch", "version"))),
+        ("CUDA runtime / driver", pair(get("cuda", "runtime"), get("cuda", "driver_version"))),
+        ("cuDNN / NCCL", pair(get("cuda", "cudnn"), get("cuda", "nccl"))),
+        ("pixi environment", _text(get("pixi", "environment"))),
+        ("pixi.lock sha256", _text(get("pixi", "lock_sha256"))),
+        ("image", _text(get("container", "image"))),
+        ("git", _text(get("git", "sha"))),
+    ]
+    gpus = [
+        [
+            _text(g.get("index")),
+            _text(g.get("name")),
+            _text(g.get("uuid")),
+            _text(g.get("pci_bus_id")),
+            _text(g.get("compute_capability")),
+        ]
+        for g in env.get("gpus") or []
+        if isinstance(g, dict)
+    ]
+    html = _table(None, [[f"<b>{escape(k)}</b>", v] for k, v in rows])
+    if gpus:
+        html += _table(["index", "GPU", "UUID", "PCI", "capability"], gpus)
+    return html
+
+
+def _check_details(check: CheckResult) -> str:
+    parts = []
+    if check.measurements:
+        parts.append(
+            _table(
+                ["metric", "device", "value", "unit", "floor", "verdict"],
+                [
+                    [
+                        _text(m.name),
+                        "cpu" if m.device_index is None else f"gpu{m.device_index}",
+                        _number(m.value),
+                        _text(m.unit),
+                        _number(m.reference.floor) if m.reference else "",
+                        f'<span class="{escape(m.verdict.value)}">{_text(m.verdict.value)}</span>',
+                    ]
+                    for m in check.measurements
+                ],
+            )
+        )
+    columns = check.details.get("columns")
+    rows = check.details.get("rows")
+    if isinstance(columns, list) and isinstance(rows, list) and columns and rows:
+        keys = [str(column[0]) for column in columns]
+        parts.append(
+            _table(
+                [str(column[1]) for column in columns],
+                [[_number(row.get(key)) for key in keys] for row in rows if isinstance(row, dict)],
+            )
+        )
+    rest = {k: v for k, v in check.details.items() if k not in ("columns", "rows")}
+    if rest:
+        text = json.dumps(rest, indent=2, sort_keys=True, default=str)
+        parts.append(f"<pre>{escape(text)}</pre>")
+    return "".join(parts) or "<p>No figures.</p>"
+
+
+def _charts(trends: dict[str, list[MetricPoint]]) -> str:
+    # Key figures are the ones where more is better: throughput, bandwidth, accuracy. Counts of
+    # wrong elements sit at zero and would only bury them.
+    key = [m for m in sorted(trends) if trends[m] and higher_is_better(trends[m][0].unit)]
+    figures = []
+    for metric in key[:MAX_CHARTS]:
+        points = trends[metric]
+        series: dict[str, list[tuple[datetime, float]]] = defaultdict(list)
+        for point in points:
+            device = "cpu" if point.device_index is None else f"gpu{point.device_index}"
+            series[f"{point.hostname} {device}"].append(
+                (datetime.fromisoformat(point.started_at), point.value)
+            )
+        png = trend_chart_png(metric, points[0].unit, series)
+        encoded = base64.b64encode(png).decode("ascii")
+        figures.append(
+            f'<figure><img alt="{escape(metric)} over time" '
+            f'src="data:image/png;base64,{encoded}"></figure>'
+        )
+    if not figures:
+        return "<p>No figures to chart.</p>"
+    return f'<div class="charts">{"".join(figures)}</div>'
+
+
+def render_html(report: RunReport, trends: dict[str, list[MetricPoint]]) -> str:
+    """The page; `trends` maps `check/metric` to its stored points (this run included)."""
+    verdict = "pass" if report.passed else "fail"
+    title = f"gpuaccept {report.command} --level {report.level} ({report.device_mode})"
+    failed = ", ".join(report.failed_checks)
+    checks = _table(
+        ["area", "check", "status", "seconds", "message"],
+        [
+            [
+                _text(c.area),
+                f'<a href="#check-{i}">{_text(c.name)}</a>',
+                f'<span class="{escape(c.status.value)}">{_text(c.status.value.upper())}</span>',
+                f"{c.duration_seconds:.1f}",
+                _text(c.message),
+            ]
+            for i, c in enumerate(report.checks)
+        ],
+    )
+    details = "".join(
+        f'<h3 id="check-{i}">{_text(c.name)} ({_text(c.status.value)})</h3>{_check_details(c)}'
+        for i, c in enumerate(report.checks)
+    )
+    environment_json = json.dumps(report.environment, indent=2, sort_keys=True, ensure_ascii=False)
+    return (
+        "<!DOCTYPE html>\n"
+        '<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{escape(title)}</title><style>{_STYLE}</style></head><body>"
+        f"<h1>{escape(title)}</h1>"
+        f'<p><span class="verdict {verdict}">{verdict.upper()}'
+        f"{': ' + escape(failed) if failed else ''}</span></p>"
+        f"<p>Started {_text(report.started_at)}, {report.duration_seconds:.1f} s, "
+        f"gpuaccept {_text(report.tool_version)}</p>"
+        f"<h2>Environment</h2>{_environment(report)}"
+        f"<h2>Checks</h2>{checks}"
+        f"<h2>Trends</h2>{_charts(trends)}"
+        f"<h2>Details</h2>{details}"
+        f"<h2>Environment capture</h2><details><summary>JSON</summary>"
+        f"<pre>{escape(environment_json)}</pre></details>"
+        "</body></html>\n"
+    )

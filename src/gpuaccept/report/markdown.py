@@ -1,0 +1,72 @@
+"""A Markdown summary of a run, for CI job summaries ($GITHUB_STEP_SUMMARY) and pull requests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpuaccept.results import RunReport
+
+
+def _cell(value: Any) -> str:
+    text = "" if value is None else str(value)
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", "<br>")
+
+
+def _known(value: Any) -> str:
+    return "n/a" if value is None else _cell(value)
+
+
+def _row(cells: list[Any]) -> str:
+    return "| " + " | ".join(_cell(cell) for cell in cells) + " |"
+
+
+def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
+    return [_row(header), _row(["---"] * len(header)), *(_row(row) for row in rows)]
+
+
+def render_markdown(report: RunReport) -> str:
+    env = report.environment
+    system = env.get("system") or {}
+    torch_info = env.get("torch") or {}
+    cuda = env.get("cuda") or {}
+    gpus = env.get("gpus") or []
+    verdict = "PASS" if report.passed else f"FAIL ({', '.join(report.failed_checks)})"
+    lines = [
+        f"## gpuaccept {report.command} --level {report.level} ({report.device_mode}): {verdict}",
+        "",
+        f"- node: `{_known(system.get('hostname'))}`, started {report.started_at}, "
+        f"{report.duration_seconds:.1f} s, gpuaccept {report.tool_version}",
+        f"- torch {_known(torch_info.get('version'))}, CUDA runtime "
+        f"{_known(cuda.get('runtime'))}, driver {_known(cuda.get('driver_version'))}",
+        f"- GPUs: {len(gpus)}"
+        + (f" ({', '.join(sorted({_known(g.get('name')) for g in gpus}))})" if gpus else ""),
+        "",
+        *_table(
+            ["area", "check", "status", "seconds", "message"],
+            [
+                [c.area, c.name, c.status.value.upper(), f"{c.duration_seconds:.1f}", c.message]
+                for c in report.checks
+            ],
+        ),
+    ]
+    figures = [
+        [
+            check.name,
+            m.name,
+            "cpu" if m.device_index is None else f"gpu{m.device_index}",
+            f"{m.value:.4g}",
+            m.unit,
+            f"{m.reference.floor:.4g}" if m.reference else "",
+            m.verdict.value,
+        ]
+        for check in report.checks
+        for m in check.measurements
+    ]
+    if figures:
+        lines += [
+            "",
+            "### Figures",
+            "",
+            *_table(["check", "metric", "device", "value", "unit", "floor", "verdict"], figures),
+        ]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,44 @@
+"""Reading stored JSON reports back into the results model, with errors that name the file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from gpuaccept.errors import InputError
+from gpuaccept.results import REPORT_SCHEMA_VERSION, RunReport
+
+MAX_REPORT_BYTES = 256 * 1024 * 1024
+
+
+def load_report(path: Path) -> RunReport:
+    """A RunReport from a gpuaccept JSON report; InputError naming the file otherwise."""
+    try:
+        size = path.stat().st_size
+        if path.is_dir():
+            raise InputError(f"report {path}: is a directory")
+        if size > MAX_REPORT_BYTES:
+            raise InputError(f"report {path}: {size} bytes, larger than any gpuaccept report")
+        raw = path.read_bytes()
+    except OSError as error:
+        raise InputError(f"report {path}: cannot read: {error.strerror}") from None
+    try:
+        data = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise InputError(f"report {path}: not JSON ({error})") from None
+    if not isinstance(data, dict) or data.get("tool") != "gpuaccept":
+        raise InputError(f'report {path}: not a gpuaccept report (no "tool": "gpuaccept")')
+    version = data.get("schema_version")
+    if version != REPORT_SCHEMA_VERSION:
+        raise InputError(
+            f"report {path}: schema version {version!r}, this gpuaccept reads "
+            f"{REPORT_SCHEMA_VERSION}"
+        )
+    try:
+        return RunReport.model_validate(data)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "(top level)"
+        raise InputError(f"report {path}: invalid at {where}: {first['msg']}") from None

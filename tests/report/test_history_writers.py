@@ -1,0 +1,101 @@
+"""Prometheus, Markdown and HTML writers: parsed by their readers, escaped, charts that render."""
+
+from __future__ import annotations
+
+import base64
+import io
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+from prometheus_client.parser import text_string_to_metric_families
+
+from gpuaccept.history import History
+from gpuaccept.report.html import render_html
+from gpuaccept.report.markdown import render_markdown
+from gpuaccept.report.prometheus import render_prometheus, write_prometheus
+from tests.run_reports import gpu_report
+
+HOSTILE_HOST = 'gpu"node\\7\n<script>alert(1)</script> ☃'
+
+
+def _hostile_report():  # type: ignore[no-untyped-def]
+    return gpu_report(HOSTILE_HOST, [800.0, 612.5], passed=False)
+
+
+def test_prometheus_textfile_parses_with_prometheus_client() -> None:
+    report = _hostile_report()
+    families = {f.name: f for f in text_string_to_metric_families(render_prometheus(report))}
+    [run] = families["gpuaccept_run_passed"].samples
+    assert run.value == 0.0
+    assert run.labels["node"] == HOSTILE_HOST  # escaped on the way out, intact on the way in
+    values = {
+        (s.labels["metric"], s.labels["gpu"]): s.value
+        for s in families["gpuaccept_measurement_value"].samples
+    }
+    assert values[("matmul_bf16_tflops", "1")] == 612.5
+    assert values[("train_elapsed", "cpu")] == 12.0
+    floors = families["gpuaccept_measurement_reference_floor"].samples
+    assert {s.value for s in floors} == {640.0}
+    checks = {s.labels["check"]: s.value for s in families["gpuaccept_check_passed"].samples}
+    assert checks == {"compute": 0.0, "train": 1.0}
+    [started] = families["gpuaccept_run_start_time_seconds"].samples
+    assert started.value == 1793520000.0  # 2026-11-01T08:00:00Z
+
+
+def test_prometheus_file_is_readable_by_other_users(tmp_path: Path) -> None:
+    path = tmp_path / "gpuaccept.prom"
+    write_prometheus(_hostile_report(), path)
+    assert path.stat().st_mode & 0o044 == 0o044  # node_exporter rarely runs as the job's user
+    assert [p.name for p in tmp_path.iterdir()] == ["gpuaccept.prom"]
+
+
+def test_markdown_tables_survive_pipes_and_newlines() -> None:
+    text = render_markdown(_hostile_report())
+    assert "FAIL (compute)" in text.splitlines()[0]
+    table = [line for line in text.splitlines() if line.startswith("| ")]
+    widths = {line.replace("\\|", "").count("|") for line in table[:4]}
+    assert widths == {6}  # every row of the checks table keeps its 5 columns
+    assert "gpu1" in text
+    assert "612.5" in text
+
+
+class _Images(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.sources: list[str] = []
+        self.scripts = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "img":
+            self.sources.append(dict(attrs)["src"] or "")
+        if tag == "script":
+            self.scripts += 1
+
+
+def test_html_page_is_self_contained_escaped_and_its_charts_render(tmp_path: Path) -> None:
+    from matplotlib.image import imread
+
+    reports = [gpu_report("n1", [800.0 - 10 * h, 790.0], hours=h) for h in range(4)]
+    with History.open(tmp_path / "h.sqlite") as history:
+        history.append([(r, "run") for r in reports])
+        trends = {
+            metric: history.points(metric, node="n1")
+            for metric in ("compute/matmul_bf16_tflops", "train/train_elapsed")
+        }
+    hostile = _hostile_report()
+    page = render_html(hostile, trends)
+    parser = _Images()
+    parser.feed(page)
+    assert parser.scripts == 0  # the hostname's <script> arrived as text
+    assert "&lt;script&gt;" in page
+    assert not re.search(r"(src|href)=\"(https?:)?//", page)  # nothing fetched from elsewhere
+    # one chart per key (higher-is-better) figure: TFLOPS yes, seconds no
+    assert len(parser.sources) == 1
+    png = base64.b64decode(parser.sources[0].removeprefix("data:image/png;base64,"))
+    pixels = imread(io.BytesIO(png), format="png")
+    assert pixels.shape[0] > 200
+    assert pixels.shape[1] > 400
+    # a chart, not a blank canvas: many distinct colours (lines, markers, text, grid)
+    assert len(np.unique(pixels.reshape(-1, pixels.shape[-1]), axis=0)) > 20

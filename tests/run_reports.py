@@ -1,0 +1,78 @@
+"""Building RunReports for history and report tests: real model objects, chosen figures."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from gpuaccept.results import CheckResult, Measurement, Reference, RunReport, Status
+
+T0 = datetime(2026, 11, 1, 8, 0, tzinfo=UTC)
+
+
+def gpu_report(
+    host: str,
+    tflops: list[float],
+    *,
+    model: str = "NVIDIA H100 80GB HBM3",
+    hours: float = 0.0,
+    passed: bool = True,
+    command: str = "accept",
+    train_seconds: float = 12.0,
+    extra_environment: dict[str, Any] | None = None,
+) -> RunReport:
+    """An accept run on `host` with one bf16 matmul figure per GPU (index = list position)."""
+    started = T0 + timedelta(hours=hours)
+    reference = Reference(value=800.0, lower_fraction=0.8, unit="TFLOPS", source="test")
+    measurements = [
+        Measurement(
+            name="matmul_bf16_tflops",
+            value=value,
+            unit="TFLOPS",
+            device_index=index,
+            device_name=model,
+            reference=reference,
+            reference_model=model,
+            verdict=reference.judge(value),
+        )
+        for index, value in enumerate(tflops)
+    ]
+    checks = [
+        CheckResult(
+            name="compute",
+            area="COMPUTE",
+            status=Status.PASS if passed else Status.FAIL,
+            message="ok" if passed else "gpu0 below floor",
+            duration_seconds=1.5,
+            measurements=measurements,
+        ),
+        CheckResult(
+            name="train",
+            area="TRAIN",
+            status=Status.PASS,
+            message="ok",
+            measurements=[Measurement(name="train_elapsed", value=train_seconds, unit="s")],
+        ),
+    ]
+    environment: dict[str, Any] = {
+        "system": {"hostname": host},
+        "gpus": [
+            {"index": i, "name": model, "uuid": f"GPU-{host}-{i}"} for i in range(len(tflops))
+        ],
+        **(extra_environment or {}),
+    }
+    return RunReport(
+        tool_version="0.1.0",
+        command=command,
+        level="standard",
+        device_mode="cuda",
+        started_at=started.isoformat(),
+        finished_at=(started + timedelta(minutes=3)).isoformat(),
+        duration_seconds=180.0,
+        checks=checks,
+        environment=environment,
+    )
+
+
+def measurement_count(report: RunReport) -> int:
+    return sum(len(check.measurements) for check in report.checks)

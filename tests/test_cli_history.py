@@ -1,0 +1,194 @@
+"""`gpuaccept history` and `gpuaccept report` at the CLI edge: output, exit codes, refusals."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from typer.testing import CliRunner
+
+from gpuaccept.cli import app
+from gpuaccept.history import History
+from tests.run_reports import gpu_report
+
+runner = CliRunner()
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def _reports(tmp_path: Path) -> list[Path]:
+    reports = [gpu_report(f"node{i}", [800.0, 800.0], hours=i) for i in range(3)]
+    reports.append(gpu_report("slow", [800.0, 690.0], hours=3))
+    return [_write(tmp_path / f"r{i}.json", r.model_dump_json()) for i, r in enumerate(reports)]
+
+
+def _one_error_line(result) -> str:  # type: ignore[no-untyped-def]
+    assert "Traceback" not in result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
+def test_import_then_list_show_compare_trend_fleet(tmp_path: Path) -> None:
+    db = tmp_path / "fleet.sqlite"
+    files = _reports(tmp_path)
+    result = runner.invoke(app, ["history", "import", *map(str, files), "--history", str(db)])
+    assert result.exit_code == 0, result.output
+    assert "imported 4 new run(s), 0 already recorded" in result.stdout
+    again = runner.invoke(app, ["history", "import", str(files[0]), "--history", str(db)])
+    assert "imported 0 new run(s), 1 already recorded" in again.stdout
+
+    listed = runner.invoke(app, ["history", "list", "--history", str(db)])
+    assert listed.exit_code == 0
+    rows = listed.stdout.splitlines()[2:]
+    assert [row.split()[2] for row in rows] == ["slow", "node2", "node1", "node0"]
+
+    shown = runner.invoke(app, ["history", "show", "4", "--history", str(db)])
+    assert "gpu1 matmul_bf16_tflops 690 TFLOPS" in shown.stdout
+    as_json = runner.invoke(app, ["history", "show", "4", "--json", "--history", str(db)])
+    assert json.loads(as_json.stdout)["environment"]["system"]["hostname"] == "slow"
+
+    compared = runner.invoke(app, ["history", "compare", "1", "4", "--history", str(db)])
+    line = next(x for x in compared.stdout.splitlines() if "matmul" in x and "gpu1" in x)
+    assert "-13.8%" in line
+    assert line.endswith("worse")
+
+    trend = runner.invoke(
+        app,
+        ["history", "trend", "compute/matmul_bf16_tflops", "--node", "slow", "--history", str(db)],
+    )
+    assert trend.exit_code == 0
+    assert len(trend.stdout.splitlines()) == 2 + 2  # header, rule, two GPUs
+
+    fleet = runner.invoke(app, ["history", "fleet", "--history", str(db)])
+    assert fleet.exit_code == 1  # a lagging GPU fails the fleet view, for cron and CI
+    outliers = fleet.stdout.split("fleet median:")[1]
+    assert "slow" in outliers
+    assert "gpu1" in outliers
+    assert "-13.8%" in outliers
+    view = json.loads(
+        runner.invoke(app, ["history", "fleet", "--json", "--history", str(db)]).stdout
+    )
+    assert [(o["node"], o["device_index"]) for o in view["outliers"]] == [("slow", 1)]
+    relaxed = runner.invoke(app, ["history", "fleet", "--tolerance", "20", "--history", str(db)])
+    assert relaxed.exit_code == 0
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        ("{not json", "not JSON"),
+        ('{"tool": "other"}', "not a gpuaccept report"),
+        ('{"tool": "gpuaccept", "schema_version": 99}', "schema version 99"),
+        ('{"tool": "gpuaccept", "schema_version": 1, "command": 3}', "invalid at"),
+        ("", "not JSON"),
+    ],
+)
+def test_import_of_a_malformed_report_names_it_and_imports_nothing(
+    tmp_path: Path, content: str, reason: str
+) -> None:
+    db = tmp_path / "h.sqlite"
+    good = _reports(tmp_path)[0]
+    bad = _write(tmp_path / "bad report.json", content)
+    result = runner.invoke(app, ["history", "import", str(good), str(bad), "--history", str(db)])
+    assert result.exit_code == 2
+    line = _one_error_line(result)
+    assert str(bad) in line
+    assert reason in line
+    assert not db.exists()  # validated before the database was opened
+
+
+def test_import_of_a_missing_file_exits_2(tmp_path: Path) -> None:
+    result = runner.invoke(
+        app, ["history", "import", str(tmp_path / "gone.json"), "--history", str(tmp_path / "h")]
+    )
+    assert result.exit_code == 2
+    assert "gone.json: cannot read" in _one_error_line(result)
+
+
+def test_reading_a_truncated_history_exits_2_and_leaves_it(tmp_path: Path) -> None:
+    db = tmp_path / "h.sqlite"
+    with History.open(db) as history:
+        history.append([(gpu_report(f"n{i}", [800.0]), "run") for i in range(40)])
+    db.write_bytes(db.read_bytes()[:5000])
+    digest = hashlib.sha256(db.read_bytes()).hexdigest()
+    for args in (["history", "list"], ["history", "import", str(_reports(tmp_path)[0])]):
+        result = runner.invoke(app, [*args, "--history", str(db)])
+        assert result.exit_code == 2
+        assert "truncated" in _one_error_line(result)
+    assert hashlib.sha256(db.read_bytes()).hexdigest() == digest
+
+
+def test_accept_refuses_a_corrupt_history_before_running(tmp_path: Path) -> None:
+    db = _write(tmp_path / "h.sqlite", "not a database at all" * 10)
+    result = runner.invoke(
+        app, ["accept", "--level", "quick", "--device", "cpu", "--history", str(db)]
+    )
+    assert result.exit_code == 2
+    assert "not an SQLite database" in _one_error_line(result)
+    assert "[RESULT]" not in result.stdout  # nothing ran
+
+
+def test_accept_records_into_history_and_no_history_does_not(tmp_path: Path) -> None:
+    db = tmp_path / "h.sqlite"
+    args = ["accept", "--level", "quick", "--device", "cpu", "--only", "stack"]
+    result = runner.invoke(app, [*args, "--history", str(db)])
+    assert result.exit_code == 0, result.output
+    assert f"[HISTORY] run 1 recorded in {db}" in result.stdout
+    runner.invoke(app, [*args, "--history", str(db), "--no-history"])
+    with History.open(db, create=False) as history:
+        assert history.count() == 1
+        assert history.report(1).checks[0].name == "stack"
+
+
+def test_bad_run_ids_and_unknown_metrics(tmp_path: Path) -> None:
+    db = tmp_path / "h.sqlite"
+    runner.invoke(app, ["history", "import", str(_reports(tmp_path)[0]), "--history", str(db)])
+    for args, message in (
+        (["history", "show", "7"], "no run 7"),
+        (["history", "show", "abc"], "run id must be a number"),
+        (["history", "trend", "nonsense"], "no figure named 'nonsense'"),
+        (["report", "9", "--markdown", "-"], "no run 9"),
+    ):
+        result = runner.invoke(app, [*args, "--history", str(db)])
+        assert result.exit_code == 2, (args, result.output)
+        assert message in _one_error_line(result)
+    result = runner.invoke(app, ["history", "list", "--history", str(tmp_path / "none.sqlite")])
+    assert result.exit_code == 2
+    assert "no such database" in _one_error_line(result)
+
+
+def test_report_from_run_id_and_from_file(tmp_path: Path) -> None:
+    db = tmp_path / "h.sqlite"
+    files = _reports(tmp_path)
+    runner.invoke(app, ["history", "import", *map(str, files), "--history", str(db)])
+    html, prom = tmp_path / "out" / "r.html", tmp_path / "out" / "r.prom"
+    result = runner.invoke(
+        app, ["report", "4", "--html", str(html), "--prometheus", str(prom), "--history", str(db)]
+    )
+    assert result.exit_code == 0, result.output
+    assert html.read_text().count("data:image/png;base64,") == 1
+    names = {f.name for f in text_string_to_metric_families(prom.read_text())}
+    assert "gpuaccept_measurement_value" in names
+    markdown = runner.invoke(app, ["report", str(files[3]), "--markdown", "-"])
+    assert markdown.exit_code == 0
+    assert markdown.stdout.startswith("## gpuaccept accept --level standard (cuda): PASS")
+
+
+def test_report_refusals(tmp_path: Path) -> None:
+    good = _reports(tmp_path)[0]
+    for args, message in (
+        (["report", str(good)], "nothing to write"),
+        (["report", str(good), "--html", str(tmp_path)], "is a directory"),
+        (["report", str(_write(tmp_path / "x.json", "[]")), "--markdown", "-"], "not a gpuaccept"),
+        (["report", str(tmp_path / "missing.json"), "--markdown", "-"], "cannot read"),
+    ):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, (args, result.output)
+        assert message in _one_error_line(result)

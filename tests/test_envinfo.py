@@ -1,0 +1,246 @@
+"""Environment capture: complete, null for unknowns, valid JSON whatever the host throws at it."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from gpuaccept import envinfo
+from gpuaccept.cli import app
+from gpuaccept.results import RunReport
+
+SECTIONS = {
+    "git", "cuda", "gpus", "python", "torch", "system", "pixi", "packages", "container",
+    "scheduler",
+}  # fmt: skip
+PLACEHOLDERS = {"", "unknown", "n/a", "na", "none", "null", "?", "-", "undefined"}
+HOSTILE = 'n"o\\de\n\t☃ Ünïcødé <b>&</b> \udcff'
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in (*_strings(k), *_strings(v))]
+    if isinstance(value, list):
+        return [s for item in value for s in _strings(item)]
+    return []
+
+
+def test_capture_on_this_machine_is_complete_and_has_no_placeholders() -> None:
+    capture = envinfo.capture_environment()
+    assert set(capture) == SECTIONS
+    assert capture["python"]["version"]
+    assert capture["torch"]["version"].startswith("2.")
+    assert capture["system"]["cores"] >= 1
+    assert capture["system"]["memory_bytes"] > 2**28
+    assert capture["system"]["hostname"] == socket.gethostname()
+    assert any(p["name"] == "torch" for p in capture["packages"])
+    placeholders = [s for s in _strings(capture) if s.strip().lower() in PLACEHOLDERS]
+    assert placeholders == []
+    assert json.loads(json.dumps(capture)) == capture
+
+
+def test_this_checkout_is_identified_by_git() -> None:
+    git = envinfo.capture_environment()["git"]
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).parent,
+    ).stdout.strip()
+    assert git["sha"] == head
+    assert isinstance(git["dirty"], bool)
+
+
+def _job_ad(path: Path) -> Path:
+    path.write_text(
+        "ClusterId = 4711\n"
+        "ProcId = 3\n"
+        'GlobalJobId = "submit.example.org#4711.3#1790000000"\n'
+        'Owner = "o\\"brien"\n'
+        'ContainerImage = "docker://ghcr.io/acme/gpuaccept@sha256:' + "ab" * 32 + '"\n'
+        "RequestGpus = 1\n",
+        encoding="utf-8",
+    )
+    return path
+
+
+def test_hostile_values_stay_valid_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    project = tmp_path / 'pro"ject\nΩ'
+    project.mkdir()
+    (project / "pixi.toml").write_text("[workspace]\n")
+    (project / "pixi.lock").write_bytes(b"version: 6\n")
+    monkeypatch.setattr(socket, "gethostname", lambda: HOSTILE)
+    monkeypatch.setenv("PIXI_PROJECT_MANIFEST", str(project / "pixi.toml"))
+    monkeypatch.setenv("PIXI_ENVIRONMENT_NAME", "cuda12")
+    monkeypatch.setenv("_CONDOR_JOB_AD", str(_job_ad(tmp_path / ".job.ad")))
+    monkeypatch.setenv("SLURM_JOB_ID", "991")
+    capture = envinfo.capture_environment()
+
+    text = json.dumps(capture, ensure_ascii=False)
+    text.encode("utf-8")  # no lone surrogates survive
+    back = json.loads(text)
+    assert back["system"]["hostname"] == HOSTILE.replace("\udcff", "\ufffd")
+    assert back["pixi"]["manifest"] == str(project / "pixi.toml")
+    assert back["pixi"]["lock_sha256"] is not None
+    condor = back["scheduler"]["htcondor"]
+    assert (condor["cluster_id"], condor["proc_id"], condor["owner"]) == (4711, 3, 'o"brien')
+    assert back["container"]["digest"] == "sha256:" + "ab" * 32
+    assert back["scheduler"]["slurm"]["job_id"] == "991"
+    # the report that embeds it serialises and reads back too
+    report = RunReport(
+        tool_version="0",
+        command="accept",
+        level="quick",
+        device_mode="cpu",
+        started_at="2026-11-21T00:00:00+00:00",
+        finished_at="2026-11-21T00:00:01+00:00",
+        duration_seconds=1.0,
+        checks=[],
+        environment=capture,
+    )
+    assert RunReport.model_validate_json(report.model_dump_json()) == report
+
+
+def test_a_failing_probe_leaves_its_field_null(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken() -> None:
+        raise RuntimeError("NVML exploded")
+
+    monkeypatch.setattr("gpuaccept.hardware.list_cuda_gpus", broken)
+    monkeypatch.setattr(socket, "gethostname", broken)
+    capture = envinfo.capture_environment()
+    assert capture["gpus"] is None
+    assert capture["system"]["hostname"] is None
+    assert capture["torch"]["version"]
+
+
+def test_job_and_machine_ads_give_full_ids(tmp_path: Path) -> None:
+    machine = tmp_path / ".machine.ad"
+    machine.write_text('Machine = "gpu-node-17.example.org"\nGPUs_Capability = 9.0\n')
+    ids = envinfo.scheduler_ids(
+        {
+            "_CONDOR_JOB_AD": str(_job_ad(tmp_path / ".job.ad")),
+            "_CONDOR_MACHINE_AD": str(machine),
+            "_CONDOR_AssignedGPUs": "GPU-aa11",
+        }
+    )
+    assert ids["htcondor"]["global_job_id"] == "submit.example.org#4711.3#1790000000"
+    assert ids["htcondor"]["machine"] == "gpu-node-17.example.org"
+    assert ids["htcondor"]["assigned_gpus"] == "GPU-aa11"
+    assert ids["slurm"] is None
+
+
+def test_slurm_ids_and_blank_values(tmp_path: Path) -> None:
+    ids = envinfo.scheduler_ids(
+        {"SLURM_JOB_ID": "77", "SLURM_ARRAY_TASK_ID": "", "SLURM_CLUSTER_NAME": "big"}
+    )
+    assert ids["slurm"]["job_id"] == "77"
+    assert ids["slurm"]["array_task_id"] is None  # blank is unknown, not ""
+    assert ids["slurm"]["cluster"] == "big"
+    assert ids["htcondor"] is None
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [('"a\\"b"', 'a"b'), ("42", 42), ("-1.5", -1.5), ("true", True), ("Foo + 1", "Foo + 1")],
+)
+def test_classad_literals(text: str, value: Any) -> None:
+    assert envinfo.parse_classad_value(text) == value
+
+
+def test_remote_credentials_are_never_recorded(tmp_path: Path) -> None:
+    assert (
+        envinfo.strip_credentials("https://user:ghp_secret@github.com/acme/gpuaccept.git")
+        == "https://github.com/acme/gpuaccept.git"
+    )
+    assert envinfo.strip_credentials("git@github.com:acme/x.git") == "git@github.com:acme/x.git"
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    run = lambda *a: subprocess.run(["git", "-C", str(repo), *a], check=True, capture_output=True)  # noqa: E731
+    run("init", "-q", "-b", "work")
+    run("-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q", "--allow-empty", "-m", "x")
+    run("remote", "add", "origin", "https://bot:tok3n@example.org/r.git")
+    state = envinfo.git_state(repo)
+    assert state is not None
+    assert state["branch"] == "work"
+    assert state["dirty"] is False
+    assert state["remote"] == "https://example.org/r.git"
+    (repo / "f").write_text("x")
+    run("add", "f")
+    assert envinfo.git_state(repo)["dirty"] is True  # type: ignore[index]
+    assert envinfo.git_state(tmp_path / "nowhere") is None
+
+
+def test_conda_meta_wins_and_packages_are_deduplicated(tmp_path: Path) -> None:
+    meta = tmp_path / "conda-meta"
+    meta.mkdir()
+    (meta / "pytorch-2.10.0-cuda129.json").write_text(
+        json.dumps({"name": "pytorch", "version": "2.10.0", "build": "cuda129_h1", "channel": "cf"})
+    )
+    (meta / "numpy-2.3.json").write_text(json.dumps({"name": "numpy", "version": "2.3.0"}))
+    (meta / "history").write_text("not json")
+    (meta / "broken.json").write_text("{")
+    conda = envinfo.conda_packages(tmp_path)
+    pypi = [
+        {"name": "NumPy", "version": "2.3.0", "build": None, "channel": None, "source": "pypi"},
+        {"name": "typer", "version": "0.29", "build": None, "channel": None, "source": "pypi"},
+        {"name": "typer", "version": "0.15", "build": None, "channel": None, "source": "pypi"},
+    ]
+    merged = envinfo.merge_packages(conda, pypi)
+    assert [(p["name"], p["version"], p["source"]) for p in merged] == [
+        ("numpy", "2.3.0", "conda"),
+        ("pytorch", "2.10.0", "conda"),
+        ("typer", "0.29", "pypi"),
+    ]
+
+
+def test_container_runtime_markers(tmp_path: Path) -> None:
+    assert envinfo.container_runtime({}, tmp_path) is None
+    assert envinfo.container_runtime({"APPTAINER_CONTAINER": "/x.sif"}, tmp_path) == "apptainer"
+    (tmp_path / ".dockerenv").touch()
+    assert envinfo.container_runtime({}, tmp_path) == "docker"
+
+
+def test_image_labels_read_back(tmp_path: Path) -> None:
+    labels = tmp_path / "image-labels.json"
+    labels.write_text(
+        json.dumps(
+            {
+                "org.opencontainers.image.source": "https://github.com/acme/gpuaccept",
+                "org.opencontainers.image.revision": "abc123",
+                "org.opencontainers.image.version": "0.1.0",
+                "io.gpuaccept.environment": "cuda12",
+                "io.gpuaccept.pixi-lock-sha256": "f" * 64,
+            }
+        )
+    )
+    container = envinfo.container_from_labels(envinfo.image_labels((labels,)), None)
+    assert container is not None
+    assert (container["revision"], container["environment"]) == ("abc123", "cuda12")
+    assert container["created"] is None
+    assert container["digest"] is None
+    assert envinfo.container_from_labels({}, None) is None
+
+
+def test_cli_env_json_and_output_file(tmp_path: Path) -> None:
+    runner = CliRunner()
+    result = runner.invoke(app, ["env", "--json"])
+    assert result.exit_code == 0, result.output
+    assert set(json.loads(result.stdout)) == SECTIONS
+    out = tmp_path / "env.json"
+    result = runner.invoke(app, ["env", "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    assert set(json.loads(out.read_text())) == SECTIONS
+    result = runner.invoke(app, ["env", "--output", str(tmp_path)])
+    assert result.exit_code == 2
+    assert result.stderr.strip().splitlines() == [
+        f"gpuaccept: error: --output {tmp_path}: is a directory"
+    ]
