@@ -1,0 +1,53 @@
+"""Running the job scripts of tasks/ as HTCondor would: in an empty sandbox directory."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def sandbox(tmp_path: Path, script: str) -> Path:
+    """A job sandbox holding the script and job-lib.sh, as transfer_input_files leaves it."""
+    box = tmp_path / "sandbox"
+    box.mkdir()
+    for name in (script, "job-lib.sh"):
+        shutil.copy2(REPO / "tasks" / name, box / name)
+    return box
+
+
+def run_job(
+    box: Path,
+    script: str,
+    *args: str,
+    activate: bool = True,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run the script; with `activate`, an activation hook puts this venv's gpuaccept on PATH."""
+    environ = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(box),
+        "_CONDOR_SCRATCH_DIR": str(box),
+        "GPUACCEPT_ACTIVATE": str(box / "no-such-hook.sh"),
+        **(env or {}),
+    }
+    if activate:
+        hook = box / "activate-test.sh"
+        hook.write_text(f'export PATH="{Path(sys.executable).parent}:$PATH"\n')
+        environ["GPUACCEPT_ACTIVATE"] = str(hook)
+    for name in ("GPUACCEPT_HISTORY", "CONDOR_CONFIG"):
+        if name in os.environ:
+            environ[name] = os.environ[name]
+    return subprocess.run(
+        ["bash", str(box / script), *args],
+        cwd=box,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )

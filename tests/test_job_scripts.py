@@ -1,0 +1,88 @@
+"""tasks/ job scripts: strict bash that always leaves a report and exits with gpuaccept's code."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from gpuaccept.cli import app
+from gpuaccept.report.reading import load_report
+from gpuaccept.results import Status
+from tests.job_scripts import REPO, run_job, sandbox
+
+
+def test_scripts_are_strict_bash() -> None:
+    for script in (REPO / "tasks").glob("*.sh"):
+        text = script.read_text()
+        if script.name == "job-lib.sh":
+            assert "# shellcheck shell=bash" in text  # sourced, never run
+            continue
+        assert text.startswith("#!/usr/bin/env bash\n"), script.name
+        assert "set -euo pipefail" in text, script.name
+
+
+def test_accept_job_on_cpu_writes_report_and_environment(tmp_path: Path) -> None:
+    box = sandbox(tmp_path, "accept.sh")
+    done = run_job(box, "accept.sh", "quick")
+    assert done.returncode == 0, done.stderr
+    report = load_report(box / "report.json")
+    assert report.command == "accept"
+    assert report.level == "quick"
+    env = json.loads((box / "env.json").read_text())
+    assert env["torch"]["version"].startswith("2.")
+
+
+def test_accept_job_that_fails_exits_1_with_the_report(tmp_path: Path) -> None:
+    box = sandbox(tmp_path, "accept.sh")
+    # HTCondor assigned a GPU this machine does not have: the inventory check must fail.
+    done = run_job(box, "accept.sh", "quick", env={"_CONDOR_AssignedGPUs": "GPU-0badc0de"})
+    assert done.returncode == 1, done.stdout + done.stderr
+    report = load_report(box / "report.json")
+    assert "inventory" in report.failed_checks
+
+
+def test_job_without_gpuaccept_exits_3_and_still_reports(tmp_path: Path) -> None:
+    box = sandbox(tmp_path, "accept.sh")
+    done = run_job(box, "accept.sh", activate=False)
+    assert done.returncode == 3
+    assert "gpuaccept not found" in done.stderr
+    report = load_report(box / "report.json")  # a valid report, not a gap in the results
+    [check] = report.checks
+    assert check.status is Status.ERROR
+    assert "exited 3" in check.message
+    assert "error" in json.loads((box / "env.json").read_text())
+    # and it goes into the history like any other run
+    history = tmp_path / "h.sqlite"
+    result = CliRunner().invoke(
+        app, ["history", "import", str(box / "report.json"), "--history", str(history)]
+    )
+    assert result.exit_code == 0, result.output
+
+
+def test_bench_job_with_bad_input_exits_2_with_a_report(tmp_path: Path) -> None:
+    box = sandbox(tmp_path, "bench.sh")
+    done = run_job(box, "bench.sh", "no-such-benchmark")
+    assert done.returncode == 2
+    [check] = load_report(box / "report.json").checks
+    assert "gpuaccept bench exited 2" in check.message
+
+
+def test_train_job_without_data_exits_2_with_a_report(tmp_path: Path) -> None:
+    box = sandbox(tmp_path, "train-mnist.sh")
+    done = run_job(box, "train-mnist.sh", "MNIST_data.tar.gz", "1")
+    assert done.returncode == 2
+    assert "MNIST_data.tar.gz" in done.stderr
+    assert load_report(box / "report.json").checks[0].status is Status.ERROR
+    assert not (box / "mnist_cnn.pt").exists()
+
+
+def test_vanilla_job_without_its_pack_exits_3(tmp_path: Path) -> None:
+    box = sandbox(tmp_path, "accept-vanilla.sh")
+    # transferred without its executable bit, as file transfer may leave it
+    (box / "accept.sh").write_text((REPO / "tasks/accept.sh").read_text())
+    done = run_job(box, "accept-vanilla.sh", "gpuaccept-cuda12.sh", activate=False)
+    assert done.returncode == 3
+    assert "was not transferred" in done.stderr
+    assert load_report(box / "report.json").checks[0].status is Status.ERROR
