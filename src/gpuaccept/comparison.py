@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpuaccept.history import MetricPoint, RunRow
-from gpuaccept.results import RunReport
+from gpuaccept.results import RunReport, device_label
 
 # Units whose smaller values are better; rates and accuracies are better when larger.
 LOWER_IS_BETTER_UNITS = frozenset({"s", "ms", "us", "nats", "elements"})
@@ -55,8 +55,7 @@ def _figures(report: RunReport) -> dict[tuple[str, str], tuple[float, str]]:
     figures: dict[tuple[str, str], tuple[float, str]] = {}
     for check in report.checks:
         for m in check.measurements:
-            device = "cpu" if m.device_index is None else f"gpu{m.device_index}"
-            figures[(f"{check.name}/{m.name}", device)] = (m.value, m.unit)
+            figures[(f"{check.name}/{m.name}", device_label(m.device_index))] = (m.value, m.unit)
     return figures
 
 

@@ -253,7 +253,6 @@ class History:
                 if existing:
                     stored.append((int(existing[0]), False))
                     continue
-                hostname = (report.environment.get("system") or {}).get("hostname")
                 cursor = db.execute(
                     "INSERT INTO runs (report_sha256, command, level, device_mode, started_at, "
                     "finished_at, duration_seconds, passed, failed_checks, hostname, "
@@ -269,7 +268,7 @@ class History:
                         report.duration_seconds,
                         int(report.passed),
                         ",".join(report.failed_checks),
-                        hostname,
+                        report.hostname,
                         report.tool_version,
                         recorded_at,
                         source,
@@ -391,6 +390,26 @@ class History:
             )
             for row in self._connection.execute(sql, parameters)
         ]
+
+
+def report_points(report: RunReport, run_id: int) -> list[MetricPoint]:
+    """A report's figures as the points the history would hold for it (GPU UUIDs unknown)."""
+    return [
+        MetricPoint(
+            run_id=run_id,
+            started_at=report.started_at,
+            hostname=report.hostname,
+            check_name=check.name,
+            name=m.name,
+            value=m.value,
+            unit=m.unit,
+            device_index=m.device_index,
+            device_name=m.device_name,
+            gpu_uuid=None,
+        )
+        for check in report.checks
+        for m in check.measurements
+    ]
 
 
 def _filters(*, node: str | None = None, command: str | None = None) -> tuple[str, list[object]]:

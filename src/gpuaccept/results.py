@@ -16,6 +16,11 @@ from pydantic import BaseModel, ConfigDict, Field
 REPORT_SCHEMA_VERSION = 1
 
 
+def device_label(index: int | None) -> str:
+    """How a figure's device is named in tables and comparisons: `gpu3`, or `cpu` for CPU twins."""
+    return "cpu" if index is None else f"gpu{index}"
+
+
 class Status(StrEnum):
     PASS = "pass"
     WARN = "warn"  # passed, with something an operator should look at
@@ -123,6 +128,13 @@ class RunReport(_Frozen):
             checks=checks,
             environment=environment,
         )
+
+    @property
+    def hostname(self) -> str | None:
+        """The node the run captured, if its environment says."""
+        system = self.environment.get("system")
+        host = system.get("hostname") if isinstance(system, dict) else None
+        return str(host) if host is not None else None
 
     @property
     def failed_checks(self) -> list[str]:

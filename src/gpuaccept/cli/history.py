@@ -88,21 +88,21 @@ def show(
 ) -> None:
     """One run: its checks and figures (or the whole report with --json)."""
     from gpuaccept.report.console import check_line, result_line
+    from gpuaccept.results import device_label
 
     with _open(history) as store:
         report = store.report(_run_id(run))
     if as_json:
         typer.echo(report.model_dump_json(indent=2))
         return
-    host = (report.environment.get("system") or {}).get("hostname")
     typer.echo(
         f"run {run}: gpuaccept {report.command} --level {report.level} ({report.device_mode}) "
-        f"on {host}, started {report.started_at}, {report.duration_seconds:.1f} s"
+        f"on {report.hostname}, started {report.started_at}, {report.duration_seconds:.1f} s"
     )
     for check in report.checks:
         typer.echo(check_line(check))
         for m in check.measurements:
-            device = "cpu" if m.device_index is None else f"gpu{m.device_index}"
+            device = device_label(m.device_index)
             typer.echo(f"    {device} {m.name} {m.value:.4g} {m.unit} ({m.verdict.value})")
     typer.echo(result_line(report))
 
@@ -145,6 +145,8 @@ def trend(
     node: str | None = NODE,
 ) -> None:
     """A figure over time, oldest first, per node and GPU."""
+    from gpuaccept.results import device_label
+
     with _open(history) as store:
         points = store.points(metric, node=node)
     if not points:
@@ -160,7 +162,7 @@ def trend(
                 p.started_at[:19],
                 str(p.run_id),
                 str(p.hostname),
-                "cpu" if p.device_index is None else f"gpu{p.device_index}",
+                device_label(p.device_index),
                 p.metric,
                 f"{p.value:.4g}",
                 p.unit,
@@ -207,6 +209,7 @@ def fleet(
 ) -> None:
     """The newest run per node, and GPUs that lag their fleet (exit 1 if a node fails or lags)."""
     from gpuaccept.comparison import fleet_view
+    from gpuaccept.results import device_label
 
     with _open(history) as store:
         view = fleet_view(
@@ -272,7 +275,7 @@ def fleet(
                 [
                     [
                         str(f.point.hostname),
-                        "cpu" if f.point.device_index is None else f"gpu{f.point.device_index}",
+                        device_label(f.point.device_index),
                         f.model,
                         f.point.metric,
                         f"{f.point.value:.4g} {f.point.unit}",

@@ -14,42 +14,19 @@ if TYPE_CHECKING:
     from gpuaccept.results import RunReport
 
 
-def _points_of(report: RunReport, run_id: int) -> list[MetricPoint]:
-    from gpuaccept.history import MetricPoint
-
-    host = (report.environment.get("system") or {}).get("hostname")
-    return [
-        MetricPoint(
-            run_id=run_id,
-            started_at=report.started_at,
-            hostname=host,
-            check_name=check.name,
-            name=m.name,
-            value=m.value,
-            unit=m.unit,
-            device_index=m.device_index,
-            device_name=m.device_name,
-            gpu_uuid=None,
-        )
-        for check in report.checks
-        for m in check.measurements
-    ]
-
-
 def _trends(
     report: RunReport, run_id: int | None, history: Path | None
 ) -> dict[str, list[MetricPoint]]:
     """This node's stored points for each figure of the report; the report's own when unstored."""
-    from gpuaccept.history import History, default_history_path
+    from gpuaccept.history import History, default_history_path, report_points
 
-    own = _points_of(report, run_id or 0)
+    own = report_points(report, run_id or 0)
     trends: dict[str, list[MetricPoint]] = {point.metric: [] for point in own}
     path = history or default_history_path()
     if path.is_file():
-        host = (report.environment.get("system") or {}).get("hostname")
         with History.open(path, create=False) as store:
             for metric in trends:
-                trends[metric] = store.points(metric, node=host)
+                trends[metric] = store.points(metric, node=report.hostname)
     for point in own:
         if run_id is None or not any(p.run_id == run_id for p in trends[point.metric]):
             trends[point.metric].append(point)

@@ -17,7 +17,7 @@ from typing import Any
 from gpuaccept.comparison import higher_is_better
 from gpuaccept.history import MetricPoint
 from gpuaccept.report.charts import trend_chart_png
-from gpuaccept.results import CheckResult, RunReport
+from gpuaccept.results import CheckResult, RunReport, device_label
 
 MAX_CHARTS = 12
 
@@ -103,7 +103,7 @@ def _check_details(check: CheckResult) -> str:
                 [
                     [
                         _text(m.name),
-                        "cpu" if m.device_index is None else f"gpu{m.device_index}",
+                        device_label(m.device_index),
                         _number(m.value),
                         _text(m.unit),
                         _number(m.reference.floor) if m.reference else "",
@@ -139,8 +139,7 @@ def _charts(trends: dict[str, list[MetricPoint]]) -> str:
         points = trends[metric]
         series: dict[str, list[tuple[datetime, float]]] = defaultdict(list)
         for point in points:
-            device = "cpu" if point.device_index is None else f"gpu{point.device_index}"
-            series[f"{point.hostname} {device}"].append(
+            series[f"{point.hostname} {device_label(point.device_index)}"].append(
                 (datetime.fromisoformat(point.started_at), point.value)
             )
         png = trend_chart_png(metric, points[0].unit, series)

@@ -11,7 +11,7 @@ from gpuaccept.results import RunReport
 
 
 def report_filename(report: RunReport) -> str:
-    host = str((report.environment.get("system") or {}).get("hostname") or "unknown-host")
+    host = report.hostname or "unknown-host"
     safe_host = "".join(c if c.isalnum() or c in "-_." else "_" for c in host)
     stamp = report.started_at.replace(":", "").replace("-", "").split(".")[0]
     return f"gpuaccept-{report.command}-{safe_host}-{stamp}.json"

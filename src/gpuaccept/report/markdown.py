@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuaccept.results import RunReport
+from gpuaccept.results import RunReport, device_label
 
 
 def _cell(value: Any) -> str:
@@ -53,7 +53,7 @@ def render_markdown(report: RunReport) -> str:
         [
             check.name,
             m.name,
-            "cpu" if m.device_index is None else f"gpu{m.device_index}",
+            device_label(m.device_index),
             f"{m.value:.4g}",
             m.unit,
             f"{m.reference.floor:.4g}" if m.reference else "",

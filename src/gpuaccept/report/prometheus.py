@@ -20,7 +20,7 @@ class _RunCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         report = self.report
-        node = str((report.environment.get("system") or {}).get("hostname") or "")
+        node = report.hostname or ""
         run = {"command": report.command, "level": report.level, "mode": report.device_mode}
         run_labels = [*run, "node"]
         run_values = [*run.values(), node]
