@@ -22,10 +22,10 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from gpuaccept.bench.collectives import BUS_FACTORS, SweepSpec, collective_sweep_rank
-from gpuaccept.bench.matmul import measure_matmul_tflops
-from gpuaccept.launch import run_ranks
-from gpuaccept.timing import synchronize
+from gpuaccept.distributed.local_ranks import run_ranks
+from gpuaccept.measure.collectives import BUS_FACTORS, SweepSpec, collective_sweep_rank
+from gpuaccept.measure.matmul import measure_matmul_tflops
+from gpuaccept.measure.timing import synchronize
 
 
 def bare_torch_tflops(device: torch.device, size: int, repeats: int) -> float:

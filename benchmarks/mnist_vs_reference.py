@@ -31,7 +31,6 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, Dataset
 
-from gpuaccept.envinfo import capture_environment
 from gpuaccept.mnist.data import MnistData, load_mnist
 from gpuaccept.mnist.model import lenet
 from gpuaccept.mnist.synthetic import write_mnist_files
@@ -43,6 +42,7 @@ from gpuaccept.mnist.train import (
     TrainConfig,
     train_mnist,
 )
+from gpuaccept.record.environment import capture_environment
 
 
 class _PerSampleMnist(Dataset[tuple[torch.Tensor, int]]):

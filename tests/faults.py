@@ -9,10 +9,10 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from gpuaccept.bench.collectives import AllReduceFigure, AllReduceSpec, expected_all_reduce_sum
 from gpuaccept.checks.context import CheckContext
+from gpuaccept.measure.collectives import AllReduceFigure, AllReduceSpec, expected_all_reduce_sum
+from gpuaccept.measure.training_smoke import SmokeSpec, build_model, train_smoke
 from gpuaccept.results import CheckResult, Status
-from gpuaccept.training_smoke import SmokeSpec, build_model, train_smoke
 
 
 def hang_on_rank1(rank: int, world_size: int, spec: Any) -> Any:

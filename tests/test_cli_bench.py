@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuaccept.bench.collectives import BUS_FACTORS
+from gpuaccept.measure.collectives import BUS_FACTORS
 from gpuaccept.results import RunReport, Status
 
 

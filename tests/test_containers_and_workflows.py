@@ -188,14 +188,14 @@ def test_image_is_safe_to_run_on_shared_clusters() -> None:
 
 
 def test_labels_are_the_ones_gpuaccept_env_reads(tmp_path: Path) -> None:
-    from gpuaccept import envinfo
+    from gpuaccept.record import environment
 
     text = DOCKERFILE.read_text()
     labels = set(re.findall(r"^\s*(?:LABEL )?([a-z][\w.-]+)=\"\$\{", text, re.MULTILINE))
     for key in ("source", "revision", "created", "version"):
         assert f"org.opencontainers.image.{key}" in labels
     assert {"io.gpuaccept.environment", "io.gpuaccept.pixi-lock-sha256"} <= labels
-    # the label file the image writes, filled as the build would, is read back by envinfo
+    # the label file the image writes, filled as the build would, is read back by the capture
     printf = re.search(r"printf '(\{.*\})\\n'", text)
     assert printf is not None
     values = ["https://github.com/acme/gpuaccept", "abc123", "2026-11-21T00:00:00Z", "1.0.0",
@@ -205,10 +205,10 @@ def test_labels_are_the_ones_gpuaccept_env_reads(tmp_path: Path) -> None:
     for value in values:
         filled = filled.replace("%s", value, 1)
     label_file.write_text(filled)
-    container = envinfo.container_from_labels(envinfo.image_labels((label_file,)), None)
+    container = environment.container_from_labels(environment.image_labels((label_file,)), None)
     assert container is not None
     assert (container["environment"], container["lock_sha256"]) == ("gb10", "f" * 64)
-    assert f"> {envinfo.IMAGE_LABEL_FILES[0]}" in text
+    assert f"> {environment.IMAGE_LABEL_FILES[0]}" in text
 
 
 def test_dockerignore_keeps_the_context_small() -> None:

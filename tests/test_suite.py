@@ -4,7 +4,7 @@ import pytest
 
 from gpuaccept import suite
 from gpuaccept.errors import InputError
-from gpuaccept.hardware import ExpectedGpus
+from gpuaccept.probe.hardware import ExpectedGpus
 from gpuaccept.results import Status
 from tests.checks.conftest import cpu_context
 

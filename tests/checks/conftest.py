@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from gpuaccept.checks.context import CheckContext
-from gpuaccept.hardware import ExpectedGpus
+from gpuaccept.probe.hardware import ExpectedGpus
 from gpuaccept.references import load_shipped_references
 from gpuaccept.results import Reference
 from gpuaccept.suite import level_settings

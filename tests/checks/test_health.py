@@ -5,7 +5,7 @@ from dataclasses import replace
 import pytest
 
 from gpuaccept.checks import health
-from gpuaccept.hardware import GpuHealth
+from gpuaccept.probe.hardware import GpuHealth
 from gpuaccept.results import Status
 from tests.checks.conftest import cpu_context
 

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from gpuaccept.checks import inventory
-from gpuaccept.hardware import ExpectedGpus
+from gpuaccept.probe.hardware import ExpectedGpus
 from gpuaccept.results import Status
 from tests.checks.conftest import cpu_context
 

@@ -8,9 +8,9 @@ import itertools
 import pytest
 import torch
 
-from gpuaccept.bench import matmul as matmul_bench
 from gpuaccept.checks import compute, memory, train, transfer
 from gpuaccept.checks.judging import Findings, Target
+from gpuaccept.measure import matmul as matmul_bench
 from gpuaccept.results import Status, Verdict
 from tests.checks.conftest import cpu_context, impossible
 

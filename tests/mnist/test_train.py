@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 import torch
 
+from gpuaccept.distributed.local_ranks import run_ranks
 from gpuaccept.errors import InputError
-from gpuaccept.launch import run_ranks
+from gpuaccept.measure.training_smoke import parameter_digest
 from gpuaccept.mnist.data import MnistData
 from gpuaccept.mnist.train import (
     RECIPES,
@@ -20,7 +21,6 @@ from gpuaccept.mnist.train import (
     TrainOutcome,
     train_mnist,
 )
-from gpuaccept.training_smoke import parameter_digest
 
 CPU = torch.device("cpu")
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 from prometheus_client.parser import text_string_to_metric_families
 
-from gpuaccept.history import History
+from gpuaccept.record.history import History
 from gpuaccept.report.html import render_html
 from gpuaccept.report.markdown import render_markdown
 from gpuaccept.report.prometheus import render_prometheus, write_prometheus

@@ -3,10 +3,10 @@ and nccl-tests bus bandwidth."""
 
 from __future__ import annotations
 
-from gpuaccept.bench.collectives import AllReduceSpec, all_reduce_rank
 from gpuaccept.checks.context import CheckContext
 from gpuaccept.checks.judging import Findings, Target, measurement_targets
-from gpuaccept.launch import RanksFailed, RanksTimedOut, run_ranks
+from gpuaccept.distributed.local_ranks import RanksFailed, RanksTimedOut, run_ranks
+from gpuaccept.measure.collectives import AllReduceSpec, all_reduce_rank
 from gpuaccept.results import CheckResult
 
 CPU_TWIN_RANKS = 2

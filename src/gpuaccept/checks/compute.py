@@ -3,14 +3,14 @@
 
 from __future__ import annotations
 
-from gpuaccept.bench.matmul import (
+from gpuaccept.checks.context import CheckContext
+from gpuaccept.checks.judging import Findings, measurement_targets, torch_device
+from gpuaccept.measure.matmul import (
     gemm_consistency,
     measure_matmul_tflops,
     sustained_matmul_tflops,
     unsupported_reason,
 )
-from gpuaccept.checks.context import CheckContext
-from gpuaccept.checks.judging import Findings, measurement_targets, torch_device
 from gpuaccept.results import CheckResult
 
 # Throughput in the last window of a sustained run must keep this share of the first window.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpuaccept.hardware import ExpectedGpus
+from gpuaccept.probe.hardware import ExpectedGpus
 from gpuaccept.references import ReferenceTable
 
 

@@ -7,9 +7,9 @@ from gpuaccept.checks.collectives import world
 from gpuaccept.checks.context import CheckContext
 from gpuaccept.checks.judging import Findings
 from gpuaccept.checks.train import smoke_spec
-from gpuaccept.launch import RanksFailed, RanksTimedOut, run_ranks
+from gpuaccept.distributed.local_ranks import RanksFailed, RanksTimedOut, run_ranks
+from gpuaccept.measure.training_smoke import ddp_smoke_rank
 from gpuaccept.results import CheckResult
-from gpuaccept.training_smoke import ddp_smoke_rank
 
 
 def run(context: CheckContext) -> CheckResult:

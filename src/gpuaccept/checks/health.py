@@ -6,7 +6,7 @@ from dataclasses import asdict
 
 from gpuaccept.checks.context import CheckContext
 from gpuaccept.checks.judging import Findings
-from gpuaccept.hardware import (
+from gpuaccept.probe.hardware import (
     GpuHealth,
     list_cuda_gpus,
     load_nvml,

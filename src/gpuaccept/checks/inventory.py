@@ -6,7 +6,7 @@ from dataclasses import asdict
 
 from gpuaccept.checks.context import CheckContext
 from gpuaccept.checks.judging import Findings, Target
-from gpuaccept.hardware import list_cuda_gpus, nvml_gpu_count
+from gpuaccept.probe.hardware import list_cuda_gpus, nvml_gpu_count
 from gpuaccept.results import CheckResult
 
 

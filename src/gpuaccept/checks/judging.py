@@ -26,7 +26,7 @@ def measurement_targets(context: CheckContext) -> list[Target]:
     """Every GPU this process was given, or the CPU in CPU mode."""
     if context.cpu_mode:
         return [Target(None, "cpu")]
-    from gpuaccept.hardware import list_cuda_gpus
+    from gpuaccept.probe.hardware import list_cuda_gpus
 
     return [Target(gpu.index, gpu.name) for gpu in list_cuda_gpus()]
 

@@ -3,9 +3,9 @@ pattern test over most of the free memory."""
 
 from __future__ import annotations
 
-from gpuaccept.bench.membw import measure_stream_gbps, memory_pattern_test
 from gpuaccept.checks.context import CheckContext
 from gpuaccept.checks.judging import Findings, measurement_targets, torch_device
+from gpuaccept.measure.membw import measure_stream_gbps, memory_pattern_test
 from gpuaccept.results import CheckResult
 
 PATTERN_CHUNK_BYTES = 1024**3

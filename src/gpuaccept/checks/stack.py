@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from gpuaccept.checks.context import CheckContext
 from gpuaccept.checks.judging import Findings
-from gpuaccept.hardware import driver_versions, list_cuda_gpus
+from gpuaccept.probe.hardware import driver_versions, list_cuda_gpus
 from gpuaccept.results import CheckResult
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from gpuaccept.checks.context import CheckContext
 from gpuaccept.checks.judging import Findings, measurement_targets, torch_device
+from gpuaccept.measure.training_smoke import SmokeSpec, build_model, train_smoke
 from gpuaccept.results import CheckResult
-from gpuaccept.training_smoke import SmokeSpec, build_model, train_smoke
 
 
 def smoke_spec(context: CheckContext, epochs: int) -> SmokeSpec:

@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from gpuaccept.bench.transfer import DIRECTIONS, measure_transfer_gbps
 from gpuaccept.checks.context import CheckContext
 from gpuaccept.checks.judging import Findings, measurement_targets, torch_device
+from gpuaccept.measure.transfer import DIRECTIONS, measure_transfer_gbps
 from gpuaccept.results import CheckResult
 
 

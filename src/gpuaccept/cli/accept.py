@@ -68,7 +68,7 @@ def accept(
     """
     from gpuaccept import references as refs
     from gpuaccept import suite
-    from gpuaccept.launch import refuse_external_launch
+    from gpuaccept.distributed.local_ranks import refuse_external_launch
 
     refuse_external_launch()
     specs = suite.select_checks(level, only, skip)
@@ -83,8 +83,8 @@ def accept(
     history_path = history_target(history, no_history)
 
     from gpuaccept.checks.context import CheckContext
-    from gpuaccept.envinfo import capture_environment
-    from gpuaccept.hardware import ExpectedGpus, expected_gpu_count, resolve_device_mode
+    from gpuaccept.probe.hardware import ExpectedGpus, expected_gpu_count, resolve_device_mode
+    from gpuaccept.record.environment import capture_environment
     from gpuaccept.report.console import check_line, result_line, summary_table
 
     mode = resolve_device_mode(device)

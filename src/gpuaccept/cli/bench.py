@@ -55,7 +55,7 @@ NBODY_TILE_ELEMENTS = 2**24  # tile x bodies pairs held at once: bounded memory 
 def _device(requested: str) -> torch.device:
     import torch
 
-    from gpuaccept.hardware import resolve_device_mode
+    from gpuaccept.probe.hardware import resolve_device_mode
 
     return torch.device(resolve_device_mode(requested))
 
@@ -71,7 +71,7 @@ def _iterations(device: torch.device, warmup: int | None, repeats: int | None) -
 def _sweep(
     benchmark: str, device: torch.device, begin: str | None, end: str | None, factor: int | None
 ) -> list[int]:
-    from gpuaccept.bench.sizes import parse_size, size_sweep
+    from gpuaccept.sweeps.sizes import parse_size, size_sweep
 
     default_begin, default_end, default_factor = DEFAULT_SIZES[benchmark][device.type]
     return size_sweep(
@@ -95,7 +95,7 @@ def _progress(total: int, label: str) -> Iterator[Callable[[], None]]:
 
 
 def _refuse_torchrun(benchmark: str) -> None:
-    from gpuaccept.launch import refuse_external_launch
+    from gpuaccept.distributed.local_ranks import refuse_external_launch
 
     try:
         refuse_external_launch()
@@ -117,7 +117,7 @@ def _finish(
     history: Path | None,
 ) -> None:
     from gpuaccept.cli.recording import record_run
-    from gpuaccept.envinfo import capture_environment
+    from gpuaccept.record.environment import capture_environment
     from gpuaccept.report.console import result_line
     from gpuaccept.report.tables import write_csv
     from gpuaccept.results import RunReport
@@ -191,9 +191,9 @@ def _plan_matmul(
     warmup: int | None,
     repeats: int | None,
 ) -> None:
-    from gpuaccept.bench.matmul import unsupported_reason
-    from gpuaccept.bench.sizes import int_range
-    from gpuaccept.benchmarking import run_matmul
+    from gpuaccept.measure.matmul import unsupported_reason
+    from gpuaccept.sweeps.common import run_matmul
+    from gpuaccept.sweeps.sizes import int_range
 
     device = runs.device
     if (preset, device.type) not in MATMUL_SHAPES:
@@ -222,7 +222,7 @@ def _plan_membw(
     w: int | None,
     r: int | None,
 ) -> None:
-    from gpuaccept.benchmarking import run_membw
+    from gpuaccept.sweeps.common import run_membw
 
     sizes = _sweep("membw", runs.device, begin, end, factor)
     warmup, repeats = _iterations(runs.device, w, r)
@@ -241,7 +241,7 @@ def _plan_transfer(
     w: int | None,
     r: int | None,
 ) -> None:
-    from gpuaccept.benchmarking import run_transfer
+    from gpuaccept.sweeps.common import run_transfer
 
     sizes = _sweep("transfer", runs.device, begin, end, factor)
     warmup, repeats = _iterations(runs.device, w, r)
@@ -260,9 +260,9 @@ def _plan_nbody(
     w: int | None,
     r: int | None,
 ) -> None:
-    from gpuaccept.bench.nbody import NBODY_DTYPES
-    from gpuaccept.bench.sizes import int_range
-    from gpuaccept.benchmarking import run_nbody
+    from gpuaccept.measure.nbody import NBODY_DTYPES
+    from gpuaccept.sweeps.common import run_nbody
+    from gpuaccept.sweeps.sizes import int_range
 
     for dtype in dtypes:
         if dtype not in NBODY_DTYPES:
@@ -463,7 +463,7 @@ def nbody(
 
 
 def _collective_names() -> tuple[str, ...]:
-    from gpuaccept.bench.collectives import COLLECTIVES
+    from gpuaccept.measure.collectives import COLLECTIVES
 
     return COLLECTIVES
 
@@ -482,8 +482,8 @@ def _run_collectives(
 ) -> CheckResult:
     import os
 
-    from gpuaccept.bench.collectives import SweepSpec, collective_sweep_rank
-    from gpuaccept.benchmarking import CollectiveRun, collectives_result
+    from gpuaccept.measure.collectives import SweepSpec, collective_sweep_rank
+    from gpuaccept.sweeps.common import CollectiveRun, collectives_result
 
     unknown = sorted(set(ops) - set(_collective_names()))
     if unknown:
@@ -496,7 +496,7 @@ def _run_collectives(
     started = time.monotonic()
     specs = {op: SweepSpec(op, tuple(sizes), w, n, check) for op in ops}
     if int(os.environ.get("WORLD_SIZE", "1") or "1") > 1:
-        from gpuaccept.torchrun import torchrun_process_group
+        from gpuaccept.distributed.torchrun import torchrun_process_group
 
         with torchrun_process_group(device.type) as (_, rank, world):
             import torch.distributed as dist
@@ -508,7 +508,7 @@ def _run_collectives(
     else:
         import torch
 
-        from gpuaccept.launch import run_ranks
+        from gpuaccept.distributed.local_ranks import run_ranks
 
         world = ranks or (torch.cuda.device_count() if device.type == "cuda" else 2)
         backend = "nccl" if device.type == "cuda" else "gloo"

@@ -49,7 +49,7 @@ def env(
     The same capture is embedded in every report. Unknown values are null.
     """
     from gpuaccept.atomic_write import write_text_atomically
-    from gpuaccept.envinfo import capture_environment
+    from gpuaccept.record.environment import capture_environment
 
     if output is not None and output.is_dir():
         raise InputError(f"--output {output}: is a directory")

@@ -13,7 +13,7 @@ import typer
 from gpuaccept.errors import InputError
 
 if TYPE_CHECKING:
-    from gpuaccept.history import History
+    from gpuaccept.record.history import History
 
 app = typer.Typer(
     help="The record of past runs on this node and across a fleet.", no_args_is_help=True
@@ -30,7 +30,7 @@ NODE = typer.Option(None, "--node", help="Only this node (hostname as recorded).
 
 @contextmanager
 def _open(path: Path | None, *, create: bool = False) -> Iterator[History]:
-    from gpuaccept.history import History, default_history_path
+    from gpuaccept.record.history import History, default_history_path
 
     with History.open(path or default_history_path(), create=create) as history:
         yield history
@@ -114,7 +114,7 @@ def compare(
     history: Path | None = DATABASE,
 ) -> None:
     """Every figure of two runs side by side, with the change in percent (B against A)."""
-    from gpuaccept.comparison import compare_reports
+    from gpuaccept.record.comparison import compare_reports
 
     with _open(history) as store:
         a, b = store.report(_run_id(run_a)), store.report(_run_id(run_b))
@@ -208,7 +208,7 @@ def fleet(
     as_json: bool = typer.Option(False, "--json", help="Print the view as JSON."),
 ) -> None:
     """The newest run per node, and GPUs that lag their fleet (exit 1 if a node fails or lags)."""
-    from gpuaccept.comparison import fleet_view
+    from gpuaccept.record.comparison import fleet_view
     from gpuaccept.results import device_label
 
     with _open(history) as store:

@@ -26,7 +26,7 @@ def history_target(path: Path | None, disabled: bool) -> Path | None:
     """
     if disabled:
         return None
-    from gpuaccept.history import History, default_history_path
+    from gpuaccept.record.history import History, default_history_path
 
     target = path or default_history_path()
     with History.open(target):
@@ -37,7 +37,7 @@ def history_target(path: Path | None, disabled: bool) -> Path | None:
 def record_run(report: RunReport, target: Path | None) -> None:
     if target is None:
         return
-    from gpuaccept.history import History
+    from gpuaccept.record.history import History
 
     with History.open(target) as history:
         [(run_id, _)] = history.append([(report, "run")])

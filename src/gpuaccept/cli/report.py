@@ -10,7 +10,7 @@ import typer
 from gpuaccept.errors import InputError
 
 if TYPE_CHECKING:
-    from gpuaccept.history import MetricPoint
+    from gpuaccept.record.history import MetricPoint
     from gpuaccept.results import RunReport
 
 
@@ -18,7 +18,7 @@ def _trends(
     report: RunReport, run_id: int | None, history: Path | None
 ) -> dict[str, list[MetricPoint]]:
     """This node's stored points for each figure of the report; the report's own when unstored."""
-    from gpuaccept.history import History, default_history_path, report_points
+    from gpuaccept.record.history import History, default_history_path, report_points
 
     own = report_points(report, run_id or 0)
     trends: dict[str, list[MetricPoint]] = {point.metric: [] for point in own}
@@ -57,7 +57,7 @@ def report(
 ) -> None:
     """Render a run as HTML (with trend charts), Markdown or Prometheus metrics."""
     from gpuaccept.atomic_write import write_text_atomically
-    from gpuaccept.history import History, default_history_path
+    from gpuaccept.record.history import History, default_history_path
     from gpuaccept.report.reading import load_report
 
     if html is None and markdown is None and prometheus is None:

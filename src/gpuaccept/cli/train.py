@@ -146,7 +146,7 @@ def mnist(
 
     import torch
 
-    from gpuaccept.torchrun import torchrun_process_group
+    from gpuaccept.distributed.torchrun import torchrun_process_group
 
     recipe = RECIPES[model]
     if batch_size is not None:
@@ -199,11 +199,11 @@ def _train_and_report(
     history: Path | None,
 ) -> None:
     from gpuaccept import __version__
-    from gpuaccept.envinfo import capture_environment, stack_sha256
     from gpuaccept.mnist.checkpoint import save_model as write_model
     from gpuaccept.mnist.data import load_mnist
     from gpuaccept.mnist.result import training_check
     from gpuaccept.mnist.train import CheckpointPlan, TrainConfig, train_mnist
+    from gpuaccept.record.environment import capture_environment, stack_sha256
     from gpuaccept.report.console import check_line, result_line
     from gpuaccept.results import RunReport
 

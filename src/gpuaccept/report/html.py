@@ -14,8 +14,8 @@ from datetime import datetime
 from html import escape
 from typing import Any
 
-from gpuaccept.comparison import higher_is_better
-from gpuaccept.history import MetricPoint
+from gpuaccept.record.comparison import higher_is_better
+from gpuaccept.record.history import MetricPoint
 from gpuaccept.report.charts import trend_chart_png
 from gpuaccept.results import CheckResult, RunReport, device_label
 

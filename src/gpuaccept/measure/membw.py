@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import torch
 
 from gpuaccept.errors import InputError
-from gpuaccept.timing import TimingStats, time_repeats
+from gpuaccept.measure.timing import TimingStats, time_repeats
 
 # STREAM kernels: bytes moved per element (4-byte floats), as STREAM counts them.
 STREAM_BYTES_PER_ELEMENT = {"copy": 8, "scale": 8, "add": 12, "triad": 12}

@@ -9,21 +9,21 @@ from typing import Any
 import pytest
 import torch
 
-from gpuaccept.bench import collectives as coll
-from gpuaccept.bench.matmul import matmul_sweep
-from gpuaccept.bench.nbody import (
+from gpuaccept.distributed.local_ranks import run_ranks
+from gpuaccept.errors import InputError
+from gpuaccept.measure import collectives as coll
+from gpuaccept.measure.matmul import matmul_sweep
+from gpuaccept.measure.nbody import (
     FLOPS_PER_INTERACTION,
     accelerations,
     initial_bodies,
     measure_nbody,
     nbody_max_relative_error,
 )
-from gpuaccept.bench.sizes import int_range, parse_size, size_sweep
-from gpuaccept.benchmarking import CollectiveRun, collectives_result, run_matmul
-from gpuaccept.errors import InputError
-from gpuaccept.launch import run_ranks
 from gpuaccept.report.tables import render_csv, render_table
 from gpuaccept.results import RunReport, Status
+from gpuaccept.sweeps.common import CollectiveRun, collectives_result, run_matmul
+from gpuaccept.sweeps.sizes import int_range, parse_size, size_sweep
 
 CPU = torch.device("cpu")
 

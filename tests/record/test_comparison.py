@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from gpuaccept.comparison import compare_reports, fleet_view, higher_is_better
-from gpuaccept.history import History
+from gpuaccept.record.comparison import compare_reports, fleet_view, higher_is_better
+from gpuaccept.record.history import History
 from tests.run_reports import gpu_report
 
 

@@ -3,14 +3,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gpuaccept.bench.collectives import (
+from gpuaccept.distributed.local_ranks import RanksFailed, RanksTimedOut, run_ranks
+from gpuaccept.measure.collectives import (
     BUS_FACTORS,
     AllReduceFigure,
     AllReduceSpec,
     all_reduce_rank,
     expected_all_reduce_sum,
 )
-from gpuaccept.launch import RanksFailed, RanksTimedOut, run_ranks
 from tests import faults
 
 

@@ -8,7 +8,7 @@ from functools import partial
 import torch
 
 from gpuaccept.errors import InputError
-from gpuaccept.timing import TimingStats, time_repeats
+from gpuaccept.measure.timing import TimingStats, time_repeats
 
 DIRECTIONS = ("h2d", "d2h")
 

@@ -103,7 +103,7 @@ def train_smoke(
 
 def ddp_smoke_rank(rank: int, world_size: int, spec: SmokeSpec) -> SmokeOutcome:
     """Rank body for the DDP smoke: each rank trains on its own shard, gradients are averaged."""
-    from gpuaccept.bench.collectives import rank_device
+    from gpuaccept.measure.collectives import rank_device
 
     device = rank_device(rank)
     model = build_model(spec, device)

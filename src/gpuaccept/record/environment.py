@@ -76,7 +76,7 @@ def _nccl_version() -> str | None:
 def _cuda() -> dict[str, Any]:
     import torch
 
-    from gpuaccept.hardware import driver_versions
+    from gpuaccept.probe.hardware import driver_versions
 
     driver, driver_cuda = _probe(driver_versions) or (None, None)
     return {
@@ -89,7 +89,7 @@ def _cuda() -> dict[str, Any]:
 
 
 def _gpus() -> list[dict[str, Any]]:
-    from gpuaccept.hardware import list_cuda_gpus
+    from gpuaccept.probe.hardware import list_cuda_gpus
 
     return [
         {

@@ -1,8 +1,8 @@
 """All-reduce with an exact correctness check and nccl-tests bus bandwidth.
 
-Runs inside an initialised process group (see gpuaccept.launch). Inputs are small integers, so
-any summation order gives the same exact float32 sum; each checked iteration starts from fresh
-inputs, so an error cannot be hidden or compounded by the previous result.
+Runs inside an initialised process group (see gpuaccept.distributed). Inputs are small integers,
+so any summation order gives the same exact float32 sum; each checked iteration starts from
+fresh inputs, so an error cannot be hidden or compounded by the previous result.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from gpuaccept.timing import time_repeats
+from gpuaccept.measure.timing import time_repeats
 
 # nccl-tests bus-bandwidth factors: busbw = algbw x factor(n).
 BUS_FACTORS: dict[str, Callable[[int], float]] = {

@@ -70,7 +70,7 @@ def run_matmul(
     repeats: int,
     progress: Progress = _no_progress,
 ) -> CheckResult:
-    from gpuaccept.bench.matmul import matmul_sweep
+    from gpuaccept.measure.matmul import matmul_sweep
 
     started = time.monotonic()
     rows: list[dict[str, Any]] = []
@@ -130,7 +130,7 @@ def run_membw(
     repeats: int,
     progress: Progress = _no_progress,
 ) -> CheckResult:
-    from gpuaccept.bench.membw import STREAM_BYTES_PER_ELEMENT, measure_stream_gbps
+    from gpuaccept.measure.membw import STREAM_BYTES_PER_ELEMENT, measure_stream_gbps
 
     started = time.monotonic()
     ceiling = peak(device, "membw_gbps")
@@ -175,7 +175,7 @@ def run_transfer(
     repeats: int,
     progress: Progress = _no_progress,
 ) -> CheckResult:
-    from gpuaccept.bench.transfer import DIRECTIONS, measure_peer_matrix, measure_transfer_gbps
+    from gpuaccept.measure.transfer import DIRECTIONS, measure_peer_matrix, measure_transfer_gbps
 
     started = time.monotonic()
     rows: list[dict[str, Any]] = []
@@ -242,7 +242,7 @@ class CollectiveRun:
 def collectives_result(
     run: CollectiveRun, min_busbw_gbps: float | None, started: float
 ) -> CheckResult:
-    from gpuaccept.bench.collectives import average_busbw_gbps
+    from gpuaccept.measure.collectives import average_busbw_gbps
 
     rows: list[dict[str, Any]] = []
     measurements = []
@@ -322,7 +322,7 @@ def run_nbody(
     check_bodies: int = 512,
     progress: Progress = _no_progress,
 ) -> CheckResult:
-    from gpuaccept.bench.nbody import measure_nbody, nbody_max_relative_error
+    from gpuaccept.measure.nbody import measure_nbody, nbody_max_relative_error
 
     started = time.monotonic()
     rows: list[dict[str, Any]] = []

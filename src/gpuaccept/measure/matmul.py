@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import torch
 
 from gpuaccept.errors import InputError
-from gpuaccept.timing import TimingStats, synchronize, time_repeats
+from gpuaccept.measure.timing import TimingStats, synchronize, time_repeats
 
 DTYPES: dict[str, torch.dtype] = {
     "fp64": torch.float64,

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from gpuaccept.errors import EnvironmentProblem, InputError
-from gpuaccept.hardware import ExpectedGpus, expected_gpu_count, resolve_device_mode
+from gpuaccept.probe.hardware import ExpectedGpus, expected_gpu_count, resolve_device_mode
 
 
 @pytest.mark.parametrize(

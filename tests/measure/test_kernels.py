@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gpuaccept.bench import matmul, membw, transfer
 from gpuaccept.errors import InputError
+from gpuaccept.measure import matmul, membw, transfer
 
 CPU = torch.device("cpu")
 

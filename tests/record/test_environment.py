@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from gpuaccept import envinfo
 from gpuaccept.cli import app
+from gpuaccept.record import environment
 from gpuaccept.results import RunReport
 
 SECTIONS = {
@@ -34,7 +34,7 @@ def _strings(value: Any) -> list[str]:
 
 
 def test_capture_on_this_machine_is_complete_and_has_no_placeholders() -> None:
-    capture = envinfo.capture_environment()
+    capture = environment.capture_environment()
     assert set(capture) == SECTIONS
     assert capture["python"]["version"]
     assert capture["torch"]["version"].startswith("2.")
@@ -48,7 +48,7 @@ def test_capture_on_this_machine_is_complete_and_has_no_placeholders() -> None:
 
 
 def test_this_checkout_is_identified_by_git() -> None:
-    git = envinfo.capture_environment()["git"]
+    git = environment.capture_environment()["git"]
     head = subprocess.run(
         ["git", "rev-parse", "HEAD"],
         capture_output=True,
@@ -83,7 +83,7 @@ def test_hostile_values_stay_valid_json(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.setenv("PIXI_ENVIRONMENT_NAME", "cuda12")
     monkeypatch.setenv("_CONDOR_JOB_AD", str(_job_ad(tmp_path / ".job.ad")))
     monkeypatch.setenv("SLURM_JOB_ID", "991")
-    capture = envinfo.capture_environment()
+    capture = environment.capture_environment()
 
     text = json.dumps(capture, ensure_ascii=False)
     text.encode("utf-8")  # no lone surrogates survive
@@ -114,9 +114,9 @@ def test_a_failing_probe_leaves_its_field_null(monkeypatch: pytest.MonkeyPatch) 
     def broken() -> None:
         raise RuntimeError("NVML exploded")
 
-    monkeypatch.setattr("gpuaccept.hardware.list_cuda_gpus", broken)
+    monkeypatch.setattr("gpuaccept.probe.hardware.list_cuda_gpus", broken)
     monkeypatch.setattr(socket, "gethostname", broken)
-    capture = envinfo.capture_environment()
+    capture = environment.capture_environment()
     assert capture["gpus"] is None
     assert capture["system"]["hostname"] is None
     assert capture["torch"]["version"]
@@ -125,7 +125,7 @@ def test_a_failing_probe_leaves_its_field_null(monkeypatch: pytest.MonkeyPatch) 
 def test_job_and_machine_ads_give_full_ids(tmp_path: Path) -> None:
     machine = tmp_path / ".machine.ad"
     machine.write_text('Machine = "gpu-node-17.example.org"\nGPUs_Capability = 9.0\n')
-    ids = envinfo.scheduler_ids(
+    ids = environment.scheduler_ids(
         {
             "_CONDOR_JOB_AD": str(_job_ad(tmp_path / ".job.ad")),
             "_CONDOR_MACHINE_AD": str(machine),
@@ -139,7 +139,7 @@ def test_job_and_machine_ads_give_full_ids(tmp_path: Path) -> None:
 
 
 def test_slurm_ids_and_blank_values(tmp_path: Path) -> None:
-    ids = envinfo.scheduler_ids(
+    ids = environment.scheduler_ids(
         {"SLURM_JOB_ID": "77", "SLURM_ARRAY_TASK_ID": "", "SLURM_CLUSTER_NAME": "big"}
     )
     assert ids["slurm"]["job_id"] == "77"
@@ -153,30 +153,30 @@ def test_slurm_ids_and_blank_values(tmp_path: Path) -> None:
     [('"a\\"b"', 'a"b'), ("42", 42), ("-1.5", -1.5), ("true", True), ("Foo + 1", "Foo + 1")],
 )
 def test_classad_literals(text: str, value: Any) -> None:
-    assert envinfo.parse_classad_value(text) == value
+    assert environment.parse_classad_value(text) == value
 
 
 def test_remote_credentials_are_never_recorded(tmp_path: Path) -> None:
     assert (
-        envinfo.strip_credentials("https://user:ghp_secret@github.com/acme/gpuaccept.git")
+        environment.strip_credentials("https://user:ghp_secret@github.com/acme/gpuaccept.git")
         == "https://github.com/acme/gpuaccept.git"
     )
-    assert envinfo.strip_credentials("git@github.com:acme/x.git") == "git@github.com:acme/x.git"
+    assert environment.strip_credentials("git@github.com:acme/x.git") == "git@github.com:acme/x.git"
     repo = tmp_path / "repo"
     repo.mkdir()
     run = lambda *a: subprocess.run(["git", "-C", str(repo), *a], check=True, capture_output=True)  # noqa: E731
     run("init", "-q", "-b", "work")
     run("-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q", "--allow-empty", "-m", "x")
     run("remote", "add", "origin", "https://bot:tok3n@example.org/r.git")
-    state = envinfo.git_state(repo)
+    state = environment.git_state(repo)
     assert state is not None
     assert state["branch"] == "work"
     assert state["dirty"] is False
     assert state["remote"] == "https://example.org/r.git"
     (repo / "f").write_text("x")
     run("add", "f")
-    assert envinfo.git_state(repo)["dirty"] is True  # type: ignore[index]
-    assert envinfo.git_state(tmp_path / "nowhere") is None
+    assert environment.git_state(repo)["dirty"] is True  # type: ignore[index]
+    assert environment.git_state(tmp_path / "nowhere") is None
 
 
 def test_conda_meta_wins_and_packages_are_deduplicated(tmp_path: Path) -> None:
@@ -188,13 +188,13 @@ def test_conda_meta_wins_and_packages_are_deduplicated(tmp_path: Path) -> None:
     (meta / "numpy-2.3.json").write_text(json.dumps({"name": "numpy", "version": "2.3.0"}))
     (meta / "history").write_text("not json")
     (meta / "broken.json").write_text("{")
-    conda = envinfo.conda_packages(tmp_path)
+    conda = environment.conda_packages(tmp_path)
     pypi = [
         {"name": "NumPy", "version": "2.3.0", "build": None, "channel": None, "source": "pypi"},
         {"name": "typer", "version": "0.29", "build": None, "channel": None, "source": "pypi"},
         {"name": "typer", "version": "0.15", "build": None, "channel": None, "source": "pypi"},
     ]
-    merged = envinfo.merge_packages(conda, pypi)
+    merged = environment.merge_packages(conda, pypi)
     assert [(p["name"], p["version"], p["source"]) for p in merged] == [
         ("numpy", "2.3.0", "conda"),
         ("pytorch", "2.10.0", "conda"),
@@ -203,10 +203,10 @@ def test_conda_meta_wins_and_packages_are_deduplicated(tmp_path: Path) -> None:
 
 
 def test_container_runtime_markers(tmp_path: Path) -> None:
-    assert envinfo.container_runtime({}, tmp_path) is None
-    assert envinfo.container_runtime({"APPTAINER_CONTAINER": "/x.sif"}, tmp_path) == "apptainer"
+    assert environment.container_runtime({}, tmp_path) is None
+    assert environment.container_runtime({"APPTAINER_CONTAINER": "/x.sif"}, tmp_path) == "apptainer"
     (tmp_path / ".dockerenv").touch()
-    assert envinfo.container_runtime({}, tmp_path) == "docker"
+    assert environment.container_runtime({}, tmp_path) == "docker"
 
 
 def test_image_labels_read_back(tmp_path: Path) -> None:
@@ -222,12 +222,12 @@ def test_image_labels_read_back(tmp_path: Path) -> None:
             }
         )
     )
-    container = envinfo.container_from_labels(envinfo.image_labels((labels,)), None)
+    container = environment.container_from_labels(environment.image_labels((labels,)), None)
     assert container is not None
     assert (container["revision"], container["environment"]) == ("abc123", "cuda12")
     assert container["created"] is None
     assert container["digest"] is None
-    assert envinfo.container_from_labels({}, None) is None
+    assert environment.container_from_labels({}, None) is None
 
 
 def test_cli_env_json_and_output_file(tmp_path: Path) -> None:

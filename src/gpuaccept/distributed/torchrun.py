@@ -11,7 +11,7 @@ import torch
 import torch.distributed as dist
 
 from gpuaccept.errors import EnvironmentProblem, InputError
-from gpuaccept.hardware import resolve_device_mode
+from gpuaccept.probe.hardware import resolve_device_mode
 
 _INIT_TIMEOUT = datetime.timedelta(minutes=10)
 

@@ -10,7 +10,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gpuaccept.history import MetricPoint, RunRow
+from gpuaccept.record.history import MetricPoint, RunRow
 from gpuaccept.results import RunReport, device_label
 
 # Units whose smaller values are better; rates and accuracies are better when larger.

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuaccept.history import (
+from gpuaccept.record.history import (
     APPLICATION_ID,
     SCHEMA_VERSION,
     History,
@@ -80,7 +80,7 @@ def test_points_filter_by_metric_node_and_keep_newest(tmp_path: Path) -> None:
 def test_a_batch_that_fails_half_way_stores_none_of_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from gpuaccept import history as module
+    from gpuaccept.record import history as module
 
     path = tmp_path / "h.sqlite"
     with History.open(path) as history:
@@ -106,7 +106,7 @@ def test_a_batch_that_fails_half_way_stores_none_of_it(
 _WRITER = """
 import sys
 from pathlib import Path
-from gpuaccept.history import History
+from gpuaccept.record.history import History
 from tests.run_reports import gpu_report
 
 path, name, runs = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
@@ -119,7 +119,7 @@ for i in range(runs):
 
 def test_two_processes_appending_200_runs_each_lose_nothing(tmp_path: Path) -> None:
     path = tmp_path / "shared.sqlite"
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     writers = [
         subprocess.Popen([sys.executable, "-c", _WRITER, str(path), name, "200"], cwd=root)
         for name in ("alpha", "beta")

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import torch
 
 from gpuaccept.errors import InputError
-from gpuaccept.timing import TimingStats, time_repeats
+from gpuaccept.measure.timing import TimingStats, time_repeats
 
 NBODY_DTYPES = {"fp32": torch.float32, "fp64": torch.float64}
 FLOPS_PER_INTERACTION = {"fp32": 20, "fp64": 30}

@@ -1,1 +1,0 @@
-"""Measurement kernels: each measures on `cuda` or `cpu` through the same code, never judges."""

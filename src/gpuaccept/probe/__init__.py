@@ -1,0 +1,1 @@
+"""Probe: what is there (GPUs, driver, NVML health and events, the kernel log). Never judges."""

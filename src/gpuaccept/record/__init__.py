@@ -1,0 +1,1 @@
+"""Record: what ran where (environment capture), the run history, and comparisons over it."""
