@@ -22,7 +22,8 @@ from gpuaccept.measure.nbody import (
 )
 from gpuaccept.report.tables import render_csv, render_table
 from gpuaccept.results import RunReport, Status
-from gpuaccept.sweeps.common import CollectiveRun, collectives_result, run_matmul
+from gpuaccept.sweeps.collectives import CollectiveRun, collectives_result
+from gpuaccept.sweeps.matmul import run_matmul
 from gpuaccept.sweeps.sizes import int_range, parse_size, size_sweep
 
 CPU = torch.device("cpu")

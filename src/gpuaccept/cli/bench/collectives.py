@@ -1,0 +1,147 @@
+"""`gpuaccept bench collectives`: nccl-tests style sweeps on local ranks or under torchrun."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+from gpuaccept.cli.bench.common import (
+    BEGIN,
+    CSV_OUT,
+    DEVICE,
+    END,
+    FACTOR,
+    JSON_OUT,
+    check_outputs,
+    finish,
+    resolve_device,
+    show,
+    sweep_sizes,
+)
+from gpuaccept.cli.recording import HISTORY, NO_HISTORY, history_target
+from gpuaccept.errors import InputError
+
+if TYPE_CHECKING:
+    import torch
+
+    from gpuaccept.results import CheckResult
+
+
+def collective_names() -> tuple[str, ...]:
+    from gpuaccept.measure.collectives import COLLECTIVES
+
+    return COLLECTIVES
+
+
+def run_collectives(
+    device: torch.device,
+    ops: list[str],
+    begin: str | None,
+    end: str | None,
+    factor: int | None,
+    warmup: int | None,
+    iterations: int | None,
+    check: bool,
+    ranks: int | None,
+    min_busbw: float | None,
+) -> CheckResult:
+    import os
+
+    from gpuaccept.measure.collectives import SweepSpec, collective_sweep_rank
+    from gpuaccept.sweeps.collectives import CollectiveRun, collectives_result
+
+    unknown = sorted(set(ops) - set(collective_names()))
+    if unknown:
+        raise InputError(f"--op {unknown[0]!r}: choose from {', '.join(collective_names())}")
+    sizes = sweep_sizes("collectives", device, begin, end, factor)
+    w = 5 if warmup is None else warmup
+    n = 20 if iterations is None else iterations
+    if ranks is not None and ranks < 1:
+        raise InputError(f"--ranks must be at least 1 (got {ranks})")
+    started = time.monotonic()
+    specs = {op: SweepSpec(op, tuple(sizes), w, n, check) for op in ops}
+    if int(os.environ.get("WORLD_SIZE", "1") or "1") > 1:
+        from gpuaccept.distributed.torchrun import torchrun_process_group
+
+        with torchrun_process_group(device.type) as (_, rank, world):
+            import torch.distributed as dist
+
+            rows = {op: collective_sweep_rank(rank, world, spec) for op, spec in specs.items()}
+            backend = str(dist.get_backend())
+        if rank != 0:
+            raise typer.Exit(0)
+    else:
+        import torch
+
+        from gpuaccept.distributed.local_ranks import run_ranks
+
+        world = ranks or (torch.cuda.device_count() if device.type == "cuda" else 2)
+        backend = "nccl" if device.type == "cuda" else "gloo"
+        typer.echo(
+            f"[BENCH] collectives {','.join(ops)}: {world} {backend} rank(s), "
+            f"{sizes[0]}..{sizes[-1]} bytes, -w {w} -n {n}"
+        )
+        rows = {
+            op: run_ranks(collective_sweep_rank, world, spec, 600.0, backend)[0]
+            for op, spec in specs.items()
+        }
+    return collectives_result(CollectiveRun(rows, world, backend), min_busbw, started)
+
+
+def collectives(
+    op: list[str] = typer.Option(
+        [],
+        "--op",
+        help="all_reduce, all_gather, reduce_scatter, broadcast (repeatable; default all).",
+    ),
+    begin: str | None = BEGIN,
+    end: str | None = END,
+    factor: int | None = FACTOR,
+    warmup: int | None = typer.Option(None, "-w", "--warmup", min=0, help="Warm-up iterations."),
+    iterations: int | None = typer.Option(
+        None, "-n", "--iterations", min=1, help="Timed iterations per size."
+    ),
+    check: int = typer.Option(
+        1, "-c", "--check", min=0, max=1, help="1: check results exactly (#wrong); 0: skip."
+    ),
+    ranks: int | None = typer.Option(
+        None,
+        "--ranks",
+        help="Local ranks to start (default: every GPU; 2 on CPU). Under "
+        "torchrun the launcher's ranks are used.",
+    ),
+    min_busbw: float | None = typer.Option(
+        None,
+        "--min-busbw",
+        min=0,
+        help="Fail when the average busbw (GB/s) is below this, like NCCL_TESTS_MIN_BW.",
+    ),
+    device: str = DEVICE,
+    json_path: Path | None = JSON_OUT,
+    csv_path: Path | None = CSV_OUT,
+    history: Path | None = HISTORY,
+    no_history: bool = NO_HISTORY,
+) -> None:
+    """nccl-tests style sweeps: time, algbw, busbw and #wrong, out-of-place and in-place."""
+    check_outputs(json_path, csv_path)
+    target = history_target(history, no_history)
+    started, clock = datetime.now(UTC), time.monotonic()
+    run_device = resolve_device(device)
+    result = run_collectives(
+        run_device,
+        op or list(collective_names()),
+        begin,
+        end,
+        factor,
+        warmup,
+        iterations,
+        bool(check),
+        ranks,
+        min_busbw,
+    )
+    show(result)
+    finish([result], "collectives", run_device, started, clock, json_path, csv_path, target)

@@ -1,0 +1,194 @@
+"""What every `gpuaccept bench` command shares: options, defaults, planning, output and exit.
+
+Every argument is checked before the first benchmark starts, so a bad flag never costs a run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+from gpuaccept.cli.recording import history_target
+from gpuaccept.errors import InputError
+
+if TYPE_CHECKING:
+    import torch
+
+    from gpuaccept.results import CheckResult
+
+DEVICE = typer.Option("auto", "--device", help="auto (GPU when usable), cuda or cpu.")
+JSON_OUT = typer.Option(None, "--json", help="Write the report (results model) to this file.")
+CSV_OUT = typer.Option(None, "--csv", help="Write every table row to this CSV file.")
+WARMUP = typer.Option(None, "--warmup", "-w", min=0, help="Warm-up iterations (default by device).")
+ITERATIONS = typer.Option(
+    None, "--iterations", "-n", min=1, help="Timed iterations (default by device)."
+)
+
+DEFAULT_SIZES = {  # benchmark -> device type -> (begin, end, factor) in bytes
+    "membw": {"cuda": ("256M", "2G", 2), "cpu": ("16M", "64M", 2)},
+    "transfer": {"cuda": ("1M", "1G", 4), "cpu": ("1M", "64M", 8)},
+    "collectives": {"cuda": ("8", "128M", 2), "cpu": ("8", "1M", 4)},
+}
+DEFAULT_ITERATIONS = {"cuda": (50, 100), "cpu": (2, 5)}  # (warm-up, timed): mamf-finder's on GPU
+
+
+def resolve_device(requested: str) -> torch.device:
+    import torch
+
+    from gpuaccept.probe.hardware import resolve_device_mode
+
+    return torch.device(resolve_device_mode(requested))
+
+
+def iterations_for(
+    device: torch.device, warmup: int | None, repeats: int | None
+) -> tuple[int, int]:
+    default_warmup, default_repeats = DEFAULT_ITERATIONS[device.type]
+    return (
+        default_warmup if warmup is None else warmup,
+        default_repeats if repeats is None else repeats,
+    )
+
+
+def sweep_sizes(
+    benchmark: str, device: torch.device, begin: str | None, end: str | None, factor: int | None
+) -> list[int]:
+    from gpuaccept.sweeps.sizes import parse_size, size_sweep
+
+    default_begin, default_end, default_factor = DEFAULT_SIZES[benchmark][device.type]
+    return size_sweep(
+        parse_size(begin or default_begin, "-b/--begin"),
+        parse_size(end or default_end, "-e/--end"),
+        default_factor if factor is None else factor,
+    )
+
+
+@contextlib.contextmanager
+def progress_bar(total: int, label: str) -> Iterator[Callable[[], None]]:
+    """An advance() for a progress bar on a terminal; a no-op when output is a file or a pipe."""
+    if not sys.stdout.isatty():
+        yield lambda: None
+        return
+    from rich.progress import Progress
+
+    with Progress(transient=True) as bar:
+        task = bar.add_task(label, total=total)
+        yield lambda: bar.advance(task)
+
+
+def refuse_torchrun(benchmark: str) -> None:
+    from gpuaccept.distributed.local_ranks import refuse_external_launch
+
+    try:
+        refuse_external_launch()
+    except InputError:
+        raise InputError(
+            f"`gpuaccept bench {benchmark}` measures one process's devices; only "
+            f"`gpuaccept bench collectives` runs under torchrun"
+        ) from None
+
+
+def finish(
+    results: list[CheckResult],
+    benchmark: str,
+    device: torch.device,
+    started: datetime,
+    clock: float,
+    json_path: Path | None,
+    csv_path: Path | None,
+    history: Path | None,
+) -> None:
+    from gpuaccept.cli.recording import record_run
+    from gpuaccept.record.environment import capture_environment
+    from gpuaccept.report.console import result_line
+    from gpuaccept.report.tables import write_csv
+    from gpuaccept.results import RunReport
+
+    report = RunReport.completed(
+        command="bench",
+        level=benchmark,
+        device_mode=device.type,
+        started=started,
+        monotonic_start=clock,
+        checks=results,
+        environment=capture_environment(),
+    )
+    if json_path is not None:
+        from gpuaccept.atomic_write import write_text_atomically
+
+        write_text_atomically(json_path, report.model_dump_json(indent=2) + "\n")
+        typer.echo(f"[REPORT] {json_path}")
+    if csv_path is not None:
+        write_csv(report, csv_path)
+        typer.echo(f"[REPORT] {csv_path}")
+    record_run(report, history)
+    typer.echo(result_line(report))
+    if not report.passed:
+        raise typer.Exit(1)
+
+
+def show(result: CheckResult) -> None:
+    from gpuaccept.report.console import check_line
+    from gpuaccept.report.tables import render_table
+
+    table = render_table(result)
+    if table:
+        typer.echo(table)
+    typer.echo(check_line(result))
+
+
+def check_outputs(*paths: Path | None) -> None:
+    for path in paths:
+        if path is not None and path.is_dir():
+            raise InputError(f"{path}: is a directory, expected a file path")
+
+
+class PlannedRuns:
+    """The benchmarks of one invocation, set up (and so validated) before any of them runs."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.planned: list[tuple[int, str, Callable[[Callable[[], None]], CheckResult]]] = []
+
+    def add(self, steps: int, label: str, run: Callable[[Callable[[], None]], CheckResult]) -> None:
+        self.planned.append((steps, label, run))
+
+    def run(self) -> list[CheckResult]:
+        results = []
+        for steps, label, run in self.planned:
+            typer.echo(f"[BENCH] {label}")
+            with progress_bar(steps, label) as advance:
+                results.append(run(advance))
+            show(results[-1])
+        return results
+
+
+BEGIN = typer.Option(None, "-b", "--begin", help="Smallest size: 8, 64K, 256M, 1G.")
+END = typer.Option(None, "-e", "--end", help="Largest size.")
+FACTOR = typer.Option(None, "-f", "--factor", help="Multiply the size by this each step.")
+
+
+def run_planned(
+    benchmark: str,
+    device: str,
+    json_path: Path | None,
+    csv_path: Path | None,
+    history: Path | None,
+    no_history: bool,
+    plan: Callable[[PlannedRuns], None],
+) -> None:
+    """One benchmark command: refuse bad input up front, run, write the outputs, set the exit."""
+    refuse_torchrun(benchmark)
+    check_outputs(json_path, csv_path)
+    target = history_target(history, no_history)
+    started, clock = datetime.now(UTC), time.monotonic()
+    runs = PlannedRuns(resolve_device(device))
+    plan(runs)
+    finish(runs.run(), benchmark, runs.device, started, clock, json_path, csv_path, target)

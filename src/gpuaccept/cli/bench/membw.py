@@ -1,0 +1,64 @@
+"""`gpuaccept bench membw`: STREAM kernels on device memory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gpuaccept.cli.bench.common import (
+    BEGIN,
+    CSV_OUT,
+    DEVICE,
+    END,
+    FACTOR,
+    ITERATIONS,
+    JSON_OUT,
+    WARMUP,
+    PlannedRuns,
+    iterations_for,
+    run_planned,
+    sweep_sizes,
+)
+from gpuaccept.cli.recording import HISTORY, NO_HISTORY
+
+
+def plan_membw(
+    runs: PlannedRuns,
+    begin: str | None,
+    end: str | None,
+    factor: int | None,
+    w: int | None,
+    r: int | None,
+) -> None:
+    from gpuaccept.sweeps.membw import run_membw
+
+    sizes = sweep_sizes("membw", runs.device, begin, end, factor)
+    warmup, repeats = iterations_for(runs.device, w, r)
+    runs.add(
+        len(sizes) * 4,
+        f"membw: STREAM copy/scale/add/triad, arrays of {sizes[0]}..{sizes[-1]} bytes",
+        lambda advance: run_membw(runs.device, sizes, warmup, repeats, advance),
+    )
+
+
+def membw(
+    begin: str | None = BEGIN,
+    end: str | None = END,
+    factor: int | None = FACTOR,
+    warmup: int | None = WARMUP,
+    iterations: int | None = ITERATIONS,
+    device: str = DEVICE,
+    json_path: Path | None = JSON_OUT,
+    csv_path: Path | None = CSV_OUT,
+    history: Path | None = HISTORY,
+    no_history: bool = NO_HISTORY,
+) -> None:
+    """STREAM copy, scale, add and triad on device memory (GB/s = 10^9 B/s)."""
+    run_planned(
+        "membw",
+        device,
+        json_path,
+        csv_path,
+        history,
+        no_history,
+        lambda runs: plan_membw(runs, begin, end, factor, warmup, iterations),
+    )

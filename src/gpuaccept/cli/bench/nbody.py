@@ -1,0 +1,81 @@
+"""`gpuaccept bench nbody`: all-pairs n-body in the cuda-samples convention."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from gpuaccept.cli.bench.common import (
+    CSV_OUT,
+    DEVICE,
+    ITERATIONS,
+    JSON_OUT,
+    WARMUP,
+    PlannedRuns,
+    iterations_for,
+    run_planned,
+)
+from gpuaccept.cli.recording import HISTORY, NO_HISTORY
+from gpuaccept.errors import InputError
+
+NBODY_BODIES = {"cuda": "65536,262144", "cpu": "1024,2048"}
+NBODY_TILE_ELEMENTS = 2**24  # tile x bodies pairs held at once: bounded memory for any N
+
+
+def plan_nbody(
+    runs: PlannedRuns,
+    dtypes: list[str],
+    bodies: str | None,
+    tile: int | None,
+    w: int | None,
+    r: int | None,
+) -> None:
+    from gpuaccept.measure.nbody import NBODY_DTYPES
+    from gpuaccept.sweeps.nbody import run_nbody
+    from gpuaccept.sweeps.sizes import int_range
+
+    for dtype in dtypes:
+        if dtype not in NBODY_DTYPES:
+            raise InputError(f"--dtype must be fp32 or fp64 for nbody (got {dtype!r})")
+    counts = int_range(bodies or NBODY_BODIES[runs.device.type], "--bodies")
+    if min(counts) < 2:
+        raise InputError("--bodies: n-body needs at least 2 bodies")
+    if tile is not None and tile < 1:
+        raise InputError(f"--tile must be positive (got {tile})")
+    chosen_tile = tile or max(1, NBODY_TILE_ELEMENTS // max(counts))
+    warmup, repeats = iterations_for(runs.device, w, r)
+    warmup, repeats = min(warmup, 2), min(repeats, 10)  # one step is already N^2 work
+    runs.add(
+        len(counts) * len(dtypes),
+        f"nbody {','.join(dtypes)}: {counts} bodies, tile {chosen_tile}",
+        lambda advance: run_nbody(
+            runs.device, dtypes, counts, chosen_tile, warmup, repeats, progress=advance
+        ),
+    )
+
+
+def nbody(
+    dtype: list[str] = typer.Option([], "--dtype", help="fp32 or fp64 (repeatable; default fp32)."),
+    bodies: str | None = typer.Option(None, "--bodies", help="Body counts: N, N,M,... or a range."),
+    tile: int | None = typer.Option(
+        None, "--tile", help="Bodies per tile (default: bounded memory)."
+    ),
+    warmup: int | None = WARMUP,
+    iterations: int | None = ITERATIONS,
+    device: str = DEVICE,
+    json_path: Path | None = JSON_OUT,
+    csv_path: Path | None = CSV_OUT,
+    history: Path | None = HISTORY,
+    no_history: bool = NO_HISTORY,
+) -> None:
+    """All-pairs n-body: interactions/s and GFLOP/s (20 flops fp32, 30 fp64 per interaction)."""
+    run_planned(
+        "nbody",
+        device,
+        json_path,
+        csv_path,
+        history,
+        no_history,
+        lambda runs: plan_nbody(runs, dtype or ["fp32"], bodies, tile, warmup, iterations),
+    )

@@ -1,0 +1,89 @@
+"""nccl-tests style tables from collective sweeps: time, algbw, busbw, #wrong per size."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from gpuaccept.results import CheckResult, Measurement
+from gpuaccept.sweeps.common import (
+    bench_result,
+)
+
+
+@dataclass(frozen=True)
+class CollectiveRun:
+    """What the collectives sweep returned: rank 0's rows per collective and the world size."""
+
+    rows: dict[str, list[Any]]
+    world_size: int
+    backend: str
+
+
+def collectives_result(
+    run: CollectiveRun, min_busbw_gbps: float | None, started: float
+) -> CheckResult:
+    from gpuaccept.measure.collectives import average_busbw_gbps
+
+    rows: list[dict[str, Any]] = []
+    measurements = []
+    failures = []
+    for collective, sweep in run.rows.items():
+        for row in sweep:
+            rows.append(
+                {
+                    "collective": collective,
+                    "size_bytes": row.nbytes,
+                    "count": row.count,
+                    "oop_time_us": (
+                        None if row.out_of_place_seconds is None else row.out_of_place_seconds * 1e6
+                    ),
+                    "oop_algbw_gbps": row.algbw_gbps(row.out_of_place_seconds),
+                    "oop_busbw_gbps": row.busbw_gbps(row.out_of_place_seconds),
+                    "oop_wrong": row.out_of_place_wrong,
+                    "ip_time_us": row.in_place_seconds * 1e6,
+                    "ip_algbw_gbps": row.algbw_gbps(row.in_place_seconds),
+                    "ip_busbw_gbps": row.busbw_gbps(row.in_place_seconds),
+                    "ip_wrong": row.in_place_wrong,
+                }
+            )
+        wrong = sum((r.out_of_place_wrong or 0) + r.in_place_wrong for r in sweep)
+        average = average_busbw_gbps(sweep)
+        measurements.append(
+            Measurement(name=f"{collective}_avg_busbw_gbps", value=average, unit="GB/s")
+        )
+        if wrong:
+            failures.append(f"{collective}: {wrong} wrong element(s)")
+        if min_busbw_gbps is not None and average < min_busbw_gbps:
+            failures.append(
+                f"{collective}: average busbw {average:.2f} GB/s below --min-busbw "
+                f"{min_busbw_gbps:g}"
+            )
+    summary = ", ".join(
+        f"{m.name.removesuffix('_avg_busbw_gbps')} {m.value:.2f}" for m in measurements
+    )
+    message = f"avg busbw (GB/s) over {run.world_size} {run.backend} rank(s): {summary}"
+    columns = [
+        ("collective", "collective"),
+        ("size_bytes", "size (B)"),
+        ("count", "count"),
+        ("oop_time_us", "oop time (us)"),
+        ("oop_algbw_gbps", "oop algbw"),
+        ("oop_busbw_gbps", "oop busbw"),
+        ("oop_wrong", "oop #wrong"),
+        ("ip_time_us", "ip time (us)"),
+        ("ip_algbw_gbps", "ip algbw"),
+        ("ip_busbw_gbps", "ip busbw"),
+        ("ip_wrong", "ip #wrong"),
+    ]
+    return bench_result(
+        "collectives",
+        failures,
+        message,
+        started,
+        columns,
+        rows,
+        measurements,
+        world_size=run.world_size,
+        backend=run.backend,
+    )
