@@ -67,3 +67,63 @@ def check_dies(context: CheckContext) -> CheckResult:
 
 def check_passes(context: CheckContext) -> CheckResult:
     return CheckResult(name="fake", area="FAKE", status=Status.PASS, message="ok")
+
+
+# --- for the suite's warm workers ---------------------------------------------------------------
+def check_reports_pid(context: CheckContext) -> CheckResult:
+    """Passes and says which worker process ran it (to see workers reused or replaced)."""
+    return CheckResult(
+        name="pid",
+        area="FAKE",
+        status=Status.PASS,
+        message="ok",
+        details={"pid": os.getpid(), "device_index": context.device_index},
+    )
+
+
+def check_hangs_with_child(context: CheckContext) -> CheckResult:
+    """Starts a grandchild (as a rank launcher would), records its pid, then hangs."""
+    import subprocess
+
+    child = subprocess.Popen(["sleep", "3600"])
+    with open(os.environ["FAULT_PID_FILE"], "w", encoding="utf-8") as stream:
+        stream.write(str(child.pid))
+    time.sleep(3600)
+    raise AssertionError("unreachable")
+
+
+def check_sleeps(context: CheckContext) -> CheckResult:
+    time.sleep(1.5)
+    return CheckResult(name="sleeps", area="FAKE", status=Status.PASS, message="slept")
+
+
+def rank_returns_rank(rank: int, world_size: int, context: CheckContext) -> int:
+    data = torch.tensor([float(rank + 1)])
+    dist.all_reduce(data)
+    return int(data.item()) * 100 + rank
+
+
+def rank_raises_on_rank1(rank: int, world_size: int, context: CheckContext) -> int:
+    if rank == 1:
+        raise RuntimeError("injected rank failure")
+    dist.barrier()
+    return rank
+
+
+def rank_hangs_on_rank1(rank: int, world_size: int, context: CheckContext) -> int:
+    if rank == 1:
+        time.sleep(3600)
+    dist.barrier()
+    return rank
+
+
+def conclude_values(context: CheckContext, outcome: Any) -> CheckResult:
+    if outcome.values is None:
+        return CheckResult(name="ranks", area="FAKE", status=Status.FAIL, message=outcome.error)
+    return CheckResult(
+        name="ranks",
+        area="FAKE",
+        status=Status.PASS,
+        message=f"{outcome.world_size} {outcome.backend} ranks",
+        details={"values": outcome.values},
+    )

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -14,6 +17,9 @@ import pytest
 from gpuaccept.results import RunReport
 
 QUICK_CPU_COMPUTE = ("--level", "quick", "--device", "cpu", "--only", "compute")
+# A child that sees no GPU on any machine (torch lists none, NVML is absent), for the tests of
+# what `accept` says when GPUs are missing: they judge the same on a GPU node as on CI.
+NO_GPU_ENV = {"CUDA_VISIBLE_DEVICES": "", "GPUACCEPT_NVML_MODULE": "tests.no_nvml_here"}
 
 
 def accept(
@@ -87,7 +93,7 @@ def test_quick_cpu_run_writes_a_valid_report_and_junit(
 
 
 def test_expecting_a_gpu_here_fails_with_a_one_line_reason() -> None:
-    done = accept("--level", "quick", "--expect-gpus", "1")
+    done = accept("--level", "quick", "--expect-gpus", "1", extra_env=NO_GPU_ENV)
     assert done.returncode == 1
     assert "[INVENTORY] FAIL inventory" in done.stdout
     assert "expected 1 GPU(s) (--expect-gpus) but torch can use 0" in done.stdout
@@ -100,7 +106,7 @@ def test_scheduler_assignment_is_expected_without_a_flag() -> None:
         "quick",
         "--only",
         "inventory",
-        extra_env={"_CONDOR_AssignedGPUs": "CUDA0,CUDA1"},
+        extra_env={"_CONDOR_AssignedGPUs": "CUDA0,CUDA1", **NO_GPU_ENV},
     )
     assert done.returncode == 1
     assert "expected 2 GPU(s) (HTCondor _CONDOR_AssignedGPUs)" in done.stdout
@@ -111,7 +117,11 @@ def test_scheduler_assignment_is_expected_without_a_flag() -> None:
     [
         (["--baseline", "{bad}"], 2, "not valid TOML"),
         (["--baseline", "{missing}"], 2, "cannot read"),
-        (["--level", "medium"], 2, "--level must be one of"),
+        (["--level", "medium"], 2, "Invalid value for '--level': 'medium' is not one of"),
+        (["--check-timeout", "inf"], 2, "must be a finite number of seconds"),
+        (["--only", "inventory", "--skip", "inventory"], 2, "no check left to run"),
+        (["--junit", "{file}/sub.xml"], 2, "a parent of it is a file"),
+        (["--record-baseline", "{tmp}"], 2, "is a directory"),
         (["--only", "gemm"], 2, "--only: unknown check gemm"),
         (["--device", "cuda"], 3, "--device cuda asked for"),
         (["--report-dir", "{file}/sub"], 2, "--report-dir"),
@@ -124,7 +134,10 @@ def test_bad_input_exits_with_one_line_and_no_traceback(
     bad.write_text("[models.cpu\n")
     a_file = tmp_path / "plain-file"
     a_file.write_text("")
-    filled = [arg.format(bad=bad, missing=tmp_path / "absent.toml", file=a_file) for arg in args]
+    filled = [
+        arg.format(bad=bad, missing=tmp_path / "absent.toml", file=a_file, tmp=tmp_path)
+        for arg in args
+    ]
     done = accept(*filled)
     assert done.returncode == code, done.stdout + done.stderr
     assert done.stdout == ""  # refused before any check ran
@@ -171,3 +184,111 @@ def test_running_under_torchrun_is_refused_not_repeated_per_rank() -> None:
     assert done.returncode == 2
     assert "WORLD_SIZE=8" in done.stderr
     assert done.stdout == ""
+
+
+def test_nothing_judged_is_not_a_pass() -> None:
+    done = accept("--level", "quick", "--device", "cpu", "--only", "health")
+    assert done.returncode == 1
+    assert "[HEALTH] SKIP health" in done.stdout
+    assert done.stdout.splitlines()[-1].startswith("[RESULT] NOT JUDGED")
+
+
+def _hung_nvml(tmp_path: Path) -> dict[str, str]:
+    """NVML that hangs in nvmlInit, as it does on a node whose GPU fell off the bus."""
+    scenario = tmp_path / "nvml.json"
+    scenario.write_text(json.dumps({"init": "hang", "gpus": []}))
+    return {
+        "GPUACCEPT_NVML_MODULE": "tests.fake_nvml",
+        "FAKE_NVML_SCENARIO": str(scenario),
+        # longer than the check timeouts below, short enough that the main process's own
+        # environment capture gives up on NVML quickly
+        "GPUACCEPT_NVML_INIT_TIMEOUT": "5",
+    }
+
+
+def _start_accept(tmp_path: Path, *args: str) -> subprocess.Popen[str]:
+    env_free = {"CUDA_VISIBLE_DEVICES", "SLURM_GPUS_ON_NODE", "_CONDOR_AssignedGPUs"}
+    env = {k: v for k, v in os.environ.items() if k not in env_free} | _hung_nvml(tmp_path)
+    return subprocess.Popen(
+        [sys.executable, "-m", "gpuaccept", "accept", "--device", "cpu", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+
+
+def _wait_for_line(
+    process: subprocess.Popen[str], prefix: str, timeout_seconds: float = 90.0
+) -> list[str]:
+    """Read lines until one starts with `prefix`; a process that never prints it is killed."""
+    assert process.stdout is not None
+    seen = []
+    watchdog = threading.Timer(timeout_seconds, process.kill)
+    watchdog.start()
+    try:
+        for line in process.stdout:
+            seen.append(line.rstrip("\n"))
+            if line.startswith(prefix):
+                return seen
+    finally:
+        watchdog.cancel()
+    raise AssertionError(f"never printed {prefix!r} within {timeout_seconds:g} s: {seen}")
+
+
+def _worker_pids(parent: int) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            command = (entry / "cmdline").read_bytes()
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == parent and b"resource_tracker" not in command:
+            pids.append(int(entry.name))
+    return pids
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_signal_mid_check_writes_the_report_and_leaves_no_process(
+    tmp_path: Path, signum: int, code: int
+) -> None:
+    process = _start_accept(tmp_path, "--level", "quick", "--report-dir", str(tmp_path / "out"))
+    _wait_for_line(process, "[RUN] inventory")  # inventory is stuck in the hung NVML
+    workers = _worker_pids(process.pid)
+    assert workers
+    process.send_signal(signum)
+    if signum == signal.SIGINT:
+        time.sleep(0.3)
+        process.send_signal(signum)  # a second Ctrl-C while it stops must not break anything
+    stdout, stderr = process.communicate(timeout=60)
+    assert process.returncode == code, stdout + stderr
+    assert "Traceback" not in stderr
+    name = signal.Signals(signum).name
+    assert f"[RESULT] INTERRUPTED (interrupted by {name})" in stdout
+    (report_path,) = (tmp_path / "out").iterdir()
+    report = RunReport.model_validate_json(report_path.read_text())
+    statuses = {check.name: (check.status.value, check.message) for check in report.checks}
+    assert statuses["inventory"] == ("error", f"interrupted by {name}")
+    assert statuses["compute"] == ("skip", f"not run: the run was interrupted by {name}")
+    time.sleep(0.2)
+    assert all(_gone(pid) for pid in workers)
+
+
+def test_a_check_hung_in_nvml_times_out_and_the_rest_still_run(tmp_path: Path) -> None:
+    process = _start_accept(tmp_path, "--level", "quick", "--check-timeout", "3")
+    stdout, stderr = process.communicate(timeout=120)
+    assert process.returncode == 1, stdout + stderr
+    assert "[INVENTORY] ERROR inventory" in stdout
+    assert "timed out after 3 s" in stdout
+    assert "[COMPUTE] PASS compute" in stdout
+    assert stdout.splitlines()[-1] == "[RESULT] FAILURE: inventory"

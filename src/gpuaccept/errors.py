@@ -25,3 +25,14 @@ class EnvironmentProblem(GpuacceptError):
     """A required component is missing, e.g. NCCL asked for but absent (exit 3)."""
 
     exit_code = 3
+
+
+class Interrupted(GpuacceptError):
+    """SIGINT or SIGTERM arrived (Ctrl-C, HTCondor eviction, `timeout`): exit 128 + signal."""
+
+    def __init__(self, signum: int) -> None:
+        import signal
+
+        self.signum = signum
+        self.exit_code = 128 + signum
+        super().__init__(f"interrupted by {signal.Signals(signum).name}")

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from gpuaccept.atomic_write import write_text_atomically
 from gpuaccept.errors import InputError
+from gpuaccept.output_files import write_text_atomically
 from gpuaccept.results import Reference, RunReport
 
 CPU_MODEL = "cpu"

@@ -143,3 +143,15 @@ class RunReport(_Frozen):
     @property
     def passed(self) -> bool:
         return not self.failed_checks
+
+    @property
+    def judged(self) -> bool:
+        """False when every check was skipped: nothing was judged, which is not a pass."""
+        return any(check.status is not Status.SKIP for check in self.checks)
+
+    @property
+    def verdict(self) -> str:
+        """'pass', 'fail', or 'not judged' (every check skipped)."""
+        if not self.passed:
+            return "fail"
+        return "pass" if self.judged else "not judged"

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import os
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -49,12 +50,28 @@ def sample_report() -> RunReport:
     )
 
 
-def test_json_report_round_trips_and_names_the_host(tmp_path: Path) -> None:
+def test_json_report_round_trips_and_names_the_host_and_process(tmp_path: Path) -> None:
     report = sample_report()
     path = json_report.write_json_report(report, tmp_path)
-    assert path.name == "gpuaccept-accept-gpu-node_07__east_-20261121T050000.json"
+    assert path.name == f"gpuaccept-accept-gpu-node_07__east_-20261121T050000-pid{os.getpid()}.json"
     assert RunReport.model_validate_json(path.read_text()) == report
     assert [p.name for p in tmp_path.iterdir()] == [path.name]
+
+
+def test_the_same_report_name_twice_never_overwrites(tmp_path: Path) -> None:
+    report = sample_report()
+    first = json_report.write_json_report(report, tmp_path)
+    first.write_text("an earlier run's report\n")
+    second = json_report.write_json_report(report, tmp_path)
+    assert second != first
+    assert second.name.endswith(f"-pid{os.getpid()}-2.json")
+    assert first.read_text() == "an earlier run's report\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([first.name, second.name])
+
+
+def test_a_slurm_job_id_goes_into_the_name() -> None:
+    name = json_report.report_filename(sample_report(), {"SLURM_JOB_ID": "4711"})
+    assert name.endswith(f"-slurm4711-pid{os.getpid()}.json")
 
 
 def test_committed_schema_matches_the_model() -> None:

@@ -1,12 +1,16 @@
 """collectives: all-reduce across every local GPU (NCCL) or 2 CPU ranks (gloo): exact results
-and nccl-tests bus bandwidth."""
+and nccl-tests bus bandwidth.
+
+The suite runs `rank_body` in its warm workers, one rank each, and `conclude` on what they
+return; `run` starts ranks of its own, for a check called on its own.
+"""
 
 from __future__ import annotations
 
-from gpuaccept.checks.context import CheckContext
+from gpuaccept.checks.context import CheckContext, RanksOutcome
 from gpuaccept.checks.judging import Findings, Target, measurement_targets
 from gpuaccept.distributed.local_ranks import RanksFailed, RanksTimedOut, run_ranks
-from gpuaccept.measure.collectives import AllReduceSpec, all_reduce_rank
+from gpuaccept.measure.collectives import AllReduceFigure, AllReduceSpec, all_reduce_rank
 from gpuaccept.results import CheckResult
 
 CPU_TWIN_RANKS = 2
@@ -20,27 +24,36 @@ def world(context: CheckContext) -> tuple[int, str, Target]:
     return len(targets), "nccl", targets[0]
 
 
-def run(context: CheckContext) -> CheckResult:
-    import torch.distributed as dist
-
+def allreduce_spec(context: CheckContext) -> AllReduceSpec:
     settings = context.settings
-    findings = Findings("collectives", "COLLECTIVES")
-    ranks, backend, target = world(context)
-    if backend == "nccl" and not dist.is_nccl_available():
-        findings.failures.append("NCCL is not available in this torch")
-        return findings.conclude("")
-    spec = AllReduceSpec(
+    return AllReduceSpec(
         settings.allreduce_bytes,
         settings.allreduce_check_iterations,
         warmup=3,
         repeats=settings.allreduce_repeats,
     )
+
+
+def rank_body(rank: int, world_size: int, context: CheckContext) -> AllReduceFigure:
+    """One rank's part, inside an initialised process group."""
+    return all_reduce_rank(rank, world_size, allreduce_spec(context))
+
+
+def conclude(context: CheckContext, outcome: RanksOutcome) -> CheckResult:
+    import torch.distributed as dist
+
+    findings = Findings("collectives", "COLLECTIVES")
+    ranks, backend = outcome.world_size, outcome.backend
+    target = Target(None, "cpu") if context.cpu_mode else measurement_targets(context)[0]
+    spec = allreduce_spec(context)
     findings.details = {"ranks": ranks, "backend": backend, "bytes": spec.nbytes}
-    try:
-        figure = run_ranks(all_reduce_rank, ranks, spec, settings.rank_timeout_seconds, backend)[0]
-    except (RanksTimedOut, RanksFailed) as error:
-        findings.failures.append(f"all_reduce on {ranks} {backend} rank(s): {error}")
+    if backend == "nccl" and not dist.is_nccl_available():
+        findings.failures.append("NCCL is not available in this torch")
         return findings.conclude("")
+    if outcome.values is None:
+        findings.failures.append(f"all_reduce on {ranks} {backend} rank(s): {outcome.error}")
+        return findings.conclude("")
+    figure: AllReduceFigure = outcome.values[0]
     findings.record(target, "allreduce_wrong_elements", figure.wrong_elements, "elements")
     findings.record(target, "allreduce_algbw_gbps", figure.algbw_gbps, "GB/s")
     if figure.wrong_elements:
@@ -56,3 +69,18 @@ def run(context: CheckContext) -> CheckResult:
     return findings.conclude(
         f"all_reduce exact on {ranks} {backend} rank(s) ({spec.nbytes / 2**20:g} MiB), {summary}"
     )
+
+
+def run(context: CheckContext) -> CheckResult:
+    ranks, backend, _ = world(context)
+    try:
+        values = run_ranks(
+            all_reduce_rank,
+            ranks,
+            allreduce_spec(context),
+            context.settings.rank_timeout_seconds,
+            backend,
+        )
+    except (RanksTimedOut, RanksFailed) as error:
+        return conclude(context, RanksOutcome(ranks, backend, None, str(error)))
+    return conclude(context, RanksOutcome(ranks, backend, values))

@@ -1,16 +1,19 @@
-"""What a check is given: the level's settings, the device mode, references, the expectation."""
+"""What a check is given: the level's settings, the device mode, references, the expectation,
+the device it measures, and what happened so far in the run (NVML events)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from gpuaccept.probe.hardware import ExpectedGpus
+from gpuaccept.probe.nvml_events import GpuEvent
 from gpuaccept.references import ReferenceTable
 
 
 @dataclass(frozen=True)
 class Settings:
-    """Sizes and durations for one level on one kind of device (see suite.level_settings)."""
+    """Sizes and durations for one level on one kind of device (see suite.levels)."""
 
     matmul_size: int
     matmul_warmup: int
@@ -44,7 +47,21 @@ class CheckContext:
     settings: Settings
     references: ReferenceTable
     expected: ExpectedGpus | None = None
+    # The GPU a per-device check measures (the suite runs one per GPU at once); None: every GPU
+    # this process can use (a check called on its own), or the CPU in CPU mode.
+    device_index: int | None = None
+    events: tuple[GpuEvent, ...] = ()  # NVML events seen in the run before this check
 
     @property
     def cpu_mode(self) -> bool:
         return self.device_mode == "cpu"
+
+
+@dataclass(frozen=True)
+class RanksOutcome:
+    """What the ranks of a rank check returned (in rank order), or why they did not."""
+
+    world_size: int
+    backend: str
+    values: list[Any] | None
+    error: str | None = None

@@ -23,12 +23,17 @@ class Target:
 
 
 def measurement_targets(context: CheckContext) -> list[Target]:
-    """Every GPU this process was given, or the CPU in CPU mode."""
+    """The GPU the suite gave this check, else every GPU this process can use; the CPU in CPU
+    mode."""
     if context.cpu_mode:
         return [Target(None, "cpu")]
     from gpuaccept.probe.hardware import list_cuda_gpus
 
-    return [Target(gpu.index, gpu.name) for gpu in list_cuda_gpus()]
+    return [
+        Target(gpu.index, gpu.name)
+        for gpu in list_cuda_gpus()
+        if context.device_index is None or gpu.index == context.device_index
+    ]
 
 
 def torch_device(target: Target) -> Any:

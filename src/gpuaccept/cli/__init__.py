@@ -1,11 +1,19 @@
 """The `gpuaccept` command line: assembles one Typer app from one module per command group.
 
 Only Typer is imported here; every command imports the library (and torch) inside its body,
-so `gpuaccept --help` and `gpuaccept --version` stay fast and torch-free.
+so `gpuaccept --help` and `gpuaccept --version` stay fast and torch-free. Help is click's plain
+layout (`rich_markup_mode=None`), with explicit metavars: it reads the same whichever Typer pip
+installs (Typer 0.29's rich help would print `<bool>` after every flag).
+
+Every error a user can cause ends as one line on stderr and an exit code: library errors
+(GpuacceptError), usage errors from the parser, and a standard output that is closed or full.
 """
 
 from __future__ import annotations
 
+import errno
+import os
+import sys
 from typing import Any
 
 import typer
@@ -34,6 +42,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
@@ -56,8 +65,9 @@ def _root(
 ) -> None:
     """Acceptance checks, benchmarks and workloads for GPU nodes and pools.
 
-    Exit codes: 0 pass (warnings allowed), 1 a check or gate failed,
-    2 usage or input error, 3 environment error.
+    Exit codes (every command): 0 pass (warnings allowed); 1 a check or gate failed, or nothing
+    could be judged; 2 usage or input error; 3 environment error (a required component is
+    missing); 130 / 143 interrupted by SIGINT / SIGTERM.
     """
 
 
@@ -68,7 +78,67 @@ app.command("env")(env.env)
 app.add_typer(history.app, name="history")
 app.command("report")(report.report)
 
+_OUTPUT_GONE = (errno.EPIPE, errno.ENOSPC, errno.EBADF, errno.EIO)
+
+
+def _silence_stdout() -> None:
+    """Point fd 1 at /dev/null so Python's flush at exit does not fail a second time."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+    except OSError:
+        pass
+
+
+# Typer 0.29 carries its own copy of click; older Typer uses click itself. Take the exception
+# classes from wherever this Typer's BadParameter lives, so both are handled alike.
+_CLICK_ERRORS = sys.modules[typer.BadParameter.__module__]
+_ClickException: type[Exception] = _CLICK_ERRORS.ClickException
+_UsageError: type[Exception] = _CLICK_ERRORS.UsageError
+_NoArgsIsHelp: type[Exception] | None = getattr(_CLICK_ERRORS, "NoArgsIsHelpError", None)
+
 
 def main() -> None:
     """Console-script entry point."""
-    app(prog_name="gpuaccept")
+    if sys.stdout is None:  # started with file descriptor 1 closed
+        typer.echo("gpuaccept: error: cannot write output: standard output is closed", err=True)
+        sys.exit(2)
+    command = typer.main.get_command(app)
+    try:
+        # Without standalone mode, click returns the code of typer.Exit instead of exiting.
+        code = command.main(prog_name="gpuaccept", standalone_mode=False)
+    except typer.Exit as done:
+        _flush_or_report()
+        sys.exit(done.exit_code)
+    except typer.Abort:
+        typer.echo("gpuaccept: error: aborted", err=True)
+        sys.exit(130)
+    except _ClickException as error:
+        context: Any = getattr(error, "ctx", None)
+        if _NoArgsIsHelp is not None and isinstance(error, _NoArgsIsHelp):
+            typer.echo(context.get_help() if context else "", err=True)
+            sys.exit(2)
+        where = context.command_path if isinstance(error, _UsageError) and context else "gpuaccept"
+        # Typer 0.29 words its choice errors through pydantic ("Value error, ..."): drop that.
+        message = error.format_message().replace("Value error, ", "")  # type: ignore[attr-defined]
+        typer.echo(f"{where}: error: {message}", err=True)
+        sys.exit(int(getattr(error, "exit_code", 2)))
+    except OSError as error:
+        if error.errno not in _OUTPUT_GONE:
+            raise
+        _silence_stdout()
+        typer.echo(f"gpuaccept: error: cannot write output: {error.strerror}", err=True)
+        sys.exit(2)
+    _flush_or_report()
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _flush_or_report() -> None:
+    try:
+        sys.stdout.flush()
+    except OSError as error:
+        if error.errno not in _OUTPUT_GONE:
+            raise
+        _silence_stdout()
+        typer.echo(f"gpuaccept: error: cannot write output: {error.strerror}", err=True)
+        sys.exit(2)

@@ -48,7 +48,7 @@ def env(
 
     The same capture is embedded in every report. Unknown values are null.
     """
-    from gpuaccept.atomic_write import write_text_atomically
+    from gpuaccept.output_files import write_text_atomically
     from gpuaccept.record.environment import capture_environment
 
     if output is not None and output.is_dir():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,7 +17,9 @@ if TYPE_CHECKING:
     from gpuaccept.record.history import History
 
 app = typer.Typer(
-    help="The record of past runs on this node and across a fleet.", no_args_is_help=True
+    rich_markup_mode=None,
+    help="The record of past runs on this node and across a fleet.",
+    no_args_is_help=True,
 )
 
 DATABASE = typer.Option(
@@ -44,7 +47,8 @@ def _echo_table(header: list[str], rows: list[list[str]]) -> None:
 
 
 def _run_id(text: str) -> int:
-    if not text.isdigit():
+    # ASCII digits only ('²'.isdigit() is true), and no more than SQLite's 64-bit integers hold
+    if not re.fullmatch(r"[0-9]{1,18}", text):
         raise InputError(f"run id must be a number from `gpuaccept history list` (got {text!r})")
     return int(text)
 

@@ -56,7 +56,7 @@ def report(
     ),
 ) -> None:
     """Render a run as HTML (with trend charts), Markdown or Prometheus metrics."""
-    from gpuaccept.atomic_write import write_text_atomically
+    from gpuaccept.output_files import write_text_atomically
     from gpuaccept.record.history import History, default_history_path
     from gpuaccept.report.reading import load_report
 

@@ -19,7 +19,9 @@ if TYPE_CHECKING:
     from gpuaccept.mnist.train import EpochRecord, Recipe
 
 app = typer.Typer(
-    help="Training workloads: a real PyTorch job as acceptance.", no_args_is_help=True
+    rich_markup_mode=None,
+    help="Training workloads: a real PyTorch job as acceptance.",
+    no_args_is_help=True,
 )
 
 # Where `--data` looks when it is not given: what an HTCondor job transfers in, then a folder.

@@ -12,8 +12,8 @@ from typing import Any
 
 import torch
 
-from gpuaccept.atomic_write import write_bytes_atomically
 from gpuaccept.errors import InputError
+from gpuaccept.output_files import write_bytes_atomically
 
 CHECKPOINT_FORMAT = "gpuaccept-mnist-checkpoint/1"
 MODEL_FORMAT = "gpuaccept-mnist-model/1"

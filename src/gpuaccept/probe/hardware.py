@@ -7,6 +7,7 @@ to report, and the checks decide what it means.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -107,22 +108,71 @@ def resolve_device_mode(requested: str) -> str:
     return requested
 
 
-def load_nvml() -> Any:
-    """pynvml, initialised; None when nvidia-ml-py or the driver's NVML library is missing."""
+# A module to use in place of pynvml: a site's own shim, or the scripted NVML the tests drive
+# every health verdict with (it reaches the suite's worker processes through the environment).
+NVML_MODULE_ENV = "GPUACCEPT_NVML_MODULE"
+
+
+def _nvml_module() -> Any:
+    import importlib
+
+    return importlib.import_module(os.environ.get(NVML_MODULE_ENV) or "pynvml")
+
+
+# nvmlInit blocks for minutes (or for ever) on a node whose GPU fell off the bus. Past this many
+# seconds NVML counts as unavailable for the rest of the process, so no probe can hang a run.
+NVML_INIT_TIMEOUT_ENV = "GPUACCEPT_NVML_INIT_TIMEOUT"
+_DEFAULT_NVML_INIT_TIMEOUT_SECONDS = 20.0
+_nvml_hung_after: float | None = None
+
+
+def _nvml_init_timeout() -> float:
     try:
-        import pynvml
+        seconds = float(os.environ.get(NVML_INIT_TIMEOUT_ENV, ""))
+    except ValueError:
+        return _DEFAULT_NVML_INIT_TIMEOUT_SECONDS
+    return seconds if 0 < seconds < 3600 else _DEFAULT_NVML_INIT_TIMEOUT_SECONDS
+
+
+def load_nvml() -> Any:
+    """pynvml, initialised; None when nvidia-ml-py or the driver's NVML library is missing, or
+    when nvmlInit did not answer in time (see nvml_missing_reason)."""
+    global _nvml_hung_after
+    if _nvml_hung_after is not None:
+        return None
+    try:
+        nvml = _nvml_module()
     except ImportError:
         return None
-    try:
-        pynvml.nvmlInit()
-    except Exception:  # NVMLError_LibraryNotFound, _DriverNotLoaded, ...
+    answered: list[bool] = []
+
+    def initialise() -> None:
+        try:
+            nvml.nvmlInit()
+        except Exception:  # NVMLError_LibraryNotFound, _DriverNotLoaded, ...
+            answered.append(False)
+        else:
+            answered.append(True)
+
+    # A daemon thread: if the driver never answers, the process can still finish and exit.
+    waiter = threading.Thread(target=initialise, name="nvml-init", daemon=True)
+    waiter.start()
+    timeout = _nvml_init_timeout()
+    waiter.join(timeout)
+    if waiter.is_alive():
+        _nvml_hung_after = timeout
         return None
-    return pynvml
+    return nvml if answered and answered[0] else None
 
 
 def nvml_missing_reason() -> str:
+    if _nvml_hung_after is not None:
+        return (
+            f"NVML did not answer within {_nvml_hung_after:g} s (a GPU that fell off the bus "
+            "or a hung driver; see the kernel log)"
+        )
     try:
-        import pynvml  # noqa: F401
+        _nvml_module()
     except ImportError:
         return "nvidia-ml-py is not installed (pip install nvidia-ml-py)"
     return "the NVIDIA driver's NVML library could not be loaded"

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.table import Table
 
+from gpuaccept.report.naming import figure_text
 from gpuaccept.results import CheckResult, RunReport, Status
 
 _STATUS_STYLE = {
@@ -22,22 +25,34 @@ def check_line(check: CheckResult) -> str:
     )
 
 
-def result_line(report: RunReport) -> str:
-    if report.passed:
-        return "[RESULT] SUCCESS"
-    return f"[RESULT] FAILURE: {', '.join(report.failed_checks)}"
+def environment_line(what: str, environment: dict[str, Any]) -> str:
+    """`[ENV] <what>: torch 2.x (CUDA 12.9), 8 GPU(s) NVIDIA H100 80GB HBM3`."""
+    torch_info = environment.get("torch") or {}
+    gpus = environment.get("gpus") or []
+    build = f"CUDA {torch_info['cuda']}" if torch_info.get("cuda") else "CPU build"
+    names = ", ".join(sorted({str(g.get("name")) for g in gpus if isinstance(g, dict)}))
+    version = torch_info.get("version") or "unknown"
+    return f"[ENV] {what}: torch {version} ({build}), {len(gpus)} GPU(s) {names}".rstrip()
+
+
+def result_line(report: RunReport, interrupted: str | None = None) -> str:
+    if interrupted is not None:
+        failed = f"; failed before it: {', '.join(report.failed_checks)}"
+        return f"[RESULT] INTERRUPTED ({interrupted}){failed if report.failed_checks else ''}"
+    if not report.passed:
+        return f"[RESULT] FAILURE: {', '.join(report.failed_checks)}"
+    if not report.judged:
+        return "[RESULT] NOT JUDGED: every selected check was skipped (see the reasons above)"
+    return "[RESULT] SUCCESS"
 
 
 def summary_table(report: RunReport) -> Table:
-    table = Table(title=f"gpuaccept {report.command} --level {report.level} ({report.device_mode})")
+    mode = "CPU mode, not a GPU acceptance" if report.device_mode == "cpu" else "GPU"
+    table = Table(title=f"gpuaccept {report.command} {report.level} ({mode})")
     for column in ("area", "check", "status", "seconds", "key figures"):
         table.add_column(column)
     for check in report.checks:
-        figures = ", ".join(
-            f"{'' if m.device_index is None else f'gpu{m.device_index} '}{m.name} "
-            f"{m.value:.4g} {m.unit}"
-            for m in check.measurements[:4]
-        )
+        figures = "\n".join(figure_text(m) for m in check.measurements[:4])
         table.add_row(
             check.area,
             check.name,

@@ -1,26 +1,40 @@
-"""The JSON report: RunReport as is, written atomically (schema: docs/report-schema.json)."""
+"""The JSON report: RunReport as is (schema: docs/report-schema.json), in a file of its own."""
 
 from __future__ import annotations
 
 import json
+import os
+import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from gpuaccept.atomic_write import write_text_atomically
+from gpuaccept.output_files import write_new_file
 from gpuaccept.results import RunReport
 
 
-def report_filename(report: RunReport) -> str:
-    host = report.hostname or "unknown-host"
-    safe_host = "".join(c if c.isalnum() or c in "-_." else "_" for c in host)
+def _safe(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "_", text)[:120]
+
+
+def run_identity(environ: Mapping[str, str] | None = None) -> str:
+    """What tells this run from a concurrent one on the same node: the process id, after the
+    Slurm job id when there is one (so a report can be traced to its job)."""
+    env = os.environ if environ is None else environ
+    job = f"slurm{_safe(env['SLURM_JOB_ID'])}-" if env.get("SLURM_JOB_ID") else ""
+    return f"{job}pid{os.getpid()}"
+
+
+def report_filename(report: RunReport, environ: Mapping[str, str] | None = None) -> str:
+    host = _safe(report.hostname or "unknown-host")
     stamp = report.started_at.replace(":", "").replace("-", "").split(".")[0]
-    return f"gpuaccept-{report.command}-{safe_host}-{stamp}.json"
+    return f"gpuaccept-{report.command}-{host}-{stamp}-{run_identity(environ)}.json"
 
 
-def write_json_report(report: RunReport, directory: Path) -> Path:
-    path = directory / report_filename(report)
-    write_text_atomically(path, report.model_dump_json(indent=2) + "\n")
-    return path
+def write_json_report(report: RunReport, directory: Path, flag: str = "--report-dir") -> Path:
+    """Write the report as a new file in `directory`; another run's report is never replaced."""
+    text = report.model_dump_json(indent=2) + "\n"
+    return write_new_file(directory, report_filename(report), text, flag)
 
 
 def report_json_schema() -> dict[str, Any]:

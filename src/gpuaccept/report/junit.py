@@ -5,7 +5,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from gpuaccept.atomic_write import write_text_atomically
+from gpuaccept.output_files import write_text_atomically
 from gpuaccept.results import RunReport, Status
 
 

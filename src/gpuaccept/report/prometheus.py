@@ -10,7 +10,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from gpuaccept.atomic_write import write_bytes_atomically
+from gpuaccept.output_files import write_bytes_atomically
 from gpuaccept.results import RunReport, Status
 
 

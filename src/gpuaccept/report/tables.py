@@ -7,7 +7,7 @@ import io
 from pathlib import Path
 from typing import Any
 
-from gpuaccept.atomic_write import write_text_atomically
+from gpuaccept.output_files import write_text_atomically
 from gpuaccept.results import CheckResult, RunReport
 
 

@@ -24,6 +24,7 @@ from gpuaccept.cli.bench.common import (
 from gpuaccept.cli.recording import HISTORY, NO_HISTORY, history_target
 
 app = typer.Typer(
+    rich_markup_mode=None,
     help="Benchmarks that read like nccl-tests, mamf-finder, STREAM and cuda-samples nbody.",
     invoke_without_command=True,
 )

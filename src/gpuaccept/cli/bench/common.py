@@ -121,7 +121,7 @@ def finish(
         environment=capture_environment(),
     )
     if json_path is not None:
-        from gpuaccept.atomic_write import write_text_atomically
+        from gpuaccept.output_files import write_text_atomically
 
         write_text_atomically(json_path, report.model_dump_json(indent=2) + "\n")
         typer.echo(f"[REPORT] {json_path}")

@@ -1,0 +1,37 @@
+"""SIGINT and SIGTERM as an exception the suite can act on (the CLI edge owns signal policy).
+
+The first signal raises `Interrupted` where the main thread is; any further one is ignored while
+gpuaccept stops its workers and writes what it has, so a second Ctrl-C cannot leave orphans or a
+traceback behind.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+
+from gpuaccept.errors import Interrupted
+
+_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+@contextmanager
+def interrupts_as_exceptions() -> Iterator[None]:
+    fired: list[int] = []
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        if fired:
+            return
+        fired.append(signum)
+        raise Interrupted(signum)
+
+    previous = {signum: signal.signal(signum, handler) for signum in _SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, old in previous.items():
+            # After an interruption the process is on its way out: a late second Ctrl-C must not
+            # kill it between writing the report and exiting with 130/143.
+            signal.signal(signum, signal.SIG_IGN if fired else old)

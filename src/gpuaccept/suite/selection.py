@@ -1,0 +1,84 @@
+"""Which checks a level runs, how each runs (once, per device, across ranks), --only/--skip."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from gpuaccept.errors import InputError
+
+LEVELS = ("quick", "standard", "full")
+
+# node: once per run, in the first worker. device: in every device's worker at once (or one
+# device after another when `serial`). ranks: every worker is one rank of a process group.
+Scope = Literal["node", "device", "ranks"]
+
+
+@dataclass(frozen=True)
+class CheckSpec:
+    name: str
+    area: str
+    target: str  # "module:function": run(context) for node/device, rank_body(rank, world, ...)
+    levels: frozenset[str]
+    scope: Scope = "device"
+    needs_device: bool = True  # measures a device: pointless when expected GPUs are missing
+    # device checks that share a host resource (PCIe uplinks, host memory) run one GPU at a time,
+    # so a shared switch cannot make a healthy GPU read slow
+    serial: bool = False
+    conclude: str | None = None  # ranks: "module:function" turning the rank values into a result
+
+
+_ALL = frozenset(LEVELS)
+_STANDARD_UP = frozenset({"standard", "full"})
+
+CHECKS: tuple[CheckSpec, ...] = (
+    CheckSpec("inventory", "INVENTORY", "gpuaccept.checks.inventory:run", _ALL, "node", False),
+    CheckSpec("stack", "STACK", "gpuaccept.checks.stack:run", _ALL, "node", False),
+    CheckSpec("health", "HEALTH", "gpuaccept.checks.health:run", _ALL, "device", False),
+    CheckSpec("compute", "COMPUTE", "gpuaccept.checks.compute:run", _ALL),
+    CheckSpec("memory", "MEMORY", "gpuaccept.checks.memory:run", _STANDARD_UP),
+    CheckSpec("transfer", "TRANSFER", "gpuaccept.checks.transfer:run", _STANDARD_UP, serial=True),
+    CheckSpec("train", "TRAIN", "gpuaccept.checks.train:run", _ALL),
+    CheckSpec(
+        "collectives",
+        "COLLECTIVES",
+        "gpuaccept.checks.collectives:rank_body",
+        _ALL,
+        "ranks",
+        conclude="gpuaccept.checks.collectives:conclude",
+    ),
+    CheckSpec(
+        "ddp",
+        "DDP",
+        "gpuaccept.checks.ddp:rank_body",
+        _STANDARD_UP,
+        "ranks",
+        conclude="gpuaccept.checks.ddp:conclude",
+    ),
+)
+
+
+def check_names() -> list[str]:
+    return [spec.name for spec in CHECKS]
+
+
+def select_checks(level: str, only: list[str], skip: list[str]) -> list[CheckSpec]:
+    """The checks of a level, narrowed by --only and --skip; unknown names and an empty selection
+    are input errors (nothing judged is not a pass)."""
+    if level not in LEVELS:
+        raise InputError(f"--level must be one of {', '.join(LEVELS)} (got {level!r})")
+    known = set(check_names())
+    for flag, names in (("--only", only), ("--skip", skip)):
+        unknown = sorted(set(names) - known)
+        if unknown:
+            raise InputError(
+                f"{flag}: unknown check {', '.join(unknown)} (known: {', '.join(check_names())})"
+            )
+    if only:
+        chosen = [spec for spec in CHECKS if spec.name in only and spec.name not in skip]
+    else:
+        chosen = [spec for spec in CHECKS if level in spec.levels and spec.name not in skip]
+    if not chosen:
+        what = f"--only {','.join(only)}" if only else f"--level {level}"
+        raise InputError(f"no check left to run: {what} with --skip {','.join(skip)}")
+    return chosen

@@ -1,0 +1,418 @@
+"""A scripted stand-in for pynvml: GPUs, counters, events and samples that tests decide.
+
+gpuaccept loads it instead of pynvml when GPUACCEPT_NVML_MODULE=tests.fake_nvml, in the test
+process and in the suite's worker processes alike. The scenario comes from the JSON file named by
+FAKE_NVML_SCENARIO (so spawned workers see it too), or from `use(scenario)` in-process.
+
+A scenario is a dict:
+  init: "ok" | "hang" | "fail"
+  driver: "580.95.05", cuda_driver: 13000
+  gpus: [ {uuid, name, pci_device_id, ...per-GPU facts below...} ]
+  events: [ {after_seconds, gpu, type: "xid"|"dbe"|"sbe", data} ]   (relative to nvmlInit)
+
+Per-GPU facts (all optional; a missing one raises NVML_ERROR_NOT_SUPPORTED like a real board):
+  lost: true                         every query of this GPU raises NVML_ERROR_GPU_IS_LOST
+  ecc: {"volatile": {"uncorrected": {"dram": 0, "sram": 0}, "corrected": {...}}, "aggregate": ..}
+  remapped_rows: [corrected, uncorrected, pending, failure]
+  retired_pages: {"sbe": 0, "dbe": 0, "pending": false}
+  throttle: mask, or a list of masks returned call after call (the last one repeats)
+  power_mw, power_limit_mw, temperature_c, sm_clock_mhz, sm_clock_max_mhz: value or list
+  pcie: {gen, gen_max_gpu, gen_max_system, width, width_max}, each value or list
+  pcie_replay: value or list
+  nvlink: [ {"active": true, "version": 4, "crc": 0, "replay": 0, "recovery": 0}, ... ]
+  fabric: {"state": 3, "status": 0, "clique": 1}
+  mig: {"current": 1, "pending": 1}
+  persistence: 1
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from typing import Any
+
+# --- constants as pynvml names them -------------------------------------------------------------
+NVML_SUCCESS = 0
+NVML_ERROR_NOT_SUPPORTED = 3
+NVML_ERROR_TIMEOUT = 10
+NVML_ERROR_GPU_IS_LOST = 15
+NVML_ERROR_UNKNOWN = 999
+NVML_MEMORY_ERROR_TYPE_CORRECTED = 0
+NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1
+NVML_VOLATILE_ECC = 0
+NVML_AGGREGATE_ECC = 1
+NVML_MEMORY_LOCATION_DRAM = 5
+NVML_MEMORY_LOCATION_DEVICE_MEMORY = 5
+NVML_MEMORY_LOCATION_SRAM = 7
+NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS = 0
+NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR = 1
+NVML_TEMPERATURE_GPU = 0
+NVML_CLOCK_SM = 1
+NVML_NVLINK_MAX_LINKS = 18
+NVML_NVLINK_ERROR_DL_REPLAY = 0
+NVML_NVLINK_ERROR_DL_RECOVERY = 1
+NVML_NVLINK_ERROR_DL_CRC_FLIT = 2
+NVML_NVLINK_ERROR_DL_CRC_DATA = 3
+NVML_FEATURE_ENABLED = 1
+NVML_DEVICE_MIG_ENABLE = 1
+NVML_GPU_FABRIC_STATE_NOT_SUPPORTED = 0
+NVML_GPU_FABRIC_STATE_COMPLETED = 3
+
+nvmlEventTypeSingleBitEccError = 0x1
+nvmlEventTypeDoubleBitEccError = 0x2
+nvmlEventTypePState = 0x4
+nvmlEventTypeXidCriticalError = 0x8
+nvmlEventTypeClock = 0x10
+nvmlEventTypePowerSourceChange = 0x80
+nvmlEventMigConfigChange = 0x100
+
+nvmlClocksThrottleReasonGpuIdle = 0x1
+nvmlClocksThrottleReasonApplicationsClocksSetting = 0x2
+nvmlClocksThrottleReasonSwPowerCap = 0x4
+nvmlClocksThrottleReasonHwSlowdown = 0x8
+nvmlClocksThrottleReasonSyncBoost = 0x10
+nvmlClocksThrottleReasonSwThermalSlowdown = 0x20
+nvmlClocksThrottleReasonHwThermalSlowdown = 0x40
+nvmlClocksThrottleReasonHwPowerBrakeSlowdown = 0x80
+nvmlClocksEventReasonGpuIdle = nvmlClocksThrottleReasonGpuIdle
+nvmlClocksEventReasonSwPowerCap = nvmlClocksThrottleReasonSwPowerCap
+nvmlClocksEventReasonHwSlowdown = nvmlClocksThrottleReasonHwSlowdown
+nvmlClocksEventReasonSwThermalSlowdown = nvmlClocksThrottleReasonSwThermalSlowdown
+nvmlClocksEventReasonHwThermalSlowdown = nvmlClocksThrottleReasonHwThermalSlowdown
+nvmlClocksEventReasonHwPowerBrakeSlowdown = nvmlClocksThrottleReasonHwPowerBrakeSlowdown
+
+_EVENT_TYPES = {
+    "xid": nvmlEventTypeXidCriticalError,
+    "dbe": nvmlEventTypeDoubleBitEccError,
+    "sbe": nvmlEventTypeSingleBitEccError,
+}
+
+
+class NVMLError(Exception):
+    def __init__(self, value: int) -> None:
+        self.value = value
+        super().__init__(
+            {
+                NVML_ERROR_NOT_SUPPORTED: "Not Supported",
+                NVML_ERROR_TIMEOUT: "Timeout",
+                NVML_ERROR_GPU_IS_LOST: "GPU is lost",
+            }.get(value, f"NVML error {value}")
+        )
+
+
+NVMLError_NotSupported = NVMLError
+NVMLError_Timeout = NVMLError
+NVMLError_GPUIsLost = NVMLError
+
+_state: dict[str, Any] = {"scenario": None, "started": None, "calls": {}}
+_lock = threading.Lock()
+
+
+def use(scenario: dict[str, Any] | None) -> None:
+    """Set the scenario for this process (tests that call gpuaccept code in-process)."""
+    _state.update(scenario=scenario, started=None, calls={})
+
+
+def _scenario() -> dict[str, Any]:
+    if _state["scenario"] is None:
+        path = os.environ.get("FAKE_NVML_SCENARIO")
+        if not path:
+            raise NVMLError(NVML_ERROR_UNKNOWN)
+        with open(path, encoding="utf-8") as stream:
+            _state["scenario"] = json.load(stream)
+    scenario: dict[str, Any] = _state["scenario"]
+    return scenario
+
+
+class _Handle:
+    def __init__(self, index: int) -> None:
+        self.index = index
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Handle) and other.index == self.index
+
+    def __hash__(self) -> int:
+        return self.index
+
+
+def _gpu(handle: _Handle) -> dict[str, Any]:
+    gpu: dict[str, Any] = _scenario()["gpus"][handle.index]
+    if gpu.get("lost"):
+        raise NVMLError(NVML_ERROR_GPU_IS_LOST)
+    return gpu
+
+
+def _fact(handle: _Handle, key: str, *path: Any) -> Any:
+    """A scripted fact; a list is a sequence of readings (one per call, the last repeats)."""
+    value: Any = _gpu(handle).get(key)
+    for part in path:
+        if value is None:
+            break
+        value = value.get(part) if isinstance(value, dict) else value[part]
+    if value is None:
+        raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+    if isinstance(value, list) and key not in ("remapped_rows", "nvlink"):
+        with _lock:
+            call = (handle.index, key, path)
+            count = _state["calls"].get(call, 0)
+            _state["calls"][call] = count + 1
+        return value[min(count, len(value) - 1)]
+    return value
+
+
+# --- the pynvml functions gpuaccept calls ---------------------------------------------------
+def nvmlInit() -> None:
+    scenario = _scenario()
+    if scenario.get("init") == "hang":
+        time.sleep(3600)
+    if scenario.get("init") == "fail":
+        raise NVMLError(NVML_ERROR_UNKNOWN)
+    if _state["started"] is None:
+        _state["started"] = time.monotonic()
+
+
+def nvmlShutdown() -> None:
+    pass
+
+
+def nvmlSystemGetDriverVersion() -> str:
+    return str(_scenario().get("driver", "580.95.05"))
+
+
+def nvmlSystemGetCudaDriverVersion() -> int:
+    return int(_scenario().get("cuda_driver", 13000))
+
+
+def nvmlDeviceGetCount() -> int:
+    return len(_scenario()["gpus"])
+
+
+def nvmlDeviceGetHandleByIndex(index: int) -> _Handle:
+    if not 0 <= index < nvmlDeviceGetCount():
+        raise NVMLError(NVML_ERROR_UNKNOWN)
+    handle = _Handle(index)
+    _gpu(handle)
+    return handle
+
+
+def nvmlDeviceGetHandleByUUID(uuid: str | bytes) -> _Handle:
+    wanted = uuid.decode() if isinstance(uuid, bytes) else uuid
+    for index, gpu in enumerate(_scenario()["gpus"]):
+        if gpu["uuid"] == wanted:
+            return nvmlDeviceGetHandleByIndex(index)
+    raise NVMLError(NVML_ERROR_UNKNOWN)
+
+
+def nvmlDeviceGetUUID(handle: _Handle) -> str:
+    return str(_gpu(handle)["uuid"])
+
+
+def nvmlDeviceGetName(handle: _Handle) -> str:
+    return str(_gpu(handle).get("name", "NVIDIA H100 80GB HBM3"))
+
+
+class _PciInfo:
+    def __init__(self, gpu: dict[str, Any], index: int) -> None:
+        self.pciDeviceId = int(gpu.get("pci_device_id", 0x233010DE))
+        self.pciSubSystemId = int(gpu.get("pci_subsystem_id", 0))
+        self.busId = gpu.get("pci_bus_id", f"00000000:{0x18 + index:02X}:00.0")
+
+
+def nvmlDeviceGetPciInfo(handle: _Handle) -> _PciInfo:
+    return _PciInfo(_gpu(handle), handle.index)
+
+
+def nvmlDeviceGetPersistenceMode(handle: _Handle) -> int:
+    return int(_fact(handle, "persistence"))
+
+
+def nvmlDeviceGetTotalEccErrors(handle: _Handle, error_type: int, counter: int) -> int:
+    kind = "corrected" if error_type == NVML_MEMORY_ERROR_TYPE_CORRECTED else "uncorrected"
+    scope = "volatile" if counter == NVML_VOLATILE_ECC else "aggregate"
+    by_location = _fact(handle, "ecc", scope, kind)
+    return int(sum(by_location.values()))
+
+
+def nvmlDeviceGetMemoryErrorCounter(
+    handle: _Handle, error_type: int, counter: int, location: int
+) -> int:
+    kind = "corrected" if error_type == NVML_MEMORY_ERROR_TYPE_CORRECTED else "uncorrected"
+    scope = "volatile" if counter == NVML_VOLATILE_ECC else "aggregate"
+    where = "sram" if location == NVML_MEMORY_LOCATION_SRAM else "dram"
+    return int(_fact(handle, "ecc", scope, kind, where))
+
+
+def nvmlDeviceGetRemappedRows(handle: _Handle) -> tuple[int, int, int, int]:
+    rows = _fact(handle, "remapped_rows")
+    return tuple(int(v) for v in rows)  # type: ignore[return-value]
+
+
+def nvmlDeviceGetRetiredPages(handle: _Handle, cause: int) -> list[int]:
+    key = "dbe" if cause == NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR else "sbe"
+    return list(range(int(_fact(handle, "retired_pages", key))))
+
+
+def nvmlDeviceGetRetiredPagesPendingStatus(handle: _Handle) -> int:
+    return int(bool(_fact(handle, "retired_pages", "pending")))
+
+
+def nvmlDeviceGetCurrentClocksThrottleReasons(handle: _Handle) -> int:
+    return int(_fact(handle, "throttle"))
+
+
+nvmlDeviceGetCurrentClocksEventReasons = nvmlDeviceGetCurrentClocksThrottleReasons
+
+
+def nvmlDeviceGetPowerUsage(handle: _Handle) -> int:
+    return int(_fact(handle, "power_mw"))
+
+
+def nvmlDeviceGetEnforcedPowerLimit(handle: _Handle) -> int:
+    return int(_fact(handle, "power_limit_mw"))
+
+
+def nvmlDeviceGetTemperature(handle: _Handle, sensor: int) -> int:
+    return int(_fact(handle, "temperature_c"))
+
+
+def nvmlDeviceGetClockInfo(handle: _Handle, clock: int) -> int:
+    return int(_fact(handle, "sm_clock_mhz"))
+
+
+def nvmlDeviceGetMaxClockInfo(handle: _Handle, clock: int) -> int:
+    return int(_fact(handle, "sm_clock_max_mhz"))
+
+
+def nvmlDeviceGetCurrPcieLinkGeneration(handle: _Handle) -> int:
+    return int(_fact(handle, "pcie", "gen"))
+
+
+def nvmlDeviceGetGpuMaxPcieLinkGeneration(handle: _Handle) -> int:
+    return int(_fact(handle, "pcie", "gen_max_gpu"))
+
+
+def nvmlDeviceGetMaxPcieLinkGeneration(handle: _Handle) -> int:
+    return int(_fact(handle, "pcie", "gen_max_system"))
+
+
+def nvmlDeviceGetCurrPcieLinkWidth(handle: _Handle) -> int:
+    return int(_fact(handle, "pcie", "width"))
+
+
+def nvmlDeviceGetMaxPcieLinkWidth(handle: _Handle) -> int:
+    return int(_fact(handle, "pcie", "width_max"))
+
+
+def nvmlDeviceGetPcieReplayCounter(handle: _Handle) -> int:
+    return int(_fact(handle, "pcie_replay"))
+
+
+def _link(handle: _Handle, link: int) -> dict[str, Any]:
+    links = _fact(handle, "nvlink")
+    if link >= len(links):
+        raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+    entry: dict[str, Any] = links[link]
+    return entry
+
+
+def _reading(entry: dict[str, Any], key: str, handle: _Handle, link: int) -> int:
+    value = entry.get(key, 0)
+    if isinstance(value, list):
+        with _lock:
+            call = (handle.index, "nvlink", link, key)
+            count = _state["calls"].get(call, 0)
+            _state["calls"][call] = count + 1
+        value = value[min(count, len(value) - 1)]
+    return int(value)
+
+
+def nvmlDeviceGetNvLinkState(handle: _Handle, link: int) -> int:
+    return int(bool(_link(handle, link).get("active", True)))
+
+
+def nvmlDeviceGetNvLinkVersion(handle: _Handle, link: int) -> int:
+    return int(_link(handle, link).get("version", 4))
+
+
+def nvmlDeviceGetNvLinkErrorCounter(handle: _Handle, link: int, counter: int) -> int:
+    key = {
+        NVML_NVLINK_ERROR_DL_REPLAY: "replay",
+        NVML_NVLINK_ERROR_DL_RECOVERY: "recovery",
+        NVML_NVLINK_ERROR_DL_CRC_FLIT: "crc",
+        NVML_NVLINK_ERROR_DL_CRC_DATA: "crc_data",
+    }[counter]
+    return _reading(_link(handle, link), key, handle, link)
+
+
+class _FabricInfo:
+    def __init__(self, fabric: dict[str, Any]) -> None:
+        self.state = int(fabric.get("state", NVML_GPU_FABRIC_STATE_COMPLETED))
+        self.status = int(fabric.get("status", 0))
+        self.cliqueId = int(fabric.get("clique", 0))
+        self.clusterUuid = b"\x00" * 16
+
+
+def nvmlDeviceGetGpuFabricInfo(handle: _Handle) -> _FabricInfo:
+    return _FabricInfo(_fact(handle, "fabric"))
+
+
+def nvmlDeviceGetMigMode(handle: _Handle) -> tuple[int, int]:
+    mig = _fact(handle, "mig")
+    return int(mig["current"]), int(mig["pending"])
+
+
+# --- events ---------------------------------------------------------------------------------
+class _EventSet:
+    def __init__(self) -> None:
+        self.handles: list[_Handle] = []
+        self.delivered: set[int] = set()
+
+
+class _EventData:
+    def __init__(self, handle: _Handle, event_type: int, data: int) -> None:
+        self.device = handle
+        self.eventType = event_type
+        self.eventData = data
+        self.gpuInstanceId = 0xFFFFFFFF
+        self.computeInstanceId = 0xFFFFFFFF
+
+
+def nvmlEventSetCreate() -> _EventSet:
+    return _EventSet()
+
+
+def nvmlDeviceGetSupportedEventTypes(handle: _Handle) -> int:
+    _gpu(handle)
+    return (
+        nvmlEventTypeXidCriticalError
+        | nvmlEventTypeDoubleBitEccError
+        | (nvmlEventTypeSingleBitEccError | nvmlEventTypePState | nvmlEventTypeClock)
+    )
+
+
+def nvmlDeviceRegisterEvents(handle: _Handle, types: int, event_set: _EventSet) -> None:
+    event_set.handles.append(handle)
+
+
+def nvmlEventSetWait_v2(event_set: _EventSet, timeout_ms: int) -> _EventData:
+    deadline = time.monotonic() + timeout_ms / 1000
+    while True:
+        elapsed = time.monotonic() - (_state["started"] or time.monotonic())
+        for number, event in enumerate(_scenario().get("events", [])):
+            handle = _Handle(int(event.get("gpu", 0)))
+            due = elapsed >= float(event.get("after_seconds", 0))
+            if due and number not in event_set.delivered and handle in event_set.handles:
+                event_set.delivered.add(number)
+                return _EventData(handle, _EVENT_TYPES[event["type"]], int(event.get("data", 0)))
+        if time.monotonic() >= deadline:
+            raise NVMLError(NVML_ERROR_TIMEOUT)
+        time.sleep(0.02)
+
+
+nvmlEventSetWait = nvmlEventSetWait_v2
+
+
+def nvmlEventSetFree(event_set: _EventSet) -> None:
+    pass

@@ -1,0 +1,207 @@
+"""The suite in its warm workers (CPU mode, real processes): reuse, isolation, replacement,
+rank checks across workers, NVML events, and a real SIGTERM in the middle of a check."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from gpuaccept import suite
+from gpuaccept.cli.signals import interrupts_as_exceptions
+from gpuaccept.results import CheckResult, Status
+from gpuaccept.suite.runner import run_suite
+from gpuaccept.suite.selection import LEVELS, CheckSpec
+from tests.checks.conftest import cpu_context
+
+ALL = frozenset(LEVELS)
+
+
+def node(target: str, name: str = "fake") -> CheckSpec:
+    return CheckSpec(name, "FAKE", f"tests.faults:{target}", ALL, "node", False)
+
+
+def device(target: str, name: str = "fake") -> CheckSpec:
+    return CheckSpec(name, "FAKE", f"tests.faults:{target}", ALL, "device", False)
+
+
+def ranks(target: str, name: str = "ranks") -> CheckSpec:
+    return CheckSpec(
+        name,
+        "FAKE",
+        f"tests.faults:{target}",
+        ALL,
+        "ranks",
+        False,
+        conclude="tests.faults:conclude_values",
+    )
+
+
+def run(specs: list[CheckSpec], timeout: float = 60, **settings: object) -> list[CheckResult]:
+    results, _, interrupted = run_suite(specs, cpu_context(**settings), timeout, [])
+    assert interrupted is None
+    return results
+
+
+def test_checks_share_one_warm_worker() -> None:
+    first, second = run([node("check_reports_pid", "a"), device("check_reports_pid", "b")])
+    assert first.status is second.status is Status.PASS
+    assert first.details["pid"] == second.details["pid"] != os.getpid()
+
+
+def test_a_raising_check_is_error_and_the_next_runs_in_a_fresh_worker() -> None:
+    before, broken, after = run(
+        [
+            node("check_reports_pid", "before"),
+            node("check_raises", "broken"),
+            node("check_reports_pid", "after"),
+        ]
+    )
+    assert broken.status is Status.ERROR
+    assert "RuntimeError: injected check failure" in broken.message
+    assert after.status is Status.PASS
+    assert after.details["pid"] != before.details["pid"]  # replaced: a broken context is not reused
+
+
+def test_a_dying_check_is_error_and_the_suite_goes_on() -> None:
+    died, after = run([node("check_dies", "dies"), node("check_passes")])
+    assert died.status is Status.ERROR
+    assert "died (exit code 9)" in died.message
+    assert after.status is Status.PASS
+
+
+def test_a_hung_check_times_out_and_its_process_group_is_killed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pid_file = tmp_path / "grandchild.pid"
+    monkeypatch.setenv("FAULT_PID_FILE", str(pid_file))
+    hung, after = run([node("check_hangs_with_child", "hangs"), node("check_passes")], timeout=4)
+    assert hung.status is Status.ERROR
+    assert hung.message == "timed out after 4 s"
+    assert after.status is Status.PASS
+    grandchild = int(pid_file.read_text())
+    time.sleep(0.2)
+    with pytest.raises(ProcessLookupError):
+        os.kill(grandchild, 0)
+
+
+def test_rank_checks_use_the_workers_as_ranks() -> None:
+    (result,) = run([ranks("rank_returns_rank")])
+    assert result.status is Status.PASS, result.message
+    assert result.message == "2 gloo ranks"
+    assert result.details["values"] == [300, 301]  # all-reduced 1 + 2, then each rank's own
+
+
+def test_a_rank_that_raises_fails_the_group_with_its_message() -> None:
+    (result,) = run([ranks("rank_raises_on_rank1")], rank_timeout_seconds=20.0)
+    assert result.status is Status.FAIL
+    assert "rank 1: raised RuntimeError: injected rank failure" in result.message
+
+
+def test_a_hung_rank_is_killed_and_the_check_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    started = time.monotonic()
+    (result, after) = run(
+        [ranks("rank_hangs_on_rank1"), node("check_passes")], timeout=6, rank_timeout_seconds=3.0
+    )
+    assert result.status is Status.FAIL
+    assert "rank 1" in result.message
+    assert time.monotonic() - started < 40
+    assert after.status is Status.PASS  # fresh workers after the hung group was killed
+
+
+def test_the_real_collectives_and_ddp_checks_pass_across_two_workers() -> None:
+    specs = [s for s in suite.CHECKS if s.name in ("collectives", "ddp")]
+    results = run(specs)
+    assert [r.status for r in results] == [Status.PASS, Status.PASS], [r.message for r in results]
+    assert "2 gloo rank(s)" in results[0].message
+
+
+def test_device_checks_merge_per_device_results() -> None:
+    spec = device("check_passes")
+    parts = {
+        "gpu0": CheckResult(name="x", area="X", status=Status.PASS, message="ok"),
+        "gpu1": CheckResult(name="x", area="X", status=Status.FAIL, message="gpu1: slow"),
+        "gpu2": CheckResult(name="x", area="X", status=Status.ERROR, message="timed out"),
+    }
+    merged = suite.merge_device_results(spec, parts, 2.5)
+    assert merged.status is Status.FAIL
+    assert merged.message == "gpu1: slow"
+    assert merged.duration_seconds == 2.5
+    assert set(merged.details["per_device"]) == {"gpu0", "gpu1", "gpu2"}
+    healthy = {k: parts["gpu0"] for k in ("gpu0", "gpu1")}
+    assert suite.merge_device_results(spec, healthy, 1.0).message == "2 devices: ok"
+    errors = {"gpu0": parts["gpu0"], "gpu2": parts["gpu2"]}
+    assert suite.merge_device_results(spec, errors, 1.0).message == "gpu2: timed out"
+
+
+def test_sigterm_in_a_check_kills_workers_and_keeps_what_finished(tmp_path: Path) -> None:
+    specs = [node("check_passes", "first"), node("check_hangs", "second"), node("check_passes")]
+    seen_pids: list[int] = []
+    before = set(_children(os.getpid()))
+
+    def deliver() -> None:
+        time.sleep(3.0)
+        seen_pids.extend(set(_children(os.getpid())) - before)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=deliver, daemon=True).start()
+    with interrupts_as_exceptions():
+        results, _, interrupted = run_suite(specs, cpu_context(), 120, [])
+    assert interrupted is not None
+    assert interrupted.exit_code == 143
+    assert [r.status for r in results] == [Status.PASS, Status.ERROR, Status.SKIP], results
+    assert results[1].message == "interrupted by SIGTERM"
+    assert results[2].message == "not run: the run was interrupted by SIGTERM"
+    assert seen_pids  # the workers existed...
+    time.sleep(0.2)
+    assert not [pid for pid in seen_pids if _alive(pid)]  # ...and are gone
+
+
+def _children(parent: int) -> list[int]:
+    """Worker processes of `parent` (multiprocessing's own resource tracker left out)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                command = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if int(fields[1]) == parent and b"resource_tracker" not in command:
+                found.append(int(entry.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_nvml_events_are_caught_with_the_check_that_was_running(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    scenario = {
+        "gpus": [{"uuid": "GPU-fake-0", "name": "NVIDIA H100 80GB HBM3"}],
+        "events": [{"after_seconds": 0.5, "gpu": 0, "type": "xid", "data": 79}],
+    }
+    (tmp_path / "nvml.json").write_text(json.dumps(scenario))
+    monkeypatch.setenv("GPUACCEPT_NVML_MODULE", "tests.fake_nvml")
+    monkeypatch.setenv("FAKE_NVML_SCENARIO", str(tmp_path / "nvml.json"))
+    _, events, _ = run_suite([node("check_sleeps", "burn")], cpu_context(), 60, [])
+    (event,) = events
+    assert (event.kind, event.xid, event.gpu_uuid, event.during) == (
+        "xid",
+        79,
+        "GPU-fake-0",
+        "burn",
+    )
+    assert event.fails_node
+    assert "fallen off the bus" in event.describe()
