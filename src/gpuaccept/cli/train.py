@@ -250,6 +250,8 @@ def _train_and_report(
         on_epoch=show,
         after_checkpoint=stop_for_scheduler,
     )
+    if lead:
+        typer.echo(f"[TRAIN] training step: {outcome.step_mode}")
     # Every rank holds the same (all-reduced) accuracy, so every rank reaches the same verdict and
     # exits the same way; only rank 0 writes.
     check = training_check(outcome, config, dataset, target, time.monotonic() - clock)

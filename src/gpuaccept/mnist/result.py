@@ -36,7 +36,10 @@ def training_check(
         measurements.append(
             Measurement(name="time_to_target", value=reached[0].elapsed_seconds, unit="s")
         )
-    summary = f"test accuracy {final.test_accuracy:.2%} after {final.epoch} epoch(s)"
+    summary = (
+        f"test accuracy {final.test_accuracy:.2%} after {final.epoch} epoch(s), "
+        f"{outcome.step_mode.split(' (')[0]} steps"
+    )
     if target_accuracy is None:
         status, message = Status.PASS, f"{summary} (no --target-accuracy set)"
     elif final.test_accuracy >= target_accuracy:
@@ -62,6 +65,7 @@ def training_check(
             "train_images": len(data.train_labels),
             "test_images": len(data.test_labels),
             "resumed_from_epoch": outcome.resumed_from_epoch,
+            "step_mode": outcome.step_mode,
             "epochs_run": [asdict(record) for record in outcome.records],
         },
     )
