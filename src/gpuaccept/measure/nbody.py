@@ -1,6 +1,9 @@
 """All-pairs gravitational n-body (cuda-samples nbody): one integration step per iteration.
 
-Accelerations are computed in tiles of bodies so memory stays O(N x tile), never O(N^2). FLOP/s
+Two kernels compute the accelerations. On a GPU, `triton-fused` (measure.nbody_triton) keeps
+every interaction in registers, as the cuda-samples kernel does. `torch-tiled` is plain torch in
+tiles of bodies, so memory stays O(N x tile), never O(N^2); it is the CPU path and the fallback
+where Triton is missing, and on a GPU it measures memory traffic rather than arithmetic. FLOP/s
 follow the cuda-samples convention: 20 flops per interaction in fp32, 30 in fp64.
 """
 
@@ -10,13 +13,15 @@ from dataclasses import dataclass
 
 import torch
 
-from gpuaccept.errors import InputError
+from gpuaccept.errors import EnvironmentProblem, InputError
 from gpuaccept.measure.timing import TimingStats, time_repeats
 
 NBODY_DTYPES = {"fp32": torch.float32, "fp64": torch.float64}
 FLOPS_PER_INTERACTION = {"fp32": 20, "fp64": 30}
 SOFTENING_SQUARED = 0.01
 TIME_STEP = 0.01
+TILED, FUSED = "torch-tiled", "triton-fused"
+KERNEL_CHOICES = ("auto", "triton", "torch")
 
 
 @dataclass(frozen=True)
@@ -24,6 +29,7 @@ class NbodyFigure:
     dtype: str
     bodies: int
     timing: TimingStats  # per integration step
+    kernel: str = TILED
 
     @property
     def interactions_per_second(self) -> float:
@@ -32,6 +38,36 @@ class NbodyFigure:
     @property
     def gflops(self) -> float:
         return self.interactions_per_second * FLOPS_PER_INTERACTION[self.dtype] / 1e9
+
+
+def choose_kernel(device: torch.device, requested: str) -> str:
+    """The kernel that will run: `auto` takes the fused one on a GPU when Triton is there."""
+    from gpuaccept.measure.nbody_triton import interpreting, triton_available
+
+    if requested not in KERNEL_CHOICES:
+        raise InputError(f"--kernel must be one of {', '.join(KERNEL_CHOICES)} (got {requested!r})")
+    if requested == "torch":
+        return TILED
+    if requested == "auto":
+        return FUSED if device.type == "cuda" and triton_available() else TILED
+    if not triton_available():
+        raise EnvironmentProblem("--kernel triton: Triton is not installed in this environment")
+    if device.type != "cuda" and not interpreting():
+        raise EnvironmentProblem(
+            "--kernel triton runs on a GPU; on the CPU only in Triton's interpreter "
+            "(set TRITON_INTERPRET=1, slow: for small --bodies)"
+        )
+    return FUSED
+
+
+def kernel_accelerations(
+    kernel: str, positions: torch.Tensor, masses: torch.Tensor, tile: int
+) -> torch.Tensor:
+    if kernel == FUSED:
+        from gpuaccept.measure.nbody_triton import fused_accelerations
+
+        return fused_accelerations(positions, masses, SOFTENING_SQUARED)
+    return accelerations(positions, masses, tile)
 
 
 def accelerations(positions: torch.Tensor, masses: torch.Tensor, tile: int) -> torch.Tensor:
@@ -63,16 +99,27 @@ def initial_bodies(
 
 
 def integrate(
-    positions: torch.Tensor, velocities: torch.Tensor, masses: torch.Tensor, steps: int, tile: int
+    positions: torch.Tensor,
+    velocities: torch.Tensor,
+    masses: torch.Tensor,
+    steps: int,
+    tile: int,
+    kernel: str = TILED,
 ) -> None:
     """Leapfrog-style steps in place (what the timed loop does)."""
     for _ in range(steps):
-        velocities.add_(accelerations(positions, masses, tile), alpha=TIME_STEP)
+        velocities.add_(kernel_accelerations(kernel, positions, masses, tile), alpha=TIME_STEP)
         positions.add_(velocities, alpha=TIME_STEP)
 
 
 def measure_nbody(
-    device: torch.device, dtype: str, bodies: int, tile: int, warmup: int, repeats: int
+    device: torch.device,
+    dtype: str,
+    bodies: int,
+    tile: int,
+    warmup: int,
+    repeats: int,
+    kernel: str = TILED,
 ) -> NbodyFigure:
     """Time one integration step of `bodies` bodies."""
     if dtype not in NBODY_DTYPES:
@@ -83,15 +130,17 @@ def measure_nbody(
         )
     positions, velocities, masses = initial_bodies(bodies, device, dtype)
     timing = time_repeats(
-        lambda: integrate(positions, velocities, masses, 1, tile), device, warmup, repeats
+        lambda: integrate(positions, velocities, masses, 1, tile, kernel), device, warmup, repeats
     )
-    return NbodyFigure(dtype, bodies, timing)
+    return NbodyFigure(dtype, bodies, timing, kernel)
 
 
-def nbody_max_relative_error(device: torch.device, dtype: str, bodies: int, tile: int) -> float:
+def nbody_max_relative_error(
+    device: torch.device, dtype: str, bodies: int, tile: int, kernel: str = TILED
+) -> float:
     """Worst relative error of one step's accelerations against an untiled float64 reference."""
     positions, _, masses = initial_bodies(bodies, device, dtype)
-    measured = accelerations(positions, masses, tile).double().cpu()
+    measured = kernel_accelerations(kernel, positions, masses, tile).double().cpu()
     p64, _, m64 = initial_bodies(bodies, torch.device("cpu"), "fp64")
     delta = p64[None, :, :] - p64[:, None, :]
     inverse = (delta.square().sum(-1) + SOFTENING_SQUARED) ** -1.5

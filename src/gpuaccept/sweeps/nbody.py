@@ -30,6 +30,7 @@ def run_nbody(
     repeats: int,
     check_bodies: int = 512,
     progress: Progress = no_progress,
+    kernel: str = "torch-tiled",
 ) -> CheckResult:
     from gpuaccept.measure.nbody import measure_nbody, nbody_max_relative_error
 
@@ -38,7 +39,7 @@ def run_nbody(
     measurements = []
     failures = []
     for dtype in dtypes:
-        error = nbody_max_relative_error(device, dtype, check_bodies, tile)
+        error = nbody_max_relative_error(device, dtype, check_bodies, tile, kernel)
         if not error <= NBODY_TOLERANCE[dtype]:
             failures.append(
                 f"{dtype}: accelerations off by {error:.3g} (relative) from the float64 "
@@ -48,11 +49,12 @@ def run_nbody(
         ceiling = peak(device, "fp32_tflops") if dtype == "fp32" else None
         best = 0.0
         for count in bodies:
-            figure = measure_nbody(device, dtype, count, tile, warmup, repeats)
+            figure = measure_nbody(device, dtype, count, tile, warmup, repeats, kernel)
             progress()
             best = max(best, figure.gflops)
             rows.append(
                 {
+                    "kernel": kernel,
                     "dtype": dtype,
                     "bodies": count,
                     "interactions_per_second": figure.interactions_per_second,
@@ -64,8 +66,11 @@ def run_nbody(
                 }
             )
         measurements.append(Measurement(name=f"nbody_{dtype}_gflops", value=best, unit="GFLOP/s"))
-    message = ", ".join(f"{m.name} {m.value:.4g}" for m in measurements)
+    message = f"kernel {kernel}: " + ", ".join(
+        f"{m.name} {m.value:.4g} {m.unit}" for m in measurements
+    )
     columns = [
+        ("kernel", "kernel"),
         ("dtype", "dtype"),
         ("bodies", "bodies"),
         ("interactions_per_second", "interactions/s"),
@@ -82,4 +87,5 @@ def run_nbody(
         rows,
         measurements,
         flops_per_interaction="20 (fp32), 30 (fp64): the cuda-samples convention",
+        kernel=kernel,
     )

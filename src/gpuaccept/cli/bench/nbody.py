@@ -19,7 +19,14 @@ from gpuaccept.cli.bench.common import (
 from gpuaccept.cli.recording import HISTORY, NO_HISTORY
 from gpuaccept.errors import InputError
 
-NBODY_BODIES = {"cuda": "65536,262144", "cpu": "1024,2048"}
+# The fused kernel does 2^36 interactions (262,144 bodies) in well under a second on a current
+# GPU; the tiled torch kernel is memory-bound there (0.3 TFLOP/s on an H100), so it gets less.
+NBODY_BODIES = {  # (device type, kernel) -> default body counts
+    ("cuda", "triton-fused"): "65536,262144",
+    ("cuda", "torch-tiled"): "16384,65536",
+    ("cpu", "torch-tiled"): "1024,2048",
+    ("cpu", "triton-fused"): "256",  # Triton's interpreter: numpy, slow
+}
 NBODY_TILE_ELEMENTS = 2**24  # tile x bodies pairs held at once: bounded memory for any N
 
 
@@ -30,15 +37,17 @@ def plan_nbody(
     tile: int | None,
     w: int | None,
     r: int | None,
+    kernel: str = "auto",
 ) -> None:
-    from gpuaccept.measure.nbody import NBODY_DTYPES
+    from gpuaccept.measure.nbody import NBODY_DTYPES, choose_kernel
     from gpuaccept.sweeps.nbody import run_nbody
     from gpuaccept.sweeps.sizes import int_range
 
     for dtype in dtypes:
         if dtype not in NBODY_DTYPES:
             raise InputError(f"--dtype must be fp32 or fp64 for nbody (got {dtype!r})")
-    counts = int_range(bodies or NBODY_BODIES[runs.device.type], "--bodies")
+    chosen_kernel = choose_kernel(runs.device, kernel)
+    counts = int_range(bodies or NBODY_BODIES[runs.device.type, chosen_kernel], "--bodies")
     if min(counts) < 2:
         raise InputError("--bodies: n-body needs at least 2 bodies")
     if tile is not None and tile < 1:
@@ -48,9 +57,17 @@ def plan_nbody(
     warmup, repeats = min(warmup, 2), min(repeats, 10)  # one step is already N^2 work
     runs.add(
         len(counts) * len(dtypes),
-        f"nbody {','.join(dtypes)}: {counts} bodies, tile {chosen_tile}",
+        f"nbody {','.join(dtypes)}: {counts} bodies, kernel {chosen_kernel}"
+        + (f", tile {chosen_tile}" if chosen_kernel == "torch-tiled" else ""),
         lambda advance: run_nbody(
-            runs.device, dtypes, counts, chosen_tile, warmup, repeats, progress=advance
+            runs.device,
+            dtypes,
+            counts,
+            chosen_tile,
+            warmup,
+            repeats,
+            progress=advance,
+            kernel=chosen_kernel,
         ),
     )
 
@@ -59,7 +76,13 @@ def nbody(
     dtype: list[str] = typer.Option([], "--dtype", help="fp32 or fp64 (repeatable; default fp32)."),
     bodies: str | None = typer.Option(None, "--bodies", help="Body counts: N, N,M,... or a range."),
     tile: int | None = typer.Option(
-        None, "--tile", help="Bodies per tile (default: bounded memory)."
+        None, "--tile", help="Bodies per tile of the torch kernel (default: bounded memory)."
+    ),
+    kernel: str = typer.Option(
+        "auto",
+        "--kernel",
+        metavar="[auto|triton|torch]",
+        help="auto: the fused Triton kernel on a GPU, tiled torch on the CPU.",
     ),
     warmup: int | None = WARMUP,
     iterations: int | None = ITERATIONS,
@@ -77,5 +100,5 @@ def nbody(
         csv_path,
         history,
         no_history,
-        lambda runs: plan_nbody(runs, dtype or ["fp32"], bodies, tile, warmup, iterations),
+        lambda runs: plan_nbody(runs, dtype or ["fp32"], bodies, tile, warmup, iterations, kernel),
     )
