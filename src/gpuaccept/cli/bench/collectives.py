@@ -18,6 +18,7 @@ from gpuaccept.cli.bench.common import (
     JSON_OUT,
     check_outputs,
     finish,
+    progress_bar,
     resolve_device,
     show,
     sweep_sizes,
@@ -85,10 +86,11 @@ def run_collectives(
             f"[BENCH] collectives {','.join(ops)}: {world} {backend} rank(s), "
             f"{sizes[0]}..{sizes[-1]} bytes, -w {w} -n {n}"
         )
-        rows = {
-            op: run_ranks(collective_sweep_rank, world, spec, 600.0, backend)[0]
-            for op, spec in specs.items()
-        }
+        rows = {}
+        with progress_bar(len(specs), f"collectives on {world} {backend} rank(s)") as advance:
+            for op, spec in specs.items():
+                rows[op] = run_ranks(collective_sweep_rank, world, spec, 600.0, backend)[0]
+                advance()
     return collectives_result(CollectiveRun(rows, world, backend), min_busbw, started)
 
 
