@@ -39,3 +39,17 @@ def impossible(metric_unit: str) -> Reference:
 @pytest.fixture
 def context() -> CheckContext:
     return cpu_context()
+
+
+@pytest.fixture
+def no_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A machine with no GPU, whatever this one has: torch lists none and NVML is not there.
+
+    Tests of the no-GPU verdicts use it, so they judge the same on a GPU node as on CI.
+    """
+    import gpuaccept.checks.inventory
+    import gpuaccept.probe.hardware
+
+    monkeypatch.setattr(gpuaccept.checks.inventory, "list_cuda_gpus", lambda: [])
+    monkeypatch.setattr(gpuaccept.probe.hardware, "list_cuda_gpus", lambda: [])
+    monkeypatch.setenv("GPUACCEPT_NVML_MODULE", "tests.no_nvml_here")

@@ -70,6 +70,7 @@ def test_cpu_mode_is_skip_not_pass() -> None:
     assert health.run(cpu_context()).status is Status.SKIP
 
 
+@pytest.mark.usefixtures("no_gpu")
 def test_missing_nvml_is_skip_with_a_reason() -> None:
     from dataclasses import replace as dc_replace
 

@@ -1,9 +1,13 @@
 from __future__ import annotations
 
+import pytest
+
 from gpuaccept.checks import inventory
 from gpuaccept.probe.hardware import ExpectedGpus
 from gpuaccept.results import Status
 from tests.checks.conftest import cpu_context
+
+pytestmark = pytest.mark.usefixtures("no_gpu")
 
 
 def test_no_gpu_and_none_expected_is_cpu_mode_pass() -> None:

@@ -19,6 +19,12 @@ def run(context: CheckContext) -> CheckResult:
         "nvml_gpu_count": nvml_count,
         "expected": asdict(context.expected) if context.expected else None,
     }
+    if context.cpu_mode and gpus:
+        # --device cpu on a GPU node: the run measures the CPU twins; the GPUs are not judged
+        findings.record(Target(None, "node"), "gpus_usable", 0, "GPUs")
+        return findings.conclude(
+            f"CPU mode (--device cpu): {len(gpus)} GPU(s) present, not measured in this run"
+        )
     findings.record(Target(None, "node"), "gpus_usable", len(gpus), "GPUs")
     names = ", ".join(sorted({gpu.name for gpu in gpus})) or "none"
     hidden = ""
