@@ -124,21 +124,23 @@ def main() -> None:
         typer.echo(f"{where}: error: {message}", err=True)
         sys.exit(int(getattr(error, "exit_code", 2)))
     except OSError as error:
-        if error.errno not in _OUTPUT_GONE:
-            raise
+        _exit_if_output_gone(error)
+        raise
+    _flush_or_report()
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _exit_if_output_gone(error: OSError) -> None:
+    """A closed or full stdout is one line on stderr and exit 2; other OS errors go on up."""
+    if error.errno in _OUTPUT_GONE:
         _silence_stdout()
         typer.echo(f"gpuaccept: error: cannot write output: {error.strerror}", err=True)
         sys.exit(2)
-    _flush_or_report()
-    sys.exit(code if isinstance(code, int) else 0)
 
 
 def _flush_or_report() -> None:
     try:
         sys.stdout.flush()
     except OSError as error:
-        if error.errno not in _OUTPUT_GONE:
-            raise
-        _silence_stdout()
-        typer.echo(f"gpuaccept: error: cannot write output: {error.strerror}", err=True)
-        sys.exit(2)
+        _exit_if_output_gone(error)
+        raise
