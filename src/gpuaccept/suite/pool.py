@@ -23,6 +23,8 @@ from gpuaccept.suite.worker import Job, Reply, WorkerSpec, worker_main
 STARTUP_TIMEOUT_SECONDS = 300.0
 # After one rank of a group fails, how long its peers get to report before they are killed.
 PEER_GRACE_SECONDS = 2.0
+# How long workers get to exit by themselves at the end of a run before they are killed.
+CLOSE_GRACE_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -185,10 +187,18 @@ class WorkerPool:
             worker.kill()
 
     def close(self, *, kill: bool = False) -> None:
-        """Stop every worker: politely (they finish nothing new) or, with `kill`, at once."""
-        for slot, worker in list(self._workers.items()):
-            if not kill and worker.process.is_alive():
-                with contextlib.suppress(OSError, ValueError):
-                    worker.connection.send(None)
-                worker.process.join(timeout=5)
+        """Stop every worker: politely (they finish nothing new) or, with `kill`, at once.
+
+        Every worker is told first and then awaited, so they shut down (torch, CUDA context) side
+        by side rather than one after another; one that has not gone within the grace is killed.
+        """
+        if not kill:
+            for worker in self._workers.values():
+                if worker.process.is_alive():
+                    with contextlib.suppress(OSError, ValueError):
+                        worker.connection.send(None)
+            deadline = time.monotonic() + CLOSE_GRACE_SECONDS
+            for worker in self._workers.values():
+                worker.process.join(timeout=max(deadline - time.monotonic(), 0))
+        for slot in list(self._workers):
             self.discard(slot)
