@@ -153,15 +153,22 @@ def test_bad_run_ids_and_unknown_metrics(tmp_path: Path) -> None:
     for args, message in (
         (["history", "show", "7"], "no run 7"),
         (["history", "show", "abc"], "run id must be a number"),
+        (["history", "show", "\u00b2"], "run id must be a number"),
+        (["history", "show", "1234567890123456789012345"], "run id must be a number"),
         (["history", "trend", "nonsense"], "no figure named 'nonsense'"),
         (["report", "9", "--markdown", "-"], "no run 9"),
     ):
         result = runner.invoke(app, [*args, "--history", str(db)])
         assert result.exit_code == 2, (args, result.output)
         assert message in _one_error_line(result)
-    result = runner.invoke(app, ["history", "list", "--history", str(tmp_path / "none.sqlite")])
+    missing = str(tmp_path / "none.sqlite")
+    result = runner.invoke(app, ["history", "show", "1", "--history", missing])
     assert result.exit_code == 2
     assert "no such database" in _one_error_line(result)
+    # an empty history is an empty list, not an error (a new machine has none yet)
+    result = runner.invoke(app, ["history", "list", "--history", missing])
+    assert result.exit_code == 0
+    assert "no runs recorded" in result.output
 
 
 def test_report_from_run_id_and_from_file(tmp_path: Path) -> None:

@@ -98,14 +98,20 @@ def _first_error(error: ValidationError) -> str:
     return f"{where}: {first['msg']}"
 
 
+_MAX_BASELINE_BYTES = 16 * 1024 * 1024  # thousands of models; a larger file is not a baseline
+
+
 def load_baseline(path: Path) -> dict[str, dict[str, Reference]]:
     """Read and validate a baseline TOML file; any fault raises InputError naming the file."""
+    from gpuaccept.input_files import read_input_bytes
+
+    data = read_input_bytes(path, "baseline", _MAX_BASELINE_BYTES)
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as error:
-        raise InputError(f"baseline {path}: cannot read: {error.strerror or error}") from None
+        raw = tomllib.loads(data.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
         raise InputError(f"baseline {path}: not valid TOML: {error}") from None
+    except RecursionError:
+        raise InputError(f"baseline {path}: nested too deeply to be a baseline") from None
     try:
         parsed = _BaselineFile.model_validate(raw)
     except ValidationError as error:

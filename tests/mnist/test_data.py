@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gzip
 import io
+import os
 import shutil
 import tarfile
 from pathlib import Path
@@ -52,11 +54,74 @@ def test_missing_file_is_named(flat_dir: Path, tmp_path: Path) -> None:
     _refused(data, "t10k-labels-idx1-ubyte", "no ")
 
 
-def test_duplicate_files_are_ambiguous(flat_dir: Path, tmp_path: Path) -> None:
+def _torchvision_download(flat_dir: Path, root: Path) -> Path:
+    """What torchvision's MNIST download leaves: raw/ with each file plain and gzipped, and the
+    old processed/*.pt files (CHTC's MNIST_data.tar.gz was made from such a tree)."""
+    raw = root / "MNIST" / "raw"
+    raw.mkdir(parents=True)
+    for source in flat_dir.iterdir():
+        shutil.copy(source, raw / source.name)
+        (raw / f"{source.name}.gz").write_bytes(gzip.compress(source.read_bytes()))
+    (root / "MNIST" / "processed").mkdir()
+    for name in ("training.pt", "test.pt"):
+        (root / "MNIST" / "processed" / name).write_bytes(b"torch pickles, ignored")
+    return root
+
+
+def test_torchvisions_own_download_is_read_as_one_copy(flat_dir: Path, tmp_path: Path) -> None:
+    flat = load_mnist(flat_dir)
+    root = _torchvision_download(flat_dir, tmp_path / "tv")
+    for path in (root, root / "MNIST" / "raw"):
+        assert load_mnist(path).sha256 == flat.sha256
+    tarball = tmp_path / "MNIST_data.tar.gz"
+    with tarfile.open(tarball, "w:gz") as archive:
+        archive.add(root / "MNIST", arcname="data/MNIST")
+    assert load_mnist(tarball, tmp_path / "scratch").sha256 == flat.sha256
+
+
+def test_copies_that_disagree_are_refused(flat_dir: Path, tmp_path: Path) -> None:
+    root = _torchvision_download(flat_dir, tmp_path / "tv")
+    gz = root / "MNIST" / "raw" / "t10k-labels-idx1-ubyte.gz"
+    labels = np.zeros(TEST_COUNT, dtype=np.uint8)
+    write_idx(tmp_path / "other", labels)
+    gz.write_bytes(gzip.compress((tmp_path / "other").read_bytes()))
+    _refused(root, "t10k-labels-idx1-ubyte", "hold different data")
+
+
+def test_copies_in_two_folders_are_one_file_when_equal(flat_dir: Path, tmp_path: Path) -> None:
     data = _copy(flat_dir, tmp_path)
     (data / "old").mkdir()
     shutil.copy(data / "train-images-idx3-ubyte", data / "old" / "train-images-idx3-ubyte")
-    _refused(data, "train-images-idx3-ubyte", "more than once")
+    assert load_mnist(data).sha256 == load_mnist(flat_dir).sha256
+
+
+def test_a_gzip_file_of_two_members_is_read_whole(flat_dir: Path, tmp_path: Path) -> None:
+    data = _copy(flat_dir, tmp_path)
+    original = data / "t10k-images-idx3-ubyte"
+    raw = original.read_bytes()
+    half = len(raw) // 2
+    (data / "t10k-images-idx3-ubyte.gz").write_bytes(
+        gzip.compress(raw[:half]) + gzip.compress(raw[half:])
+    )
+    original.unlink()
+    assert load_mnist(data).sha256 == load_mnist(flat_dir).sha256
+
+
+def test_a_fifo_as_data_or_idx_file_is_refused_not_read(flat_dir: Path, tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    _refused(fifo, "--data", "FIFO")
+    data = _copy(flat_dir, tmp_path)
+    (data / "t10k-labels-idx1-ubyte").unlink()
+    os.mkfifo(data / "t10k-labels-idx1-ubyte")
+    _refused(data, "t10k-labels-idx1-ubyte", "FIFO")
+
+
+def test_a_scratch_that_is_a_file_is_refused(tarball: Path, tmp_path: Path) -> None:
+    scratch = tmp_path / "file"
+    scratch.write_text("not a directory")
+    with pytest.raises(InputError, match=r"--scratch .*is a file"):
+        load_mnist(tarball, scratch)
 
 
 def test_mismatched_counts(flat_dir: Path, tmp_path: Path) -> None:

@@ -30,11 +30,28 @@ def test_expected_gpu_count_follows_the_scheduler(
     assert expected_gpu_count(environ) == expected
 
 
+@pytest.mark.parametrize("value", ["\u00b2", "eight", "-1", "1e3"])
+def test_a_slurm_gpu_count_that_is_not_a_number_is_an_input_error(value: str) -> None:
+    with pytest.raises(InputError, match=r"SLURM_GPUS_ON_NODE=.* is not a GPU count"):
+        expected_gpu_count({"SLURM_GPUS_ON_NODE": value})
+
+
+@pytest.fixture
+def gpu_less(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This machine as one without a usable GPU, whatever it has (the tests judge the same)."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+
+
+@pytest.mark.usefixtures("gpu_less")
 def test_auto_device_on_a_cpu_machine_is_cpu() -> None:
     assert resolve_device_mode("auto") == "cpu"
     assert resolve_device_mode("cpu") == "cpu"
 
 
+@pytest.mark.usefixtures("gpu_less")
 def test_cuda_without_a_gpu_is_an_environment_error() -> None:
     with pytest.raises(EnvironmentProblem, match="--device cuda"):
         resolve_device_mode("cuda")

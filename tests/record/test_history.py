@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import sqlite3
 import subprocess
 import sys
@@ -217,3 +218,82 @@ def test_default_path_follows_env_then_xdg(tmp_path: Path) -> None:
     assert default_history_path({"XDG_DATA_HOME": "/data"}) == Path(
         "/data/gpuaccept/history.sqlite"
     )
+
+
+_KILLED_WRITER = """
+import os, sqlite3, sys
+connection = sqlite3.connect(sys.argv[1], isolation_level=None)
+connection.execute("PRAGMA cache_size = 1")  # spill changed pages into the file before COMMIT
+connection.execute("BEGIN IMMEDIATE")
+for _ in range(200):
+    connection.execute("INSERT INTO run_notes_probe VALUES (randomblob(4000))")
+os._exit(9)  # killed mid-transaction: the rollback journal stays behind, hot
+"""
+
+
+def test_a_writer_killed_mid_transaction_is_rolled_back_not_fatal(tmp_path: Path) -> None:
+    path = _filled(tmp_path / "h.sqlite", runs=3)
+    with sqlite3.connect(path) as raw:
+        raw.execute("CREATE TABLE run_notes_probe (blob BLOB)")
+    raw.close()
+    killed = subprocess.run([sys.executable, "-c", _KILLED_WRITER, str(path)], check=False)
+    assert killed.returncode == 9
+    journal = Path(f"{path}-journal")
+    assert journal.exists()
+    assert journal.stat().st_size > 0  # a hot journal: the file holds half a transaction
+    with History.open(path, create=False) as history:  # SQLite rolls it back on this open
+        assert len(history.list_runs()) == 3
+    with sqlite3.connect(path) as raw:
+        assert raw.execute("SELECT count(*) FROM run_notes_probe").fetchone()[0] == 0
+    raw.close()
+
+
+_CREATOR = """
+import sys
+from pathlib import Path
+from gpuaccept.record.history import History
+from tests.run_reports import gpu_report
+with History.open(Path(sys.argv[1])) as history:
+    history.append([(gpu_report(sys.argv[2], [800.0]), "run")])
+"""
+
+
+def test_jobs_creating_one_new_history_at_once_all_record(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parents[2]
+    for attempt in range(3):
+        path = tmp_path / f"new{attempt}.sqlite"
+        jobs = [
+            subprocess.Popen(
+                [sys.executable, "-c", _CREATOR, str(path), f"node{i}"],
+                cwd=root,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for i in range(6)
+        ]
+        outcomes = [
+            (job.wait(timeout=120), job.stderr.read() if job.stderr else "") for job in jobs
+        ]
+        assert all(code == 0 for code, _ in outcomes), outcomes
+        with History.open(path, create=False) as history:
+            assert len(history.list_runs()) == 6
+
+
+def test_a_fifo_is_not_opened_as_a_history(tmp_path: Path) -> None:
+    fifo = tmp_path / "history.sqlite"
+    os.mkfifo(fifo)
+    with pytest.raises(HistoryError, match="FIFO"), History.open(fifo):
+        pass
+
+
+def test_a_history_that_cannot_be_written_is_refused_before_a_run(tmp_path: Path) -> None:
+    path = _filled(tmp_path / "h.sqlite", runs=1)
+    with History.open(path) as history:
+        history.check_writable()  # a writable one passes, and the probe write leaves no trace
+        assert len(history.list_runs()) == 1
+    uri = f"file:{path}?mode=ro"
+    connection = sqlite3.connect(uri, uri=True, isolation_level=None)
+    read_only = History(path, connection)  # as on a read-only mount, where even root cannot write
+    with pytest.raises(HistoryError, match="cannot be written"):
+        read_only.check_writable()
+    connection.close()

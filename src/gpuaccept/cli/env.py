@@ -13,7 +13,9 @@ from gpuaccept.errors import InputError
 
 def _summary_lines(capture: dict[str, Any]) -> list[str]:
     def get(section: str, key: str) -> Any:
-        return (capture.get(section) or {}).get(key)
+        """A captured value as people read it: 'none' where the probe found nothing."""
+        value = (capture.get(section) or {}).get(key)
+        return "none" if value is None or value == "" else value
 
     gpus = capture.get("gpus") or []
     lines = [
@@ -25,14 +27,28 @@ def _summary_lines(capture: dict[str, Any]) -> list[str]:
         f"driver    {get('cuda', 'driver_version')} (CUDA {get('cuda', 'driver')})",
         f"gpus      {len(gpus)}",
         *(
-            f"  gpu{gpu.get('index')} {gpu.get('name')} cc {gpu.get('compute_capability')} "
-            f"{gpu.get('uuid')} {gpu.get('pci_bus_id')}"
+            "  "
+            + " ".join(
+                str(part)
+                for part in (
+                    f"gpu{gpu.get('index')}",
+                    gpu.get("name"),
+                    f"cc {gpu.get('compute_capability')}",
+                    gpu.get("uuid"),
+                    gpu.get("pci_bus_id"),
+                )
+                if part is not None and "None" not in str(part)
+            )
             for gpu in gpus
         ),
         f"pixi      env {get('pixi', 'environment')}, lock sha256 {get('pixi', 'lock_sha256')}",
         f"git       {get('git', 'sha')} {get('git', 'branch')}"
         f"{' (dirty)' if get('git', 'dirty') else ''}",
-        f"container {get('container', 'image')} revision {get('container', 'revision')}",
+        (
+            f"container {get('container', 'image')} revision {get('container', 'revision')}"
+            if capture.get("container")
+            else "container none (not run from a gpuaccept image)"
+        ),
         f"packages  {len(capture.get('packages') or [])}",
     ]
     return lines

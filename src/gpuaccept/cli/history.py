@@ -61,6 +61,11 @@ def list_runs(
     limit: int = typer.Option(20, "--limit", min=1, help="Newest runs to show."),
 ) -> None:
     """Recorded runs, newest first."""
+    from gpuaccept.record.history import default_history_path
+
+    if not (history or default_history_path()).exists():
+        typer.echo(f"no runs recorded (no history at {history or default_history_path()} yet)")
+        return
     with _open(history) as store:
         runs = store.list_runs(node=node, command=command, limit=limit)
     if not runs:

@@ -29,8 +29,8 @@ def history_target(path: Path | None, disabled: bool) -> Path | None:
     from gpuaccept.record.history import History, default_history_path
 
     target = path or default_history_path()
-    with History.open(target):
-        pass
+    with History.open(target) as history:
+        history.check_writable()
     return target
 
 

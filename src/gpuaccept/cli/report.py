@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -66,7 +67,7 @@ def report(
         _check_output(path, flag)
     path = Path(source)
     run_id: int | None = None
-    if path.exists() or not source.isdigit():
+    if path.exists() or not re.fullmatch(r"[0-9]{1,18}", source):
         run = load_report(path)
     else:
         run_id = int(source)

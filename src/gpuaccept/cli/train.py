@@ -81,7 +81,14 @@ def mnist(
     learning_rate: float | None = typer.Option(
         None, "--lr", min=0, help="Peak learning rate (default: the recipe's)."
     ),
-    seed: int = typer.Option(0, "--seed", min=0, help="Seed: the same seed gives the same model."),
+    seed: int = typer.Option(
+        0,
+        "--seed",
+        min=0,
+        max=2**32 - 1,
+        metavar="N",
+        help="Seed (0 to 2^32-1): the same seed gives the same model.",
+    ),
     device: str = typer.Option("auto", "--device", help="auto, cuda or cpu."),
     precision: str = typer.Option(
         "auto", "--precision", help="auto (bf16 on a GPU that has it, else fp32), bf16 or fp32."

@@ -112,11 +112,24 @@ def locate_files(root: Path, shown: str) -> dict[str, Path]:
                 f"{shown}: no {name} (or {name}.gz) found; expected MNIST's four IDX files, "
                 f"flat or under MNIST/raw/"
             )
-        if len(candidates) > 1:
-            places = ", ".join(str(c.relative_to(root)) for c in candidates)
-            raise InputError(f"{shown}: {name} found more than once ({places}): ambiguous")
-        located[name] = candidates[0]
+        located[name] = _one_copy(candidates, root, shown) if len(candidates) > 1 else candidates[0]
     return located
+
+
+def _one_copy(candidates: list[Path], root: Path, shown: str) -> Path:
+    """torchvision's download keeps both `X-ubyte` and `X-ubyte.gz` (CHTC's MNIST_data.tar.gz
+    has both): copies that hold the same bytes are one file; copies that differ are refused."""
+    from gpuaccept.mnist.idx import read_idx_bytes
+
+    first = read_idx_bytes(candidates[0], f"{shown}/{candidates[0].relative_to(root)}")
+    for other in candidates[1:]:
+        if read_idx_bytes(other, f"{shown}/{other.relative_to(root)}") != first:
+            raise InputError(
+                f"{shown}: {candidates[0].relative_to(root)} and {other.relative_to(root)} "
+                "hold different data; remove the wrong copy"
+            )
+    # the same data: read the uncompressed copy when there is one (no inflating twice)
+    return min(candidates, key=lambda path: (path.name.endswith(".gz"), len(path.parts)))
 
 
 def _load_split(
@@ -173,6 +186,9 @@ def _load_directory(root: Path, shown: str) -> MnistData:
 
 def load_mnist(path: Path, scratch: Path | None = None) -> MnistData:
     """Load MNIST from a directory or a tarball (extracted under `scratch`, then removed)."""
+    from gpuaccept.input_files import refuse_special_file
+
+    refuse_special_file(path, "--data")
     if path.is_dir():
         return _load_directory(path, str(path))
     if not path.exists():
@@ -180,7 +196,14 @@ def load_mnist(path: Path, scratch: Path | None = None) -> MnistData:
     if not tarfile.is_tarfile(path):
         raise InputError(f"{path}: neither a directory nor a tar archive")
     if scratch is not None:
-        scratch.mkdir(parents=True, exist_ok=True)
+        try:
+            scratch.mkdir(parents=True, exist_ok=True)
+        except FileExistsError:
+            raise InputError(f"--scratch {scratch}: is a file, not a directory") from None
+        except OSError as error:
+            raise InputError(f"--scratch {scratch}: cannot create: {error.strerror}") from None
+        if not os.access(scratch, os.W_OK | os.X_OK):
+            raise InputError(f"--scratch {scratch}: not writable")
     with tempfile.TemporaryDirectory(prefix="gpuaccept-mnist-", dir=scratch) as extracted:
         extract_tarball(path, Path(extracted))
         return _load_directory(Path(extracted), str(path))

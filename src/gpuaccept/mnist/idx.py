@@ -29,7 +29,15 @@ IDX_DTYPES: dict[int, str] = {
 MAX_DECOMPRESSED_BYTES = 512 * 1024 * 1024
 
 
+def read_idx_bytes(path: Path, shown: str) -> bytes:
+    """An IDX file's bytes, inflated when its name ends in .gz."""
+    return _read_bytes(path, shown)
+
+
 def _read_bytes(path: Path, shown: str) -> bytes:
+    from gpuaccept.input_files import refuse_special_file
+
+    refuse_special_file(path, "IDX file")
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
@@ -38,19 +46,33 @@ def _read_bytes(path: Path, shown: str) -> bytes:
         raise InputError(f"{shown}: cannot read: {error.strerror}") from None
     if not path.name.endswith(".gz"):
         return raw
-    try:
+    return _gunzip(raw, shown)
+
+
+def _gunzip(raw: bytes, shown: str) -> bytes:
+    """Every member of a gzip file (several concatenated members are one valid file, as
+    `cat a.gz b.gz` makes), capped so a gzip bomb cannot fill memory."""
+    parts: list[bytes] = []
+    size = 0
+    rest = raw
+    while True:
         inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-        data = inflater.decompress(raw, MAX_DECOMPRESSED_BYTES + 1)
-    except zlib.error as error:
-        raise InputError(f"{shown}: not a valid gzip file ({error})") from None
-    if len(data) > MAX_DECOMPRESSED_BYTES:
-        raise InputError(
-            f"{shown}: decompresses to more than {MAX_DECOMPRESSED_BYTES // 2**20} MiB "
-            f"(not an MNIST file)"
-        )
-    if not inflater.eof:
-        raise InputError(f"{shown}: truncated gzip file")
-    return data
+        try:
+            part = inflater.decompress(rest, MAX_DECOMPRESSED_BYTES + 1 - size)
+        except zlib.error as error:
+            raise InputError(f"{shown}: not a valid gzip file ({error})") from None
+        size += len(part)
+        parts.append(part)
+        if size > MAX_DECOMPRESSED_BYTES or inflater.unconsumed_tail:
+            raise InputError(
+                f"{shown}: decompresses to more than {MAX_DECOMPRESSED_BYTES // 2**20} MiB "
+                f"(not an MNIST file)"
+            )
+        if not inflater.eof:
+            raise InputError(f"{shown}: truncated gzip file")
+        rest = inflater.unused_data
+        if not rest.strip(b"\0"):  # trailing zero padding, as some tools write, is allowed
+            return b"".join(parts)
 
 
 def parse_idx(data: bytes, shown: str) -> npt.NDArray[np.generic]:

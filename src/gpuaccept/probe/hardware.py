@@ -7,6 +7,7 @@ to report, and the checks decide what it means.
 from __future__ import annotations
 
 import os
+import re
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -81,7 +82,10 @@ def expected_gpu_count(environ: Mapping[str, str] | None = None) -> ExpectedGpus
     if assigned is not None:
         return ExpectedGpus(_count_list(assigned), "HTCondor _CONDOR_AssignedGPUs")
     slurm = env.get("SLURM_GPUS_ON_NODE")
-    if slurm is not None and slurm.strip().isdigit():
+    if slurm is not None:
+        # ASCII digits only: '²'.isdigit() is true, and int() then fails
+        if not re.fullmatch(r"\s*[0-9]{1,6}\s*", slurm):
+            raise InputError(f"SLURM_GPUS_ON_NODE={slurm!r} is not a GPU count")
         return ExpectedGpus(int(slurm), "Slurm SLURM_GPUS_ON_NODE")
     visible = env.get("CUDA_VISIBLE_DEVICES")
     if visible is not None:

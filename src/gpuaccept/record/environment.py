@@ -357,11 +357,18 @@ def parse_classad_value(text: str) -> Any:
     return text
 
 
+_MAX_CLASSAD_BYTES = 4 * 1024 * 1024
+
+
 def read_classad_file(path: Path, wanted: set[str]) -> dict[str, Any]:
     """The wanted attributes of an ad file (`Name = value` lines), case-insensitive as ClassAds."""
+    from gpuaccept.input_files import read_input_bytes
+
     lowered = {name.lower(): name for name in wanted}
     found: dict[str, Any] = {}
-    for line in path.read_text(errors="replace").splitlines():
+    # a job ad is a few KiB; a FIFO or device in its place is refused, never read (it would hang)
+    text = read_input_bytes(path, "ClassAd", _MAX_CLASSAD_BYTES).decode("utf-8", "replace")
+    for line in text.splitlines():
         key, separator, value = line.partition("=")
         name = lowered.get(key.strip().lower())
         if separator and name and name not in found:

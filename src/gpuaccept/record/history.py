@@ -136,13 +136,24 @@ def _check_header(path: Path) -> None:
         )
 
 
-def _inspect_read_only(path: Path) -> tuple[int, int, list[str]]:
-    uri = f"file:{path.resolve().as_posix()}?mode=ro"
+def _inspect(path: Path) -> tuple[int, int, list[str]]:
+    """(application_id, user_version, tables) of an existing database, read in one transaction.
+
+    Read-write where the file allows it: SQLite rolls back a hot journal (a writer killed
+    mid-transaction) on such an open, which a read-only open never can. One read transaction, so
+    a history another job is creating right now is seen before or after its creation, never
+    half-way (its tables without its application id would read as a foreign database).
+    """
+    mode = "rw" if os.access(path, os.W_OK) else "ro"
+    uri = f"file:{path.resolve().as_posix()}?mode={mode}"
     try:
-        connection = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_SECONDS)
+        connection = sqlite3.connect(
+            uri, uri=True, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None
+        )
     except sqlite3.Error as error:
         raise HistoryError(f"history {path}: cannot open: {error}") from None
     try:
+        connection.execute("BEGIN")
         application_id = connection.execute("PRAGMA application_id").fetchone()[0]
         user_version = connection.execute("PRAGMA user_version").fetchone()[0]
         tables = [
@@ -151,6 +162,7 @@ def _inspect_read_only(path: Path) -> tuple[int, int, list[str]]:
                 "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"
             )
         ]
+        connection.execute("COMMIT")
     except sqlite3.DatabaseError as error:
         raise HistoryError(
             f"history {path}: unreadable database ({error}); left untouched"
@@ -158,6 +170,10 @@ def _inspect_read_only(path: Path) -> tuple[int, int, list[str]]:
     finally:
         connection.close()
     return application_id, user_version, tables
+
+
+class _RollBack(Exception):
+    """Raised inside a transaction to undo a probe write."""
 
 
 class History:
@@ -171,8 +187,13 @@ class History:
     @contextmanager
     def open(cls, path: Path, *, create: bool = True) -> Iterator[History]:
         """Open (and, when `create`, initialise) the database at `path`; refuse foreign files."""
+        from gpuaccept.input_files import special_file_kind
+
         if path.is_dir():
             raise HistoryError(f"history {path}: is a directory")
+        kind = special_file_kind(path)
+        if kind is not None:
+            raise HistoryError(f"history {path}: is {kind}, not a database file")
         exists = path.exists()
         if not exists and not create:
             raise HistoryError(f"history {path}: no such database (nothing recorded yet?)")
@@ -181,7 +202,7 @@ class History:
                 _check_header(path)
             except OSError as error:
                 raise HistoryError(f"history {path}: cannot read: {error.strerror}") from None
-            application_id, user_version, tables = _inspect_read_only(path)
+            application_id, user_version, tables = _inspect(path)
             if tables and application_id != APPLICATION_ID:
                 raise HistoryError(
                     f"history {path}: an SQLite database that is not a gpuaccept history "
@@ -215,6 +236,22 @@ class History:
             raise HistoryError(f"history {path}: {error}; nothing was written") from None
         finally:
             connection.close()
+
+    def check_writable(self) -> None:
+        """Write to the database and roll back: a history that cannot be written (read-only file,
+        directory or mount, where even root cannot write) is refused before a run, not after."""
+        try:
+            with self._transaction() as db:
+                version = db.execute("PRAGMA user_version").fetchone()[0]
+                db.execute(f"PRAGMA user_version = {int(version)}")
+                raise _RollBack
+        except _RollBack:
+            pass
+        except sqlite3.Error as error:
+            raise HistoryError(
+                f"history {self.path}: cannot be written ({error}); pass another --history "
+                "or --no-history"
+            ) from None
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:

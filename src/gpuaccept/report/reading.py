@@ -15,6 +15,9 @@ MAX_REPORT_BYTES = 256 * 1024 * 1024
 
 def load_report(path: Path) -> RunReport:
     """A RunReport from a gpuaccept JSON report; InputError naming the file otherwise."""
+    from gpuaccept.input_files import refuse_special_file
+
+    refuse_special_file(path, "report")
     try:
         size = path.stat().st_size
         if path.is_dir():

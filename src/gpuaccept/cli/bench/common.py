@@ -174,10 +174,25 @@ class PlannedRuns:
         results = []
         for steps, label, run in self.planned:
             typer.echo(f"[BENCH] {label}")
-            with progress_bar(steps, label) as advance:
+            with progress_bar(steps, label) as advance, _allocation_failures(label):
                 results.append(run(advance))
             show(results[-1])
         return results
+
+
+@contextlib.contextmanager
+def _allocation_failures(label: str) -> Iterator[None]:
+    """A size the device (or host) cannot hold is the user's input, not a crash: one line."""
+    try:
+        yield
+    except (MemoryError, RuntimeError) as error:
+        text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        lowered = text.lower()
+        if not isinstance(error, MemoryError) and not any(
+            word in lowered for word in ("out of memory", "alloc", "cannot allocate")
+        ):
+            raise
+        raise InputError(f"{label}: the sizes asked for do not fit in memory ({text})") from None
 
 
 BEGIN = typer.Option(None, "-b", "--begin", help="Smallest size: 8, 64K, 256M, 1G.")

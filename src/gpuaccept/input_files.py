@@ -1,0 +1,57 @@
+"""Every file a user hands gpuaccept to read: refused unless it is a regular file (or, where a
+directory is expected, a directory), and read with a size cap.
+
+A FIFO, a character device or a socket given as an input would block a read for ever (or, like
+/dev/zero, never end), so it is refused with its kind named rather than opened.
+"""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+from gpuaccept.errors import InputError
+
+_KINDS = (
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def special_file_kind(path: Path) -> str | None:
+    """What a path is when it is neither a regular file nor a directory; None otherwise (a missing
+    path included: callers say 'not found' in their own words)."""
+    try:
+        mode = path.stat().st_mode
+    except (OSError, ValueError):
+        return None
+    for test, kind in _KINDS:
+        if test(mode):
+            return kind
+    return None
+
+
+def refuse_special_file(path: Path, what: str) -> None:
+    """InputError when `path` is a FIFO, device or socket: gpuaccept never reads from one."""
+    kind = special_file_kind(path)
+    if kind is not None:
+        raise InputError(f"{what} {path}: is {kind}, not a regular file; refusing to read it")
+
+
+def read_input_bytes(path: Path, what: str, max_bytes: int) -> bytes:
+    """The bytes of a regular file, at most `max_bytes`; InputError naming the file otherwise."""
+    refuse_special_file(path, what)
+    try:
+        if path.is_dir():
+            raise InputError(f"{what} {path}: is a directory, expected a file")
+        with path.open("rb") as stream:
+            data = stream.read(max_bytes + 1)
+    except FileNotFoundError:
+        raise InputError(f"{what} {path}: no such file") from None
+    except OSError as error:
+        raise InputError(f"{what} {path}: cannot read: {error.strerror or error}") from None
+    if len(data) > max_bytes:
+        raise InputError(f"{what} {path}: larger than {max_bytes} bytes; not a {what} file")
+    return data

@@ -1,0 +1,89 @@
+"""Inputs a user can get wrong, end to end: each is one line on stderr with exit 2 (never a
+traceback, never a hang), and special files given as inputs are refused rather than read."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+NO_GPU = {"CUDA_VISIBLE_DEVICES": "", "GPUACCEPT_NVML_MODULE": "tests.no_nvml_here"}
+
+
+def gpuaccept(
+    *args: str, extra_env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in {"WORLD_SIZE", "SLURM_GPUS_ON_NODE"}}
+    return subprocess.run(
+        [sys.executable, "-m", "gpuaccept", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env=env | NO_GPU | (extra_env or {}),
+    )
+
+
+def one_line_error(done: subprocess.CompletedProcess[str], code: int, *fragments: str) -> None:
+    assert done.returncode == code, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    for fragment in fragments:
+        assert fragment in lines[0]
+
+
+ACCEPT = ("accept", "--device", "cpu", "--level", "quick", "--only", "inventory", "--no-history")
+
+
+def test_a_slurm_gpu_count_in_superscript_is_refused() -> None:
+    done = gpuaccept(*ACCEPT, extra_env={"SLURM_GPUS_ON_NODE": "\u00b2"})
+    one_line_error(done, 2, "SLURM_GPUS_ON_NODE", "not a GPU count")
+
+
+def test_a_baseline_nested_100000_deep_is_refused(tmp_path: Path) -> None:
+    deep = tmp_path / "deep.toml"
+    deep.write_text("a = " + "[" * 100_000 + "]" * 100_000 + "\n")
+    one_line_error(gpuaccept(*ACCEPT, "--baseline", str(deep)), 2, str(deep))
+
+
+@pytest.mark.parametrize("flag", ["--baseline", "--history"])
+def test_a_fifo_given_as_an_input_file_is_refused_not_read(tmp_path: Path, flag: str) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    args = [a for a in ACCEPT if a != "--no-history"] if flag == "--history" else list(ACCEPT)
+    one_line_error(gpuaccept(*args, flag, str(fifo), timeout=60), 2, "FIFO")
+
+
+def test_a_fifo_as_the_condor_job_ad_does_not_hang_env(tmp_path: Path) -> None:
+    fifo = tmp_path / "job.ad"
+    os.mkfifo(fifo)
+    done = gpuaccept("env", "--json", extra_env={"_CONDOR_JOB_AD": str(fifo)}, timeout=60)
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_sweep_too_large_for_memory_is_one_line() -> None:
+    done = gpuaccept("bench", "membw", "--device", "cpu", "-b", "1000G", "-e", "1000G")
+    one_line_error(done, 2, "do not fit in memory")
+
+
+def test_a_seed_too_large_is_refused_before_training() -> None:
+    done = gpuaccept("train", "mnist", "--device", "cpu", "--seed", "20000000000000")
+    one_line_error(done, 2, "--seed")
+
+
+def test_env_never_prints_pythons_none() -> None:
+    done = gpuaccept("env")
+    assert done.returncode == 0, done.stderr
+    assert "None" not in done.stdout
+    assert "CUDA none" in done.stdout
+
+
+def test_history_list_on_a_new_machine_is_an_empty_list(tmp_path: Path) -> None:
+    done = gpuaccept("history", "list", "--history", str(tmp_path / "new" / "h.sqlite"))
+    assert done.returncode == 0, done.stderr
+    assert "no runs recorded" in done.stdout
+    assert not (tmp_path / "new").exists()  # listing creates nothing
