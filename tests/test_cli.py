@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -33,6 +34,33 @@ def test_help_lists_every_command_group() -> None:
 def test_each_group_has_help(group: str) -> None:
     result = runner.invoke(app, [group, "--help"])
     assert result.exit_code == 0, result.output
+
+
+def _command_paths() -> list[list[str]]:
+    import typer.main
+
+    paths: list[list[str]] = [[]]
+    root = typer.main.get_command(app)
+    for name, command in getattr(root, "commands", {}).items():
+        paths.append([name])
+        paths.extend([name, sub] for sub in getattr(command, "commands", {}))
+    return paths
+
+
+def test_help_reads_plainly_everywhere() -> None:
+    """No `<bool>`, `<str>` or `<list[str]>` after a flag, whichever Typer renders the help; the
+    choices are shown, and the root help names the checks and the exit codes."""
+    for path in _command_paths():
+        result = runner.invoke(app, [*path, "--help"])
+        assert result.exit_code == 0, (path, result.output)
+        assert not re.search(r"<[a-z][^>]*>", result.output), (path, result.output)
+    accept_help = runner.invoke(app, ["accept", "--help"]).output
+    assert "[quick|standard|full]" in accept_help
+    assert "[auto|cuda|cpu]" in accept_help
+    assert "[fast|lenet]" in runner.invoke(app, ["train", "mnist", "--help"]).output
+    root = runner.invoke(app, ["--help"]).output
+    for fragment in ("inventory", "collectives", "Exit codes", "130"):
+        assert fragment in root
 
 
 def test_unknown_command_is_a_usage_error() -> None:

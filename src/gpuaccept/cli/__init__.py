@@ -22,10 +22,16 @@ import typer.core
 from gpuaccept import __version__
 from gpuaccept.cli import accept, bench, env, history, report, train
 from gpuaccept.errors import GpuacceptError
+from gpuaccept.suite.selection import check_names
 
 
 class _ErrorMappingGroup(typer.core.TyperGroup):
-    """Root group: a library error becomes one line on stderr and the error's exit code."""
+    """Root group: a library error becomes one line on stderr and the error's exit code; every
+    option and argument below it gets a plain metavar (see _plain_metavars)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _plain_metavars(self)
 
     def invoke(self, ctx: Any) -> Any:
         try:
@@ -35,10 +41,20 @@ class _ErrorMappingGroup(typer.core.TyperGroup):
             raise typer.Exit(error.exit_code) from None
 
 
+_ROOT_HELP = f"""Is this GPU machine fit to run real PyTorch work, and as fast as it should be?
+
+Start with `gpuaccept accept --level [quick|standard|full]`; its checks:
+{", ".join(check_names())}.
+"""
+_EXIT_CODES = """Exit codes (every command): 0 pass (warnings allowed); 1 a check or gate failed, or
+nothing could be judged; 2 usage or input error; 3 environment error (a required component is
+missing); 130 / 143 interrupted by SIGINT / SIGTERM (the report is still written)."""
+
 app = typer.Typer(
     cls=_ErrorMappingGroup,
     name="gpuaccept",
-    help="Is this GPU machine fit to run real PyTorch work, and is it as fast as it should be?",
+    help=_ROOT_HELP,
+    epilog=_EXIT_CODES,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -96,6 +112,44 @@ _CLICK_ERRORS = sys.modules[typer.BadParameter.__module__]
 _ClickException: type[Exception] = _CLICK_ERRORS.ClickException
 _UsageError: type[Exception] = _CLICK_ERRORS.UsageError
 _NoArgsIsHelp: type[Exception] | None = getattr(_CLICK_ERRORS, "NoArgsIsHelpError", None)
+
+
+# Words for values where an option names no metavar itself.
+_METAVARS = {"path": "PATH", "int": "N", "float": "NUMBER", "str": "TEXT"}
+
+
+def _value_kind(param: Any) -> str:
+    """'path', 'int', 'float' or 'str' for a parameter, from Typer's annotation (Typer 0.29) or
+    click's type name (older Typer)."""
+    descriptor = getattr(param, "type_descriptor", None)
+    annotation = getattr(descriptor, "annotation", None)
+    if annotation is not None:
+        inner = getattr(annotation, "__args__", None)
+        if inner:  # list[str], Path | None: the element type tells
+            annotation = next((arg for arg in inner if arg is not type(None)), annotation)
+        return str(getattr(annotation, "__name__", annotation)).lower().replace("posixpath", "path")
+    name = str(getattr(getattr(param, "type", None), "name", "")).lower()
+    return {"integer": "int", "integer range": "int", "float range": "float", "text": "str"}.get(
+        name, name
+    )
+
+
+def _plain_metavars(command: Any) -> None:
+    """Give every option a plain metavar (PATH, N, NUMBER, TEXT) and every argument just its name,
+    so help reads the same whichever Typer pip installs: Typer 0.29 prints `<path>`,
+    `<int range>` and `<list[str]>` where no metavar was set."""
+    for param in getattr(command, "params", []):
+        if getattr(param, "is_flag", False) or param.metavar is not None:
+            continue
+        if param.param_type_name == "argument":
+            # the argument's own NAME says it; Typer 0.29 would add `<str>` after it
+            param.metavar = (param.name or "value").upper()
+            if hasattr(param, "display_type_rich"):
+                param.display_type_rich = lambda ctx=None: None
+        else:
+            param.metavar = _METAVARS.get(_value_kind(param), "VALUE")
+    for sub in getattr(command, "commands", {}).values():
+        _plain_metavars(sub)
 
 
 def main() -> None:

@@ -72,7 +72,10 @@ def mnist(
         "Default: ./MNIST_data.tar.gz, else ./data/.",
     ),
     model: str = typer.Option(
-        "fast", "--model", help="fast (default recipe) or lenet (the seed's)."
+        "fast",
+        "--model",
+        metavar="[fast|lenet]",
+        help="fast (default recipe) or lenet (the seed's).",
     ),
     epochs: int = typer.Option(20, "--epochs", min=1, help="Number of training epochs."),
     batch_size: int | None = typer.Option(
@@ -89,9 +92,14 @@ def mnist(
         metavar="N",
         help="Seed (0 to 2^32-1): the same seed gives the same model.",
     ),
-    device: str = typer.Option("auto", "--device", help="auto, cuda or cpu."),
+    device: str = typer.Option(
+        "auto", "--device", metavar="[auto|cuda|cpu]", help="auto, cuda or cpu."
+    ),
     precision: str = typer.Option(
-        "auto", "--precision", help="auto (bf16 on a GPU that has it, else fp32), bf16 or fp32."
+        "auto",
+        "--precision",
+        metavar="[auto|bf16|fp32]",
+        help="auto (bf16 on a GPU that has it, else fp32), bf16 or fp32.",
     ),
     target_accuracy: float | None = typer.Option(
         None,

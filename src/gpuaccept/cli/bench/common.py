@@ -23,7 +23,9 @@ if TYPE_CHECKING:
 
     from gpuaccept.results import CheckResult
 
-DEVICE = typer.Option("auto", "--device", help="auto (GPU when usable), cuda or cpu.")
+DEVICE = typer.Option(
+    "auto", "--device", metavar="[auto|cuda|cpu]", help="auto (GPU when usable), cuda or cpu."
+)
 JSON_OUT = typer.Option(None, "--json", help="Write the report (results model) to this file.")
 CSV_OUT = typer.Option(None, "--csv", help="Write every table row to this CSV file.")
 WARMUP = typer.Option(None, "--warmup", "-w", min=0, help="Warm-up iterations (default by device).")

@@ -73,12 +73,15 @@ def matmul(
     dtype: list[str] = typer.Option(
         [],
         "--dtype",
-        help="fp64, fp32, tf32, bf16, fp16 or fp8 (repeatable; default bf16 on GPU, fp32 on CPU).",
+        metavar="[fp64|fp32|tf32|bf16|fp16|fp8]",
+        help="Repeatable; default bf16 on GPU, fp32 on CPU.",
     ),
     m: str | None = typer.Option(None, "--m", help="M values: N, N,M,... or START:STOP:STEP."),
     n: str | None = typer.Option(None, "--n", help="N values (same forms)."),
     k: str | None = typer.Option(None, "--k", help="K values (same forms)."),
-    preset: str = typer.Option("quick", "--preset", help="quick or full shape sweep."),
+    preset: str = typer.Option(
+        "quick", "--preset", metavar="[quick|full]", help="quick or full shape sweep."
+    ),
     warmup: int | None = WARMUP,
     iterations: int | None = ITERATIONS,
     device: str = DEVICE,

@@ -73,7 +73,9 @@ def plan_nbody(
 
 
 def nbody(
-    dtype: list[str] = typer.Option([], "--dtype", help="fp32 or fp64 (repeatable; default fp32)."),
+    dtype: list[str] = typer.Option(
+        [], "--dtype", metavar="[fp32|fp64]", help="fp32 or fp64 (repeatable; default fp32)."
+    ),
     bodies: str | None = typer.Option(None, "--bodies", help="Body counts: N, N,M,... or a range."),
     tile: int | None = typer.Option(
         None, "--tile", help="Bodies per tile of the torch kernel (default: bounded memory)."
