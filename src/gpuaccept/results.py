@@ -40,7 +40,9 @@ class Verdict(StrEnum):
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # NaN and infinities are written as the strings "NaN" / "Infinity" (valid JSON that reads back
+    # as the same float), never as null, which would not validate as a figure again.
+    model_config = ConfigDict(frozen=True, extra="forbid", ser_json_inf_nan="strings")
 
 
 class Reference(_Frozen):

@@ -102,3 +102,13 @@ def test_train_fails_when_loss_does_not_fall_far_enough() -> None:
     result = train.run(cpu_context(smoke_max_loss_ratio=1e-6))
     assert result.status is Status.FAIL
     assert "must fall below" in result.message
+
+
+def test_a_figure_that_comes_out_nan_fails_its_check() -> None:
+    from gpuaccept.checks.judging import Findings, Target
+
+    findings = Findings("compute", "COMPUTE")
+    findings.record(Target(None, "cpu"), "matmul_fp32_tflops", float("nan"), "TFLOPS")
+    result = findings.conclude("all good")
+    assert result.status is Status.FAIL
+    assert "measured NaN" in result.message

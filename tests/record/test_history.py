@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import sqlite3
 import subprocess
@@ -297,3 +298,19 @@ def test_a_history_that_cannot_be_written_is_refused_before_a_run(tmp_path: Path
     with pytest.raises(HistoryError, match="cannot be written"):
         read_only.check_writable()
     connection.close()
+
+
+def test_a_run_with_a_nan_figure_is_recorded_whole(tmp_path: Path) -> None:
+    report = gpu_report("nan-node", [float("nan"), 790.0], passed=False)
+    with History.open(tmp_path / "h.sqlite") as history:
+        [(run_id, new)] = history.append([(report, "run")])
+        assert new
+        stored = history.report(run_id)
+        assert math.isnan(stored.checks[0].measurements[0].value)  # the report keeps its NaN
+        # the figure table holds the real figures; NaN is no point on a trend
+        values = [p.value for p in history.points("matmul_bf16_tflops")]
+        assert values == [790.0]
+    # a NaN survives the JSON report too, as a string that reads back as NaN
+    assert '"NaN"' in report.model_dump_json()
+    again = type(report).model_validate_json(report.model_dump_json())
+    assert math.isnan(again.checks[0].measurements[0].value)

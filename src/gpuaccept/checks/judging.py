@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +21,16 @@ class Target:
     @property
     def label(self) -> str:
         return "cpu" if self.index is None else f"gpu{self.index}"
+
+
+def not_a_number_failures(measurements: list[Measurement]) -> list[str]:
+    """A figure that came out NaN is a failed measurement, never a pass."""
+    return [
+        f"{'cpu' if m.device_index is None else f'gpu{m.device_index}'} {m.name}: measured NaN "
+        "(the measurement itself failed)"
+        for m in measurements
+        if math.isnan(m.value)
+    ]
 
 
 def measurement_targets(context: CheckContext) -> list[Target]:
@@ -85,6 +96,7 @@ class Findings:
 
     def conclude(self, ok_message: str) -> CheckResult:
         failures = list(self.failures)
+        failures += not_a_number_failures(self.measurements)
         for m in self.measurements:
             if m.verdict is Verdict.FAIL and m.reference is not None:
                 where = "cpu" if m.device_index is None else f"gpu{m.device_index}"

@@ -10,6 +10,7 @@ reported and never written.
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import sqlite3
 import struct
@@ -336,6 +337,9 @@ class History:
                         )
                         for check in report.checks
                         for m in check.measurements
+                        # NaN is no figure to trend (and SQLite stores it as NULL); the run and
+                        # its report, NaN included, are still recorded
+                        if not math.isnan(m.value)
                     ],
                 )
                 stored.append((run_id, True))

@@ -52,6 +52,9 @@ def bench_result(
     **details: Any,
 ) -> CheckResult:
     """FAIL with the failures as the message when there are any, else PASS with the summary."""
+    from gpuaccept.checks.judging import not_a_number_failures
+
+    failures = failures + not_a_number_failures(measurements)
     return CheckResult(
         name=name,
         area="BENCH",
