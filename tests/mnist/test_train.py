@@ -85,6 +85,30 @@ def test_resume_after_eviction_equals_an_uninterrupted_run(
     assert resumed.records[-1].elapsed_seconds > resumed.records[-1].epoch_seconds
 
 
+def test_a_checkpoint_whose_content_does_not_match_its_identity_is_refused(
+    small_mnist: MnistData, tmp_path: Path
+) -> None:
+    plan = CheckpointPlan(tmp_path / "ck.pt")
+    config = TrainConfig(recipe=RECIPES["fast"], epochs=2, seed=1)
+    data = _slice(small_mnist, 1024, 200)
+    with pytest.raises(_Evicted):
+        train_mnist(data, config, CPU, checkpoint=plan, after_checkpoint=_evict_after_all)
+    payload = torch.load(plan.path, weights_only=True)
+    assert payload["identity"]["model_fingerprint"]  # the architecture is part of the identity
+    assert payload["identity"]["gpuaccept_version"]
+    del payload["optimizer"]  # same identity, missing content
+    torch.save(payload, plan.path)
+    before = plan.path.read_bytes()
+    with pytest.raises(InputError, match="content does not match") as raised:
+        train_mnist(data, config, CPU, checkpoint=plan)
+    assert "\n" not in str(raised.value)
+    assert plan.path.read_bytes() == before  # left as it was
+
+
+def _evict_after_all(written: int) -> None:
+    raise _Evicted
+
+
 def test_checkpoint_of_another_run_is_refused(small_mnist: MnistData, tmp_path: Path) -> None:
     plan = CheckpointPlan(tmp_path / "ck.pt")
     config = TrainConfig(recipe=RECIPES["fast"], epochs=1, seed=1)

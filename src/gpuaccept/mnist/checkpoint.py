@@ -15,7 +15,8 @@ import torch
 from gpuaccept.errors import InputError
 from gpuaccept.output_files import write_bytes_atomically
 
-CHECKPOINT_FORMAT = "gpuaccept-mnist-checkpoint/1"
+# /2: the step count replaced the LambdaLR state (the step is captured in a CUDA graph now)
+CHECKPOINT_FORMAT = "gpuaccept-mnist-checkpoint/2"
 MODEL_FORMAT = "gpuaccept-mnist-model/1"
 
 
@@ -58,6 +59,30 @@ def load_checkpoint(path: Path, identity: dict[str, Any]) -> dict[str, Any]:
                 f"has {key}={value!r}; match the flags or remove the checkpoint to start over"
             )
     return payload
+
+
+def model_fingerprint(model: torch.nn.Module) -> str:
+    """The architecture as a digest of its parameter and buffer names, shapes and dtypes: a
+    checkpoint of another model (or another gpuaccept's model of the same name) never loads."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for name, tensor in model.state_dict().items():
+        digest.update(f"{name}:{tuple(tensor.shape)}:{tensor.dtype};".encode())
+    return digest.hexdigest()[:16]
+
+
+def restore_checkpoint(path: Path, payload: dict[str, Any], restore: Any) -> None:
+    """Call `restore(payload)`; a checkpoint whose identity matched but whose content does not
+    (missing keys, other shapes) is an input error naming the file, never a traceback."""
+    try:
+        restore(payload)
+    except (KeyError, TypeError, ValueError, RuntimeError, IndexError) as error:
+        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise InputError(
+            f"--checkpoint {path}: its content does not match what it says it is "
+            f"({type(error).__name__}: {reason[:160]}); remove it to start over"
+        ) from None
 
 
 def save_model(path: Path, state_dict: dict[str, torch.Tensor], metadata: dict[str, Any]) -> None:

@@ -27,7 +27,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from gpuaccept.errors import InputError
-from gpuaccept.mnist.checkpoint import load_checkpoint, save_checkpoint
+from gpuaccept.mnist.checkpoint import (
+    load_checkpoint,
+    model_fingerprint,
+    restore_checkpoint,
+    save_checkpoint,
+)
 from gpuaccept.mnist.data import MnistData
 from gpuaccept.mnist.model import MODELS
 
@@ -323,15 +328,32 @@ def train_mnist(
         model = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
     optimizer = _optimizer(recipe, model, device)
 
-    identity = config.identity(data, world)
+    from gpuaccept import __version__
+
+    identity = config.identity(data, world) | {
+        "gpuaccept_version": __version__,
+        "model_fingerprint": model_fingerprint(model),
+    }
     records: list[EpochRecord] = []
     start_epoch, elapsed_before = 0, 0.0
     if checkpoint is not None and checkpoint.path.exists():
         state = load_checkpoint(checkpoint.path, identity)
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        records = [EpochRecord(**record) for record in state["records"]]
-        start_epoch, elapsed_before = int(state["epoch"]), float(state["elapsed_seconds"])
+        restored: dict[str, Any] = {}
+
+        def restore(payload: dict[str, Any]) -> None:
+            model.load_state_dict(payload["model"])
+            optimizer.load_state_dict(payload["optimizer"])
+            restored["records"] = [EpochRecord(**record) for record in payload["records"]]
+            restored["epoch"] = int(payload["epoch"])
+            restored["elapsed"] = float(payload["elapsed_seconds"])
+            if not 0 < restored["epoch"] <= config.epochs:
+                raise ValueError(f"epoch {restored['epoch']} outside 1..{config.epochs}")
+
+        restore_checkpoint(checkpoint.path, state, restore)
+        for group in optimizer.param_groups:  # a loaded learning rate comes back on the CPU
+            group["lr"] = torch.as_tensor(group["lr"], dtype=torch.float32, device=device)
+        records = restored["records"]
+        start_epoch, elapsed_before = restored["epoch"], restored["elapsed"]
     resumed_from = start_epoch
 
     trained: nn.Module = model
