@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 REPORT_SCHEMA_VERSION = 1
 
@@ -90,6 +90,33 @@ class CheckResult(_Frozen):
     measurements: list[Measurement] = Field(default_factory=list)
     details: dict[str, Any] = Field(default_factory=dict)
 
+    @field_validator("details")
+    @classmethod
+    def _table_shape(cls, value: dict[str, Any]) -> dict[str, Any]:
+        """A benchmark's table, when there is one, as the writers read it: `columns` a list of
+        [row key, header] string pairs, `rows` a list of objects."""
+        columns, rows = value.get("columns"), value.get("rows")
+        if columns is not None and not (
+            isinstance(columns, list)
+            and all(
+                isinstance(c, list | tuple) and len(c) == 2 and all(isinstance(x, str) for x in c)
+                for c in columns
+            )
+        ):
+            raise ValueError("details.columns must be a list of [key, header] string pairs")
+        if rows is not None and not (
+            isinstance(rows, list) and all(isinstance(row, dict) for row in rows)
+        ):
+            raise ValueError("details.rows must be a list of objects")
+        return value
+
+
+# The environment capture's sections (record/environment.py): objects, and lists of objects.
+_OBJECT_SECTIONS = frozenset(
+    {"system", "python", "torch", "cuda", "pixi", "git", "container", "scheduler"}
+)
+_LIST_SECTIONS = frozenset({"gpus", "packages"})
+
 
 class RunReport(_Frozen):
     schema_version: int = REPORT_SCHEMA_VERSION
@@ -103,6 +130,34 @@ class RunReport(_Frozen):
     duration_seconds: float
     checks: list[CheckResult]
     environment: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("started_at", "finished_at")
+    @classmethod
+    def _iso_time(cls, value: str) -> str:
+        try:
+            moment = datetime.fromisoformat(value)
+        except ValueError:
+            raise ValueError(f"{value!r} is not an ISO 8601 time") from None
+        if moment.tzinfo is None:
+            raise ValueError(f"{value!r} has no time zone (reports are in UTC)")
+        return value
+
+    @field_validator("environment")
+    @classmethod
+    def _environment_shape(cls, value: dict[str, Any]) -> dict[str, Any]:
+        """The capture's shape as every writer reads it: its sections are objects, `gpus` and
+        `packages` lists of objects (or null). A report that validates must also render."""
+        for key, section in value.items():
+            if key in _LIST_SECTIONS:
+                if section is not None and not (
+                    isinstance(section, list) and all(isinstance(item, dict) for item in section)
+                ):
+                    raise ValueError(f"environment.{key} must be a list of objects or null")
+            elif section is not None and not isinstance(section, dict | str | int | float | bool):
+                raise ValueError(f"environment.{key} must be an object, a value or null")
+            elif key in _OBJECT_SECTIONS and section is not None and not isinstance(section, dict):
+                raise ValueError(f"environment.{key} must be an object or null")
+        return value
 
     @classmethod
     def completed(

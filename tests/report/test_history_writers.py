@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import io
 import re
+from datetime import UTC, datetime
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -99,3 +100,48 @@ def test_html_page_is_self_contained_escaped_and_its_charts_render(tmp_path: Pat
     assert pixels.shape[1] > 400
     # a chart, not a blank canvas: many distinct colours (lines, markers, text, grid)
     assert len(np.unique(pixels.reshape(-1, pixels.shape[-1]), axis=0)) > 20
+
+
+def test_html_charts_compare_like_with_like_and_mark_this_run_and_the_floor(
+    tmp_path: Path,
+) -> None:
+    quick = [
+        gpu_report("n1", [800.0 + h], hours=h).model_copy(update={"level": "quick"})
+        for h in range(3)
+    ]
+    standard = gpu_report("n1", [500.0], hours=4).model_copy(update={"level": "standard"})
+    with History.open(tmp_path / "h.sqlite") as history:
+        history.append([(r, "run") for r in [*quick, standard]])
+        mixed = history.points("compute/matmul_bf16_tflops", node="n1")
+        alike = history.points(
+            "compute/matmul_bf16_tflops", node="n1", command="accept", level="quick"
+        )
+    assert 500.0 in [p.value for p in mixed]
+    assert sorted(p.value for p in alike) == [800.0, 801.0, 802.0]  # the standard run left out
+    page = render_html(quick[-1], {"compute/matmul_bf16_tflops": alike})
+    assert "this run" in page
+    assert "matmul bf16 over time" in page  # a readable title, not compute/matmul_bf16_tflops
+    assert "compute/matmul_bf16_tflops" not in page
+
+
+def test_one_point_and_math_signs_in_names_still_chart(tmp_path: Path) -> None:
+    from gpuaccept.report.charts import trend_chart_png
+    from gpuaccept.report.naming import chart_title
+
+    png = trend_chart_png(
+        chart_title("check/$weird_metric_$x^{2"),
+        "GB/s$",
+        {"node gpu0": [(datetime(2026, 11, 1, tzinfo=UTC), 1.0)]},
+        this_run=datetime(2026, 11, 1, tzinfo=UTC),
+        floor=0.5,
+    )
+    assert png.startswith(b"\x89PNG")
+
+
+def test_a_cpu_run_does_not_read_as_a_gpu_acceptance() -> None:
+    cpu = gpu_report("n1", [1.0]).model_copy(update={"device_mode": "cpu"})
+    page = render_html(cpu, {})
+    assert "not a GPU acceptance" in page
+    assert 'class="verdict pass"' not in page  # no big green PASS for a CPU run
+    bench = gpu_report("n1", [1.0]).model_copy(update={"command": "bench", "level": "all"})
+    assert "--level all" not in render_html(bench, {})

@@ -18,7 +18,8 @@ if TYPE_CHECKING:
 def _trends(
     report: RunReport, run_id: int | None, history: Path | None
 ) -> dict[str, list[MetricPoint]]:
-    """This node's stored points for each figure of the report; the report's own when unstored."""
+    """This node's stored points for each figure of the report, from runs of the same command and
+    level only (like with like); the report's own points when it is not stored."""
     from gpuaccept.record.history import History, default_history_path, report_points
 
     own = report_points(report, run_id or 0)
@@ -27,7 +28,9 @@ def _trends(
     if path.is_file():
         with History.open(path, create=False) as store:
             for metric in trends:
-                trends[metric] = store.points(metric, node=report.hostname)
+                trends[metric] = store.points(
+                    metric, node=report.hostname, command=report.command, level=report.level
+                )
     for point in own:
         if run_id is None or not any(p.run_id == run_id for p in trends[point.metric]):
             trends[point.metric].append(point)

@@ -389,13 +389,20 @@ class History:
         return int(self._connection.execute("SELECT count(*) FROM runs").fetchone()[0])
 
     def points(
-        self, metric: str | None = None, *, node: str | None = None, latest_only: bool = False
+        self,
+        metric: str | None = None,
+        *,
+        node: str | None = None,
+        command: str | None = None,
+        level: str | None = None,
+        latest_only: bool = False,
     ) -> list[MetricPoint]:
-        """Stored figures, oldest first. `metric` is `NAME` or `CHECK/NAME`.
+        """Stored figures, oldest first. `metric` is `NAME` or `CHECK/NAME`; `command` and
+        `level` keep like with like (a quick run's figures are not a standard run's).
 
         With `latest_only`, only the newest figure per node, GPU and metric.
         """
-        clauses, parameters = _filters(node=node)
+        clauses, parameters = _filters(node=node, command=command, level=level)
         conditions = [clauses.removeprefix(" WHERE ")] if clauses else []
         if metric is not None:
             check, _, name = metric.rpartition("/")
@@ -453,8 +460,13 @@ def report_points(report: RunReport, run_id: int) -> list[MetricPoint]:
     ]
 
 
-def _filters(*, node: str | None = None, command: str | None = None) -> tuple[str, list[object]]:
+def _filters(
+    *, node: str | None = None, command: str | None = None, level: str | None = None
+) -> tuple[str, list[object]]:
     conditions, parameters = [], []
+    if level is not None:
+        conditions.append("level = ?")
+        parameters.append(level)
     if node is not None:
         conditions.append("hostname = ?")
         parameters.append(node)

@@ -1,14 +1,26 @@
-"""Trend charts (PNG) of figures over time, drawn with matplotlib's object API (no pyplot state)."""
+"""Trend charts (PNG) of figures over time, drawn with matplotlib's object API (no pyplot state).
+
+Honest axes: the y axis starts at zero (a 0.5% wobble looks like one), a single run or runs
+seconds apart get a day of time axis rather than a span of years or a scale of seconds, the run
+the page is about is marked, and the reference floor is drawn when there is one.
+"""
 
 from __future__ import annotations
 
 import io
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
+
+_MIN_SPAN = timedelta(days=1)
 
 
 def trend_chart_png(
-    title: str, unit: str, series: Mapping[str, Sequence[tuple[datetime, float]]]
+    title: str,
+    unit: str,
+    series: Mapping[str, Sequence[tuple[datetime, float]]],
+    *,
+    this_run: datetime | None = None,
+    floor: float | None = None,
 ) -> bytes:
     """One line per series (a node's GPU), time on x, the figure on y; PNG bytes."""
     from matplotlib.dates import AutoDateLocator, ConciseDateFormatter, date2num
@@ -16,6 +28,8 @@ def trend_chart_png(
 
     figure = Figure(figsize=(5.6, 2.8), dpi=100, layout="constrained")
     axes = figure.add_subplot()
+    times = [when for points in series.values() for when, _ in points]
+    values = [value for points in series.values() for _, value in points]
     for label, points in sorted(series.items()):
         ordered = sorted(points)
         axes.plot(
@@ -26,14 +40,37 @@ def trend_chart_png(
             linewidth=1.5,
             label=label,
         )
-    locator = AutoDateLocator()
+        mine = [
+            (when, value) for when, value in ordered if this_run is not None and when == this_run
+        ]
+        if mine:
+            axes.plot(
+                date2num([when for when, _ in mine]),
+                [value for _, value in mine],
+                linestyle="none",
+                marker="*",
+                markersize=11,
+                color="black",
+                label="this run" if label == sorted(series)[0] else None,
+            )
+    if floor is not None:
+        axes.axhline(floor, color="#b3261e", linestyle="--", linewidth=1, label="reference floor")
+    if times:
+        start, end = min(times), max(times)
+        if end - start < _MIN_SPAN:
+            middle = start + (end - start) / 2
+            axes.set_xlim(date2num(middle - _MIN_SPAN / 2), date2num(middle + _MIN_SPAN / 2))
+    finite = [v for v in values if v == v] + ([floor] if floor is not None else [])
+    if finite and min(finite) >= 0:
+        axes.set_ylim(bottom=0, top=max(finite) * 1.1 or 1.0)
+    locator = AutoDateLocator(minticks=3, maxticks=6)
     axes.xaxis.set_major_locator(locator)
     axes.xaxis.set_major_formatter(ConciseDateFormatter(locator))
     axes.set_title(title, fontsize=10)
-    axes.set_ylabel(unit)
+    axes.set_ylabel(unit.replace("$", r"\$"))
     axes.grid(True, alpha=0.3)
-    if len(series) > 1:
-        axes.legend(fontsize=7, loc="best")
+    if len(series) > 1 or floor is not None or this_run is not None:
+        axes.legend(fontsize=7, loc="lower left")
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png")
     return buffer.getvalue()

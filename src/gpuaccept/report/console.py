@@ -6,7 +6,7 @@ from typing import Any
 
 from rich.table import Table
 
-from gpuaccept.report.naming import figure_text
+from gpuaccept.report.naming import figure_text, run_title
 from gpuaccept.results import CheckResult, RunReport, Status
 
 _STATUS_STYLE = {
@@ -47,8 +47,7 @@ def result_line(report: RunReport, interrupted: str | None = None) -> str:
 
 
 def summary_table(report: RunReport) -> Table:
-    mode = "CPU mode, not a GPU acceptance" if report.device_mode == "cpu" else "GPU"
-    table = Table(title=f"gpuaccept {report.command} {report.level} ({mode})")
+    table = Table(title=run_title(report))
     for column in ("area", "check", "status", "seconds", "key figures"):
         table.add_column(column)
     for check in report.checks:

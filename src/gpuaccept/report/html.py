@@ -17,6 +17,7 @@ from typing import Any
 from gpuaccept.record.comparison import higher_is_better
 from gpuaccept.record.history import MetricPoint
 from gpuaccept.report.charts import trend_chart_png
+from gpuaccept.report.naming import chart_title, format_number, metric_title, run_title
 from gpuaccept.results import CheckResult, RunReport, device_label
 
 MAX_CHARTS = 12
@@ -31,6 +32,7 @@ th { background: #f3f3f3; }
 .fail, .error { color: #b3261e; font-weight: 600; } .skip { color: #777; }
 .verdict { font-size: 1.2em; padding: 0.3em 0.8em; display: inline-block; border-radius: 4px; }
 .verdict.pass { background: #e3f4e8; } .verdict.fail { background: #fbe4e2; }
+.verdict.cpu, .verdict.skip { background: #eeeeee; color: #444; }
 .charts { display: flex; flex-wrap: wrap; gap: 1em; }
 .charts figure { margin: 0; } pre { background: #f7f7f7; padding: 1em; overflow-x: auto; }
 """
@@ -41,9 +43,23 @@ def _text(value: Any) -> str:
 
 
 def _number(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return escape(format_number(value))
     return _text(value)
+
+
+def _value(value: Any, depth: int = 0) -> str:
+    """A details value as a person reads it: scalars as text, objects as small tables, lists of
+    scalars as one line; only what is nested deeper than that stays compact JSON."""
+    if isinstance(value, dict) and value and depth < 2:
+        return _table(
+            None, [[f"<b>{_text(k)}</b>", _value(v, depth + 1)] for k, v in value.items()]
+        )
+    if isinstance(value, list) and all(not isinstance(v, dict | list) for v in value):
+        return ", ".join(_number(v) for v in value) or "none"
+    if isinstance(value, dict | list):
+        return f"<code>{escape(json.dumps(value, sort_keys=True, default=str))}</code>"
+    return _number(value)
 
 
 def _table(header: Sequence[str] | None, rows: Sequence[Sequence[str]]) -> str:
@@ -102,7 +118,7 @@ def _check_details(check: CheckResult) -> str:
                 ["metric", "device", "value", "unit", "floor", "verdict"],
                 [
                     [
-                        _text(m.name),
+                        _text(metric_title(m.name)),
                         device_label(m.device_index),
                         _number(m.value),
                         _text(m.unit),
@@ -125,15 +141,21 @@ def _check_details(check: CheckResult) -> str:
         )
     rest = {k: v for k, v in check.details.items() if k not in ("columns", "rows")}
     if rest:
-        text = json.dumps(rest, indent=2, sort_keys=True, default=str)
-        parts.append(f"<pre>{escape(text)}</pre>")
+        parts.append(_value(rest))
     return "".join(parts) or "<p>No figures.</p>"
 
 
-def _charts(trends: dict[str, list[MetricPoint]]) -> str:
+def _charts(trends: dict[str, list[MetricPoint]], report: RunReport) -> str:
     # Key figures are the ones where more is better: throughput, bandwidth, accuracy. Counts of
     # wrong elements sit at zero and would only bury them.
     key = [m for m in sorted(trends) if trends[m] and higher_is_better(trends[m][0].unit)]
+    floors = {
+        f"{check.name}/{m.name}": m.reference.floor
+        for check in report.checks
+        for m in check.measurements
+        if m.reference is not None
+    }
+    this_run = datetime.fromisoformat(report.started_at)
     figures = []
     for metric in key[:MAX_CHARTS]:
         points = trends[metric]
@@ -142,22 +164,34 @@ def _charts(trends: dict[str, list[MetricPoint]]) -> str:
             series[f"{point.hostname} {device_label(point.device_index)}"].append(
                 (datetime.fromisoformat(point.started_at), point.value)
             )
-        png = trend_chart_png(metric, points[0].unit, series)
+        png = trend_chart_png(
+            chart_title(metric),
+            points[0].unit,
+            series,
+            this_run=this_run,
+            floor=floors.get(metric),
+        )
         encoded = base64.b64encode(png).decode("ascii")
         figures.append(
-            f'<figure><img alt="{escape(metric)} over time" '
+            f'<figure><img alt="{escape(metric_title(metric))} over time" '
             f'src="data:image/png;base64,{encoded}"></figure>'
         )
     if not figures:
         return "<p>No figures to chart.</p>"
-    return f'<div class="charts">{"".join(figures)}</div>'
+    what = f"runs of <code>{escape(run_title(report))}</code> on this node"
+    return f'<p>{what}; &#9733; marks this run.</p><div class="charts">{"".join(figures)}</div>'
 
 
 def render_html(report: RunReport, trends: dict[str, list[MetricPoint]]) -> str:
     """The page; `trends` maps `check/metric` to its stored points (this run included)."""
-    verdict = "pass" if report.passed else "fail"
-    title = f"gpuaccept {report.command} --level {report.level} ({report.device_mode})"
+    verdict = {"pass": "pass", "fail": "fail", "not judged": "skip"}[report.verdict]
+    title = run_title(report)
     failed = ", ".join(report.failed_checks)
+    shown = report.verdict.upper() + (f": {escape(failed)}" if failed else "")
+    if report.device_mode == "cpu":
+        # a CPU run exercises the code; a green PASS would read as a GPU acceptance
+        verdict = "cpu"
+        shown += " (CPU mode: this exercised the code on the CPU; it is not a GPU acceptance)"
     checks = _table(
         ["area", "check", "status", "seconds", "message"],
         [
@@ -181,13 +215,12 @@ def render_html(report: RunReport, trends: dict[str, list[MetricPoint]]) -> str:
         '<html lang="en"><head><meta charset="utf-8">'
         f"<title>{escape(title)}</title><style>{_STYLE}</style></head><body>"
         f"<h1>{escape(title)}</h1>"
-        f'<p><span class="verdict {verdict}">{verdict.upper()}'
-        f"{': ' + escape(failed) if failed else ''}</span></p>"
+        f'<p><span class="verdict {verdict}">{shown}</span></p>'
         f"<p>Started {_text(report.started_at)}, {report.duration_seconds:.1f} s, "
         f"gpuaccept {_text(report.tool_version)}</p>"
         f"<h2>Environment</h2>{_environment(report)}"
         f"<h2>Checks</h2>{checks}"
-        f"<h2>Trends</h2>{_charts(trends)}"
+        f"<h2>Trends</h2>{_charts(trends, report)}"
         f"<h2>Details</h2>{details}"
         f"<h2>Environment capture</h2><details><summary>JSON</summary>"
         f"<pre>{escape(environment_json)}</pre></details>"

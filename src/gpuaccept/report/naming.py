@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import re
 
-from gpuaccept.results import Measurement, device_label
+from gpuaccept.results import Measurement, RunReport, device_label
 
 _DTYPE = r"(fp64|fp32|tf32|bf16|fp16|fp8)"
 _NAMED: list[tuple[str, str]] = [
@@ -79,3 +79,21 @@ def figure_text(measurement: Measurement) -> str:
     return f"{device}{metric_title(measurement.name)} {format_number(measurement.value)} " + (
         measurement.unit
     )
+
+
+def run_title(report: RunReport) -> str:
+    """What was run, as a person would have typed it: `gpuaccept accept --level standard`,
+    `gpuaccept bench nbody`, `gpuaccept bench` (every benchmark), `gpuaccept train mnist`."""
+    if report.command == "bench":
+        what = "gpuaccept bench" if report.level == "all" else f"gpuaccept bench {report.level}"
+    elif report.command == "train-mnist":
+        what = f"gpuaccept train mnist --model {report.level}"
+    else:
+        what = f"gpuaccept {report.command} --level {report.level}"
+    mode = "CPU mode, not a GPU acceptance" if report.device_mode == "cpu" else "GPU"
+    return f"{what} ({mode})"
+
+
+def chart_title(metric: str) -> str:
+    """A readable chart title that matplotlib prints as it is (no $...$ mathtext)."""
+    return metric_title(metric).replace("$", r"\$")
