@@ -199,3 +199,23 @@ def test_report_refusals(tmp_path: Path) -> None:
         result = runner.invoke(app, args)
         assert result.exit_code == 2, (args, result.output)
         assert message in _one_error_line(result)
+
+
+def test_compare_of_runs_at_different_levels_judges_nothing(tmp_path: Path) -> None:
+    from tests.run_reports import gpu_report
+
+    db = tmp_path / "h.sqlite"
+    quick = gpu_report("n1", [800.0]).model_copy(update={"level": "quick"})
+    standard = gpu_report("n1", [100.0], hours=1)
+    paths = []
+    for name, report in (("q.json", quick), ("s.json", standard)):
+        (tmp_path / name).write_text(report.model_dump_json())
+        paths.append(str(tmp_path / name))
+    runner.invoke(app, ["history", "import", *paths, "--history", str(db)])
+    result = runner.invoke(app, ["history", "compare", "1", "2", "--history", str(db)])
+    assert result.exit_code == 0, result.output
+    assert "[WARN]" in result.output
+    assert "--level quick" in result.output
+    assert "worse" not in result.output  # -88% between a quick and a standard run is no verdict
+    header = next(line for line in result.output.splitlines() if line.startswith("metric"))
+    assert header.split()[-1] == "verdict"  # every column has a heading

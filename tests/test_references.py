@@ -137,8 +137,8 @@ def report_with(values: list[float]) -> RunReport:
         command="accept",
         level="quick",
         device_mode="cuda",
-        started_at="t",
-        finished_at="t",
+        started_at="2026-11-01T08:00:00+00:00",
+        finished_at="2026-11-01T08:00:01+00:00",
         duration_seconds=0,
         checks=[check],
     )

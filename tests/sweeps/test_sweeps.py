@@ -185,8 +185,8 @@ def test_tables_and_csv_carry_every_row(sweeps: dict[str, list[coll.CollectiveRo
         command="bench",
         level="collectives",
         device_mode="cpu",
-        started_at="s",
-        finished_at="f",
+        started_at="2026-11-01T08:00:00+00:00",
+        finished_at="2026-11-01T08:00:01+00:00",
         duration_seconds=0.0,
         checks=[result],
     )

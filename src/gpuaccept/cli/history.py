@@ -124,9 +124,18 @@ def compare(
 ) -> None:
     """Every figure of two runs side by side, with the change in percent (B against A)."""
     from gpuaccept.record.comparison import compare_reports
+    from gpuaccept.report.naming import format_number, run_title
 
     with _open(history) as store:
         a, b = store.report(_run_id(run_a)), store.report(_run_id(run_b))
+    # Levels and modes size the work differently (a quick matmul is not a standard one): such
+    # runs are shown side by side, but no change is called worse.
+    alike = (a.command, a.level, a.device_mode) == (b.command, b.level, b.device_mode)
+    if not alike:
+        typer.echo(
+            f"[WARN] run {run_a} is `{run_title(a)}`, run {run_b} is `{run_title(b)}`: they "
+            "measure different sizes, so the changes below are not judged"
+        )
     rows = []
     for figure in compare_reports(a, b):
         change = figure.change_percent
@@ -134,17 +143,18 @@ def compare(
             [
                 figure.metric,
                 figure.device,
-                "n/a" if figure.value_a is None else f"{figure.value_a:.4g}",
-                "n/a" if figure.value_b is None else f"{figure.value_b:.4g}",
+                format_number(figure.value_a),
+                format_number(figure.value_b),
                 figure.unit,
                 "n/a" if change is None else f"{change:+.1f}%",
-                "worse" if figure.worse else "",
+                ("worse" if figure.worse else "ok") if alike else "not judged",
             ]
         )
     if not rows:
         typer.echo(f"runs {run_a} and {run_b} have no figures")
         return
-    _echo_table(["metric", "device", f"run {run_a}", f"run {run_b}", "unit", "change", ""], rows)
+    header = ["metric", "device", f"run {run_a}", f"run {run_b}", "unit", "change", "verdict"]
+    _echo_table(header, rows)
 
 
 @app.command("trend")

@@ -8,16 +8,14 @@ from pathlib import Path
 from typing import Any
 
 from gpuaccept.output_files import write_text_atomically
+from gpuaccept.report.naming import format_number
 from gpuaccept.results import CheckResult, RunReport
 
 
 def _cell(value: Any) -> str:
-    if value is None:
-        return "n/a"
-    if isinstance(value, float):
-        if value != 0 and (abs(value) >= 1e6 or abs(value) < 1e-3):
-            return f"{value:.3e}"
-        return f"{value:.2f}" if abs(value) >= 1 else f"{value:.4f}"
+    """One number format for every table (the same as the console, Markdown and HTML)."""
+    if isinstance(value, int | float) or value is None:
+        return format_number(value)
     return str(value)
 
 

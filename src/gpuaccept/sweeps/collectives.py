@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from gpuaccept.report.naming import format_number
 from gpuaccept.results import CheckResult, Measurement
 from gpuaccept.sweeps.common import (
     bench_result,
@@ -60,7 +61,7 @@ def collectives_result(
                 f"{min_busbw_gbps:g}"
             )
     summary = ", ".join(
-        f"{m.name.removesuffix('_avg_busbw_gbps')} {m.value:.2f}" for m in measurements
+        f"{m.name.removesuffix('_avg_busbw_gbps')} {format_number(m.value)}" for m in measurements
     )
     message = f"avg busbw (GB/s) over {run.world_size} {run.backend} rank(s): {summary}"
     columns = [
@@ -68,12 +69,12 @@ def collectives_result(
         ("size_bytes", "size (B)"),
         ("count", "count"),
         ("oop_time_us", "oop time (us)"),
-        ("oop_algbw_gbps", "oop algbw"),
-        ("oop_busbw_gbps", "oop busbw"),
+        ("oop_algbw_gbps", "oop algbw (GB/s)"),
+        ("oop_busbw_gbps", "oop busbw (GB/s)"),
         ("oop_wrong", "oop #wrong"),
         ("ip_time_us", "ip time (us)"),
-        ("ip_algbw_gbps", "ip algbw"),
-        ("ip_busbw_gbps", "ip busbw"),
+        ("ip_algbw_gbps", "ip algbw (GB/s)"),
+        ("ip_busbw_gbps", "ip busbw (GB/s)"),
         ("ip_wrong", "ip #wrong"),
     ]
     return bench_result(

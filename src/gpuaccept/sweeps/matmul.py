@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from gpuaccept.report.naming import format_number
 from gpuaccept.results import CheckResult, Measurement
 from gpuaccept.sweeps.common import (
     Progress,
@@ -63,7 +64,7 @@ def run_matmul(
         )
         share = percent_of(top.median_tflops, ceiling)
         summary.append(
-            f"{dtype} {top.median_tflops:.4g} TFLOPS at {top.m}x{top.n}x{top.k}"
+            f"{dtype} {format_number(top.median_tflops)} TFLOPS at {top.m}x{top.n}x{top.k}"
             + (f" ({share:.1f}% of {ceiling:g} peak)" if share is not None else "")
         )
     columns = [
@@ -76,5 +77,12 @@ def run_matmul(
         ("percent_of_peak", "% of peak"),
     ]
     return bench_result(
-        "matmul", [], "best: " + "; ".join(summary), started, columns, rows, measurements
+        "matmul",
+        [],
+        # the shape with the highest median: the same figure as the table's median column
+        "highest median: " + "; ".join(summary),
+        started,
+        columns,
+        rows,
+        measurements,
     )

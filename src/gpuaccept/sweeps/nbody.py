@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from gpuaccept.report.naming import format_number, metric_title
 from gpuaccept.results import CheckResult, Measurement
 from gpuaccept.sweeps.common import (
     Progress,
@@ -67,7 +68,7 @@ def run_nbody(
             )
         measurements.append(Measurement(name=f"nbody_{dtype}_gflops", value=best, unit="GFLOP/s"))
     message = f"kernel {kernel}: " + ", ".join(
-        f"{m.name} {m.value:.4g} {m.unit}" for m in measurements
+        f"{metric_title(m.name)} {format_number(m.value)} {m.unit}" for m in measurements
     )
     columns = [
         ("kernel", "kernel"),

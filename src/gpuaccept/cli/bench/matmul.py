@@ -59,8 +59,8 @@ def plan_matmul(
     w, r = iterations_for(device, warmup, repeats)
     runs.add(
         len(shapes) * len(dtypes),
-        f"matmul {','.join(dtypes)}: {len(shapes)} shape(s), {w} warm-up + {r} timed each, "
-        f"L2 flushed between iterations on GPU",
+        f"matmul {','.join(dtypes)}: {len(shapes)} shape(s), {w} warm-up + {r} timed each"
+        + (", L2 flushed between iterations" if device.type == "cuda" else ""),
         lambda advance: run_matmul(device, dtypes, shapes, w, r, advance),
     )
 
