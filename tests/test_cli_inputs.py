@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -87,3 +88,27 @@ def test_history_list_on_a_new_machine_is_an_empty_list(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "no runs recorded" in done.stdout
     assert not (tmp_path / "new").exists()  # listing creates nothing
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["bench", "membw", "--device", "cpu", "-b", "1M", "-e", "1M", "--json"],
+        ["bench", "membw", "--device", "cpu", "-b", "1M", "-e", "1M", "--csv"],
+        ["train", "mnist", "--device", "cpu", "--data", ".", "--save-model"],
+        ["train", "mnist", "--device", "cpu", "--data", ".", "--checkpoint"],
+        ["env", "--output"],
+        ["accept", "--device", "cpu", "--level", "quick", "--junit"],
+    ],
+)
+def test_an_output_that_cannot_be_written_is_refused_before_any_work(
+    tmp_path: Path, command: list[str]
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("in the way")
+    started = time.monotonic()
+    extra = [] if command[0] == "env" else ["--no-history"]
+    done = gpuaccept(*command, str(blocker / "out.json"), *extra)
+    one_line_error(done, 2, "a parent of it is a file")
+    assert time.monotonic() - started < 30  # refused up front, not after the run
+    assert blocker.read_text() == "in the way"

@@ -67,8 +67,10 @@ def env(
     from gpuaccept.output_files import write_text_atomically
     from gpuaccept.record.environment import capture_environment
 
-    if output is not None and output.is_dir():
-        raise InputError(f"--output {output}: is a directory")
+    if output is not None:
+        from gpuaccept.output_files import check_output_file
+
+        check_output_file(output, "--output")
     capture = capture_environment()
     text = json.dumps(capture, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
     if output is not None:

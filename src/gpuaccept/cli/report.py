@@ -40,10 +40,10 @@ def _trends(
 
 
 def _check_output(path: Path | None, flag: str) -> None:
-    if path is None or str(path) == "-":
-        return
-    if path.is_dir():
-        raise InputError(f"{flag} {path}: is a directory, expected a file path")
+    from gpuaccept.output_files import check_output_file
+
+    if path is not None and str(path) != "-":
+        check_output_file(path, flag)
 
 
 def report(

@@ -50,17 +50,10 @@ def _default_data() -> Path:
 
 def _check_output(path: Path | None, flag: str) -> None:
     """Refuse before training, not after it, when an output cannot be written."""
-    if path is None:
-        return
-    if path.is_dir():
-        raise InputError(f"{flag} {path}: is a directory, expected a file path")
-    parent = path.parent
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise InputError(f"{flag} {path}: cannot create {parent}: {error.strerror}") from None
-    if not os.access(parent, os.W_OK):
-        raise InputError(f"{flag} {path}: {parent} is not writable")
+    from gpuaccept.output_files import check_output_file
+
+    if path is not None:
+        check_output_file(path, flag)
 
 
 @app.command("mnist")
@@ -154,7 +147,9 @@ def mnist(
     _check_output(save_model, "--save-model")
     _check_output(checkpoint, "--checkpoint")
     if report_dir is not None:
-        _check_output(report_dir / "report.json", "--report-dir")
+        from gpuaccept.output_files import check_output_directory
+
+        check_output_directory(report_dir, "--report-dir")
     history_path = history_target(history, no_history)
     if scratch is None and os.environ.get("_CONDOR_SCRATCH_DIR"):
         scratch = Path(os.environ["_CONDOR_SCRATCH_DIR"])

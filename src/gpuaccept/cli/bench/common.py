@@ -156,10 +156,13 @@ def show(result: CheckResult) -> None:
     typer.echo(check_line(result))
 
 
-def check_outputs(*paths: Path | None) -> None:
-    for path in paths:
-        if path is not None and path.is_dir():
-            raise InputError(f"{path}: is a directory, expected a file path")
+def check_outputs(json_path: Path | None, csv_path: Path | None) -> None:
+    """Refuse, before any benchmark runs, an output that could not be written afterwards."""
+    from gpuaccept.output_files import check_output_file
+
+    for path, flag in ((json_path, "--json"), (csv_path, "--csv")):
+        if path is not None:
+            check_output_file(path, flag)
 
 
 class PlannedRuns:
