@@ -11,8 +11,32 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 
+# Modules whose tests start Python processes (CLI runs, suites in workers, ranks, job scripts)
+# or train models: seconds each on 2 cores. `pytest -m "not slow"` leaves them out.
+SLOW_MODULES = frozenset(
+    {
+        "tests/checks/test_distributed_checks.py",
+        "tests/measure/test_collectives.py",
+        "tests/measure/test_nbody_fused.py",
+        "tests/mnist/test_cli_train.py",
+        "tests/mnist/test_job_script.py",
+        "tests/mnist/test_train.py",
+        "tests/suite/test_runner.py",
+        "tests/sweeps/test_sweeps.py",
+        "tests/test_cli_accept.py",
+        "tests/test_cli_bench.py",
+        "tests/test_cli_inputs.py",
+        "tests/test_job_scripts.py",
+    }
+)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """`gpu` tests run only where torch sees a CUDA GPU; elsewhere they skip and say why."""
+    """Mark the slow modules; `gpu` tests run only where torch sees a CUDA GPU, elsewhere they
+    skip and say why."""
+    for item in items:
+        if item.nodeid.split("::", 1)[0] in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)
     gpu_items = [item for item in items if item.get_closest_marker("gpu")]
     if not gpu_items:
         return

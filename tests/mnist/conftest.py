@@ -38,5 +38,17 @@ def tarball(torchvision_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> 
 
 
 @pytest.fixture(scope="session")
+def small_tarball(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A third of the data, for CLI and job tests that judge behaviour, not accuracy: each of
+    them starts Python processes that train, and the suite must stay fast on 2 cores."""
+    root = tmp_path_factory.mktemp("mnist-small")
+    write_mnist_files(root / "MNIST" / "raw", 2048, 500, seed=0, compress=True)
+    path = root / "MNIST_data.tar.gz"
+    with tarfile.open(path, "w:gz") as archive:
+        archive.add(root / "MNIST", arcname="data/MNIST")
+    return path
+
+
+@pytest.fixture(scope="session")
 def small_mnist(flat_dir: Path) -> MnistData:
     return load_mnist(flat_dir)

@@ -93,11 +93,11 @@ def test_tarball_to_model_and_report(tarball: Path, tmp_path: Path) -> None:
     assert report.environment["torch"]["version"] == torch.__version__
 
 
-def test_below_target_exits_1(tarball: Path, tmp_path: Path) -> None:
+def test_below_target_exits_1(small_tarball: Path, tmp_path: Path) -> None:
     # A learning rate of zero leaves the model at chance: a deterministic miss.
     run = train(
         "--data",
-        str(tarball),
+        str(small_tarball),
         "--epochs",
         "1",
         "--lr",
@@ -115,9 +115,9 @@ def test_below_target_exits_1(tarball: Path, tmp_path: Path) -> None:
 
 
 def test_self_checkpointing_resumes_to_the_uninterrupted_result(
-    tarball: Path, tmp_path: Path
+    small_tarball: Path, tmp_path: Path
 ) -> None:
-    common = ["--data", str(tarball), "--epochs", "3", "--seed", "2"]
+    common = ["--data", str(small_tarball), "--epochs", "3", "--seed", "2"]
     assert train(*common, "--save-model", str(tmp_path / "straight.pt")).returncode == 0
     checkpoint, codes = tmp_path / "ck.pt", []
     for _ in range(5):  # what HTCondor does: rerun while the job exits with checkpoint_exit_code
@@ -179,10 +179,10 @@ def test_truncated_idx_exits_2_naming_it(flat_dir: Path, tmp_path: Path) -> None
     assert "truncated" in line
 
 
-def test_damaged_checkpoint_exits_2_and_is_kept(tarball: Path, tmp_path: Path) -> None:
+def test_damaged_checkpoint_exits_2_and_is_kept(small_tarball: Path, tmp_path: Path) -> None:
     damaged = tmp_path / "ck.pt"
     damaged.write_bytes(b"garbage")
-    line = _error_line(train("--data", str(tarball), "--checkpoint", str(damaged)))
+    line = _error_line(train("--data", str(small_tarball), "--checkpoint", str(damaged)))
     assert str(damaged) in line
     assert "unreadable" in line
     assert damaged.read_bytes() == b"garbage"
@@ -199,20 +199,22 @@ def test_damaged_checkpoint_exits_2_and_is_kept(tarball: Path, tmp_path: Path) -
         (["--device", "tpu"], "--device must be one of"),
     ],
 )
-def test_bad_flags_exit_2(tarball: Path, args: list[str], fragment: str) -> None:
-    assert fragment in _error_line(train("--data", str(tarball), *args))
+def test_bad_flags_exit_2(small_tarball: Path, args: list[str], fragment: str) -> None:
+    assert fragment in _error_line(train("--data", str(small_tarball), *args))
 
 
-def test_unwritable_model_path_is_refused_before_training(tarball: Path, tmp_path: Path) -> None:
-    line = _error_line(train("--data", str(tarball), "--save-model", str(tmp_path)))
+def test_unwritable_model_path_is_refused_before_training(
+    small_tarball: Path, tmp_path: Path
+) -> None:
+    line = _error_line(train("--data", str(small_tarball), "--save-model", str(tmp_path)))
     assert "is a directory" in line
 
 
-def test_torchrun_two_cpu_ranks(tarball: Path, tmp_path: Path) -> None:
+def test_torchrun_two_cpu_ranks(small_tarball: Path, tmp_path: Path) -> None:
     launcher = TORCHRUN_TWO_RANKS
     run = train(
         "--data",
-        str(tarball),
+        str(small_tarball),
         "--model",
         "lenet",
         "--epochs",
@@ -227,11 +229,11 @@ def test_torchrun_two_cpu_ranks(tarball: Path, tmp_path: Path) -> None:
     assert len(list(tmp_path.glob("*.json"))) == 1  # and writes
 
 
-def test_torchrun_ranks_agree_on_a_missed_target(tarball: Path, tmp_path: Path) -> None:
+def test_torchrun_ranks_agree_on_a_missed_target(small_tarball: Path, tmp_path: Path) -> None:
     launcher = TORCHRUN_TWO_RANKS
     run = train(
         "--data",
-        str(tarball),
+        str(small_tarball),
         "--model",
         "lenet",
         "--epochs",

@@ -12,9 +12,9 @@ from tests.job_scripts import run_job, sandbox
 
 
 @pytest.mark.slow
-def test_checkpoint_exit_then_resume_to_a_model(tmp_path: Path, tarball: Path) -> None:
+def test_checkpoint_exit_then_resume_to_a_model(tmp_path: Path, small_tarball: Path) -> None:
     box = sandbox(tmp_path, "train-mnist.sh")
-    shutil.copy2(tarball, box / "MNIST_data.tar.gz")
+    shutil.copy2(small_tarball, box / "MNIST_data.tar.gz")
     first = run_job(box, "train-mnist.sh", "MNIST_data.tar.gz", "2", "0.5")
     assert first.returncode == 85, first.stdout + first.stderr
     assert (box / "mnist.ckpt").is_file()
