@@ -112,3 +112,40 @@ def test_an_output_that_cannot_be_written_is_refused_before_any_work(
     one_line_error(done, 2, "a parent of it is a file")
     assert time.monotonic() - started < 30  # refused up front, not after the run
     assert blocker.read_text() == "in the way"
+
+
+@pytest.mark.parametrize("redirect", [">&-", "> /dev/full"])
+def test_a_closed_or_full_stdout_is_one_line_on_stderr(redirect: str) -> None:
+    done = subprocess.run(
+        ["bash", "-c", f'"{sys.executable}" -m gpuaccept env {redirect}'],
+        capture_output=False,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert "cannot write output" in line
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["history", "import"], ["train", "mnist", "--device", "cpu", "--data"], ["report"]],
+)
+def test_paths_that_are_not_utf8_are_named_not_crashed_on(
+    tmp_path: Path, command: list[str]
+) -> None:
+    odd = os.fsencode(tmp_path) + b"/\xff\xfe-report.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "gpuaccept", *command, odd],
+        capture_output=True,
+        timeout=120,
+        check=False,
+        env=os.environ | NO_GPU,
+    )
+    stderr = done.stderr.decode("utf-8", "replace")
+    assert done.returncode == 2, stderr
+    assert "Traceback" not in stderr
+    assert len(stderr.strip().splitlines()) == 1
