@@ -85,5 +85,10 @@ def suite_display() -> Iterator[SuiteDisplay]:
     from rich.live import Live
 
     console = Console()
+    # the workers boot before the first check: say so rather than show nothing for seconds
+    running.what, running.since = (
+        "starting the warm workers (torch, device context)",
+        time.monotonic(),
+    )
     with Live(running, console=console, refresh_per_second=4, transient=True) as live:
         yield SuiteDisplay(console, live, running)
