@@ -200,7 +200,17 @@ def test_damaged_checkpoint_exits_2_and_is_kept(small_tarball: Path, tmp_path: P
     ],
 )
 def test_bad_flags_exit_2(small_tarball: Path, args: list[str], fragment: str) -> None:
-    assert fragment in _error_line(train("--data", str(small_tarball), *args))
+    # in this process: a flag check needs no fresh interpreter (the root group is the same edge)
+    from typer.testing import CliRunner
+
+    from gpuaccept.cli import app
+
+    command = ["train", "mnist", "--device", "cpu", "--data", str(small_tarball), *args]
+    result = CliRunner().invoke(app, command)
+    assert result.exit_code == 2, result.output
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("gpuaccept: error: ")
+    assert fragment in line
 
 
 def test_unwritable_model_path_is_refused_before_training(
