@@ -202,7 +202,7 @@ def _hung_nvml(tmp_path: Path) -> dict[str, str]:
         "FAKE_NVML_SCENARIO": str(scenario),
         # longer than the check timeouts below, short enough that the main process's own
         # environment capture gives up on NVML quickly
-        "GPUACCEPT_NVML_INIT_TIMEOUT": "5",
+        "GPUACCEPT_NVML_INIT_TIMEOUT": "3",
     }
 
 
@@ -295,11 +295,11 @@ def test_a_check_hung_in_nvml_times_out_and_the_rest_still_run(tmp_path: Path) -
         "--only",
         "compute",
         "--check-timeout",
-        "3",
+        "2",
     )
     stdout, stderr = process.communicate(timeout=120)
     assert process.returncode == 1, stdout + stderr
     assert "[INVENTORY] ERROR inventory" in stdout
-    assert "timed out after 3 s" in stdout
+    assert "timed out after 2 s" in stdout
     assert "[COMPUTE] PASS compute" in stdout
     assert stdout.splitlines()[-1] == "[RESULT] FAILURE: inventory"
