@@ -196,14 +196,9 @@ def load_mnist(path: Path, scratch: Path | None = None) -> MnistData:
     if not tarfile.is_tarfile(path):
         raise InputError(f"{path}: neither a directory nor a tar archive")
     if scratch is not None:
-        try:
-            scratch.mkdir(parents=True, exist_ok=True)
-        except FileExistsError:
-            raise InputError(f"--scratch {scratch}: is a file, not a directory") from None
-        except OSError as error:
-            raise InputError(f"--scratch {scratch}: cannot create: {error.strerror}") from None
-        if not os.access(scratch, os.W_OK | os.X_OK):
-            raise InputError(f"--scratch {scratch}: not writable")
+        from gpuaccept.output_files import check_output_directory
+
+        check_output_directory(scratch, "--scratch")
     with tempfile.TemporaryDirectory(prefix="gpuaccept-mnist-", dir=scratch) as extracted:
         extract_tarball(path, Path(extracted))
         return _load_directory(Path(extracted), str(path))
