@@ -4,6 +4,7 @@ two gloo ranks (the CPU twin of multi-GPU DDP) train the same model as one proce
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 from typing import Any
 
@@ -272,3 +273,13 @@ def test_a_resumed_gpu_run_continues_the_captured_run(
     assert resumed.resumed_from_epoch == 1
     assert resumed.step_mode == "cuda-graph"
     assert resumed.final_accuracy == pytest.approx(uninterrupted.final_accuracy, abs=0.01)
+
+
+def test_a_fifo_as_the_checkpoint_is_refused_not_read(
+    small_mnist: MnistData, tmp_path: Path
+) -> None:
+    fifo = tmp_path / "ck.pt"
+    os.mkfifo(fifo)
+    config = TrainConfig(recipe=RECIPES["fast"], epochs=1)
+    with pytest.raises(InputError, match="FIFO"):
+        train_mnist(small_mnist, config, CPU, checkpoint=CheckpointPlan(fifo))

@@ -30,6 +30,9 @@ def _save(path: Path, payload: dict[str, Any], flag: str) -> None:
 
 
 def _load(path: Path, expected_format: str, what: str) -> dict[str, Any]:
+    from gpuaccept.input_files import refuse_special_file
+
+    refuse_special_file(path, what)  # a FIFO would block torch.load for ever
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except FileNotFoundError:
