@@ -49,14 +49,21 @@ def _resolved(path: Path) -> Path:
         return path
 
 
+def _target_mode(path: Path) -> tuple[Path, int | None]:
+    """Where a write to `path` lands (links followed) and what stands there (None: nothing yet);
+    other OS errors go to the caller, which words them for its moment (check or write)."""
+    target = _resolved(path)
+    try:
+        return target, target.stat().st_mode
+    except FileNotFoundError:
+        return target, None
+
+
 def check_output_file(path: Path, flag: str = "") -> None:
     """Refuse, before any work, an output path that could not be written as a file."""
     shown = _shown(path, flag)
-    target = _resolved(path)
     try:
-        mode = target.stat().st_mode
-    except FileNotFoundError:
-        mode = None
+        target, mode = _target_mode(path)
     except NotADirectoryError:
         raise OutputError(f"{shown}: a parent of it is a file, not a directory") from None
     except OSError as error:
@@ -112,11 +119,8 @@ def _temporary_copy(directory: Path, name: str, data: bytes, mode: int) -> str:
 def write_bytes_atomically(path: Path, data: bytes, flag: str = "") -> None:
     """Write `data` to `path` as the module docstring says; OutputError if it cannot be done."""
     shown = _shown(path, flag)
-    target = _resolved(path)
     try:
-        mode = target.stat().st_mode
-    except FileNotFoundError:
-        mode = None
+        target, mode = _target_mode(path)
     except OSError as error:
         raise OutputError(f"{shown}: cannot write: {_reason(error)}") from None
     try:

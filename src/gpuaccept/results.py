@@ -6,6 +6,7 @@ and its schema (docs/report-schema.json) is generated from these classes.
 
 from __future__ import annotations
 
+import math
 import time
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -79,6 +80,16 @@ class Measurement(_Frozen):
     reference: Reference | None = None
     reference_model: str | None = None
     verdict: Verdict = Verdict.UNCHECKED
+
+
+def nan_figure_failures(measurements: list[Measurement]) -> list[str]:
+    """A figure that came out NaN is a failed measurement, never a pass (checks and sweeps)."""
+    return [
+        f"{'cpu' if m.device_index is None else f'gpu{m.device_index}'} {m.name}: measured NaN "
+        "(the measurement itself failed)"
+        for m in measurements
+        if math.isnan(m.value)
+    ]
 
 
 class CheckResult(_Frozen):

@@ -125,8 +125,8 @@ def test_html_charts_compare_like_with_like_and_mark_this_run_and_the_floor(
 
 
 def test_one_point_and_math_signs_in_names_still_chart(tmp_path: Path) -> None:
+    from gpuaccept.naming import chart_title
     from gpuaccept.report.charts import trend_chart_png
-    from gpuaccept.report.naming import chart_title
 
     png = trend_chart_png(
         chart_title("check/$weird_metric_$x^{2"),

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from gpuaccept.checks.context import CheckContext
 from gpuaccept.references import CPU_MODEL
-from gpuaccept.results import CheckResult, Measurement, Status, Verdict
+from gpuaccept.results import CheckResult, Measurement, Status, Verdict, nan_figure_failures
 
 
 @dataclass(frozen=True)
@@ -21,16 +20,6 @@ class Target:
     @property
     def label(self) -> str:
         return "cpu" if self.index is None else f"gpu{self.index}"
-
-
-def not_a_number_failures(measurements: list[Measurement]) -> list[str]:
-    """A figure that came out NaN is a failed measurement, never a pass."""
-    return [
-        f"{'cpu' if m.device_index is None else f'gpu{m.device_index}'} {m.name}: measured NaN "
-        "(the measurement itself failed)"
-        for m in measurements
-        if math.isnan(m.value)
-    ]
 
 
 def measurement_targets(context: CheckContext) -> list[Target]:
@@ -96,7 +85,7 @@ class Findings:
 
     def conclude(self, ok_message: str) -> CheckResult:
         failures = list(self.failures)
-        failures += not_a_number_failures(self.measurements)
+        failures += nan_figure_failures(self.measurements)
         for m in self.measurements:
             if m.verdict is Verdict.FAIL and m.reference is not None:
                 where = "cpu" if m.device_index is None else f"gpu{m.device_index}"

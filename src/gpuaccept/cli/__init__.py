@@ -127,7 +127,7 @@ def _value_kind(param: Any) -> str:
         inner = getattr(annotation, "__args__", None)
         if inner:  # list[str], Path | None: the element type tells
             annotation = next((arg for arg in inner if arg is not type(None)), annotation)
-        return str(getattr(annotation, "__name__", annotation)).lower().replace("posixpath", "path")
+        return str(getattr(annotation, "__name__", annotation)).lower()
     name = str(getattr(getattr(param, "type", None), "name", "")).lower()
     return {"integer": "int", "integer range": "int", "float range": "float", "text": "str"}.get(
         name, name

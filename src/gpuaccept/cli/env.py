@@ -11,6 +11,19 @@ import typer
 from gpuaccept.errors import InputError
 
 
+def _gpu_line(gpu: dict[str, Any]) -> str:
+    """`  gpu0 NVIDIA H100 80GB HBM3 cc 9.0 GPU-... 0000:cb:00.0`, leaving out what is unknown."""
+    capability = gpu.get("compute_capability")
+    parts = [
+        f"gpu{gpu.get('index')}",
+        gpu.get("name"),
+        f"cc {capability}" if capability is not None else None,
+        gpu.get("uuid"),
+        gpu.get("pci_bus_id"),
+    ]
+    return "  " + " ".join(str(part) for part in parts if part is not None)
+
+
 def _summary_lines(capture: dict[str, Any]) -> list[str]:
     def get(section: str, key: str) -> Any:
         """A captured value as people read it: 'none' where the probe found nothing."""
@@ -26,21 +39,7 @@ def _summary_lines(capture: dict[str, Any]) -> list[str]:
         f"cuDNN {get('cuda', 'cudnn')}, NCCL {get('cuda', 'nccl')})",
         f"driver    {get('cuda', 'driver_version')} (CUDA {get('cuda', 'driver')})",
         f"gpus      {len(gpus)}",
-        *(
-            "  "
-            + " ".join(
-                str(part)
-                for part in (
-                    f"gpu{gpu.get('index')}",
-                    gpu.get("name"),
-                    f"cc {gpu.get('compute_capability')}",
-                    gpu.get("uuid"),
-                    gpu.get("pci_bus_id"),
-                )
-                if part is not None and "None" not in str(part)
-            )
-            for gpu in gpus
-        ),
+        *(_gpu_line(gpu) for gpu in gpus if isinstance(gpu, dict)),
         f"pixi      env {get('pixi', 'environment')}, lock sha256 {get('pixi', 'lock_sha256')}",
         f"git       {get('git', 'sha')} {get('git', 'branch')}"
         f"{' (dirty)' if get('git', 'dirty') else ''}",

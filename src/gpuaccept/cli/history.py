@@ -123,8 +123,8 @@ def compare(
     history: Path | None = DATABASE,
 ) -> None:
     """Every figure of two runs side by side, with the change in percent (B against A)."""
+    from gpuaccept.naming import format_number, run_title
     from gpuaccept.record.comparison import compare_reports
-    from gpuaccept.report.naming import format_number, run_title
 
     with _open(history) as store:
         a, b = store.report(_run_id(run_a)), store.report(_run_id(run_b))

@@ -26,6 +26,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
+from gpuaccept import __version__
 from gpuaccept.errors import InputError
 from gpuaccept.mnist.checkpoint import (
     load_checkpoint,
@@ -327,8 +328,6 @@ def train_mnist(
     if config.channels_last:
         model = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
     optimizer = _optimizer(recipe, model, device)
-
-    from gpuaccept import __version__
 
     identity = config.identity(data, world) | {
         "gpuaccept_version": __version__,

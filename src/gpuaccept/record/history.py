@@ -173,10 +173,6 @@ def _inspect(path: Path) -> tuple[int, int, list[str]]:
     return application_id, user_version, tables
 
 
-class _RollBack(Exception):
-    """Raised inside a transaction to undo a probe write."""
-
-
 class History:
     """An open history database. Use `History.open(path)` as a context manager."""
 
@@ -241,13 +237,15 @@ class History:
     def check_writable(self) -> None:
         """Write to the database and roll back: a history that cannot be written (read-only file,
         directory or mount, where even root cannot write) is refused before a run, not after."""
+        db = self._connection
         try:
-            with self._transaction() as db:
+            db.execute("BEGIN IMMEDIATE")
+            try:
                 version = db.execute("PRAGMA user_version").fetchone()[0]
                 db.execute(f"PRAGMA user_version = {int(version)}")
-                raise _RollBack
-        except _RollBack:
-            pass
+            finally:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
         except sqlite3.Error as error:
             raise HistoryError(
                 f"history {self.path}: cannot be written ({error}); pass another --history "

@@ -6,7 +6,7 @@ from typing import Any
 
 from rich.table import Table
 
-from gpuaccept.report.naming import figure_text, run_title
+from gpuaccept.naming import figure_text, run_title
 from gpuaccept.results import CheckResult, RunReport, Status
 
 _STATUS_STYLE = {

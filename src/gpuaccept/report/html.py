@@ -14,10 +14,10 @@ from datetime import datetime
 from html import escape
 from typing import Any
 
+from gpuaccept.naming import chart_title, format_number, metric_title, run_title
 from gpuaccept.record.comparison import higher_is_better
 from gpuaccept.record.history import MetricPoint
 from gpuaccept.report.charts import trend_chart_png
-from gpuaccept.report.naming import chart_title, format_number, metric_title, run_title
 from gpuaccept.results import CheckResult, RunReport, device_label
 
 MAX_CHARTS = 12

@@ -7,8 +7,8 @@ import io
 from pathlib import Path
 from typing import Any
 
+from gpuaccept.naming import format_number
 from gpuaccept.output_files import write_text_atomically
-from gpuaccept.report.naming import format_number
 from gpuaccept.results import CheckResult, RunReport
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gpuaccept.report.naming import format_number
+from gpuaccept.naming import format_number
 from gpuaccept.results import CheckResult, Measurement
 from gpuaccept.sweeps.common import (
     bench_result,

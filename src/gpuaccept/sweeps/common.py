@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from gpuaccept.references import ReferenceTable, load_shipped_references
-from gpuaccept.results import CheckResult, Measurement, Status
+from gpuaccept.results import CheckResult, Measurement, Status, nan_figure_failures
 
 Progress = Callable[[], None]
 Columns = list[tuple[str, str]]  # (row key, column header)
@@ -52,9 +52,7 @@ def bench_result(
     **details: Any,
 ) -> CheckResult:
     """FAIL with the failures as the message when there are any, else PASS with the summary."""
-    from gpuaccept.checks.judging import not_a_number_failures
-
-    failures = failures + not_a_number_failures(measurements)
+    failures = failures + nan_figure_failures(measurements)
     return CheckResult(
         name=name,
         area="BENCH",

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from gpuaccept.report.naming import format_number
+from gpuaccept.naming import format_number
 from gpuaccept.results import CheckResult, Measurement
 from gpuaccept.sweeps.common import (
     Progress,

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from gpuaccept.report.naming import format_number, metric_title
+from gpuaccept.naming import format_number, metric_title
 from gpuaccept.results import CheckResult, Measurement
 from gpuaccept.sweeps.common import (
     Progress,

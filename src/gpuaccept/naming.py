@@ -1,7 +1,9 @@
-"""How figures read in every writer: readable metric names and one number format.
+"""How figures read everywhere: readable metric names, run titles and one number format.
 
-One place, so the console, the bench tables, Markdown and HTML never disagree on how 11570 or
-0.0531 is printed, and no raw key like `collectives/allreduce_algbw_gbps` reaches a reader.
+One place, so the console, the bench tables and summaries, Markdown and HTML never disagree on
+how 11570 or 0.0531 is printed, and no raw key like `collectives/allreduce_algbw_gbps` reaches a
+reader. It sits beside the results model (it reads only that), so the sweeps that write a
+summary and the writers that print one use it without a layer reaching across another.
 """
 
 from __future__ import annotations
