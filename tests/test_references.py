@@ -15,27 +15,100 @@ from gpuaccept.results import (
     Verdict,
 )
 
-REQUIRED_MODELS = [
-    "h100-sxm",
-    "h100-pcie",
-    "h200",
-    "a100-sxm",
-    "a100-pcie",
-    "l40s",
-    "b200",
-    "gb10",
-    "cpu",
+# (model key, the name torch reports, NVML's PCI device id): ids from the supported-GPU table
+# of NVIDIA's open-gpu-kernel-modules README (595.45.04)
+MODELS = [
+    ("h100-sxm", "NVIDIA H100 80GB HBM3", 0x2330),
+    ("h100-pcie", "NVIDIA H100 PCIe", 0x2331),
+    ("h100-nvl", "NVIDIA H100 NVL", 0x2321),
+    ("h800", "NVIDIA H800", 0x2324),
+    ("h800-pcie", "NVIDIA H800 PCIe", 0x2322),
+    ("h20", "NVIDIA H20", 0x2329),
+    ("h200", "NVIDIA H200", 0x2335),
+    ("h200-nvl", "NVIDIA H200 NVL", 0x233B),
+    ("gh200", "NVIDIA GH200 480GB", 0x2342),
+    ("a100-sxm", "NVIDIA A100-SXM4-40GB", 0x20B0),
+    ("a100-sxm", "NVIDIA A100-SXM4-80GB", 0x20B2),
+    ("a100-pcie", "NVIDIA A100-PCIE-40GB", 0x20F1),
+    ("a100-pcie", "NVIDIA A100 80GB PCIe", 0x20B5),
+    ("l40s", "NVIDIA L40S", 0x26B9),
+    ("l4", "NVIDIA L4", 0x27B8),
+    ("a10", "NVIDIA A10", 0x2236),
+    ("b200", "NVIDIA B200", 0x2901),
+    ("gb200", "NVIDIA GB200", 0x2941),
+    ("b300", "NVIDIA B300 SXM6 AC", 0x3182),
+    ("gb300", "NVIDIA GB300", 0x31C2),
+    ("rtx-pro-6000-blackwell", "NVIDIA RTX PRO 6000 Blackwell Server Edition", 0x2BB5),
+    ("gb10", "NVIDIA GB10", 0x2E12),
 ]
 
 
 def test_shipped_table_covers_the_required_models() -> None:
     table = refs.load_shipped_references()
-    assert set(REQUIRED_MODELS) <= set(table.models)
+    assert {key for key, _, _ in MODELS} | {"cpu"} <= set(table.models)
     for key, model in table.models.items():
         for metric, reference in model.metrics.items():
             assert metric in refs.METRIC_UNITS, (key, metric)
             assert reference.unit == refs.METRIC_UNITS[metric]
             assert reference.source
+
+
+def test_every_figure_says_where_it_comes_from() -> None:
+    """A figure is measured, published or derived, and a derived one says so."""
+    known = ("measured", "mamf-finder", "aznhc", "derived", "published", "sanity floor")
+    for key, model in refs.load_shipped_references().models.items():
+        for metric, reference in model.metrics.items():
+            assert reference.source.startswith(known), (key, metric, reference.source)
+
+
+@pytest.mark.parametrize(("model", "name", "device_id"), MODELS)
+def test_models_are_known_by_pci_device_id_and_by_name(
+    model: str, name: str, device_id: int
+) -> None:
+    table = refs.load_shipped_references()
+    nvml_id = device_id << 16 | 0x10DE  # NVML packs the vendor in the low half
+    assert table.model_for(name, nvml_id) == model
+    assert table.model_for("an unfamiliar board name", nvml_id) == model
+    assert table.model_for(name) == model
+
+
+def test_the_pci_device_id_wins_over_a_misleading_name() -> None:
+    table = refs.load_shipped_references()
+    assert table.model_for("NVIDIA B200", 0x294110DE) == "gb200"
+
+
+def test_a_mig_instance_borrows_no_whole_gpu_figures() -> None:
+    table = refs.load_shipped_references()
+    assert table.model_for("NVIDIA H100 80GB HBM3 MIG 1g.10gb", 0x233010DE) is None
+    assert table.model_for("NVIDIA A100-SXM4-40GB MIG 3g.20gb") is None
+
+
+def test_measured_h100_figures_replace_the_derived_ones() -> None:
+    h100 = refs.load_shipped_references().models["h100-sxm"].metrics
+    assert h100["matmul_bf16_tflops"].value == 768
+    assert h100["membw_copy_gbps"].value == 3019
+    assert h100["h2d_pinned_gbps"].value == 54.9
+    assert all(
+        h100[m].source.startswith("measured") for m in ("h2d_pinned_gbps", "d2h_pinned_gbps")
+    )
+
+
+def test_h2d_floors_fail_a_halved_link() -> None:
+    """A Gen5 x8 or Gen4 x16 link (~26-31 GB/s one way) on a Gen5 x16 GPU must fail."""
+    table = refs.load_shipped_references()
+    for key in ("h100-sxm", "h100-pcie", "h100-nvl", "h200", "h200-nvl", "b200"):
+        for metric in ("h2d_pinned_gbps", "d2h_pinned_gbps"):
+            reference = table.models[key].metrics[metric]
+            assert 31 < reference.floor < 50, (key, metric, reference.floor)
+
+
+def test_nvlink_expectations_fit_the_form_factor() -> None:
+    table = refs.load_shipped_references().models
+    assert table["h100-sxm"].nvlink_links == 18
+    assert table["a100-sxm"].nvlink_links == 12
+    assert table["h800"].nvlink_links == 8
+    for pcie in ("h100-pcie", "h100-nvl", "a100-pcie", "h200-nvl"):
+        assert table[pcie].nvlink_links is None, pcie  # optional bridges: never judged
 
 
 @pytest.mark.parametrize(
@@ -50,7 +123,9 @@ def test_shipped_table_covers_the_required_models() -> None:
         ("NVIDIA L40S", "l40s"),
         ("NVIDIA B200", "b200"),
         ("NVIDIA GB10", "gb10"),
-        ("NVIDIA H100 NVL", None),  # different memory system: must not borrow PCIe figures
+        ("NVIDIA H100 NVL", "h100-nvl"),  # its own entry: it must not borrow PCIe figures
+        ("NVIDIA GB200", "gb200"),  # not the B200 entry
+        ("NVIDIA H20", "h20"),
         ("Tesla T4", None),
     ],
 )

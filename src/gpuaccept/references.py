@@ -27,17 +27,41 @@ METRIC_UNITS: dict[str, str] = {
     "h2d_pinned_gbps": "GB/s",
     "d2h_pinned_gbps": "GB/s",
     "allreduce_busbw_gbps": "GB/s",
+    "p2p_gbps": "GB/s",
 }
 DEFAULT_BASELINE_LOWER_FRACTION = 0.9
 
 
+# gpuaccept's own choices where no vendor figure exists (see references.toml's header)
+DEFAULT_POWER_LOAD_FRACTION = 0.8
+DEFAULT_CLOCK_LOAD_FRACTION = 0.6
+
+
 class ModelReferences(BaseModel):
+    """One GPU model: how it is recognised, its peaks, its figures and its hardware facts."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     display: str
+    pci_device_ids: list[str] = Field(default_factory=list)  # "0x2330": NVML's device id >> 16
     match: list[str] = Field(default_factory=list)
+    form_factor: str | None = None
+    nvlink_links: int | None = Field(default=None, ge=0)  # None: not checked (optional bridges)
+    switch_fabric: bool = False  # NVSwitch system: the fabric manager must register the GPU
+    pcie_gen: int | None = Field(default=None, ge=1)
+    pcie_width: int | None = Field(default=None, ge=1)
+    power_load_fraction: float = Field(default=DEFAULT_POWER_LOAD_FRACTION, gt=0, le=1)
+    clock_load_fraction: float = Field(default=DEFAULT_CLOCK_LOAD_FRACTION, gt=0, le=1)
     peaks: dict[str, float] = Field(default_factory=dict)
     metrics: dict[str, Reference] = Field(default_factory=dict)
+
+
+def pci_device_key(pci_device_id: int) -> str:
+    """NVML's 32-bit pciDeviceId (device << 16 | vendor) as the table keys it: '0x2330'."""
+    return f"0x{(pci_device_id >> 16) & 0xFFFF:04x}"
+
+
+_MIG_NAME = re.compile(r"\bMIG\b")
 
 
 class ReferenceTable(BaseModel):
@@ -47,10 +71,18 @@ class ReferenceTable(BaseModel):
 
     models: dict[str, ModelReferences]
 
-    def model_for(self, device_name: str) -> str | None:
-        """The model key for a device name as torch reports it; None for an unknown GPU."""
+    def model_for(self, device_name: str, pci_device_id: int | None = None) -> str | None:
+        """The model key for a GPU: by PCI device id (NVML's), else by the name torch reports;
+        None for an unknown GPU or a MIG instance (whole-GPU figures do not fit a slice)."""
+        if _MIG_NAME.search(device_name):
+            return None
         if device_name in self.models:
             return device_name
+        if pci_device_id is not None:
+            wanted = pci_device_key(pci_device_id)
+            for key, model in self.models.items():
+                if wanted in (known.lower() for known in model.pci_device_ids):
+                    return key
         for key, model in self.models.items():
             if any(re.search(pattern, device_name, re.IGNORECASE) for pattern in model.match):
                 return key
