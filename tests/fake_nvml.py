@@ -21,7 +21,7 @@ Per-GPU facts (all optional; a missing one raises NVML_ERROR_NOT_SUPPORTED like 
   pcie_replay: value or list
   nvlink: [ {"active": true, "version": 4, "crc": 0, "replay": 0, "recovery": 0}, ... ]
   fabric: {"state": 3, "status": 0, "clique": 1}
-  mig: {"current": 1, "pending": 1}
+  mig: {"current": 1, "pending": 1, "instances": ["MIG-<uuid digits>", ...]}
   persistence: 1
 """
 
@@ -36,6 +36,7 @@ from typing import Any
 # --- constants as pynvml names them -------------------------------------------------------------
 NVML_SUCCESS = 0
 NVML_ERROR_NOT_SUPPORTED = 3
+NVML_ERROR_NOT_FOUND = 6
 NVML_ERROR_TIMEOUT = 10
 NVML_ERROR_GPU_IS_LOST = 15
 NVML_ERROR_UNKNOWN = 999
@@ -43,8 +44,8 @@ NVML_MEMORY_ERROR_TYPE_CORRECTED = 0
 NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1
 NVML_VOLATILE_ECC = 0
 NVML_AGGREGATE_ECC = 1
-NVML_MEMORY_LOCATION_DRAM = 5
-NVML_MEMORY_LOCATION_DEVICE_MEMORY = 5
+NVML_MEMORY_LOCATION_DRAM = 2
+NVML_MEMORY_LOCATION_DEVICE_MEMORY = 2
 NVML_MEMORY_LOCATION_SRAM = 7
 NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS = 0
 NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR = 1
@@ -58,6 +59,8 @@ NVML_NVLINK_ERROR_DL_CRC_DATA = 3
 NVML_FEATURE_ENABLED = 1
 NVML_DEVICE_MIG_ENABLE = 1
 NVML_GPU_FABRIC_STATE_NOT_SUPPORTED = 0
+NVML_GPU_FABRIC_STATE_NOT_STARTED = 1
+NVML_GPU_FABRIC_STATE_IN_PROGRESS = 2
 NVML_GPU_FABRIC_STATE_COMPLETED = 3
 
 nvmlEventTypeSingleBitEccError = 0x1
@@ -98,6 +101,7 @@ class NVMLError(Exception):
                 NVML_ERROR_NOT_SUPPORTED: "Not Supported",
                 NVML_ERROR_TIMEOUT: "Timeout",
                 NVML_ERROR_GPU_IS_LOST: "GPU is lost",
+                NVML_ERROR_NOT_FOUND: "Not Found",
             }.get(value, f"NVML error {value}")
         )
 
@@ -197,12 +201,24 @@ def nvmlDeviceGetHandleByIndex(index: int) -> _Handle:
     return handle
 
 
-def nvmlDeviceGetHandleByUUID(uuid: str | bytes) -> _Handle:
+class _MigHandle:
+    def __init__(self, parent: int, uuid: str) -> None:
+        self.parent = parent
+        self.uuid = uuid
+
+
+def nvmlDeviceGetHandleByUUID(uuid: str | bytes) -> _Handle | _MigHandle:
     wanted = uuid.decode() if isinstance(uuid, bytes) else uuid
     for index, gpu in enumerate(_scenario()["gpus"]):
         if gpu["uuid"] == wanted:
             return nvmlDeviceGetHandleByIndex(index)
-    raise NVMLError(NVML_ERROR_UNKNOWN)
+        if wanted in (gpu.get("mig") or {}).get("instances", []):
+            return _MigHandle(index, wanted)
+    raise NVMLError(NVML_ERROR_NOT_FOUND)
+
+
+def nvmlDeviceGetDeviceHandleFromMigDeviceHandle(mig: _MigHandle) -> _Handle:
+    return nvmlDeviceGetHandleByIndex(mig.parent)
 
 
 def nvmlDeviceGetUUID(handle: _Handle) -> str:
@@ -346,16 +362,25 @@ def nvmlDeviceGetNvLinkErrorCounter(handle: _Handle, link: int, counter: int) ->
     return _reading(_link(handle, link), key, handle, link)
 
 
-class _FabricInfo:
-    def __init__(self, fabric: dict[str, Any]) -> None:
-        self.state = int(fabric.get("state", NVML_GPU_FABRIC_STATE_COMPLETED))
-        self.status = int(fabric.get("status", 0))
-        self.cliqueId = int(fabric.get("clique", 0))
+class c_nvmlGpuFabricInfo_t:
+    def __init__(self) -> None:
+        self.state = NVML_GPU_FABRIC_STATE_NOT_SUPPORTED
+        self.status = 0
+        self.cliqueId = 0
         self.clusterUuid = b"\x00" * 16
 
 
-def nvmlDeviceGetGpuFabricInfo(handle: _Handle) -> _FabricInfo:
-    return _FabricInfo(_fact(handle, "fabric"))
+def byref(value: Any) -> Any:
+    """pynvml re-exports ctypes.byref; here the 'pointer' is the object itself."""
+    return value
+
+
+def nvmlDeviceGetGpuFabricInfo(handle: _Handle, info: c_nvmlGpuFabricInfo_t) -> int:
+    fabric = _fact(handle, "fabric")
+    info.state = int(fabric.get("state", NVML_GPU_FABRIC_STATE_COMPLETED))
+    info.status = int(fabric.get("status", 0))
+    info.cliqueId = int(fabric.get("clique", 0))
+    return NVML_SUCCESS
 
 
 def nvmlDeviceGetMigMode(handle: _Handle) -> tuple[int, int]:

@@ -49,7 +49,8 @@ def test_cuda_event_timing_sees_the_work() -> None:
 
 
 def test_nvml_reads_every_gpu_torch_sees() -> None:
-    from gpuaccept.probe.hardware import load_nvml, nvml_gpu_count, read_gpu_health
+    from gpuaccept.probe.hardware import load_nvml, nvml_gpu_count
+    from gpuaccept.probe.nvml_health import read_gpu_health
 
     nvml = load_nvml()
     if nvml is None:

@@ -1,69 +1,140 @@
+"""health: every verdict driven through the real NVML reading code by the scripted fake NVML."""
+
 from __future__ import annotations
 
-from dataclasses import replace
+from typing import Any
 
 import pytest
 
-from gpuaccept.checks import health
-from gpuaccept.probe.hardware import GpuHealth
+from gpuaccept.checks import health, inventory
 from gpuaccept.results import Status
-from tests.checks.conftest import cpu_context
-
-HEALTHY = GpuHealth(
-    index=0,
-    name="NVIDIA H100 80GB HBM3",
-    ecc_uncorrectable_volatile=0,
-    retired_pages_pending=False,
-    remapped_rows_pending=False,
-    remapped_rows_failed=False,
-    throttle_reasons=[],
-    pcie_gen_current=1,  # idle GPUs drop their link speed: not a fault
-    pcie_gen_max_gpu=5,
-    pcie_gen_max_system=5,
-    pcie_width_current=16,
-    pcie_width_max=16,
-    persistence_mode=True,
-)
+from tests.checks.conftest import cpu_context, gpu_context, h100_sxm
 
 
-def test_healthy_gpu_has_no_findings() -> None:
-    assert health.judge_health(HEALTHY) == ([], [])
+def _health(fake_gpus: Any, *gpus: dict[str, Any], **kwargs: Any) -> Any:
+    fake_gpus({"gpus": list(gpus)}, **kwargs)
+    return health.run(gpu_context())
 
 
-def test_unknown_facts_are_neither_failures_nor_warnings() -> None:
-    assert health.judge_health(GpuHealth(index=3, name="x")) == ([], [])
+def test_a_healthy_h100_sxm_passes_with_every_link_reported(fake_gpus: Any) -> None:
+    result = _health(fake_gpus, h100_sxm())
+    assert result.status is Status.PASS, result.message
+    (snapshot,) = result.details["gpus"]
+    assert len(snapshot["nvlinks"]) == 18
+    assert snapshot["fabric"]["state"] == "completed"
+    assert snapshot["pci_device_id"] == 0x233010DE
 
 
-@pytest.mark.parametrize(
-    ("fault", "text"),
-    [
-        ({"ecc_uncorrectable_volatile": 2}, "2 uncorrectable ECC"),
-        ({"retired_pages_pending": True}, "page retirement pending"),
-        ({"remapped_rows_pending": True}, "row remapping pending"),
-        ({"remapped_rows_failed": True}, "row remapping failed"),
-    ],
-)
-def test_memory_faults_fail(fault: dict[str, object], text: str) -> None:
-    failures, _ = health.judge_health(replace(HEALTHY, **fault))  # type: ignore[arg-type]
-    assert len(failures) == 1
-    assert text in failures[0]
-    assert failures[0].startswith("gpu0")
+def test_a_link_down_fails_and_names_the_link(fake_gpus: Any) -> None:
+    links = [{"active": True, "version": 4} for _ in range(18)]
+    links[7] = {"active": False, "version": 4}
+    result = _health(fake_gpus, h100_sxm(nvlink=links))
+    assert result.status is Status.FAIL
+    assert "17 of 18 NVLinks active (down: 7)" in result.message
+
+
+def test_a_pcie_card_with_some_links_inactive_passes(fake_gpus: Any) -> None:
+    # aznhc's false failure: a PCIe H100 reports 18 links, 12 of them inactive
+    links = [{"active": i < 6} for i in range(18)]
+    gpu = h100_sxm(name="NVIDIA H100 PCIe", pci_device_id=0x233110DE, nvlink=links)
+    assert _health(fake_gpus, gpu).status is Status.PASS
+
+
+def test_a_card_without_nvlink_passes(fake_gpus: Any) -> None:
+    gpu = h100_sxm(name="NVIDIA L40S", pci_device_id=0x26B910DE, nvlink=None, fabric=None)
+    result = _health(fake_gpus, gpu)
+    assert result.status is Status.PASS, result.message
+    assert result.details["gpus"][0]["nvlinks"] == []
 
 
 @pytest.mark.parametrize(
-    ("fault", "text"),
+    ("fabric", "text"),
     [
-        ({"throttle_reasons": ["hardware thermal slowdown"]}, "thermal"),
-        ({"pcie_width_current": 8}, "x8 of x16"),
-        ({"pcie_gen_max_system": 4}, "Gen4"),
-        ({"persistence_mode": False}, "persistence mode off"),
+        ({"state": 2}, "fabric registration in progress"),
+        ({"state": 1}, "fabric registration not started"),
+        ({"state": 3, "status": 999}, "fabric registration failed (NVML status 999)"),
     ],
 )
-def test_degradations_warn(fault: dict[str, object], text: str) -> None:
-    failures, warnings = health.judge_health(replace(HEALTHY, **fault))  # type: ignore[arg-type]
-    assert failures == []
-    assert len(warnings) == 1
-    assert text in warnings[0]
+def test_fabric_not_registered_fails(fake_gpus: Any, fabric: dict[str, int], text: str) -> None:
+    result = _health(fake_gpus, h100_sxm(fabric=fabric))
+    assert result.status is Status.FAIL
+    assert text in result.message
+
+
+def _ecc(**counts: int) -> dict[str, Any]:
+    ecc = h100_sxm()["ecc"]
+    for key, value in counts.items():
+        scope, kind, where = key.split("_")
+        ecc[scope][kind][where] = value
+    return ecc
+
+
+@pytest.mark.parametrize(
+    ("facts", "text"),
+    [
+        ({"ecc": _ecc(volatile_uncorrected_sram=1)}, "uncorrectable SRAM ECC"),
+        ({"ecc": _ecc(aggregate_corrected_sram=10_001)}, "above aznhc check_gpu_ecc's 10000"),
+        ({"ecc": _ecc(aggregate_corrected_dram=20_000_001)}, "corrected DRAM ECC errors"),
+        ({"remapped_rows": [0, 513, 0, 0]}, "513 rows remapped for uncorrectable errors"),
+        ({"remapped_rows": [0, 0, 0, 1]}, "row remapping failed"),
+        ({"remapped_rows": [0, 0, 1, 0]}, "row remapping pending"),
+        ({"retired_pages": {"sbe": 40, "dbe": 22, "pending": True}}, "retirement table full"),
+    ],
+)
+def test_ras_thresholds_fail(fake_gpus: Any, facts: dict[str, Any], text: str) -> None:
+    result = _health(fake_gpus, h100_sxm(**facts))
+    assert result.status is Status.FAIL
+    assert text in result.message
+
+
+@pytest.mark.parametrize(
+    "facts",
+    [
+        {"ecc": _ecc(aggregate_corrected_sram=10_000, volatile_corrected_dram=20_000_000)},
+        {"remapped_rows": [12, 512, 0, 0]},
+        {"retired_pages": {"sbe": 40, "dbe": 22, "pending": False}},
+    ],
+)
+def test_counts_at_the_thresholds_pass(fake_gpus: Any, facts: dict[str, Any]) -> None:
+    assert _health(fake_gpus, h100_sxm(**facts)).status is Status.PASS
+
+
+def test_a_software_power_cap_at_rest_is_not_a_warning(fake_gpus: Any) -> None:
+    assert _health(fake_gpus, h100_sxm(throttle=0x4)).status is Status.PASS
+
+
+def test_a_hardware_slowdown_at_rest_warns(fake_gpus: Any) -> None:
+    result = _health(fake_gpus, h100_sxm(throttle=0x8))
+    assert result.status is Status.WARN
+    assert "hardware slowdown" in result.message
+
+
+def test_a_mig_instance_is_judged_as_a_slice_not_an_error(fake_gpus: Any) -> None:
+    digits = "11111111-2222-3333-4444-555555555555"
+    gpu = h100_sxm(mig={"current": 1, "pending": 1, "instances": [f"MIG-{digits}"]})
+    # torch prints the instance's UUID with a GPU- prefix, which NVML does not know
+    result = _health(fake_gpus, gpu, torch_uuids=[f"GPU-{digits}"])
+    assert result.status is Status.PASS, result.message
+    assert f"MIG instance MIG-{digits}" in result.message
+    assert "132 SMs" in result.message
+    assert result.details["gpus"][0]["mig_enabled"] is True
+
+
+def test_a_gpu_nvml_does_not_know_warns_instead_of_erroring(fake_gpus: Any) -> None:
+    result = _health(fake_gpus, h100_sxm(), torch_uuids=["GPU-not-in-nvml"])
+    assert result.status is Status.WARN
+    assert "NVML cannot reach GPU-not-in-nvml" in result.message
+
+
+def test_a_lost_gpu_fails_health_and_inventory(fake_gpus: Any) -> None:
+    lost = h100_sxm(1, lost=True)
+    result = _health(fake_gpus, h100_sxm(), lost)
+    assert result.status is Status.FAIL
+    assert "gpu1" in result.message
+    assert "GPU is lost" in result.message
+    listed = inventory.run(gpu_context())
+    assert listed.status is Status.FAIL
+    assert "NVML GPU 1: GPU is lost (listed but unreachable)" in listed.message
 
 
 def test_cpu_mode_is_skip_not_pass() -> None:
@@ -72,8 +143,25 @@ def test_cpu_mode_is_skip_not_pass() -> None:
 
 @pytest.mark.usefixtures("no_gpu")
 def test_missing_nvml_is_skip_with_a_reason() -> None:
-    from dataclasses import replace as dc_replace
-
-    result = health.run(dc_replace(cpu_context(), device_mode="cuda"))
+    result = health.run(gpu_context())
     assert result.status is Status.SKIP
     assert "NVML unavailable" in result.message
+
+
+def test_a_mig_instance_is_measured_on_correctness_only(fake_gpus: Any) -> None:
+    """Whole-GPU floors would fail a healthy slice: its figures are reported, unchecked."""
+    from gpuaccept.checks.judging import Findings, measurement_targets, target_model
+
+    digits = "11111111-2222-3333-4444-555555555555"
+    gpu = h100_sxm(mig={"current": 1, "pending": 1, "instances": [f"MIG-{digits}"]})
+    fake_gpus({"gpus": [gpu]}, torch_uuids=[f"GPU-{digits}"])
+    context = gpu_context()
+    (target,) = measurement_targets(context)
+    assert target.mig
+    assert target.pci_device_id == 0x233010DE  # the parent's identity, found through NVML
+    assert target_model(context, target) is None
+    findings = Findings("compute", "COMPUTE")
+    findings.judge(context, target, "matmul_bf16_tflops", 90.0, "TFLOPS")
+    result = findings.conclude("ok")
+    assert result.status is Status.WARN
+    assert "NVIDIA H100 80GB HBM3 (a MIG instance): performance unchecked" in result.message

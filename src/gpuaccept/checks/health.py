@@ -1,23 +1,97 @@
-"""health: NVML's view of each GPU (ECC, retired pages, row remapping, throttling, PCIe link)."""
+"""health: NVML's view of each GPU at the start of the run: ECC and row remapping against
+aznhc's thresholds, page retirement, throttling, the PCIe link, every NVLink against the count
+the model should have, fabric registration, and MIG mode."""
 
 from __future__ import annotations
 
 from dataclasses import asdict
 
 from gpuaccept.checks.context import CheckContext
-from gpuaccept.checks.judging import Findings
-from gpuaccept.probe.hardware import (
-    GpuHealth,
-    list_cuda_gpus,
-    load_nvml,
-    nvml_missing_reason,
-    read_gpu_health,
-)
+from gpuaccept.checks.judging import Findings, measurement_targets
+from gpuaccept.probe.hardware import load_nvml, nvml_missing_reason
+from gpuaccept.probe.nvml_health import GpuHealth, GpuNotFound, read_gpu_health
+from gpuaccept.references import ModelReferences
 from gpuaccept.results import CheckResult, Status
 
+# Azure HPC health checks, customTests/azure_gpu_ecc.nhc with conf/nd96isr_h100_v5.conf
+# (`check_gpu_ecc 20000000 10000`): more than these fail the GPU.
+RAS_SOURCE = "aznhc check_gpu_ecc"
+DRAM_ECC_LIMIT = 20_000_000  # corrected or uncorrected, volatile or aggregate
+SRAM_CORRECTED_LIMIT = 10_000  # volatile or aggregate; any uncorrected SRAM error fails
+UNCORRECTABLE_REMAPPED_ROWS_LIMIT = 512
+RETIREMENT_TABLE_FULL_PAGES = 62  # sbe + dbe retired pages with a retirement still pending
 
-def judge_health(health: GpuHealth) -> tuple[list[str], list[str]]:
-    """(failures, warnings) for one GPU's snapshot; unknown facts are neither."""
+# Idle readings: a software power cap or a lowered link speed is how an idle GPU saves power.
+_IDLE_NORMAL_REASONS = {"software power cap"}
+
+
+def _ras_failures(health: GpuHealth, tag: str) -> list[str]:
+    failures = []
+    ecc = health.ecc
+    for key, count in sorted(ecc.items()):
+        scope, kind, where = key.split("_")
+        if where == "sram" and kind == "uncorrected" and count > 0:
+            failures.append(f"{tag}: {count} uncorrectable SRAM ECC error(s) ({scope})")
+        elif where == "sram" and kind == "corrected" and count > SRAM_CORRECTED_LIMIT:
+            failures.append(
+                f"{tag}: {count} corrected SRAM ECC errors ({scope}) above {RAS_SOURCE}'s "
+                f"{SRAM_CORRECTED_LIMIT}"
+            )
+        elif where == "dram" and count > DRAM_ECC_LIMIT:
+            failures.append(
+                f"{tag}: {count} {kind} DRAM ECC errors ({scope}) above {RAS_SOURCE}'s "
+                f"{DRAM_ECC_LIMIT}"
+            )
+    rows = health.remapped_rows_uncorrectable
+    if rows is not None and rows > UNCORRECTABLE_REMAPPED_ROWS_LIMIT:
+        failures.append(
+            f"{tag}: {rows} rows remapped for uncorrectable errors, above {RAS_SOURCE}'s "
+            f"{UNCORRECTABLE_REMAPPED_ROWS_LIMIT}"
+        )
+    retired = (health.retired_pages_sbe or 0) + (health.retired_pages_dbe or 0)
+    if health.retired_pages_pending and retired >= RETIREMENT_TABLE_FULL_PAGES:
+        failures.append(
+            f"{tag}: page retirement table full ({retired} pages retired, more pending)"
+        )
+    return failures
+
+
+def _nvlink_failures(health: GpuHealth, model: ModelReferences | None, tag: str) -> list[str]:
+    """Too few active links for the model; a model with optional bridges (no expected count)
+    is not judged, so a PCIe card never fails on links it does not need. Error counters since
+    the driver loaded are only reported: their growth during the run is judged at its end."""
+    expected = model.nvlink_links if model is not None else None
+    if not expected:
+        return []
+    active = [link for link in health.nvlinks if link.active]
+    if len(active) >= expected:
+        return []
+    down = [str(link.link) for link in health.nvlinks if not link.active]
+    which = f" (down: {', '.join(down)})" if down else ""
+    return [
+        f"{tag}: {len(active)} of {expected} NVLinks active{which}; a {model.display} has "  # type: ignore[union-attr]
+        f"{expected} (datasheet NVLink bandwidth / per-link bandwidth)"
+    ]
+
+
+def _fabric_findings(health: GpuHealth, model: ModelReferences | None, tag: str) -> list[str]:
+    fabric = health.fabric
+    if fabric is None or fabric.state == "not supported":
+        return []
+    if fabric.state != "completed":
+        return [
+            f"{tag}: NVSwitch fabric registration {fabric.state} (is nvidia-fabricmanager "
+            "running and healthy?)"
+        ]
+    if fabric.status not in (None, 0):
+        return [f"{tag}: NVSwitch fabric registration failed (NVML status {fabric.status})"]
+    return []
+
+
+def judge_health(
+    health: GpuHealth, model: ModelReferences | None = None
+) -> tuple[list[str], list[str]]:
+    """(failures, warnings) for one GPU's snapshot at rest; unknown facts are neither."""
     tag = f"gpu{health.index}"
     failures, warnings = [], []
     if health.ecc_uncorrectable_volatile:
@@ -28,8 +102,12 @@ def judge_health(health: GpuHealth) -> tuple[list[str], list[str]]:
         failures.append(f"{tag}: row remapping failed (the GPU needs service)")
     if health.remapped_rows_pending:
         failures.append(f"{tag}: row remapping pending (reset the GPU)")
-    if health.throttle_reasons:
-        warnings.append(f"{tag}: clocks held back by {', '.join(health.throttle_reasons)}")
+    failures += _ras_failures(health, tag)
+    failures += _nvlink_failures(health, model, tag)
+    failures += _fabric_findings(health, model, tag)
+    reasons = [r for r in health.throttle_reasons if r not in _IDLE_NORMAL_REASONS]
+    if reasons:
+        warnings.append(f"{tag}: clocks held back at rest by {', '.join(reasons)}")
     width, width_max = health.pcie_width_current, health.pcie_width_max
     if width is not None and width_max is not None and width < width_max:
         warnings.append(f"{tag}: PCIe link x{width} of x{width_max}")
@@ -39,6 +117,11 @@ def judge_health(health: GpuHealth) -> tuple[list[str], list[str]]:
     if health.persistence_mode is False:
         warnings.append(f"{tag}: persistence mode off")
     return failures, warnings
+
+
+def model_of(context: CheckContext, health: GpuHealth) -> ModelReferences | None:
+    key = context.references.model_for(health.name, health.pci_device_id)
+    return context.references.models.get(key) if key is not None else None
 
 
 def run(context: CheckContext) -> CheckResult:
@@ -54,13 +137,37 @@ def run(context: CheckContext) -> CheckResult:
             status=Status.SKIP,
             message=f"NVML unavailable: {nvml_missing_reason()}",
         )
+    from gpuaccept.probe.hardware import list_cuda_gpus
+
     findings = Findings("health", "HEALTH")
     snapshots = []
-    for gpu in list_cuda_gpus():
-        health = read_gpu_health(nvml, gpu.index, gpu.uuid)
+    notes = []
+    gpus = {gpu.index: gpu for gpu in list_cuda_gpus()}
+    for target in measurement_targets(context):
+        gpu = gpus[target.index] if target.index is not None else None
+        if gpu is None:
+            continue
+        try:
+            health = read_gpu_health(nvml, gpu.index, gpu.uuid)
+        except GpuNotFound as error:
+            (findings.failures if error.lost else findings.warnings).append(
+                f"{target.label}: {error}; its health could not be read"
+            )
+            continue
+        if health.mig_instance is not None:
+            # A slice: its memory and SMs are what torch reports; ECC, links and fabric belong
+            # to the whole GPU, which NVML reads through the parent handle.
+            notes.append(
+                f"{target.label} is MIG instance {health.mig_instance} "
+                f"({gpu.memory_bytes / 2**30:.1f} GiB, {gpu.multiprocessors} SMs): "
+                "health read from its parent GPU, performance judged on correctness only"
+            )
         snapshots.append(asdict(health))
-        failures, warnings = judge_health(health)
+        failures, warnings = judge_health(health, model_of(context, health))
         findings.failures += failures
         findings.warnings += warnings
-    findings.details = {"gpus": snapshots}
-    return findings.conclude(f"{len(snapshots)} GPU(s): no ECC, retirement or link faults")
+    findings.details = {"gpus": snapshots, "notes": notes}
+    mig = f"; {'; '.join(notes)}" if notes else ""
+    return findings.conclude(
+        f"{len(snapshots)} GPU(s): no ECC, retirement, link or fabric faults{mig}"
+    )

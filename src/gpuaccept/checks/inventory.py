@@ -1,4 +1,5 @@
-"""inventory: the GPUs this process can use against the count it was promised."""
+"""inventory: the GPUs this process can use against the count it was promised, and every GPU
+NVML lists but cannot reach (one that fell off the bus fails the node with NVML's reason)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from dataclasses import asdict
 
 from gpuaccept.checks.context import CheckContext
 from gpuaccept.checks.judging import Findings, Target
-from gpuaccept.probe.hardware import list_cuda_gpus, nvml_gpu_count
+from gpuaccept.probe.hardware import list_cuda_gpus, nvml_gpu_count, nvml_unreachable_gpus
 from gpuaccept.results import CheckResult
 
 
@@ -14,11 +15,14 @@ def run(context: CheckContext) -> CheckResult:
     findings = Findings("inventory", "INVENTORY")
     gpus = list_cuda_gpus()
     nvml_count = nvml_gpu_count()
+    unreachable = nvml_unreachable_gpus()
     findings.details = {
         "gpus": [asdict(gpu) for gpu in gpus],
         "nvml_gpu_count": nvml_count,
+        "nvml_unreachable": unreachable,
         "expected": asdict(context.expected) if context.expected else None,
     }
+    findings.failures += [f"{problem} (listed but unreachable)" for problem in unreachable]
     if context.cpu_mode and gpus:
         # --device cpu on a GPU node: the run measures the CPU twins; the GPUs are not judged
         findings.record(Target(None, "node"), "gpus_usable", 0, "GPUs")

@@ -16,6 +16,9 @@ class Target:
 
     index: int | None
     name: str
+    uuid: str | None = None
+    pci_device_id: int | None = None  # NVML's, when NVML can name the GPU
+    mig: bool = False  # a MIG instance: whole-GPU references do not apply
 
     @property
     def label(self) -> str:
@@ -27,13 +30,22 @@ def measurement_targets(context: CheckContext) -> list[Target]:
     mode."""
     if context.cpu_mode:
         return [Target(None, "cpu")]
-    from gpuaccept.probe.hardware import list_cuda_gpus
+    from gpuaccept.probe.hardware import list_cuda_gpus, nvml_identity
 
     return [
-        Target(gpu.index, gpu.name)
+        Target(gpu.index, gpu.name, gpu.uuid, *nvml_identity(gpu.index, gpu.uuid))
         for gpu in list_cuda_gpus()
         if context.device_index is None or gpu.index == context.device_index
     ]
+
+
+def target_model(context: CheckContext, target: Target) -> str | None:
+    """The reference model a target is judged as (by PCI device id, then name)."""
+    if context.cpu_mode:
+        return CPU_MODEL
+    if target.mig:
+        return None
+    return context.references.model_for(target.name, target.pci_device_id)
 
 
 def torch_device(target: Target) -> Any:
@@ -53,14 +65,24 @@ class Findings:
     warnings: list[str] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)
     unknown_models: set[str] = field(default_factory=set)
+    # how a failing figure is named when its device label alone does not say (a GPU pair)
+    where: dict[int, str] = field(default_factory=dict)
 
     def judge(
-        self, context: CheckContext, target: Target, metric: str, value: float, unit: str
+        self,
+        context: CheckContext,
+        target: Target,
+        metric: str,
+        value: float,
+        unit: str,
+        where: str | None = None,
     ) -> Measurement:
         """Record a figure judged against the reference for the target's model."""
-        model = CPU_MODEL if context.cpu_mode else context.references.model_for(target.name)
+        model = target_model(context, target)
         if model is None:
-            self.unknown_models.add(target.name)
+            self.unknown_models.add(
+                f"{target.name} (a MIG instance)" if target.mig else target.name
+            )
         reference = context.references.lookup(model, metric)
         measurement = Measurement(
             name=metric,
@@ -73,6 +95,8 @@ class Findings:
             verdict=reference.judge(value) if reference else Verdict.UNCHECKED,
         )
         self.measurements.append(measurement)
+        if where is not None:
+            self.where[len(self.measurements) - 1] = where
         return measurement
 
     def record(self, target: Target, metric: str, value: float, unit: str) -> Measurement:
@@ -86,9 +110,11 @@ class Findings:
     def conclude(self, ok_message: str) -> CheckResult:
         failures = list(self.failures)
         failures += nan_figure_failures(self.measurements)
-        for m in self.measurements:
+        for number, m in enumerate(self.measurements):
             if m.verdict is Verdict.FAIL and m.reference is not None:
-                where = "cpu" if m.device_index is None else f"gpu{m.device_index}"
+                where = self.where.get(number) or (
+                    "cpu" if m.device_index is None else f"gpu{m.device_index}"
+                )
                 failures.append(
                     f"{where} {m.name} {m.value:.4g} {m.unit} below floor {m.reference.floor:.4g} "
                     f"({m.reference.lower_fraction:g} x {m.reference.value:g}, {m.reference_model})"

@@ -10,7 +10,7 @@ import os
 import re
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from gpuaccept.errors import EnvironmentProblem, InputError
@@ -192,6 +192,24 @@ def nvml_gpu_count() -> int | None:
         return None
 
 
+def nvml_unreachable_gpus() -> list[str]:
+    """Each GPU NVML lists but cannot reach (lost, fallen off the bus), with NVML's reason."""
+    nvml = load_nvml()
+    if nvml is None:
+        return []
+    try:
+        count = int(nvml.nvmlDeviceGetCount())
+    except Exception as error:
+        return [f"NVML cannot count the GPUs: {error}"]
+    unreachable = []
+    for index in range(count):
+        try:
+            nvml.nvmlDeviceGetUUID(nvml.nvmlDeviceGetHandleByIndex(index))
+        except Exception as error:
+            unreachable.append(f"NVML GPU {index}: {error}")
+    return unreachable
+
+
 def driver_versions() -> tuple[str | None, tuple[int, int] | None]:
     """(driver version string, highest CUDA version the driver supports), each None if unknown."""
     driver: str | None = None
@@ -217,77 +235,20 @@ def driver_versions() -> tuple[str | None, tuple[int, int] | None]:
     return driver, cuda
 
 
-@dataclass(frozen=True)
-class GpuHealth:
-    """One GPU's NVML health facts; None where the GPU or driver does not report it."""
+def nvml_identity(index: int, uuid: str | None) -> tuple[int | None, bool]:
+    """(NVML's PCI device id, device << 16 | vendor, or None when NVML cannot say; whether the
+    device torch numbers `index` is a MIG instance). The reference table keys models by the id;
+    a MIG instance is judged as a slice, never as the whole GPU."""
+    nvml = load_nvml()
+    if nvml is None:
+        return None, False
+    from gpuaccept.probe.nvml_health import find_gpu
 
-    index: int
-    name: str
-    ecc_uncorrectable_volatile: int | None = None
-    retired_pages_pending: bool | None = None
-    remapped_rows_pending: bool | None = None
-    remapped_rows_failed: bool | None = None
-    throttle_reasons: list[str] = field(default_factory=list)
-    pcie_gen_current: int | None = None
-    pcie_gen_max_gpu: int | None = None
-    pcie_gen_max_system: int | None = None
-    pcie_width_current: int | None = None
-    pcie_width_max: int | None = None
-    persistence_mode: bool | None = None
-
-
-# Reasons that mean the GPU is being held back by something wrong (heat, power, the board),
-# as opposed to idling or an application clock setting.
-_BAD_THROTTLE_FLAGS = {
-    "nvmlClocksThrottleReasonHwSlowdown": "hardware slowdown",
-    "nvmlClocksThrottleReasonHwThermalSlowdown": "hardware thermal slowdown",
-    "nvmlClocksThrottleReasonHwPowerBrakeSlowdown": "power brake (external)",
-    "nvmlClocksThrottleReasonSwThermalSlowdown": "software thermal slowdown",
-    "nvmlClocksThrottleReasonSwPowerCap": "software power cap",
-}
-
-
-def _safe(call: Any, *args: Any) -> Any:
     try:
-        return call(*args)
-    except Exception:
-        return None
-
-
-def read_gpu_health(nvml: Any, index: int, uuid: str | None = None) -> GpuHealth:
-    """A health snapshot of the GPU torch numbers `index` (found in NVML by UUID when known)."""
-    if uuid is not None:
-        handle = nvml.nvmlDeviceGetHandleByUUID(uuid)
-    else:
-        handle = nvml.nvmlDeviceGetHandleByIndex(index)
-    name = _safe(nvml.nvmlDeviceGetName, handle) or f"GPU {index}"
-    ecc = _safe(
-        nvml.nvmlDeviceGetTotalEccErrors,
-        handle,
-        nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
-        nvml.NVML_VOLATILE_ECC,
-    )
-    pending = _safe(nvml.nvmlDeviceGetRetiredPagesPendingStatus, handle)
-    remap = _safe(nvml.nvmlDeviceGetRemappedRows, handle)  # (corr, uncorr, pending, failure)
-    reasons_mask = _safe(nvml.nvmlDeviceGetCurrentClocksThrottleReasons, handle)
-    reasons = [
-        label
-        for flag, label in _BAD_THROTTLE_FLAGS.items()
-        if reasons_mask is not None and reasons_mask & int(getattr(nvml, flag, 0))
-    ]
-    persistence = _safe(nvml.nvmlDeviceGetPersistenceMode, handle)
-    return GpuHealth(
-        index=index,
-        name=name.decode() if isinstance(name, bytes) else str(name),
-        ecc_uncorrectable_volatile=int(ecc) if ecc is not None else None,
-        retired_pages_pending=bool(pending) if pending is not None else None,
-        remapped_rows_pending=bool(remap[2]) if remap is not None else None,
-        remapped_rows_failed=bool(remap[3]) if remap is not None else None,
-        throttle_reasons=reasons,
-        pcie_gen_current=_safe(nvml.nvmlDeviceGetCurrPcieLinkGeneration, handle),
-        pcie_gen_max_gpu=_safe(nvml.nvmlDeviceGetGpuMaxPcieLinkGeneration, handle),
-        pcie_gen_max_system=_safe(nvml.nvmlDeviceGetMaxPcieLinkGeneration, handle),
-        pcie_width_current=_safe(nvml.nvmlDeviceGetCurrPcieLinkWidth, handle),
-        pcie_width_max=_safe(nvml.nvmlDeviceGetMaxPcieLinkWidth, handle),
-        persistence_mode=bool(persistence) if persistence is not None else None,
-    )
+        handle, mig_instance = find_gpu(nvml, index, uuid)
+    except Exception:  # GpuNotFound
+        return None, False
+    try:
+        return int(nvml.nvmlDeviceGetPciInfo(handle).pciDeviceId), mig_instance is not None
+    except Exception:  # a board that does not report it
+        return None, mig_instance is not None

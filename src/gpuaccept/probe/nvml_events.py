@@ -121,7 +121,10 @@ class EventWatcher:
         if self._uuids is None:
             handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
         else:
-            handles = [nvml.nvmlDeviceGetHandleByUUID(uuid) for uuid in self._uuids]
+            from gpuaccept.probe.nvml_health import find_gpu
+
+            # a MIG instance's events (XIDs included) are its parent GPU's
+            handles = [find_gpu(nvml, -1, uuid)[0] for uuid in self._uuids]
         event_set = nvml.nvmlEventSetCreate()
         problems = []
         for handle in handles:

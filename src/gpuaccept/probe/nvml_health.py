@@ -1,0 +1,357 @@
+"""One GPU's health as NVML reports it, read without judging: ECC by location, row remapping,
+page retirement, throttle reasons, the PCIe link and its replays, every NVLink with its error
+counters, fabric registration and MIG mode. Also the growing counters alone (compared at the
+start and end of a run) and how a GPU torch numbers is found in NVML.
+
+Every fact a board does not report is None (or an empty list): unknown is not healthy.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+NVML_ERROR_GPU_IS_LOST = 15
+
+
+@dataclass(frozen=True)
+class NvLink:
+    link: int
+    active: bool
+    version: int | None = None
+    crc_errors: int | None = None  # flit and data CRC errors together
+    replay_errors: int | None = None
+    recovery_errors: int | None = None
+
+
+@dataclass(frozen=True)
+class Fabric:
+    """The GPU's registration with the NVSwitch fabric manager (nvmlDeviceGetGpuFabricInfo)."""
+
+    state: str  # "not supported", "not started", "in progress", "completed"
+    status: int | None = None  # NVML return code of a completed registration; 0 is success
+    clique: int | None = None
+
+
+@dataclass(frozen=True)
+class ErrorCounters:
+    """Counters that only grow, read at the start and at the end of a run."""
+
+    uuid: str
+    index: int | None = None  # NVML's index
+    pcie_replays: int | None = None
+    pcie_gen_max: int | None = None  # the GPU's own maximum, for the replay-rate limit
+    pcie_width_max: int | None = None
+    ecc_corrected_volatile: int | None = None
+    ecc_uncorrected_volatile: int | None = None
+    # link number -> (crc, replay, recovery)
+    nvlink: dict[int, tuple[int | None, int | None, int | None]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class GpuHealth:
+    """One GPU's NVML health facts; None where the GPU or driver does not report it."""
+
+    index: int
+    name: str
+    uuid: str | None = None
+    pci_device_id: int | None = None  # NVML's 32-bit id: device << 16 | vendor
+    ecc_uncorrectable_volatile: int | None = None
+    # "volatile_uncorrected_dram", "aggregate_corrected_sram", ...: what the board reports
+    ecc: dict[str, int] = field(default_factory=dict)
+    retired_pages_pending: bool | None = None
+    retired_pages_sbe: int | None = None
+    retired_pages_dbe: int | None = None
+    remapped_rows_pending: bool | None = None
+    remapped_rows_failed: bool | None = None
+    remapped_rows_correctable: int | None = None
+    remapped_rows_uncorrectable: int | None = None
+    throttle_reasons: list[str] = field(default_factory=list)
+    pcie_gen_current: int | None = None
+    pcie_gen_max_gpu: int | None = None
+    pcie_gen_max_system: int | None = None
+    pcie_width_current: int | None = None
+    pcie_width_max: int | None = None
+    pcie_replays: int | None = None
+    persistence_mode: bool | None = None
+    nvlinks: list[NvLink] = field(default_factory=list)
+    fabric: Fabric | None = None
+    mig_enabled: bool | None = None
+    mig_instance: str | None = None  # the MIG instance's UUID when torch's device is one
+
+
+class GpuNotFound(Exception):
+    """NVML cannot reach the GPU torch named; `lost` when NVML says it fell off the bus."""
+
+    def __init__(self, message: str, lost: bool = False) -> None:
+        super().__init__(message)
+        self.lost = lost
+
+
+def _safe(call: Any, *args: Any) -> Any:
+    try:
+        return call(*args)
+    except Exception:
+        return None
+
+
+def _text(raw: Any) -> str:
+    return raw.decode() if isinstance(raw, bytes) else str(raw)
+
+
+def _is_lost(error: BaseException) -> bool:
+    return getattr(error, "value", None) == NVML_ERROR_GPU_IS_LOST
+
+
+def find_gpu(nvml: Any, index: int, uuid: str | None) -> tuple[Any, str | None]:
+    """(the NVML handle of the physical GPU, the MIG instance UUID when torch's device is one).
+
+    torch prints every device UUID as GPU-...; NVML names a MIG instance MIG-... with the same
+    digits, so a failed lookup is retried as a MIG instance before it is reported.
+    """
+    if uuid is None:
+        try:
+            return nvml.nvmlDeviceGetHandleByIndex(index), None
+        except Exception as error:
+            raise GpuNotFound(f"NVML cannot reach GPU {index}: {error}", _is_lost(error)) from None
+    try:
+        return nvml.nvmlDeviceGetHandleByUUID(uuid), None
+    except Exception as error:
+        first = error
+    if uuid.startswith("GPU-"):
+        mig_uuid = "MIG-" + uuid[4:]
+        try:
+            mig = nvml.nvmlDeviceGetHandleByUUID(mig_uuid)
+            return nvml.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(mig), mig_uuid
+        except Exception:
+            pass
+    raise GpuNotFound(f"NVML cannot reach {uuid}: {first}", _is_lost(first))
+
+
+# Reasons that mean the GPU is being held back by something wrong (heat, power, the board),
+# as opposed to idling or an application clock setting. nvmlClocksEventReason* is the newer
+# name of nvmlClocksThrottleReason*; the bits are the same.
+BAD_THROTTLE_FLAGS = {
+    "HwSlowdown": "hardware slowdown",
+    "HwThermalSlowdown": "hardware thermal slowdown",
+    "HwPowerBrakeSlowdown": "power brake (external)",
+    "SwThermalSlowdown": "software thermal slowdown",
+    "SwPowerCap": "software power cap",
+}
+
+
+def throttle_labels(nvml: Any, mask: int | None) -> list[str]:
+    if mask is None:
+        return []
+    labels = []
+    for flag, label in BAD_THROTTLE_FLAGS.items():
+        bit: Any = getattr(nvml, f"nvmlClocksEventReason{flag}", None)
+        if bit is None:
+            bit = getattr(nvml, f"nvmlClocksThrottleReason{flag}", 0)
+        if mask & int(bit):
+            labels.append(label)
+    return labels
+
+
+def read_throttle_mask(nvml: Any, handle: Any) -> int | None:
+    for name in (
+        "nvmlDeviceGetCurrentClocksEventReasons",
+        "nvmlDeviceGetCurrentClocksThrottleReasons",
+    ):
+        call = getattr(nvml, name, None)
+        if call is not None:
+            value = _safe(call, handle)
+            if value is not None:
+                return int(value)
+    return None
+
+
+def _ecc_by_location(nvml: Any, handle: Any) -> dict[str, int]:
+    counts = {}
+    for scope, counter in (("volatile", "NVML_VOLATILE_ECC"), ("aggregate", "NVML_AGGREGATE_ECC")):
+        for kind, error_type in (
+            ("corrected", "NVML_MEMORY_ERROR_TYPE_CORRECTED"),
+            ("uncorrected", "NVML_MEMORY_ERROR_TYPE_UNCORRECTED"),
+        ):
+            for where, location in (
+                ("dram", "NVML_MEMORY_LOCATION_DRAM"),
+                ("sram", "NVML_MEMORY_LOCATION_SRAM"),
+            ):
+                value = _safe(
+                    nvml.nvmlDeviceGetMemoryErrorCounter,
+                    handle,
+                    getattr(nvml, error_type),
+                    getattr(nvml, counter),
+                    getattr(nvml, location, -1),
+                )
+                if value is not None:
+                    counts[f"{scope}_{kind}_{where}"] = int(value)
+    return counts
+
+
+def read_nvlinks(nvml: Any, handle: Any) -> list[NvLink]:
+    """Every link NVML reports for the GPU (none on a board without NVLink)."""
+    links = []
+    for link in range(int(getattr(nvml, "NVML_NVLINK_MAX_LINKS", 18))):
+        state = _safe(nvml.nvmlDeviceGetNvLinkState, handle, link)
+        if state is None:
+            continue
+
+        def counter(name: str, link: int = link) -> int | None:
+            value = _safe(nvml.nvmlDeviceGetNvLinkErrorCounter, handle, link, getattr(nvml, name))
+            return int(value) if value is not None else None
+
+        flit, data = (
+            counter("NVML_NVLINK_ERROR_DL_CRC_FLIT"),
+            counter("NVML_NVLINK_ERROR_DL_CRC_DATA"),
+        )
+        crc = None if flit is None and data is None else (flit or 0) + (data or 0)
+        links.append(
+            NvLink(
+                link=link,
+                active=bool(state),
+                version=_safe(nvml.nvmlDeviceGetNvLinkVersion, handle, link),
+                crc_errors=crc,
+                replay_errors=counter("NVML_NVLINK_ERROR_DL_REPLAY"),
+                recovery_errors=counter("NVML_NVLINK_ERROR_DL_RECOVERY"),
+            )
+        )
+    return links
+
+
+_FABRIC_STATES = {0: "not supported", 1: "not started", 2: "in progress", 3: "completed"}
+
+
+def read_fabric(nvml: Any, handle: Any) -> Fabric | None:
+    structure = getattr(nvml, "c_nvmlGpuFabricInfo_t", None)
+    if structure is None or not hasattr(nvml, "nvmlDeviceGetGpuFabricInfo"):
+        return None
+    info = structure()
+    byref = getattr(nvml, "byref", ctypes.byref)
+    try:
+        nvml.nvmlDeviceGetGpuFabricInfo(handle, byref(info))
+    except Exception:
+        return Fabric(state="not supported")
+    state = _FABRIC_STATES.get(int(info.state), f"state {int(info.state)}")
+    return Fabric(state=state, status=int(info.status), clique=int(info.cliqueId))
+
+
+def read_counters(nvml: Any, handle: Any, uuid: str, index: int | None = None) -> ErrorCounters:
+    def ecc(kind: str) -> int | None:
+        value = _safe(
+            nvml.nvmlDeviceGetTotalEccErrors,
+            handle,
+            getattr(nvml, kind),
+            nvml.NVML_VOLATILE_ECC,
+        )
+        return int(value) if value is not None else None
+
+    replays = _safe(nvml.nvmlDeviceGetPcieReplayCounter, handle)
+    return ErrorCounters(
+        uuid=uuid,
+        index=index,
+        pcie_replays=int(replays) if replays is not None else None,
+        pcie_gen_max=_safe(nvml.nvmlDeviceGetGpuMaxPcieLinkGeneration, handle),
+        pcie_width_max=_safe(nvml.nvmlDeviceGetMaxPcieLinkWidth, handle),
+        ecc_corrected_volatile=ecc("NVML_MEMORY_ERROR_TYPE_CORRECTED"),
+        ecc_uncorrected_volatile=ecc("NVML_MEMORY_ERROR_TYPE_UNCORRECTED"),
+        nvlink={
+            link.link: (link.crc_errors, link.replay_errors, link.recovery_errors)
+            for link in read_nvlinks(nvml, handle)
+        },
+    )
+
+
+def read_all_counters(nvml: Any) -> tuple[list[ErrorCounters], list[str]]:
+    """Counters of every GPU NVML lists; (counters, the GPUs that could not be read, and why)."""
+    counters, problems = [], []
+    count = _safe(nvml.nvmlDeviceGetCount) or 0
+    for index in range(int(count)):
+        try:
+            handle = nvml.nvmlDeviceGetHandleByIndex(index)
+            uuid = _text(nvml.nvmlDeviceGetUUID(handle))
+        except Exception as error:
+            problems.append(f"NVML GPU {index}: {error}")
+            continue
+        counters.append(read_counters(nvml, handle, uuid, index))
+    return counters, problems
+
+
+@dataclass(frozen=True)
+class CounterSnapshot:
+    """Every GPU's growing error counters at one moment (wall-clock seconds)."""
+
+    at: float
+    counters: tuple[ErrorCounters, ...]
+    problems: tuple[str, ...] = ()
+
+
+def read_snapshot() -> CounterSnapshot | None:
+    """Every GPU's counters now; None without NVML."""
+    from gpuaccept.probe.hardware import load_nvml
+
+    nvml = load_nvml()
+    if nvml is None:
+        return None
+    counters, problems = read_all_counters(nvml)
+    return CounterSnapshot(time.time(), tuple(counters), tuple(problems))
+
+
+def read_gpu_health(nvml: Any, index: int, uuid: str | None = None) -> GpuHealth:
+    """A health snapshot of the GPU torch numbers `index` (found in NVML by UUID when known).
+
+    Raises GpuNotFound when NVML cannot reach it (lost, or a UUID NVML does not know).
+    """
+    handle, mig_instance = find_gpu(nvml, index, uuid)
+    name = _safe(nvml.nvmlDeviceGetName, handle) or f"GPU {index}"
+    ecc_total = _safe(
+        nvml.nvmlDeviceGetTotalEccErrors,
+        handle,
+        nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+        nvml.NVML_VOLATILE_ECC,
+    )
+    pending = _safe(nvml.nvmlDeviceGetRetiredPagesPendingStatus, handle)
+    sbe = _safe(
+        nvml.nvmlDeviceGetRetiredPages,
+        handle,
+        getattr(nvml, "NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS", 0),
+    )
+    dbe = _safe(
+        nvml.nvmlDeviceGetRetiredPages,
+        handle,
+        getattr(nvml, "NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR", 1),
+    )
+    remap = _safe(nvml.nvmlDeviceGetRemappedRows, handle)  # (corr, uncorr, pending, failure)
+    persistence = _safe(nvml.nvmlDeviceGetPersistenceMode, handle)
+    pci = _safe(nvml.nvmlDeviceGetPciInfo, handle)
+    mig = _safe(nvml.nvmlDeviceGetMigMode, handle)
+    replays = _safe(nvml.nvmlDeviceGetPcieReplayCounter, handle)
+    return GpuHealth(
+        index=index,
+        name=_text(name),
+        uuid=_text(_safe(nvml.nvmlDeviceGetUUID, handle) or uuid),
+        pci_device_id=int(pci.pciDeviceId) if pci is not None else None,
+        ecc_uncorrectable_volatile=int(ecc_total) if ecc_total is not None else None,
+        ecc=_ecc_by_location(nvml, handle),
+        retired_pages_pending=bool(pending) if pending is not None else None,
+        retired_pages_sbe=len(sbe) if sbe is not None else None,
+        retired_pages_dbe=len(dbe) if dbe is not None else None,
+        remapped_rows_pending=bool(remap[2]) if remap is not None else None,
+        remapped_rows_failed=bool(remap[3]) if remap is not None else None,
+        remapped_rows_correctable=int(remap[0]) if remap is not None else None,
+        remapped_rows_uncorrectable=int(remap[1]) if remap is not None else None,
+        throttle_reasons=throttle_labels(nvml, read_throttle_mask(nvml, handle)),
+        pcie_gen_current=_safe(nvml.nvmlDeviceGetCurrPcieLinkGeneration, handle),
+        pcie_gen_max_gpu=_safe(nvml.nvmlDeviceGetGpuMaxPcieLinkGeneration, handle),
+        pcie_gen_max_system=_safe(nvml.nvmlDeviceGetMaxPcieLinkGeneration, handle),
+        pcie_width_current=_safe(nvml.nvmlDeviceGetCurrPcieLinkWidth, handle),
+        pcie_width_max=_safe(nvml.nvmlDeviceGetMaxPcieLinkWidth, handle),
+        pcie_replays=int(replays) if replays is not None else None,
+        persistence_mode=bool(persistence) if persistence is not None else None,
+        nvlinks=read_nvlinks(nvml, handle),
+        fabric=read_fabric(nvml, handle),
+        mig_enabled=bool(mig[0]) if mig is not None else None,
+        mig_instance=mig_instance,
+    )
