@@ -145,3 +145,31 @@ def test_a_cpu_run_does_not_read_as_a_gpu_acceptance() -> None:
     assert 'class="verdict pass"' not in page  # no big green PASS for a CPU run
     bench = gpu_report("n1", [1.0]).model_copy(update={"command": "bench", "level": "all"})
     assert "--level all" not in render_html(bench, {})
+
+
+def test_the_html_page_draws_the_samples_taken_under_load() -> None:
+    from gpuaccept.checks.load_judging import judge_load, trace_details
+    from gpuaccept.probe.load_sampler import LoadSample, LoadTrace
+
+    trace = LoadTrace(
+        [
+            LoadSample(
+                seconds=i * 0.1,
+                power_w=300.0 + i,
+                power_limit_w=700.0,
+                sm_clock_mhz=1755.0,
+                reasons=("power brake (external)",) if i > 10 else (),
+            )
+            for i in range(20)
+        ],
+        sm_clock_max_mhz=1980.0,
+    )
+    verdict = judge_load(trace, None, "gpu0")
+    report = gpu_report("node-a", [750.0])
+    compute = report.checks[0].model_copy(
+        update={"details": {"load": {"gpu0": trace_details(trace, verdict)}}}
+    )
+    page = render_html(report.model_copy(update={"checks": [compute, *report.checks[1:]]}), {})
+    assert page.count('alt="gpu0 power and SM clock under load"') == 1
+    assert "power_max_w" in page  # the summary the verdicts came from
+    assert '"power_w"' not in page  # the raw samples stay in the JSON report

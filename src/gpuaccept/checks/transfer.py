@@ -1,22 +1,36 @@
 """transfer: pinned host-to-device and device-to-host bandwidth against the reference
-(PCIe generation, or NVLink-C2C on Grace). CPU mode copies between host buffers."""
+(PCIe generation, or NVLink-C2C on Grace), with the PCIe link sampled while it carries the
+copies: a link below the model's generation or width under load fails. CPU mode copies between
+host buffers."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from gpuaccept.checks.context import CheckContext
 from gpuaccept.checks.judging import Findings, measurement_targets, torch_device
+from gpuaccept.checks.load_judging import judge_trace
 from gpuaccept.measure.transfer import DIRECTIONS, measure_transfer_gbps
+from gpuaccept.probe.load_sampler import sampler_for
 from gpuaccept.results import CheckResult
 
 
 def run(context: CheckContext) -> CheckResult:
     settings = context.settings
     findings = Findings("transfer", "TRANSFER")
+    load: dict[str, Any] = {}
     for target in measurement_targets(context):
         device = torch_device(target)
-        for direction in DIRECTIONS:
-            figure = measure_transfer_gbps(
-                device, direction, settings.transfer_bytes, True, 2, settings.transfer_repeats
-            )
-            findings.judge(context, target, f"{direction}_pinned_gbps", figure.median_gbps, "GB/s")
-    return findings.conclude("host-device bandwidth within reference")
+        with sampler_for(target.index, target.uuid) as sampler:
+            for direction in DIRECTIONS:
+                figure = measure_transfer_gbps(
+                    device, direction, settings.transfer_bytes, True, 2, settings.transfer_repeats
+                )
+                findings.judge(
+                    context, target, f"{direction}_pinned_gbps", figure.median_gbps, "GB/s"
+                )
+        load[target.label] = judge_trace(
+            context, findings, target, sampler.trace, clocks=False, pcie_loaded=True
+        )
+    findings.details = {"load": load}
+    return findings.conclude("host-device bandwidth within reference, PCIe link at full width")

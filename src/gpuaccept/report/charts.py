@@ -74,3 +74,57 @@ def trend_chart_png(
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png")
     return buffer.getvalue()
+
+
+def load_chart_png(
+    title: str,
+    samples: Sequence[Mapping[str, object]],
+    *,
+    marked: Sequence[str] = (),
+) -> bytes:
+    """Power (with its enforced limit) and SM clock over a check's seconds under load; the
+    samples that carry one of the `marked` clock-event reasons are flagged in red. PNG bytes."""
+    from matplotlib.figure import Figure
+
+    def series(key: str) -> tuple[list[float], list[float]]:
+        pairs = [
+            (float(s["seconds"]), float(s[key]))  # type: ignore[arg-type]
+            for s in samples
+            if s.get(key) is not None
+        ]
+        return [t for t, _ in pairs], [v for _, v in pairs]
+
+    figure = Figure(figsize=(5.6, 2.8), dpi=100, layout="constrained")
+    power_axes = figure.add_subplot()
+    clock_axes = power_axes.twinx()
+    times, power = series("power_w")
+    power_axes.plot(times, power, color="#1f6feb", linewidth=1.2, label="power (W)")
+    limit_times, limits = series("power_limit_w")
+    if limits:
+        power_axes.plot(
+            limit_times, limits, color="#1f6feb", linestyle="--", linewidth=1, label="power limit"
+        )
+    clock_times, clocks = series("sm_clock_mhz")
+    clock_axes.plot(clock_times, clocks, color="#9a6700", linewidth=1.2, label="SM clock (MHz)")
+    flagged = [
+        float(s["seconds"])  # type: ignore[arg-type]
+        for s in samples
+        if any(reason in (s.get("reasons") or ()) for reason in marked)  # type: ignore[operator]
+    ]
+    for when in flagged:
+        power_axes.axvline(when, color="#b3261e", alpha=0.25, linewidth=1)
+    power_axes.set_ylim(bottom=0, top=max(power + limits + [1.0]) * 1.15)
+    clock_axes.set_ylim(bottom=0, top=max([*clocks, 1.0]) * 1.15)
+    power_axes.set_xlabel("seconds")
+    power_axes.set_ylabel("W")
+    clock_axes.set_ylabel("MHz")
+    power_axes.set_title(title + (" (red: slowdown)" if flagged else ""), fontsize=10)
+    power_axes.grid(True, alpha=0.3)
+    handles = power_axes.get_legend_handles_labels()
+    clock_handles = clock_axes.get_legend_handles_labels()
+    power_axes.legend(
+        handles[0] + clock_handles[0], handles[1] + clock_handles[1], fontsize=7, loc="lower right"
+    )
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    return buffer.getvalue()

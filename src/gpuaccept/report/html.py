@@ -17,7 +17,7 @@ from typing import Any
 from gpuaccept.naming import chart_title, format_number, metric_title, run_title
 from gpuaccept.record.comparison import higher_is_better
 from gpuaccept.record.history import MetricPoint
-from gpuaccept.report.charts import trend_chart_png
+from gpuaccept.report.charts import load_chart_png, trend_chart_png
 from gpuaccept.results import CheckResult, RunReport, device_label
 
 MAX_CHARTS = 12
@@ -139,10 +139,35 @@ def _check_details(check: CheckResult) -> str:
                 [[_number(row.get(key)) for key in keys] for row in rows if isinstance(row, dict)],
             )
         )
-    rest = {k: v for k, v in check.details.items() if k not in ("columns", "rows")}
+    load = check.details.get("load")
+    if isinstance(load, dict):
+        parts.append(_load_charts(check.name, load))
+    rest = {k: v for k, v in check.details.items() if k not in ("columns", "rows", "load")}
     if rest:
         parts.append(_value(rest))
     return "".join(parts) or "<p>No figures.</p>"
+
+
+def _load_charts(check: str, load: dict[str, Any]) -> str:
+    """Each device's samples under load drawn, with the summary the verdicts came from (the
+    samples themselves stay in the JSON report)."""
+    from gpuaccept.checks.load_judging import FAILING_REASONS
+
+    parts = []
+    for label, trace in load.items():
+        if not isinstance(trace, dict):
+            continue
+        samples = trace.get("samples")
+        summary = trace.get("summary", {})
+        if isinstance(samples, list) and samples and all(isinstance(s, dict) for s in samples):
+            png = load_chart_png(f"{check}: {label} under load", samples, marked=FAILING_REASONS)
+            encoded = base64.b64encode(png).decode("ascii")
+            parts.append(
+                f'<figure><img alt="{escape(label)} power and SM clock under load" '
+                f'src="data:image/png;base64,{encoded}"></figure>'
+            )
+        parts.append(f"<p><b>{_text(label)} under load</b></p>{_value(summary)}")
+    return "".join(parts)
 
 
 def _charts(trends: dict[str, list[MetricPoint]], report: RunReport) -> str:

@@ -1,0 +1,195 @@
+"""What the samples taken under load say: slowdowns, clock sag, power reached, the PCIe link.
+
+Rules (the issue's, with their sources):
+- hardware slowdown, hardware thermal slowdown or power brake while loaded: FAIL;
+- software thermal slowdown while loaded: WARN; a software power cap is how the power limit is
+  enforced, never a finding;
+- median SM clock under load below the model's clock_load_fraction of its maximum: WARN (FAIL at
+  level full);
+- at full, the power phase reaching less than the model's power_load_fraction of the enforced
+  limit (90th percentile of the samples): FAIL;
+- the PCIe link under transfer load below the model's generation or width: FAIL;
+- PCIe replays per minute above DCGM's health-watch rate (a 1e-12 bit error rate at the link's
+  speed, times its lanes, rounded up): WARN, as DCGM does.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from gpuaccept.checks.context import CheckContext
+from gpuaccept.checks.judging import Findings, Target, target_model
+from gpuaccept.probe.load_sampler import LoadSample, LoadTrace
+from gpuaccept.references import (
+    DEFAULT_CLOCK_LOAD_FRACTION,
+    DEFAULT_POWER_LOAD_FRACTION,
+    ModelReferences,
+)
+
+RAMP_SECONDS = 0.5  # samples before this are the GPU waking up, not the GPU under load
+FAILING_REASONS = ("hardware slowdown", "hardware thermal slowdown", "power brake (external)")
+WARNING_REASONS = ("software thermal slowdown",)
+# Gbit/s per lane for PCIe Gen1..Gen6; at a 1e-12 bit error rate a lane may replay
+# speed x 1e9 x 1e-12 x 60 times a minute (DCGM's table: Gen5 1.92/min per lane).
+_LANE_GBPS = (2.5, 5.0, 8.0, 16.0, 32.0, 64.0)
+
+
+def replay_rate_limit(gen: int, lanes: int) -> int:
+    """DCGM's expected PCIe replays per minute for a link (DcgmHealthWatch.cpp)."""
+    per_lane = _LANE_GBPS[min(max(gen, 1), len(_LANE_GBPS)) - 1] / 1000 * 60
+    return math.ceil(per_lane * lanes)
+
+
+@dataclass
+class LoadVerdict:
+    failures: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+def _loaded(samples: list[LoadSample]) -> list[LoadSample]:
+    return [s for s in samples if s.seconds >= RAMP_SECONDS] or samples[-1:]
+
+
+def _values(samples: list[LoadSample], name: str) -> list[float]:
+    return [float(v) for s in samples if (v := getattr(s, name)) is not None]
+
+
+def _percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+def judge_load(
+    trace: LoadTrace,
+    model: ModelReferences | None,
+    label: str,
+    *,
+    full: bool = False,
+    clocks: bool = True,
+    power_phase: bool = False,
+    pcie_loaded: bool = False,
+) -> LoadVerdict:
+    """Judge one GPU's samples taken while a check loaded it: `clocks` for compute load (a copy
+    engine at work leaves the SMs idle), `power_phase` for the phase that aims at the power
+    limit, `pcie_loaded` for host transfers."""
+    verdict = LoadVerdict()
+    if not trace.samples:
+        verdict.summary = {"samples": 0, "why": trace.problem or "no sample taken"}
+        return verdict
+    loaded = _loaded(trace.samples)
+    summary: dict[str, Any] = {
+        "samples": len(trace.samples),
+        "seconds": trace.samples[-1].seconds,
+        "sm_clock_max_mhz": trace.sm_clock_max_mhz,
+    }
+    for reason in FAILING_REASONS + WARNING_REASONS:
+        hits = sum(1 for s in loaded if reason in s.reasons)
+        if not hits:
+            continue
+        text = f"{label}: {reason} under load in {hits} of {len(loaded)} samples"
+        (verdict.failures if reason in FAILING_REASONS else verdict.warnings).append(text)
+    sm_clocks = _values(loaded, "sm_clock_mhz")
+    clock_fraction = model.clock_load_fraction if model else DEFAULT_CLOCK_LOAD_FRACTION
+    if clocks and sm_clocks and trace.sm_clock_max_mhz:
+        median_clock = statistics.median(sm_clocks)
+        summary["sm_clock_median_mhz"] = median_clock
+        if median_clock < clock_fraction * trace.sm_clock_max_mhz:
+            text = (
+                f"{label}: SM clock under load {median_clock:.0f} MHz (median), below "
+                f"{clock_fraction:g} x its {trace.sm_clock_max_mhz:.0f} MHz maximum"
+            )
+            (verdict.failures if full else verdict.warnings).append(text)
+    powers, limits = _values(loaded, "power_w"), _values(loaded, "power_limit_w")
+    if powers:
+        summary["power_max_w"] = max(powers)
+        summary["power_p90_w"] = _percentile(powers, 0.9)
+    if limits:
+        summary["power_limit_w"] = statistics.median(limits)
+    if power_phase and powers and limits:
+        power_fraction = model.power_load_fraction if model else DEFAULT_POWER_LOAD_FRACTION
+        reached, limit = summary["power_p90_w"], summary["power_limit_w"]
+        summary["power_reached_fraction"] = reached / limit
+        if reached < power_fraction * limit:
+            verdict.failures.append(
+                f"{label}: power phase reached {reached:.0f} W (90th percentile), below "
+                f"{power_fraction:g} x the {limit:.0f} W limit"
+            )
+    temperatures = _values(loaded, "temperature_c")
+    if temperatures:
+        summary["temperature_max_c"] = max(temperatures)
+    if pcie_loaded:
+        _judge_pcie(loaded, model, label, verdict, summary)
+    _judge_replays(trace.samples, label, verdict, summary)
+    verdict.summary = summary
+    return verdict
+
+
+def _judge_pcie(
+    loaded: list[LoadSample],
+    model: ModelReferences | None,
+    label: str,
+    verdict: LoadVerdict,
+    summary: dict[str, Any],
+) -> None:
+    gens, widths = _values(loaded, "pcie_gen"), _values(loaded, "pcie_width")
+    gen = int(statistics.median(gens)) if gens else None
+    width = int(statistics.median(widths)) if widths else None
+    summary["pcie_gen_loaded"], summary["pcie_width_loaded"] = gen, width
+    if model is None:
+        return
+    if gen is not None and model.pcie_gen is not None and gen < model.pcie_gen:
+        verdict.failures.append(
+            f"{label}: PCIe Gen{gen} under load, a {model.display} links at Gen{model.pcie_gen}"
+        )
+    if width is not None and model.pcie_width is not None and width < model.pcie_width:
+        verdict.failures.append(
+            f"{label}: PCIe x{width} under load, a {model.display} links at x{model.pcie_width}"
+        )
+
+
+def _judge_replays(
+    samples: list[LoadSample], label: str, verdict: LoadVerdict, summary: dict[str, Any]
+) -> None:
+    readings = [s for s in samples if s.pcie_replays is not None]
+    if len(readings) < 2:
+        return
+    grown = int(readings[-1].pcie_replays or 0) - int(readings[0].pcie_replays or 0)
+    # DCGM counts replays over a minute: a shorter phase is judged as if it lasted one
+    minutes = max(readings[-1].seconds - readings[0].seconds, 60.0) / 60
+    summary["pcie_replays_grown"] = grown
+    gen = next((s.pcie_gen for s in reversed(readings) if s.pcie_gen), None)
+    width = next((s.pcie_width for s in reversed(readings) if s.pcie_width), None)
+    if grown <= 0 or gen is None or width is None:
+        return
+    limit = replay_rate_limit(gen, width)
+    rate = grown / minutes
+    if rate > limit:
+        verdict.warnings.append(
+            f"{label}: {grown} PCIe replays in {minutes * 60:.0f} s ({rate:.0f}/min) above "
+            f"DCGM's {limit}/min for Gen{gen} x{width}"
+        )
+
+
+def trace_details(trace: LoadTrace, verdict: LoadVerdict) -> dict[str, Any]:
+    """The samples and their summary as report details (drawn by the HTML report)."""
+    return {
+        "summary": verdict.summary,
+        "sm_clock_max_mhz": trace.sm_clock_max_mhz,
+        "samples": [asdict(sample) for sample in trace.samples],
+    }
+
+
+def judge_trace(
+    context: CheckContext, findings: Findings, target: Target, trace: LoadTrace, **kinds: bool
+) -> dict[str, Any]:
+    """Judge a target's load samples into the findings; the samples and summary for details."""
+    key = target_model(context, target)
+    model = context.references.models.get(key) if key else None
+    verdict = judge_load(trace, model, target.label, full=context.level == "full", **kinds)
+    findings.failures += verdict.failures
+    findings.warnings += verdict.warnings
+    return trace_details(trace, verdict)
