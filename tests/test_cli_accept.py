@@ -86,10 +86,11 @@ def test_quick_cpu_run_writes_a_valid_report_and_junit(
         "compute",
         "train",
         "collectives",
+        "events",
     ]
     suite = ET.parse(out / "junit.xml").getroot().find("testsuite")
     assert suite is not None
-    assert suite.get("tests") == "6"
+    assert suite.get("tests") == "7"
 
 
 def test_expecting_a_gpu_here_fails_with_a_one_line_reason() -> None:
@@ -125,6 +126,8 @@ def test_scheduler_assignment_is_expected_without_a_flag() -> None:
         (["--only", "gemm"], 2, "--only: unknown check gemm"),
         (["--device", "cuda"], 3, "--device cuda asked for"),
         (["--report-dir", "{file}/sub"], 2, "--report-dir"),
+        (["--dcgm", "7"], 2, "Invalid value for '--dcgm'"),
+        (["--min-busbw", "-5"], 2, "Invalid value for '--min-busbw'"),
     ],
 )
 def test_bad_input_exits_with_one_line_and_no_traceback(

@@ -126,7 +126,7 @@ def test_min_busbw_fails_the_run(tmp_path: Path) -> None:
         str(tmp_path / "c.json"),
     )
     assert run.returncode == 1
-    assert "below --min-busbw" in run.stdout
+    assert "below 0.9 x --min-busbw" in run.stdout
     assert "[RESULT] FAILURE: collectives" in run.stdout
     assert _report(tmp_path / "c.json").checks[0].status == Status.FAIL
 

@@ -21,6 +21,24 @@ def test_collectives_exact_on_two_gloo_ranks() -> None:
     assert result.details["backend"] == "gloo"
 
 
+def test_min_busbw_fails_below_nine_tenths_of_the_floor() -> None:
+    """The operator's floor is judged like NCCL_TESTS_MIN_BW: 10% below it still passes."""
+    from dataclasses import replace
+
+    from gpuaccept.checks.context import RanksOutcome
+    from gpuaccept.measure.collectives import AllReduceFigure
+
+    # 1 MiB in 1 ms on 2 ranks: algbw 1.048576 GB/s, busbw the same (factor 2(n-1)/n = 1)
+    figure = AllReduceFigure(2, 2**20, 0, 1e-3)
+    outcome = RanksOutcome(2, "gloo", [figure, figure])
+    busbw = figure.busbw_gbps
+    passed = collectives.conclude(replace(cpu_context(), min_busbw_gbps=busbw / 0.91), outcome)
+    assert passed.status is Status.PASS, passed.message
+    failed = collectives.conclude(replace(cpu_context(), min_busbw_gbps=busbw / 0.89), outcome)
+    assert failed.status is Status.FAIL
+    assert "below 0.9 x --min-busbw" in failed.message
+
+
 def test_collectives_wrong_sum_fails(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(collectives, "all_reduce_rank", faults.max_instead_of_sum_rank)
     result = collectives.run(cpu_context())

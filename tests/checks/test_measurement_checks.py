@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+from typing import Any
 
 import pytest
 import torch
@@ -89,6 +90,28 @@ def test_transfer_passes_and_below_reference_fails() -> None:
     assert {m.name for m in result.measurements} == {"h2d_pinned_gbps", "d2h_pinned_gbps"}
     failed = transfer.run(cpu_context(references={"h2d_pinned_gbps": impossible("GB/s")}))
     assert failed.status is Status.FAIL
+
+
+def test_p2p_twin_copies_between_buffers_and_judges_the_pair() -> None:
+    from gpuaccept.checks import p2p
+
+    result = p2p.run(cpu_context())
+    assert result.status is Status.PASS, result.message
+    assert [m.name for m in result.measurements] == ["p2p_gbps"]
+    assert result.details["rows"][0]["pair"] == "cpu buffer -> buffer"
+    failed = p2p.run(cpu_context(references={"p2p_gbps": impossible("GB/s")}))
+    assert failed.status is Status.FAIL
+    assert failed.message.startswith("cpu buffer -> buffer p2p_gbps")
+
+
+def test_p2p_with_one_gpu_has_no_pair(fake_gpus: Any) -> None:
+    from gpuaccept.checks import p2p
+    from tests.checks.conftest import gpu_context, h100_sxm
+
+    fake_gpus({"gpus": [h100_sxm()]})
+    result = p2p.run(gpu_context())
+    assert result.status is Status.SKIP
+    assert "no pair" in result.message
 
 
 def test_train_loss_falls_in_one_epoch() -> None:

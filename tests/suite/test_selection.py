@@ -12,15 +12,21 @@ def names(specs: list[suite.CheckSpec]) -> list[str]:
     return [spec.name for spec in specs]
 
 
-def test_quick_runs_inventory_stack_compute_train_collectives() -> None:
+def test_quick_runs_inventory_stack_compute_train_collectives_and_events_last() -> None:
     quick = names(suite.select_checks("quick", [], []))
-    assert quick == ["inventory", "stack", "health", "compute", "train", "collectives"]
+    assert quick == ["inventory", "stack", "health", "compute", "train", "collectives", "events"]
 
 
-def test_standard_and_full_run_every_check() -> None:
+def test_standard_runs_every_check_but_dcgm_and_full_runs_every_check() -> None:
     every = [spec.name for spec in suite.CHECKS]
-    assert names(suite.select_checks("standard", [], [])) == every
+    assert names(suite.select_checks("standard", [], [])) == [n for n in every if n != "dcgm"]
     assert names(suite.select_checks("full", [], [])) == every
+
+
+def test_dcgm_joins_any_level_when_asked_for_in_its_place() -> None:
+    quick = names(suite.select_checks("quick", [], [], also=("dcgm",)))
+    assert quick[-2:] == ["dcgm", "events"]
+    assert "dcgm" not in names(suite.select_checks("quick", [], ["dcgm"], also=("dcgm",)))
 
 
 def test_only_and_skip_select_by_name() -> None:

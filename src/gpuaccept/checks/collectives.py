@@ -12,6 +12,7 @@ from gpuaccept.checks.judging import Findings, Target, measurement_targets
 from gpuaccept.distributed.local_ranks import RanksFailed, RanksTimedOut, run_ranks
 from gpuaccept.measure.collectives import AllReduceFigure, AllReduceSpec, all_reduce_rank
 from gpuaccept.results import CheckResult
+from gpuaccept.sweeps.collectives import MIN_BUSBW_TOLERANCE, below_min_busbw
 
 CPU_TWIN_RANKS = 2
 
@@ -61,13 +62,23 @@ def conclude(context: CheckContext, outcome: RanksOutcome) -> CheckResult:
             f"all_reduce returned {figure.wrong_elements} wrong element(s) over "
             f"{spec.check_iterations} checked iterations on {ranks} rank(s)"
         )
+    findings.details["bytes"] = figure.nbytes  # what fitted in memory, not what was asked
+    if figure.nbytes < spec.nbytes:
+        findings.details["asked_bytes"] = spec.nbytes
     if ranks > 1:
         findings.judge(context, target, "allreduce_busbw_gbps", figure.busbw_gbps, "GB/s")
         summary = f"busbw {figure.busbw_gbps:.2f} GB/s"
+        if below_min_busbw(figure.busbw_gbps, context.min_busbw_gbps):
+            findings.failures.append(
+                f"all_reduce busbw {figure.busbw_gbps:.2f} GB/s below {MIN_BUSBW_TOLERANCE:g} x "
+                f"--min-busbw {context.min_busbw_gbps:g}"
+            )
     else:
         summary = "1 rank: correctness only, no bus bandwidth"
+        if context.min_busbw_gbps is not None:
+            findings.warnings.append("--min-busbw not judged: one rank has no bus bandwidth")
     return findings.conclude(
-        f"all_reduce exact on {ranks} {backend} rank(s) ({spec.nbytes / 2**20:g} MiB), {summary}"
+        f"all_reduce exact on {ranks} {backend} rank(s) ({figure.nbytes / 2**20:g} MiB), {summary}"
     )
 
 

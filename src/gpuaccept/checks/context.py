@@ -8,6 +8,7 @@ from typing import Any
 
 from gpuaccept.probe.hardware import ExpectedGpus
 from gpuaccept.probe.nvml_events import GpuEvent
+from gpuaccept.probe.nvml_health import CounterSnapshot
 from gpuaccept.references import ReferenceTable
 
 
@@ -51,6 +52,9 @@ class CheckContext:
     # this process can use (a check called on its own), or the CPU in CPU mode.
     device_index: int | None = None
     events: tuple[GpuEvent, ...] = ()  # NVML events seen in the run before this check
+    start_counters: CounterSnapshot | None = None  # error counters when the run started
+    dcgm_level: int | None = None  # dcgmi diag -r N; None: the level's default, 0: never
+    min_busbw_gbps: float | None = None  # the operator's all-reduce floor (fails below 0.9 x)
 
     @property
     def cpu_mode(self) -> bool:

@@ -95,6 +95,22 @@ def accept(
         callback=_finite_seconds,
         help="Seconds each check may take (default per level).",
     ),
+    dcgm: int | None = typer.Option(
+        None,
+        "--dcgm",
+        min=0,
+        max=4,
+        metavar="N",
+        help="Run DCGM's `dcgmi diag -r N` (1-4) and fold its tests in; 0: never. "
+        "Default: -r 3 at level full, off otherwise.",
+    ),
+    min_busbw: float | None = typer.Option(
+        None,
+        "--min-busbw",
+        min=0,
+        metavar="GBPS",
+        help="Fail the all-reduce below 0.9 x this bus bandwidth, like NCCL_TESTS_MIN_BW.",
+    ),
     history: Path | None = HISTORY,
     no_history: bool = NO_HISTORY,
 ) -> None:
@@ -108,7 +124,8 @@ def accept(
     from gpuaccept.output_files import check_output_directory, check_output_file
 
     refuse_external_launch()
-    specs = select_checks(level.value, only, skip)
+    asked = ("dcgm",) if dcgm else ()
+    specs = select_checks(level.value, only, [*skip, "dcgm"] if dcgm == 0 else skip, asked)
     table = refs.load_shipped_references()
     if baseline is not None:
         table = table.with_overrides(refs.load_baseline(baseline))
@@ -147,6 +164,8 @@ def accept(
             settings=level_settings(level.value, mode),
             references=refs.without_metrics(table) if record_baseline else table,
             expected=expected,
+            dcgm_level=dcgm,
+            min_busbw_gbps=min_busbw,
         )
         environment = capture_environment()
         typer.echo(environment_line(f"gpuaccept accept --level {level.value}", environment))

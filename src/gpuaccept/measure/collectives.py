@@ -65,16 +65,41 @@ def expected_all_reduce_sum(numel: int, world_size: int, device: torch.device) -
     return base * world_size + world_size * (world_size + 1) / 2
 
 
+# The timed buffer may take this share of a GPU's free memory (NCCL needs room of its own); the
+# exactness check runs on at most CHECK_MAX_BYTES, since it holds three buffers at once.
+_FREE_MEMORY_SHARE = 0.4
+CHECK_MAX_BYTES = 1024**3
+
+
+def fitting_bytes(wanted: int, device: torch.device) -> int:
+    """`wanted`, or less where the GPU's free memory would not hold it (whole MiB)."""
+    if device.type != "cuda":
+        return wanted
+    free, _ = torch.cuda.mem_get_info(device)
+    room = int(free * _FREE_MEMORY_SHARE) // 2**20 * 2**20
+    return max(4, min(wanted, room))
+
+
+def agreed_bytes(wanted: int, device: torch.device) -> int:
+    """The size every rank can hold: the smallest rank's fit."""
+    size = torch.tensor([fitting_bytes(wanted, device)], dtype=torch.int64, device=device)
+    dist.all_reduce(size, op=dist.ReduceOp.MIN)
+    return int(size.item())
+
+
 def all_reduce_rank(rank: int, world_size: int, spec: AllReduceSpec) -> AllReduceFigure:
     """Rank body: check exactness, then time all-reduce on a zero buffer (nothing to overflow)."""
     device = rank_device(rank)
-    numel = max(1, spec.nbytes // 4)
-    expected = expected_all_reduce_sum(numel, world_size, device)
+    numel = max(1, agreed_bytes(spec.nbytes, device) // 4)
+    check_numel = min(numel, CHECK_MAX_BYTES // 4)
+    expected = expected_all_reduce_sum(check_numel, world_size, device)
     wrong = 0
     for _ in range(spec.check_iterations):
-        data = _pattern(numel, rank, device)
+        data = _pattern(check_numel, rank, device)
         dist.all_reduce(data)
         wrong += int((data != expected).sum())
+        del data
+    del expected  # room for the timed buffer
     buffer = torch.zeros(numel, device=device)
     timing = time_repeats(lambda: dist.all_reduce(buffer), device, spec.warmup, spec.repeats)
     slowest = torch.tensor([timing.median_seconds], dtype=torch.float64, device=device)

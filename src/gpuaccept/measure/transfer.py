@@ -82,3 +82,13 @@ def measure_peer_matrix(nbytes: int, warmup: int, repeats: int) -> list[PeerFigu
                 )
             )
     return figures
+
+
+def measure_host_pair(nbytes: int, warmup: int, repeats: int) -> PeerFigure:
+    """The CPU twin of a peer copy: one host buffer into another, as "pair" 0 -> 1."""
+    if nbytes < 1:
+        raise InputError(f"transfer size must be positive (got {nbytes})")
+    a = torch.ones(nbytes, dtype=torch.uint8)
+    b = torch.empty(nbytes, dtype=torch.uint8)
+    timing = time_repeats(partial(b.copy_, a), a.device, warmup, repeats)
+    return PeerFigure(0, 1, False, nbytes, timing)

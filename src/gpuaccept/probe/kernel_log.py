@@ -6,6 +6,7 @@ Inside containers and for unprivileged users the kernel ring buffer is usually c
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from collections.abc import Callable
@@ -57,15 +58,37 @@ def read_dmesg() -> str | None:
     return done.stdout[-_MAX_BYTES:].decode("utf-8", "replace")
 
 
-def scan_kernel_log(read: Callable[[], str | None] = read_dmesg) -> KernelLogScan:
-    """XID lines since boot from `dmesg`; a note instead when the log cannot be read here.
+# A file to read instead of dmesg: a kernel log saved or mounted from the host (a container
+# cannot read the ring buffer), e.g. `journalctl -k -b > kernel.log`.
+KERNEL_LOG_ENV = "GPUACCEPT_KERNEL_LOG"
+
+
+def read_kernel_log_file(path: str) -> str | None:
+    try:
+        with open(path, "rb") as stream:
+            stream.seek(0, os.SEEK_END)
+            stream.seek(max(0, stream.tell() - _MAX_BYTES))
+            return stream.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+
+
+def scan_kernel_log(read: Callable[[], str | None] | None = None) -> KernelLogScan:
+    """XID lines since boot from `dmesg` (or the file GPUACCEPT_KERNEL_LOG names); a note
+    instead when the log cannot be read here.
 
     (/dev/kmsg is the same buffer, but a read of it blocks at its end.)
     """
-    text = read()
+    path = os.environ.get(KERNEL_LOG_ENV)
+    if read is None and path:
+        text, source = read_kernel_log_file(path), path
+    else:
+        text, source = (read or read_dmesg)(), "dmesg"
     if text is None:
-        return KernelLogScan(
-            readable=False,
-            source="kernel log not readable here (dmesg refused: container or dmesg_restrict)",
+        why = (
+            f"{KERNEL_LOG_ENV}={path} could not be read"
+            if source != "dmesg"
+            else "dmesg refused: container or dmesg_restrict"
         )
-    return KernelLogScan(readable=True, source="dmesg", xids=tuple(parse_kernel_log(text)))
+        return KernelLogScan(readable=False, source=f"kernel log not readable here ({why})")
+    return KernelLogScan(readable=True, source=source, xids=tuple(parse_kernel_log(text)))

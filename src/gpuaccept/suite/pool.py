@@ -81,6 +81,10 @@ class WorkerPool:
             return WorkerSpec(slot, "cuda", index, uuid)
         return WorkerSpec(slot, "cpu", None)
 
+    def live_slots(self) -> list[int]:
+        """The slots that have a worker now (a killed one is gone until a job needs it)."""
+        return sorted(self._workers)
+
     def start(self, slots: list[int]) -> None:
         """Start a worker for every slot that has none (they boot in parallel)."""
         for slot in slots:

@@ -155,10 +155,33 @@ class SuiteRun:
             )
         return what
 
+    def read_start_counters(self) -> None:
+        """Error counters as the run starts, read in the first worker (NVML stays out of this
+        process), for the final check to compare with."""
+        outcomes = self.pool.run(
+            {0: Job("check", "start", "gpuaccept.probe.nvml_health:read_snapshot")},
+            self.timeout_seconds,
+        )
+        self._collect(outcomes)
+        outcome = outcomes[0]
+        if isinstance(outcome, Reply) and outcome.ok:
+            self.context = replace(self.context, start_counters=outcome.value)
+
+    def _gather_events(self) -> None:
+        """Every live worker's events so far, so a final check sees all of them."""
+        jobs = {
+            slot: Job("check", "events", "gpuaccept.suite.worker:idle")
+            for slot in self.pool.live_slots()
+        }
+        if jobs:
+            self._collect(self.pool.run(jobs, self.timeout_seconds))
+
     def _check_job(self, spec: CheckSpec, context: CheckContext) -> Job:
         return Job("check", spec.name, spec.target, (context,))
 
     def run_check(self, spec: CheckSpec) -> CheckResult:
+        if spec.final:
+            self._gather_events()
         context = replace(self.context, events=tuple(self.events))
         started = time.monotonic()
         if spec.scope == "node":
@@ -253,6 +276,8 @@ def run_suite(
         started = run.start_workers([s for s in specs if not (missing_gpus and s.needs_device)])
         if observer is not None:
             observer.note(started)
+        if any(spec.final for spec in specs):
+            run.read_start_counters()
         for spec in specs:
             if missing_gpus and spec.needs_device:
                 result = skipped(spec, "GPUs were expected but none is usable: nothing to measure")

@@ -26,6 +26,9 @@ class CheckSpec:
     # so a shared switch cannot make a healthy GPU read slow
     serial: bool = False
     conclude: str | None = None  # ranks: "module:function" turning the rank values into a result
+    # runs after every other check, with every worker's events and the counters read when the
+    # run started
+    final: bool = False
 
 
 _ALL = frozenset(LEVELS)
@@ -38,6 +41,8 @@ CHECKS: tuple[CheckSpec, ...] = (
     CheckSpec("compute", "COMPUTE", "gpuaccept.checks.compute:run", _ALL),
     CheckSpec("memory", "MEMORY", "gpuaccept.checks.memory:run", _STANDARD_UP),
     CheckSpec("transfer", "TRANSFER", "gpuaccept.checks.transfer:run", _STANDARD_UP, serial=True),
+    # every pair from one process: GPUs copy to each other, so it runs once, not per device
+    CheckSpec("p2p", "TRANSFER", "gpuaccept.checks.p2p:run", _STANDARD_UP, "node"),
     CheckSpec("train", "TRAIN", "gpuaccept.checks.train:run", _ALL),
     CheckSpec(
         "collectives",
@@ -55,6 +60,9 @@ CHECKS: tuple[CheckSpec, ...] = (
         "ranks",
         conclude="gpuaccept.checks.ddp:conclude",
     ),
+    # DCGM's diagnostic takes minutes: at full by default, at any level with accept --dcgm N
+    CheckSpec("dcgm", "HEALTH", "gpuaccept.checks.dcgm:run", frozenset({"full"}), "node", False),
+    CheckSpec("events", "HEALTH", "gpuaccept.checks.events:run", _ALL, "node", False, final=True),
 )
 
 
@@ -62,9 +70,12 @@ def check_names() -> list[str]:
     return [spec.name for spec in CHECKS]
 
 
-def select_checks(level: str, only: list[str], skip: list[str]) -> list[CheckSpec]:
-    """The checks of a level, narrowed by --only and --skip; unknown names and an empty selection
-    are input errors (nothing judged is not a pass)."""
+def select_checks(
+    level: str, only: list[str], skip: list[str], also: tuple[str, ...] = ()
+) -> list[CheckSpec]:
+    """The checks of a level (plus `also`, which options such as --dcgm ask for), narrowed by
+    --only and --skip; unknown names and an empty selection are input errors (nothing judged is
+    not a pass)."""
     if level not in LEVELS:
         raise InputError(f"--level must be one of {', '.join(LEVELS)} (got {level!r})")
     known = set(check_names())
@@ -77,7 +88,11 @@ def select_checks(level: str, only: list[str], skip: list[str]) -> list[CheckSpe
     if only:
         chosen = [spec for spec in CHECKS if spec.name in only and spec.name not in skip]
     else:
-        chosen = [spec for spec in CHECKS if level in spec.levels and spec.name not in skip]
+        chosen = [
+            spec
+            for spec in CHECKS
+            if (level in spec.levels or spec.name in also) and spec.name not in skip
+        ]
     if not chosen:
         what = f"--only {','.join(only)}" if only else f"--level {level}"
         raise InputError(f"no check left to run: {what} with --skip {','.join(skip)}")

@@ -57,6 +57,10 @@ class Reply:
     events: list[GpuEvent] = field(default_factory=list)
 
 
+def idle() -> None:
+    """A job that does nothing: its reply carries the events the worker's watcher has seen."""
+
+
 def resolve_target(target: str) -> Any:
     module, _, function = target.partition(":")
     return getattr(importlib.import_module(module), function)

@@ -120,7 +120,7 @@ def collectives(
         None,
         "--min-busbw",
         min=0,
-        help="Fail when the average busbw (GB/s) is below this, like NCCL_TESTS_MIN_BW.",
+        help="Fail when the average busbw (GB/s) is below 0.9 x this, like NCCL_TESTS_MIN_BW.",
     ),
     device: str = DEVICE,
     json_path: Path | None = JSON_OUT,

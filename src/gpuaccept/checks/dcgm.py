@@ -1,0 +1,92 @@
+"""dcgm: NVIDIA DCGM's own diagnostic (`dcgmi diag -r N -j`), each of its tests folded into the
+report per GPU. It runs when asked (`accept --dcgm N`) and by default at level full (-r 3).
+Without DCGM the check is SKIP with the reason, never PASS.
+
+DCGM numbers GPUs as NVML does and diagnoses every GPU of the node, whatever this process was
+assigned; its results say "NVML GPU n" for that reason.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from gpuaccept.checks.context import CheckContext
+from gpuaccept.checks.judging import Findings
+from gpuaccept.probe.dcgm import DcgmError, dcgmi_path, run_diag
+from gpuaccept.results import CheckResult, Status
+
+DEFAULT_FULL_LEVEL = 3
+
+_COLUMNS = [
+    ["category", "category"],
+    ["test", "DCGM test"],
+    ["gpu", "NVML GPU"],
+    ["status", "status"],
+    ["message", "message"],
+]
+
+
+def level_for(context: CheckContext) -> int:
+    """The -r level to run: the one asked for, else 3 at level full, else 0 (not run)."""
+    if context.dcgm_level is not None:
+        return context.dcgm_level
+    return DEFAULT_FULL_LEVEL if context.level == "full" else 0
+
+
+def _skip(message: str) -> CheckResult:
+    return CheckResult(name="dcgm", area="HEALTH", status=Status.SKIP, message=message)
+
+
+def run(context: CheckContext) -> CheckResult:
+    level = level_for(context)
+    if level == 0:
+        return _skip("not asked for (accept --dcgm 1|2|3; level full runs -r 3)")
+    if context.cpu_mode:
+        return _skip("CPU mode: DCGM diagnoses GPUs")
+    if dcgmi_path() is None:
+        return _skip("DCGM is not installed here: dcgmi is not on PATH")
+    findings = Findings("dcgm", "HEALTH")
+    try:
+        diag = run_diag(level)
+    except DcgmError as error:
+        return CheckResult(
+            name="dcgm", area="HEALTH", status=Status.ERROR, message=f"dcgmi diag: {error}"
+        )
+    rows = []
+    for result in diag.results:
+        where = "node" if result.gpu is None else f"NVML GPU {result.gpu}"
+        message = "; ".join(result.messages)
+        rows.append(
+            {
+                "category": result.category,
+                "test": result.test,
+                "gpu": "" if result.gpu is None else result.gpu,
+                "status": result.status,
+                "message": message,
+            }
+        )
+        text = f"DCGM {result.test} on {where}: {result.status}" + (
+            f" ({message})" if message else ""
+        )
+        if result.status == "fail":
+            findings.failures.append(text)
+        elif result.status == "warn":
+            findings.warnings.append(text)
+    if diag.runtime_error:
+        findings.failures.append(f"DCGM runtime error: {diag.runtime_error}")
+    findings.details = {
+        "columns": _COLUMNS,
+        "rows": rows,
+        "dcgm_level": level,
+        "dcgm_version": diag.version,
+    }
+    counts = Counter(result.status for result in diag.results)
+    if not findings.failures and not counts.get("pass"):
+        concluded = findings.conclude("")
+        return concluded.model_copy(
+            update={"status": Status.SKIP, "message": f"dcgmi diag -r {level} passed no test"}
+        )
+    tally = ", ".join(f"{count} {status}" for status, count in sorted(counts.items()))
+    tests = len({(r.category, r.test) for r in diag.results})
+    version = f" (DCGM {diag.version})" if diag.version else ""
+    return findings.conclude(f"dcgmi diag -r {level}{version}: {tests} tests, {tally}")

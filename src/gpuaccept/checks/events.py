@@ -1,0 +1,162 @@
+"""events: what happened to the hardware during the run, judged once at its end.
+
+- NVML events watched in every worker for the whole run: a critical XID (probe.xid) or an event
+  that condemns a GPU fails the node with its number and meaning; any other XID warns.
+- `NVRM: Xid` lines in the kernel log since boot, read the same way (a note when the log is not
+  readable here, as in most containers).
+- Error counters read at the start of the run and again now (DCGM health-watch rules): NVLink
+  replay or recovery errors that grew fail; CRC errors fail at 100/s or more and otherwise warn;
+  uncorrectable ECC errors that grew fail; PCIe replays above DCGM's rate for the link warn. A
+  GPU read at the start that cannot be read now fails (fallen off the bus?).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import asdict
+from typing import Any
+
+from gpuaccept.checks.context import CheckContext
+from gpuaccept.checks.judging import Findings
+from gpuaccept.checks.load_judging import replay_rate_limit
+from gpuaccept.probe.hardware import nvml_missing_reason
+from gpuaccept.probe.kernel_log import KernelLogScan, scan_kernel_log
+from gpuaccept.probe.nvml_events import GpuEvent
+from gpuaccept.probe.nvml_health import CounterSnapshot, read_snapshot
+from gpuaccept.probe.xid import XID_SOURCE, describe_xid, is_critical
+from gpuaccept.results import CheckResult, Status
+
+NVLINK_CRC_FAIL_PER_SECOND = 100.0  # DCGM_LIMIT_MAX_NVLINK_CRC_ERROR
+
+
+def judge_events(events: tuple[GpuEvent, ...] | list[GpuEvent], findings: Findings) -> None:
+    seen: Counter[tuple[str, str, str]] = Counter()
+    first: dict[tuple[str, str, str], GpuEvent] = {}
+    for event in events:
+        key = (event.kind, str(event.xid), event.gpu_uuid or "")
+        seen[key] += 1
+        first.setdefault(key, event)
+    for key, count in seen.items():
+        event = first[key]
+        times = f" ({count} times)" if count > 1 else ""
+        text = f"NVML event {event.describe()}{times}"
+        (findings.failures if event.fails_node else findings.warnings).append(text)
+
+
+def judge_kernel_log(scan: KernelLogScan, findings: Findings) -> None:
+    counts = Counter((xid.pci_bus_id, xid.xid) for xid in scan.xids)
+    for (pci, xid), count in sorted(counts.items()):
+        times = f", {count} times" if count > 1 else ""
+        text = f"kernel log since boot: XID {xid} ({describe_xid(xid)}) on PCI {pci}{times}"
+        (findings.failures if is_critical(xid) else findings.warnings).append(text)
+
+
+def judge_growth(
+    start: CounterSnapshot, end: CounterSnapshot, findings: Findings
+) -> list[dict[str, Any]]:
+    """Compare counters by GPU UUID; the growth per GPU for the report."""
+    seconds = max(end.at - start.at, 1e-3)
+    now = {c.uuid: c for c in end.counters}
+    growth = []
+    for before in start.counters:
+        tag = f"NVML GPU {before.index} ({before.uuid})"
+        after = now.get(before.uuid)
+        if after is None:
+            findings.failures.append(f"{tag} was read at the start but not at the end (lost?)")
+            continue
+        grew: dict[str, int] = {}
+        if before.ecc_uncorrected_volatile is not None and after.ecc_uncorrected_volatile:
+            delta = after.ecc_uncorrected_volatile - before.ecc_uncorrected_volatile
+            if delta > 0:
+                grew["ecc_uncorrected"] = delta
+                findings.failures.append(f"{tag}: {delta} uncorrectable ECC error(s) in the run")
+        if before.ecc_corrected_volatile is not None and after.ecc_corrected_volatile:
+            delta = after.ecc_corrected_volatile - before.ecc_corrected_volatile
+            if delta > 0:
+                grew["ecc_corrected"] = delta  # reported; the health thresholds judge totals
+        if before.pcie_replays is not None and after.pcie_replays is not None:
+            delta = after.pcie_replays - before.pcie_replays
+            if delta > 0:
+                grew["pcie_replays"] = delta
+        for link, (crc0, replay0, recovery0) in sorted(before.nvlink.items()):
+            crc1, replay1, recovery1 = after.nvlink.get(link, (None, None, None))
+            for name, was, now_value in (
+                ("replay", replay0, replay1),
+                ("recovery", recovery0, recovery1),
+            ):
+                if was is not None and now_value is not None and now_value > was:
+                    grew[f"nvlink{link}_{name}"] = now_value - was
+                    findings.failures.append(
+                        f"{tag}: NVLink {link} {name} errors grew by {now_value - was} in the run"
+                    )
+            if crc0 is not None and crc1 is not None and crc1 > crc0:
+                rate = (crc1 - crc0) / seconds
+                grew[f"nvlink{link}_crc"] = crc1 - crc0
+                text = f"{tag}: NVLink {link} CRC errors grew by {crc1 - crc0} ({rate:.1f}/s)"
+                if rate >= NVLINK_CRC_FAIL_PER_SECOND:
+                    findings.failures.append(f"{text}, at or above DCGM's 100/s")
+                else:
+                    findings.warnings.append(text)
+        if grew:
+            growth.append({"uuid": before.uuid, "index": before.index, "grew": grew})
+    return growth
+
+
+def _judge_replay_growth(
+    growth: list[dict[str, Any]], end: CounterSnapshot, seconds: float, findings: Findings
+) -> None:
+    """PCIe replays over the run against DCGM's rate for the GPU's full link."""
+    minutes = max(seconds, 60.0) / 60  # DCGM counts over a minute
+    links = {c.uuid: (c.pcie_gen_max, c.pcie_width_max) for c in end.counters}
+    for entry in growth:
+        replays = entry["grew"].get("pcie_replays", 0)
+        gen, width = links.get(entry["uuid"], (None, None))
+        if not replays or gen is None or width is None:
+            continue
+        limit = replay_rate_limit(gen, width)
+        if replays / minutes > limit:
+            findings.warnings.append(
+                f"NVML GPU {entry['index']} ({entry['uuid']}): {replays} PCIe replays in the run, "
+                f"above DCGM's {limit}/min for Gen{gen} x{width}"
+            )
+
+
+def run(context: CheckContext) -> CheckResult:
+    findings = Findings("events", "HEALTH")
+    judge_events(context.events, findings)
+    scan = scan_kernel_log()
+    judge_kernel_log(scan, findings)
+    notes = [] if scan.readable else [scan.source]
+    start = context.start_counters
+    end = read_snapshot()
+    growth: list[dict[str, Any]] = []
+    if end is None:
+        notes.append(f"counters not read: NVML unavailable ({nvml_missing_reason()})")
+    elif start is None:
+        notes.append("no counters from the start of the run to compare with")
+    else:
+        growth = judge_growth(start, end, findings)
+        _judge_replay_growth(growth, end, end.at - start.at, findings)
+        findings.warnings += [f"at the end: {problem}" for problem in end.problems]
+    findings.details = {
+        "events": [asdict(event) for event in context.events],
+        "kernel_log": {"readable": scan.readable, "source": scan.source},
+        "kernel_xids": [asdict(xid) for xid in scan.xids],
+        "counter_growth": growth,
+        "xid_source": XID_SOURCE,
+        "notes": notes,
+    }
+    watched = end is not None or context.events
+    if not watched and not scan.xids and not findings.failures:
+        return CheckResult(
+            name="events",
+            area="HEALTH",
+            status=Status.SKIP,
+            message="no NVIDIA GPU to watch (NVML unavailable); "
+            + ("no XID in the kernel log" if scan.readable else scan.source),
+            details=findings.details,
+        )
+    note = f" ({'; '.join(notes)})" if notes else ""
+    return findings.conclude(
+        f"no critical XID or error growth in the run; {len(context.events)} NVML event(s){note}"
+    )
