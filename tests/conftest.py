@@ -27,6 +27,9 @@ SLOW_MODULES = frozenset(
         "tests/test_cli_bench.py",
         "tests/test_cli_inputs.py",
         "tests/test_job_scripts.py",
+        "tests/test_multinode.py",
+        "tests/test_slurm.py",
+        "tests/checks/test_load.py",
     }
 )
 

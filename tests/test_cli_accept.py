@@ -182,10 +182,10 @@ def test_record_baseline_then_judge_against_it(tmp_path: Path) -> None:
     assert sources == {"median of 2 run(s), level quick"}
 
 
-def test_running_under_torchrun_is_refused_not_repeated_per_rank() -> None:
+def test_a_launch_that_does_not_say_the_local_rank_is_refused_in_one_line() -> None:
     done = accept("--level", "quick", extra_env={"WORLD_SIZE": "8", "RANK": "3"})
     assert done.returncode == 2
-    assert "WORLD_SIZE=8" in done.stderr
+    assert "LOCAL_RANK=None: a multi-rank launch needs it" in done.stderr
     assert done.stdout == ""
 
 

@@ -11,7 +11,7 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 SCRIPTS = sorted(
     path
-    for folder in ("tasks", "containers", "scripts", ".ci")
+    for folder in ("tasks", "containers", "scripts", ".ci", "slurm", "tests/slurm")
     for path in (REPO / folder).glob("*")
     if path.is_file()
     and (path.suffix == ".sh" or path.read_bytes().startswith(b"#!/usr/bin/env bash"))

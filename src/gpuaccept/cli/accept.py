@@ -111,6 +111,12 @@ def accept(
         metavar="GBPS",
         help="Fail the all-reduce below 0.9 x this bus bandwidth, like NCCL_TESTS_MIN_BW.",
     ),
+    pairwise: bool = typer.Option(
+        False,
+        "--pairwise",
+        help="Across nodes (torchrun or srun): all-reduce between every pair of nodes and "
+        "name the slow or failing node.",
+    ),
     history: Path | None = HISTORY,
     no_history: bool = NO_HISTORY,
 ) -> None:
@@ -120,10 +126,21 @@ def accept(
     3: environment error; 130/143: interrupted by SIGINT/SIGTERM (the report is still written).
     """
     from gpuaccept import references as refs
-    from gpuaccept.distributed.local_ranks import refuse_external_launch
     from gpuaccept.output_files import check_output_directory, check_output_file
+    from gpuaccept.suite.multinode import detect_launch
 
-    refuse_external_launch()
+    launch = detect_launch()
+    if launch is not None and (junit is not None or record_baseline is not None):
+        flag = "--junit" if junit is not None else "--record-baseline"
+        raise InputError(
+            f"{flag} is for one node: under {launch.launcher} each node writes its "
+            "own JSON report (--report-dir)"
+        )
+    if pairwise and launch is None:
+        raise InputError(
+            "--pairwise compares nodes: run accept under torchrun or srun across nodes "
+            "(slurm/accept-multinode.sbatch, k8s/multinode-indexed-job.yaml)"
+        )
     asked = ("dcgm",) if dcgm else ()
     specs = select_checks(level.value, only, [*skip, "dcgm"] if dcgm == 0 else skip, asked)
     table = refs.load_shipped_references()
@@ -155,6 +172,23 @@ def accept(
         if expect_gpus is not None
         else expected_gpu_count()
     )
+    if launch is not None:
+        from gpuaccept.cli.multinode import accept_across_nodes
+
+        accept_across_nodes(
+            launch,
+            specs,
+            level=level.value,
+            device=device.value,
+            expected=expected,
+            table=table,
+            report_dir=report_dir,
+            history_path=history_path,
+            dcgm=dcgm,
+            min_busbw=min_busbw,
+            pairwise=pairwise,
+        )
+        return
     with interrupts_as_exceptions():
         mode = resolve_device_mode(device.value)
         gpus = [(gpu.index, gpu.uuid) for gpu in list_cuda_gpus()] if mode == "cuda" else []

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -39,6 +40,7 @@ class AllReduceFigure:
     nbytes: int
     wrong_elements: int
     seconds: float  # slowest rank's median time per all-reduce
+    own_wrong: int = 0  # the wrong elements this rank saw (names the node that sees them)
 
     @property
     def algbw_gbps(self) -> float:
@@ -80,33 +82,41 @@ def fitting_bytes(wanted: int, device: torch.device) -> int:
     return max(4, min(wanted, room))
 
 
-def agreed_bytes(wanted: int, device: torch.device) -> int:
+def agreed_bytes(wanted: int, device: torch.device, group: Any = None) -> int:
     """The size every rank can hold: the smallest rank's fit."""
     size = torch.tensor([fitting_bytes(wanted, device)], dtype=torch.int64, device=device)
-    dist.all_reduce(size, op=dist.ReduceOp.MIN)
+    dist.all_reduce(size, op=dist.ReduceOp.MIN, group=group)
     return int(size.item())
 
 
-def all_reduce_rank(rank: int, world_size: int, spec: AllReduceSpec) -> AllReduceFigure:
-    """Rank body: check exactness, then time all-reduce on a zero buffer (nothing to overflow)."""
+def all_reduce_rank(
+    rank: int, world_size: int, spec: AllReduceSpec, group: Any = None
+) -> AllReduceFigure:
+    """Rank body: check exactness, then time all-reduce on a zero buffer (nothing to overflow).
+
+    `rank` and `world_size` are within `group` (None: the whole process group)."""
     device = rank_device(rank)
-    numel = max(1, agreed_bytes(spec.nbytes, device) // 4)
+    numel = max(1, agreed_bytes(spec.nbytes, device, group) // 4)
     check_numel = min(numel, CHECK_MAX_BYTES // 4)
     expected = expected_all_reduce_sum(check_numel, world_size, device)
     wrong = 0
     for _ in range(spec.check_iterations):
         data = _pattern(check_numel, rank, device)
-        dist.all_reduce(data)
+        dist.all_reduce(data, group=group)
         wrong += int((data != expected).sum())
         del data
     del expected  # room for the timed buffer
     buffer = torch.zeros(numel, device=device)
-    timing = time_repeats(lambda: dist.all_reduce(buffer), device, spec.warmup, spec.repeats)
+    timing = time_repeats(
+        lambda: dist.all_reduce(buffer, group=group), device, spec.warmup, spec.repeats
+    )
     slowest = torch.tensor([timing.median_seconds], dtype=torch.float64, device=device)
-    dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+    dist.all_reduce(slowest, op=dist.ReduceOp.MAX, group=group)
     wrong_total = torch.tensor([wrong], dtype=torch.int64, device=device)
-    dist.all_reduce(wrong_total)
-    return AllReduceFigure(world_size, numel * 4, int(wrong_total.item()), float(slowest.item()))
+    dist.all_reduce(wrong_total, group=group)
+    return AllReduceFigure(
+        world_size, numel * 4, int(wrong_total.item()), float(slowest.item()), own_wrong=wrong
+    )
 
 
 # --- nccl-tests style sweeps over all_reduce, all_gather, reduce_scatter and broadcast ---------

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Slurm HealthCheckProgram (or Prolog): a quick acceptance of this node; a node that fails is
+# drained with the failing checks as the reason. A node that passes is left alone (a drain set
+# by an operator for another reason is never lifted here).
+#
+#   slurm.conf:  HealthCheckProgram=/opt/gpuaccept/slurm/healthcheck.sh
+#                HealthCheckInterval=3600
+#                HealthCheckNodeState=IDLE
+#
+# slurmd runs it as root with a bare environment: gpuaccept is found through $GPUACCEPT_ACTIVATE
+# or /opt/gpuaccept/activate.sh (see tasks/job-lib.sh). GPUACCEPT_HEALTHCHECK_ARGS adds accept
+# options (e.g. "--expect-gpus 8"). The report lands in $GPUACCEPT_RESULTS (default
+# /var/lib/gpuaccept/reports) for `gpuaccept history import`.
+# Exit 0: passed (or could not judge: drained only on a verdict); 1: failed and drained.
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=../tasks/job-lib.sh
+source "$here/../tasks/job-lib.sh"
+
+node=${SLURMD_NODENAME:-$(hostname -s)}
+results=${GPUACCEPT_RESULTS:-/var/lib/gpuaccept/reports}
+mkdir -p "$results"
+if ! gpuaccept_activate; then
+  echo "healthcheck: gpuaccept not found; $node not judged" >&2
+  exit 0
+fi
+# shellcheck disable=SC2086  # GPUACCEPT_HEALTHCHECK_ARGS is a list of options
+output=$(timeout "${GPUACCEPT_HEALTHCHECK_TIMEOUT:-600}" gpuaccept accept --level quick \
+  --report-dir "$results" --no-history ${GPUACCEPT_HEALTHCHECK_ARGS:-} 2>&1) && status=0 || status=$?
+echo "$output"
+if [[ $status -ne 1 ]]; then
+  # 0: fit. 2, 3, 124: gpuaccept could not judge the node (input, environment, timeout): that
+  # is for the operator to see in the log, not a hardware verdict to drain on.
+  exit 0
+fi
+# "[RESULT] FAILURE: inventory, health" -> "gpuaccept: inventory, health"
+failed=$(printf '%s\n' "$output" | sed -n 's/^\[RESULT\] FAILURE: //p' | tail -n 1)
+reason="gpuaccept quick: ${failed:-a check failed}"
+scontrol update NodeName="$node" State=DRAIN Reason="${reason:0:200}"
+echo "healthcheck: drained $node: $reason" >&2
+exit 1

@@ -1,0 +1,101 @@
+"""`gpuaccept accept` under torchrun or srun: one rank per GPU, every node writes its own report.
+
+The launcher's ranks replace the warm workers (suite.multinode); the per-node report is written by
+each node's local rank 0, which alone prints. Every rank exits with its node's verdict, so the
+launcher's exit status fails when any node failed.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+from gpuaccept.cli.recording import record_run
+
+if TYPE_CHECKING:
+    from gpuaccept.probe.hardware import ExpectedGpus
+    from gpuaccept.references import ReferenceTable
+    from gpuaccept.suite.multinode import Launch
+    from gpuaccept.suite.selection import CheckSpec
+
+
+def accept_across_nodes(
+    launch: Launch,
+    specs: list[CheckSpec],
+    *,
+    level: str,
+    device: str,
+    expected: ExpectedGpus | None,
+    table: ReferenceTable,
+    report_dir: Path | None,
+    history_path: Path | None,
+    dcgm: int | None,
+    min_busbw: float | None,
+    pairwise: bool,
+) -> None:
+    from gpuaccept.checks.context import CheckContext
+    from gpuaccept.errors import EnvironmentProblem
+    from gpuaccept.probe.hardware import list_cuda_gpus, resolve_device_mode
+    from gpuaccept.record.environment import capture_environment
+    from gpuaccept.report.console import environment_line, result_line
+    from gpuaccept.suite import level_settings
+    from gpuaccept.suite.multinode import MultiNodeRun
+
+    mode = resolve_device_mode(device)
+    if mode == "cuda" and launch.local_rank >= len(list_cuda_gpus()):
+        raise EnvironmentProblem(
+            f"local rank {launch.local_rank} but {len(list_cuda_gpus())} GPU(s) visible on "
+            f"{launch.node_name}: start one rank per GPU (--nproc-per-node at most the GPUs)"
+        )
+    leader = launch.local_rank == 0
+    context = CheckContext(
+        level=level,
+        device_mode=mode,
+        settings=level_settings(level, mode),
+        references=table,
+        expected=expected,
+        dcgm_level=dcgm,
+        min_busbw_gbps=min_busbw,
+    )
+    run = MultiNodeRun(context, launch, say=typer.echo if leader else None)
+    started, clock = datetime.now(UTC), time.monotonic()
+    environment = capture_environment() if leader else {}
+    if leader:
+        where = (
+            f"{launch.launcher}: node {launch.node_name}, {launch.node_rank + 1} of "
+            f"{launch.nodes}, {launch.world} ranks"
+        )
+        typer.echo(environment_line(f"gpuaccept accept --level {level} ({where})", environment))
+        if mode == "cpu":
+            typer.echo(
+                "[ENV] CPU mode: the checks run their CPU twins. This exercises the code, "
+                "it is NOT a GPU acceptance."
+            )
+    run.start()
+    try:
+        for spec in specs:
+            if spec.final and pairwise:
+                run.run_pairwise()
+            run.run_check(spec)
+        if pairwise and not any(spec.final for spec in specs):
+            run.run_pairwise()
+        passed = True
+        if leader:
+            report = run.report(started, clock, environment)
+            if report_dir is not None:
+                from gpuaccept.report.json_report import write_json_report
+
+                typer.echo(f"[REPORT] {write_json_report(report, report_dir)}")
+            record_run(report, history_path)
+            typer.echo(f"[{launch.node_name}] {result_line(report)}")
+            passed = report.passed and report.judged
+        verdicts = run.node_verdicts(passed if leader else None)
+        run.barrier()  # every node's report is written before any rank leaves
+    finally:
+        run.close()
+    if not verdicts[launch.node_rank]:
+        raise typer.Exit(1)

@@ -1,0 +1,527 @@
+"""accept across nodes, under torchrun (or srun): every rank is one GPU's worker.
+
+- node checks (inventory, stack, events, ...) run on each node's local rank 0;
+- per-device checks run on every rank, for its own GPU, and are merged per node;
+- rank checks (collectives, ddp) run across every rank of every node in the launcher's process
+  group; global rank 0 concludes and records the figures once, naming every node; the other
+  nodes' reports carry the verdict and say where the figures are;
+- `pairwise`: all-reduce between every pair of nodes (in rounds, disjoint pairs at once, as
+  SuperBench's pair-wise mode does); the node whose pairs are slowest, or that fails, is named.
+
+Every node's local rank 0 writes that node's report. A gloo group carries the results between
+ranks, so a broken NCCL group cannot hide what happened.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import socket
+import statistics
+import time
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from gpuaccept.checks.context import CheckContext, RanksOutcome
+from gpuaccept.errors import InputError
+from gpuaccept.probe.nvml_events import GpuEvent
+from gpuaccept.results import CheckResult, RunReport, Status
+from gpuaccept.suite.runner import merge_device_results
+from gpuaccept.suite.selection import CheckSpec
+from gpuaccept.suite.worker import resolve_target
+
+NODE_NAME_ENV = "GPUACCEPT_NODE_NAME"
+# A pair's all-reduce below this share of the median over all pairs marks it slow (the
+# NCCL_TESTS_MIN_BW tolerance, applied to the fleet's own median).
+PAIR_TOLERANCE = 0.9
+
+
+@dataclass(frozen=True)
+class Launch:
+    """Where this process sits in a multi-node launch."""
+
+    rank: int
+    world: int
+    local_rank: int
+    local_world: int
+    node_rank: int
+    nodes: int
+    node_name: str
+    launcher: str  # "torchrun" or "srun"
+
+
+def _int(env: Mapping[str, str], name: str) -> int:
+    try:
+        return int(env[name])
+    except (KeyError, ValueError):
+        raise InputError(f"{name}={env.get(name)!r}: a multi-rank launch needs it") from None
+
+
+def node_name(env: Mapping[str, str]) -> str:
+    return (
+        env.get(NODE_NAME_ENV)
+        or env.get("SLURMD_NODENAME")
+        or socket.gethostname().split(".")[0]
+        or "unknown-node"
+    )
+
+
+def detect_launch(environ: Mapping[str, str] | None = None) -> Launch | None:
+    """The launch this process is part of: torchrun (WORLD_SIZE > 1), srun with more than one
+    task (SLURM_NTASKS > 1, MASTER_ADDR and MASTER_PORT set), or None for a plain run."""
+    env = os.environ if environ is None else environ
+    world_text = env.get("WORLD_SIZE", "").strip()
+    if world_text not in ("", "0", "1"):
+        world = _int(env, "WORLD_SIZE")
+        local_world = _int(env, "LOCAL_WORLD_SIZE") if "LOCAL_WORLD_SIZE" in env else world
+        if local_world < 1 or world % local_world:
+            raise InputError(
+                f"WORLD_SIZE={world} is not a whole number of nodes of "
+                f"LOCAL_WORLD_SIZE={local_world} ranks: give every node the same --nproc-per-node"
+            )
+        rank = _int(env, "RANK")
+        return Launch(
+            rank=rank,
+            world=world,
+            local_rank=_int(env, "LOCAL_RANK"),
+            local_world=local_world,
+            node_rank=int(env.get("GROUP_RANK") or rank // local_world),
+            nodes=world // local_world,
+            node_name=node_name(env),
+            launcher="torchrun",
+        )
+    tasks = env.get("SLURM_NTASKS", "").strip()
+    if tasks.isdigit() and int(tasks) > 1 and "SLURM_PROCID" in env:
+        for needed in ("MASTER_ADDR", "MASTER_PORT"):
+            if not env.get(needed):
+                raise InputError(
+                    f"accept under srun with {tasks} tasks needs {needed} (the first node's "
+                    "address and a free port), or launch it with torchrun"
+                )
+        world, nodes = int(tasks), _int(env, "SLURM_NNODES")
+        if nodes < 1 or world % nodes:
+            raise InputError(f"SLURM_NTASKS={world} is not the same number of tasks per node")
+        return Launch(
+            rank=_int(env, "SLURM_PROCID"),
+            world=world,
+            local_rank=_int(env, "SLURM_LOCALID"),
+            local_world=world // nodes,
+            node_rank=_int(env, "SLURM_NODEID"),
+            nodes=nodes,
+            node_name=node_name(env),
+            launcher="srun",
+        )
+    return None
+
+
+def _error_text(error: BaseException) -> str:
+    last = traceback.extract_tb(error.__traceback__)[-1:]
+    where = f" at {os.path.basename(last[0].filename)}:{last[0].lineno}" if last else ""
+    return f"{type(error).__name__}: {error}{where}"
+
+
+def _run_check(spec: CheckSpec, target: Callable[..., Any], *args: Any) -> CheckResult:
+    started = time.monotonic()
+    try:
+        result: CheckResult = target(*args)
+    except Exception as error:
+        return CheckResult(
+            name=spec.name,
+            area=spec.area,
+            status=Status.ERROR,
+            message=f"the check raised {_error_text(error)}",
+            duration_seconds=time.monotonic() - started,
+        )
+    return result.model_copy(update={"duration_seconds": time.monotonic() - started})
+
+
+@dataclass(frozen=True)
+class _Share:
+    """What one rank hands the others after a check."""
+
+    rank: int
+    node_rank: int
+    node_name: str
+    local_rank: int
+    result: CheckResult | None = None  # node and device checks
+    ok: bool = True  # rank checks: the body returned
+    value: Any = None  # rank checks: what the body returned, or the error text
+    events: tuple[GpuEvent, ...] = ()
+
+
+class MultiNodeRun:
+    """The run of one rank; `node_results` is filled on each node's local rank 0."""
+
+    def __init__(
+        self, context: CheckContext, launch: Launch, say: Callable[[str], None] | None = None
+    ) -> None:
+        self.context = context
+        self.launch = launch
+        self.say = say or (lambda _text: None)
+        self.node_results: list[CheckResult] = []
+        self.node_names: list[str] = []
+        self.events: list[GpuEvent] = []
+        self._watcher: Any = None
+
+    # --- process groups --------------------------------------------------------------------
+    def start(self) -> None:
+        import torch
+        import torch.distributed as dist
+
+        timeout = datetime.timedelta(seconds=self.context.settings.rank_timeout_seconds + 60)
+        if self.context.device_mode == "cuda":
+            torch.cuda.set_device(self.launch.local_rank)
+        env = os.environ
+        for name, value in (
+            ("RANK", self.launch.rank),
+            ("WORLD_SIZE", self.launch.world),
+            ("LOCAL_RANK", self.launch.local_rank),
+        ):
+            env.setdefault(name, str(value))
+        dist.init_process_group(
+            "nccl" if self.context.device_mode == "cuda" else "gloo",
+            init_method="env://",
+            timeout=timeout,
+        )
+        self._control = dist.new_group(backend="gloo", timeout=timeout)
+        names: list[Any] = [None] * self.launch.world
+        dist.all_gather_object(names, (self.launch.node_rank, self.launch.node_name), self._control)
+        by_node = dict(sorted(names))
+        self.node_names = [by_node[n] for n in sorted(by_node)]
+        self._start_watcher()
+        if self.launch.local_rank == 0:
+            from gpuaccept.probe.nvml_health import read_snapshot
+
+            self.context = replace(self.context, start_counters=read_snapshot())
+
+    def _start_watcher(self) -> None:
+        from gpuaccept.probe.hardware import list_cuda_gpus, load_nvml
+        from gpuaccept.probe.nvml_events import EventWatcher
+
+        if self.context.device_mode == "cuda":
+            gpus = {gpu.index: gpu.uuid for gpu in list_cuda_gpus()}
+            uuid = gpus.get(self.launch.local_rank)
+            self._watcher = EventWatcher(load_nvml, [uuid] if uuid else None)
+        elif self.launch.local_rank == 0:
+            self._watcher = EventWatcher(load_nvml, None)
+        if self._watcher is not None:
+            self._watcher.start()
+
+    def close(self) -> None:
+        import torch.distributed as dist
+
+        if self._watcher is not None:
+            self._watcher.stop()
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+    def _share(self, share: _Share) -> list[_Share]:
+        import torch.distributed as dist
+
+        gathered: list[Any] = [None] * self.launch.world
+        dist.all_gather_object(gathered, share, self._control)
+        return sorted(gathered, key=lambda s: s.rank)
+
+    def node_verdicts(self, passed: bool | None) -> dict[int, bool]:
+        """Each node's verdict (its local rank 0 says it), known to every rank."""
+        import torch.distributed as dist
+
+        said: list[Any] = [None] * self.launch.world
+        dist.all_gather_object(said, (self.launch.node_rank, passed), self._control)
+        return {node: verdict for node, verdict in said if verdict is not None}
+
+    def barrier(self) -> None:
+        import torch.distributed as dist
+
+        dist.barrier(self._control)
+
+    # --- checks ---------------------------------------------------------------------------
+    def _drain(self) -> tuple[GpuEvent, ...]:
+        return tuple(self._watcher.drain()) if self._watcher is not None else ()
+
+    def run_check(self, spec: CheckSpec) -> None:
+        launch = self.launch
+        if self._watcher is not None:
+            self._watcher.during = spec.name
+        started = time.monotonic()
+        me = _Share(launch.rank, launch.node_rank, launch.node_name, launch.local_rank)
+        if spec.final:
+            # every rank's events so far, for its node's final check
+            shares = self._share(replace(me, events=self._drain()))
+            mine = [e for s in shares if s.node_rank == launch.node_rank for e in s.events]
+            self.events.extend(mine)
+        context = replace(self.context, events=tuple(self.events))
+        if spec.scope == "ranks":
+            self._run_ranks(spec, context, me, started)
+            return
+        result = None
+        if spec.scope == "device":
+            index = launch.local_rank if context.device_mode == "cuda" else None
+            result = _run_check(
+                spec, resolve_target(spec.target), replace(context, device_index=index)
+            )
+        elif launch.local_rank == 0:
+            result = _run_check(spec, resolve_target(spec.target), context)
+        shares = self._share(replace(me, result=result, events=self._drain()))
+        self._keep_events(shares)
+        if launch.local_rank != 0:
+            return
+        if spec.scope == "node":
+            assert result is not None
+            self._record(result)
+            return
+        parts = {
+            (
+                f"gpu{s.local_rank}" if context.device_mode == "cuda" else f"rank{s.local_rank}"
+            ): s.result
+            for s in shares
+            if s.node_rank == launch.node_rank and s.result is not None
+        }
+        self._record(merge_device_results(spec, parts, time.monotonic() - started))
+
+    def _keep_events(self, shares: list[_Share]) -> None:
+        self.events.extend(
+            e for s in shares if s.node_rank == self.launch.node_rank for e in s.events
+        )
+
+    def _record(self, result: CheckResult) -> None:
+        from gpuaccept.report.console import check_line
+
+        self.node_results.append(result)
+        self.say(f"[{self.launch.node_name}] {check_line(result)}")
+
+    def _run_ranks(
+        self, spec: CheckSpec, context: CheckContext, me: _Share, started: float
+    ) -> None:
+        import torch.distributed as dist
+
+        assert spec.conclude is not None, f"rank check {spec.name} names no conclude function"
+        try:
+            value, ok = (
+                resolve_target(spec.target)(self.launch.rank, self.launch.world, context),
+                True,
+            )
+        except Exception as error:
+            value, ok = _error_text(error), False
+        shares = self._share(replace(me, ok=ok, value=value, events=self._drain()))
+        self._keep_events(shares)
+        result: list[Any] = [None]
+        if self.launch.rank == 0:
+            result[0] = self._conclude(spec, context, shares, started)
+        dist.broadcast_object_list(result, src=0, group=self._control)
+        if self.launch.local_rank != 0:
+            return
+        concluded: CheckResult = result[0]
+        if self.launch.node_rank != 0:
+            # the verdict is every node's; the figures are recorded once, in the first node's
+            concluded = concluded.model_copy(
+                update={
+                    "measurements": [],
+                    "details": {"recorded_in": self.node_names[0], "nodes": self.node_names},
+                }
+            )
+        self._record(concluded)
+
+    def _conclude(
+        self, spec: CheckSpec, context: CheckContext, shares: list[_Share], started: float
+    ) -> CheckResult:
+        backend = "nccl" if context.device_mode == "cuda" else "gloo"
+        failed = [s for s in shares if not s.ok]
+        problems = "; ".join(f"rank {s.rank} ({s.node_name}): {s.value}" for s in failed)
+        values = None if failed else [s.value for s in shares]
+        conclude: Callable[[CheckContext, RanksOutcome], CheckResult] = resolve_target(
+            spec.conclude or ""
+        )
+        result = _run_check(
+            spec, conclude, context, RanksOutcome(len(shares), backend, values, problems or None)
+        )
+        wrong = sorted({s.node_name for s in shares if s.ok and _own_wrong(s.value) > 0})
+        details = {**result.details, "nodes": self.node_names}
+        update: dict[str, Any] = {
+            "details": details,
+            "duration_seconds": time.monotonic() - started,
+        }
+        if wrong:
+            update["status"] = Status.FAIL
+            update["message"] = f"wrong all-reduce results on {', '.join(wrong)}; {result.message}"
+        elif failed:
+            update["message"] = (
+                f"{result.message} (nodes: {', '.join(sorted({s.node_name for s in failed}))})"
+            )
+        return result.model_copy(update=update)
+
+    # --- pairwise -------------------------------------------------------------------------
+    def run_pairwise(self) -> None:
+        """All-reduce between every pair of nodes; name the node whose pairs are slow."""
+        import torch.distributed as dist
+
+        from gpuaccept.checks.collectives import allreduce_spec
+        from gpuaccept.measure.collectives import all_reduce_rank
+
+        launch, context = self.launch, self.context
+        started = time.monotonic()
+        pairs = [(a, b) for a in range(launch.nodes) for b in range(a + 1, launch.nodes)]
+        groups = {}
+        for pair in pairs:  # every rank creates every group, in the same order
+            ranks = [
+                r
+                for node in pair
+                for r in range(node * launch.local_world, (node + 1) * launch.local_world)
+            ]
+            groups[pair] = (ranks, dist.new_group(ranks))
+        figures: dict[tuple[int, int], Any] = {}
+        for round_pairs in pair_rounds(launch.nodes):
+            mine = next((p for p in round_pairs if launch.node_rank in p), None)
+            if mine is None:
+                continue
+            ranks, group = groups[mine]
+            try:
+                figure = all_reduce_rank(
+                    ranks.index(launch.rank), len(ranks), allreduce_spec(context), group=group
+                )
+                figures[mine] = figure
+            except Exception as error:
+                figures[mine] = _error_text(error)
+        shares = self._share(
+            _Share(
+                rank=launch.rank,
+                node_rank=launch.node_rank,
+                node_name=launch.node_name,
+                local_rank=launch.local_rank,
+                value=figures,
+            )
+        )
+        if launch.local_rank == 0:
+            measured: dict[tuple[int, int], Any] = {}
+            for share in shares:
+                for pair, figure in share.value.items():
+                    measured.setdefault(pair, figure)
+            result = judge_pairs(measured, self.node_names)
+            self._record(result.model_copy(update={"duration_seconds": time.monotonic() - started}))
+
+    # --- the report -----------------------------------------------------------------------
+    def report(
+        self, started: datetime.datetime, clock: float, environment: dict[str, Any]
+    ) -> RunReport:
+        environment = {
+            **environment,
+            "launch": {
+                "launcher": self.launch.launcher,
+                "node": self.launch.node_name,
+                "node_rank": self.launch.node_rank,
+                "nodes": self.node_names,
+                "ranks": self.launch.world,
+            },
+        }
+        return RunReport.completed(
+            command="accept",
+            level=self.context.level,
+            device_mode=self.context.device_mode,
+            started=started,
+            monotonic_start=clock,
+            checks=self.node_results,
+            environment=environment,
+        )
+
+
+def _own_wrong(value: Any) -> int:
+    """The wrong elements a rank saw itself (all-reduce figures carry them)."""
+    return int(getattr(value, "own_wrong", 0) or 0)
+
+
+def pair_rounds(nodes: int) -> list[list[tuple[int, int]]]:
+    """Every pair of nodes once, in rounds of disjoint pairs (the circle method)."""
+    players: list[int | None] = list(range(nodes)) + ([None] if nodes % 2 else [])
+    count = len(players)
+    rounds = []
+    for _ in range(count - 1):
+        pairs = []
+        for i in range(count // 2):
+            a, b = players[i], players[count - 1 - i]
+            if a is not None and b is not None:
+                pairs.append((min(a, b), max(a, b)))
+        rounds.append(pairs)
+        players = [players[0], players[-1], *players[1:-1]]
+    return rounds
+
+
+def judge_pairs(measured: Mapping[tuple[int, int], Any], names: list[str]) -> CheckResult:
+    """Per pair busbw (or the error it raised) -> the slowest or failing node, named.
+
+    A node is failing when every pair it is in failed, or its median pair busbw is below
+    PAIR_TOLERANCE x the median over all pairs; with fewer than three nodes no single node can
+    be singled out, and the result says so."""
+    from gpuaccept.results import Measurement
+
+    rows, failures, warnings = [], [], []
+    busbw: dict[tuple[int, int], float] = {}
+    for (a, b), figure in sorted(measured.items()):
+        pair = f"{names[a]} + {names[b]}"
+        if isinstance(figure, str):
+            rows.append({"pair": pair, "busbw_gbps": None, "wrong": None, "error": figure})
+            continue
+        busbw[(a, b)] = figure.busbw_gbps
+        rows.append(
+            {
+                "pair": pair,
+                "busbw_gbps": figure.busbw_gbps,
+                "wrong": figure.wrong_elements,
+                "error": "",
+            }
+        )
+        if figure.wrong_elements:
+            failures.append(f"{pair}: {figure.wrong_elements} wrong element(s)")
+    per_node = {
+        node: [v for pair, v in busbw.items() if node in pair] for node in range(len(names))
+    }
+    broken = [names[n] for n, values in per_node.items() if not values and len(names) > 1]
+    if broken:
+        failures.append(f"every pair with {', '.join(broken)} failed")
+    medians = {n: statistics.median(v) for n, v in per_node.items() if v}
+    measurements = [
+        Measurement(name="pair_busbw_gbps", value=v, unit="GB/s", device_name=names[n])
+        for n, v in sorted(medians.items())
+    ]
+    overall = statistics.median(busbw.values()) if busbw else None
+    slowest = min(medians, key=lambda n: medians[n]) if medians else None
+    if len(names) >= 3 and overall and slowest is not None:
+        slow = [n for n, v in medians.items() if v < PAIR_TOLERANCE * overall]
+        for node in slow:
+            failures.append(
+                f"{names[node]} is slow: median pair busbw {medians[node]:.3g} GB/s, below "
+                f"{PAIR_TOLERANCE:g} x the {overall:.3g} GB/s median of all pairs"
+            )
+    elif len(names) < 3:
+        warnings.append(f"{len(names)} node(s): no node can be singled out (pairwise needs 3+)")
+    details = {
+        "columns": [
+            ["pair", "pair"],
+            ["busbw_gbps", "busbw (GB/s)"],
+            ["wrong", "#wrong"],
+            ["error", "error"],
+        ],
+        "rows": rows,
+        "nodes": names,
+    }
+    if failures:
+        status, message = Status.FAIL, "; ".join(failures)
+    elif warnings:
+        status, message = Status.WARN, "; ".join(warnings)
+    else:
+        status = Status.PASS
+        message = (
+            f"{len(busbw)} pair(s), median busbw {overall:.3g} GB/s; slowest node "
+            f"{names[slowest]} ({medians[slowest]:.3g} GB/s)"
+            if overall is not None and slowest is not None
+            else "no pair measured"
+        )
+    return CheckResult(
+        name="pairwise",
+        area="COLLECTIVES",
+        status=status,
+        message=message,
+        measurements=measurements,
+        details=details,
+    )

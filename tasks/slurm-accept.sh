@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Slurm job step: the acceptance suite on the GPUs Slurm gave this node. Usage: slurm-accept.sh [LEVEL]
+# The report goes to $GPUACCEPT_RESULTS (default results/) as accept-JOBID-NODE.json, whatever
+# happens (a job that could not run leaves a report saying why). Exit: gpuaccept's code.
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=job-lib.sh
+source "$here/job-lib.sh"
+
+level=${1:-standard}
+results=${GPUACCEPT_RESULTS:-results}
+node=${SLURMD_NODENAME:-$(hostname -s)}
+report="$results/accept-${SLURM_JOB_ID:-local}-$node.json"
+mkdir -p "$results"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+status=0
+if gpuaccept_activate; then
+  # The GPU count to expect comes from $SLURM_GPUS_ON_NODE; history is imported from results/.
+  gpuaccept accept --level "$level" --report-dir "$work" --no-history || status=$?
+  gpuaccept_take_report "$work" "$report"
+else
+  status=3
+fi
+gpuaccept_ensure_report "$report" accept "$status"
+exit "$status"

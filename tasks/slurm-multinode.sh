@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Slurm job step, one per node: torchrun starts this node's ranks (one per GPU) and they meet the
+# other nodes' at $GPUACCEPT_RDZV_ENDPOINT (c10d). Usage: slurm-multinode.sh [LEVEL]
+# Each node's report goes to $GPUACCEPT_RESULTS (default results/) as accept-JOBID-NODE.json.
+# GPUACCEPT_NPROC: ranks per node (default: the GPUs Slurm gave, else 2 CPU twins);
+# GPUACCEPT_PAIRWISE=1 adds the pair-wise all-reduce that names a slow node.
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=job-lib.sh
+source "$here/job-lib.sh"
+
+level=${1:-standard}
+results=${GPUACCEPT_RESULTS:-results}
+node=${SLURMD_NODENAME:-$(hostname -s)}
+report="$results/accept-${SLURM_JOB_ID:-local}-$node.json"
+mkdir -p "$results"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+nproc=${GPUACCEPT_NPROC:-${SLURM_GPUS_ON_NODE:-2}}
+extra=()
+if [[ "${GPUACCEPT_PAIRWISE:-0}" == 1 ]]; then
+  extra+=(--pairwise)
+fi
+status=0
+if gpuaccept_activate; then
+  GPUACCEPT_NODE_NAME="$node" torchrun --nnodes="${SLURM_JOB_NUM_NODES:-1}" \
+    --nproc-per-node="$nproc" --rdzv-backend=c10d \
+    --rdzv-endpoint="${GPUACCEPT_RDZV_ENDPOINT:?set by accept-multinode.sbatch}" \
+    --rdzv-id="${SLURM_JOB_ID:-gpuaccept}" --no-python \
+    gpuaccept accept --level "$level" --report-dir "$work" --no-history "${extra[@]}" ||
+    status=$?
+  gpuaccept_take_report "$work" "$report"
+else
+  status=3
+fi
+gpuaccept_ensure_report "$report" "accept (multi-node)" "$status"
+exit "$status"

@@ -1,0 +1,221 @@
+"""accept across nodes under torchrun, on CPU with gloo: stand-in nodes are torchrun agents on
+this machine (static rendezvous), each with its own GPUACCEPT_NODE_NAME. One node is slowed or
+made to corrupt data through a sitecustomize on its PYTHONPATH (tests/multinode_faults)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpuaccept.measure.collectives import AllReduceFigure
+from gpuaccept.results import RunReport, Status
+from gpuaccept.suite.multinode import Launch, detect_launch, judge_pairs, pair_rounds
+
+REPO = Path(__file__).resolve().parent.parent
+FAULTS = REPO / "tests" / "multinode_faults"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def run_nodes(
+    tmp_path: Path,
+    names: list[str],
+    ranks: int,
+    args: list[str],
+    faults: dict[str, str] | None = None,
+) -> dict[str, tuple[int, str, RunReport]]:
+    """Start one torchrun agent per stand-in node; (exit code, output, report) per node."""
+    port = _free_port()
+    torchrun = str(Path(sys.executable).parent / "torchrun")
+    processes = {}
+    for rank, name in enumerate(names):
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "WORLD_SIZE"))}
+        env["GPUACCEPT_NODE_NAME"] = name
+        if faults and name in faults:
+            env["PYTHONPATH"] = os.pathsep.join(
+                [str(FAULTS / faults[name]), env.get("PYTHONPATH", "")]
+            )
+        command = [
+            torchrun,
+            f"--nnodes={len(names)}",
+            f"--node-rank={rank}",
+            f"--nproc-per-node={ranks}",
+            "--master-addr=127.0.0.1",
+            f"--master-port={port}",
+            "--no-python",
+            str(Path(sys.executable).parent / "gpuaccept"),
+            "accept",
+            "--device",
+            "cpu",
+            "--level",
+            "quick",
+            "--no-history",
+            "--report-dir",
+            str(tmp_path / name),
+            *args,
+        ]
+        processes[name] = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+        )
+    outcomes = {}
+    for name, process in processes.items():
+        output, _ = process.communicate(timeout=240)
+        reports = sorted((tmp_path / name).glob("*.json"))
+        assert len(reports) == 1, f"{name}: {reports}\n{output}"
+        outcomes[name] = (
+            process.returncode,
+            output,
+            RunReport.model_validate_json(reports[0].read_text()),
+        )
+    return outcomes
+
+
+def test_every_node_reports_and_the_all_reduce_is_recorded_once(tmp_path: Path) -> None:
+    nodes = run_nodes(
+        tmp_path, ["node-a", "node-b"], 2, ["--only", "compute", "--only", "collectives"]
+    )
+    for name, (code, output, report) in nodes.items():
+        assert code == 0, output
+        assert f"[{name}] [RESULT] SUCCESS" in output
+        assert report.environment["launch"]["node"] == name
+        assert report.environment["launch"]["nodes"] == ["node-a", "node-b"]
+        compute, collectives = report.checks
+        assert compute.status is Status.PASS
+        assert set(compute.details["per_device"]) == {"rank0", "rank1"}  # this node's ranks
+        assert collectives.status is Status.PASS
+        assert "on 4 gloo rank(s)" in collectives.message
+    first = nodes["node-a"][2].checks[1]
+    assert {m.name for m in first.measurements} >= {"allreduce_busbw_gbps"}
+    assert first.details["nodes"] == ["node-a", "node-b"]
+    second = nodes["node-b"][2].checks[1]
+    assert second.measurements == []
+    assert second.details == {"recorded_in": "node-a", "nodes": ["node-a", "node-b"]}
+
+
+def test_a_node_that_corrupts_data_fails_every_report_and_is_named(tmp_path: Path) -> None:
+    nodes = run_nodes(
+        tmp_path, ["node-a", "node-b"], 2, ["--only", "collectives"], faults={"node-b": "corrupt"}
+    )
+    for code, output, report in nodes.values():
+        assert code == 1, output
+        (collectives,) = report.checks
+        assert collectives.status is Status.FAIL
+        assert collectives.message.startswith("wrong all-reduce results on node-b;")
+
+
+def test_pairwise_names_the_slow_node(tmp_path: Path) -> None:
+    names = ["node-a", "node-b", "node-c", "node-d"]
+    nodes = run_nodes(
+        tmp_path, names, 1, ["--only", "collectives", "--pairwise"], faults={"node-c": "slow"}
+    )
+    for code, output, report in nodes.values():
+        assert code == 1, output
+        pairwise = next(c for c in report.checks if c.name == "pairwise")
+        assert pairwise.status is Status.FAIL
+        assert pairwise.message.startswith("node-c is slow: median pair busbw")
+        assert len(pairwise.details["rows"]) == 6  # every pair of 4 nodes once
+
+
+def test_pairwise_outside_a_launch_is_refused(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "gpuaccept", "accept", "--pairwise", "--device", "cpu"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "SLURM_NTASKS")},
+    )
+    assert done.returncode == 2
+    assert "--pairwise compares nodes" in done.stderr
+    assert done.stdout == ""
+
+
+def _figure(busbw: float, wrong: int = 0) -> AllReduceFigure:
+    # 2 ranks: busbw = algbw = bytes / seconds / 1e9
+    return AllReduceFigure(2, 10**9, wrong, 1.0 / busbw)
+
+
+def test_judge_pairs_names_the_slow_node_and_needs_three() -> None:
+    names = ["a", "b", "c", "d"]
+    pairs = {
+        (0, 1): _figure(100),
+        (0, 2): _figure(40),
+        (0, 3): _figure(100),
+        (1, 2): _figure(40),
+        (1, 3): _figure(100),
+        (2, 3): _figure(40),
+    }
+    result = judge_pairs(pairs, names)
+    assert result.status is Status.FAIL
+    assert result.message.startswith("c is slow: median pair busbw 40 GB/s")
+    healthy = judge_pairs({pair: _figure(100) for pair in pairs}, names)
+    assert healthy.status is Status.PASS
+    two = judge_pairs({(0, 1): _figure(100)}, ["a", "b"])
+    assert two.status is Status.WARN
+    assert "pairwise needs 3+" in two.message
+    broken = judge_pairs(
+        {(0, 1): _figure(100), (0, 2): "RuntimeError: timeout", (1, 2): "RuntimeError: timeout"},
+        ["a", "b", "c"],
+    )
+    assert "every pair with c failed" in broken.message
+
+
+def test_rounds_cover_every_pair_once_with_disjoint_pairs() -> None:
+    for nodes in range(2, 9):
+        rounds = pair_rounds(nodes)
+        seen = [pair for r in rounds for pair in r]
+        assert sorted(seen) == [(a, b) for a in range(nodes) for b in range(a + 1, nodes)]
+        for r in rounds:
+            members = [n for pair in r for n in pair]
+            assert len(members) == len(set(members))
+
+
+def test_launches_are_read_from_torchrun_and_srun() -> None:
+    torchrun = {
+        "WORLD_SIZE": "16",
+        "RANK": "9",
+        "LOCAL_RANK": "1",
+        "LOCAL_WORLD_SIZE": "8",
+        "GROUP_RANK": "1",
+        "GPUACCEPT_NODE_NAME": "gpu017",
+    }
+    assert detect_launch(torchrun) == Launch(9, 16, 1, 8, 1, 2, "gpu017", "torchrun")
+    srun = {
+        "SLURM_NTASKS": "8",
+        "SLURM_PROCID": "5",
+        "SLURM_LOCALID": "1",
+        "SLURM_NODEID": "1",
+        "SLURM_NNODES": "2",
+        "SLURMD_NODENAME": "gpu018",
+        "MASTER_ADDR": "gpu017",
+        "MASTER_PORT": "29500",
+    }
+    assert detect_launch(srun) == Launch(5, 8, 1, 4, 1, 2, "gpu018", "srun")
+    assert detect_launch({}) is None
+    assert detect_launch({"SLURM_NTASKS": "1", "SLURM_PROCID": "0"}) is None
+
+
+@pytest.mark.parametrize(
+    ("env", "text"),
+    [
+        ({"WORLD_SIZE": "8", "RANK": "3"}, "LOCAL_RANK=None"),
+        (
+            {"WORLD_SIZE": "6", "RANK": "0", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "4"},
+            "whole number of nodes",
+        ),
+        ({"SLURM_NTASKS": "4", "SLURM_PROCID": "0", "SLURM_NNODES": "2"}, "needs MASTER_ADDR"),
+    ],
+)
+def test_an_incomplete_launch_is_a_one_line_input_error(env: dict[str, str], text: str) -> None:
+    from gpuaccept.errors import InputError
+
+    with pytest.raises(InputError, match=text):
+        detect_launch(env)

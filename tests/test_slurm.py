@@ -1,0 +1,239 @@
+"""The Slurm scripts against a real one-node Slurm (Debian's slurmctld, slurmd and munge, started
+by tests/slurm/cluster.sh): jobs are submitted with sbatch, waited for, and their reports and
+exit states checked; the health check drains this node with its reason and it is resumed after.
+
+Without the packages, or without root, every test here skips and says why."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gpuaccept.results import RunReport, Status
+
+REPO = Path(__file__).resolve().parent.parent
+CLUSTER = REPO / "tests" / "slurm" / "cluster.sh"
+VENV_BIN = Path(sys.executable).parent
+
+
+def _why_no_slurm() -> str | None:
+    missing = [t for t in ("slurmctld", "slurmd", "munged", "sbatch") if not shutil.which(t)]
+    if missing:
+        return (
+            f"Slurm is not installed here ({', '.join(missing)} missing): "
+            "apt-get install slurmctld slurmd slurm-client munge"
+        )
+    if os.geteuid() != 0:
+        return "a one-node Slurm needs root (slurmd runs jobs as their users)"
+    return None
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """A running one-node cluster; the environment jobs are submitted with."""
+    why = _why_no_slurm()
+    if why:
+        pytest.skip(why)
+    state = tmp_path_factory.mktemp("slurm")
+    started = subprocess.run(
+        ["bash", str(CLUSTER), "start", str(state)], capture_output=True, text=True, check=False
+    )
+    if started.returncode != 0:
+        first = (started.stderr.strip().splitlines() or ["no output"])[-1]
+        pytest.skip(f"the one-node Slurm did not start: {first}")
+    (state / "results").mkdir()
+    activate = state / "activate.sh"
+    activate.write_text(f'export PATH="{VENV_BIN}:$PATH"\n')
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("SLURM_", "CUDA_VISIBLE", "_CONDOR", "WORLD_SIZE"))
+    }
+    env |= {
+        "SLURM_CONF": started.stdout.strip().removeprefix("SLURM_CONF="),
+        "GPUACCEPT_ACTIVATE": str(activate),
+        "GPUACCEPT_RESULTS": str(state / "results"),
+        "PATH": f"{VENV_BIN}{os.pathsep}{env['PATH']}",
+    }
+    try:
+        yield env
+    finally:
+        subprocess.run(["bash", str(CLUSTER), "stop", str(state)], check=False)
+
+
+def _node() -> str:
+    return socket.gethostname().split(".")[0]
+
+
+def sbatch(env: dict[str, str], *args: str, extra: dict[str, str] | None = None) -> str:
+    done = subprocess.run(
+        [
+            "sbatch",
+            "--parsable",
+            f"--chdir={REPO}",
+            f"--output={env['GPUACCEPT_RESULTS']}/%j.out",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env | (extra or {}),
+    )
+    return done.stdout.strip().split(";")[0]
+
+
+def wait_for(env: dict[str, str], job: str, timeout: float = 300) -> tuple[str, str]:
+    """(final state, exit code 'N:S') of a job, polled through scontrol."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        shown = subprocess.run(
+            ["scontrol", "show", "job", job, "-o"], capture_output=True, text=True, env=env
+        ).stdout
+        fields = dict(f.split("=", 1) for f in shown.split() if "=" in f)
+        state = fields.get("JobState", "")
+        if state in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"):
+            return state, fields.get("ExitCode", "")
+        time.sleep(1)
+    subprocess.run(["scancel", job], env=env, check=False)
+    raise AssertionError(f"job {job} did not finish within {timeout:g} s")
+
+
+def _report(env: dict[str, str], job: str) -> RunReport:
+    path = Path(env["GPUACCEPT_RESULTS"]) / f"accept-{job}-{_node()}.json"
+    assert path.exists(), sorted(Path(env["GPUACCEPT_RESULTS"]).iterdir())
+    return RunReport.model_validate_json(path.read_text())
+
+
+def _out(env: dict[str, str], job: str) -> str:
+    return (Path(env["GPUACCEPT_RESULTS"]) / f"{job}.out").read_text()
+
+
+def test_one_node_acceptance_job_and_history_import(slurm: dict[str, str], tmp_path: Path) -> None:
+    job = sbatch(slurm, "slurm/accept-node.sbatch", "quick")
+    assert wait_for(slurm, job) == ("COMPLETED", "0:0"), _out(slurm, job)
+    report = _report(slurm, job)
+    assert report.passed
+    assert report.environment["scheduler"]["slurm"]["job_id"] == job
+    imported = subprocess.run(
+        [
+            str(VENV_BIN / "gpuaccept"),
+            "history",
+            "import",
+            "--history",
+            str(tmp_path / "h.sqlite"),
+            str(Path(slurm["GPUACCEPT_RESULTS"]) / f"accept-{job}-{_node()}.json"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert imported.returncode == 0, imported.stderr
+    assert "imported 1 new run(s)" in imported.stdout
+
+
+def test_a_failing_node_fails_its_job_with_the_report(slurm: dict[str, str]) -> None:
+    # the job promises one GPU: this CPU machine has none, so inventory fails
+    job = sbatch(slurm, "slurm/accept-node.sbatch", "quick", extra={"SLURM_GPUS_ON_NODE": "1"})
+    assert wait_for(slurm, job) == ("FAILED", "1:0")
+    report = _report(slurm, job)
+    assert report.failed_checks == ["inventory"]
+    assert "expected 1 GPU(s) (Slurm SLURM_GPUS_ON_NODE)" in report.checks[0].message
+
+
+def test_multinode_job_runs_torchrun_under_srun(slurm: dict[str, str]) -> None:
+    # one node here: torchrun's c10d rendezvous on it, two CPU-twin ranks
+    job = sbatch(
+        slurm,
+        "--nodes=1",
+        "slurm/accept-multinode.sbatch",
+        "quick",
+        extra={"GPUACCEPT_NPROC": "2", "GPUACCEPT_RDZV_ENDPOINT": f"127.0.0.1:{_free_port()}"},
+    )
+    assert wait_for(slurm, job) == ("COMPLETED", "0:0"), _out(slurm, job)
+    report = _report(slurm, job)
+    assert report.environment["launch"]["ranks"] == 2
+    collectives = next(c for c in report.checks if c.name == "collectives")
+    assert collectives.status is Status.PASS
+    assert "on 2 gloo rank(s)" in collectives.message
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_sweep_submits_one_job_per_node(slurm: dict[str, str], tmp_path: Path) -> None:
+    done = subprocess.run(
+        [
+            "bash",
+            str(REPO / "slurm" / "sweep.sh"),
+            "debug",
+            "quick",
+            f"--output={slurm['GPUACCEPT_RESULTS']}/%j.out",
+            f"--chdir={REPO}",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=slurm,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    (line,) = done.stdout.splitlines()
+    node, job = line.split()
+    assert node == _node()
+    assert wait_for(slurm, job) == ("COMPLETED", "0:0"), _out(slurm, job)
+    assert _report(slurm, job).passed
+
+
+def test_a_container_job_refuses_an_image_by_tag(slurm: dict[str, str]) -> None:
+    job = sbatch(
+        slurm, "slurm/accept-container.sbatch", extra={"IMAGE": "ghcr.io/o/gpuaccept:latest"}
+    )
+    assert wait_for(slurm, job) == ("FAILED", "2:0")
+    assert "a digest, never a tag" in _out(slurm, job)
+
+
+def _node_state(env: dict[str, str]) -> tuple[str, str]:
+    shown = subprocess.run(
+        ["sinfo", "-h", "-n", _node(), "-o", "%T|%E"], capture_output=True, text=True, env=env
+    ).stdout.strip()
+    state, _, reason = shown.partition("|")
+    return state, reason
+
+
+def test_the_health_check_drains_a_failing_node_with_its_reason(slurm: dict[str, str]) -> None:
+    check = [str(REPO / "slurm" / "healthcheck.sh")]
+    passed = subprocess.run(check, capture_output=True, text=True, env=slurm, check=False)
+    assert passed.returncode == 0, passed.stdout + passed.stderr
+    assert _node_state(slurm)[0] == "idle"  # a node that passes is left alone
+    try:
+        failed = subprocess.run(
+            check,
+            capture_output=True,
+            text=True,
+            check=False,
+            env=slurm | {"GPUACCEPT_HEALTHCHECK_ARGS": "--expect-gpus 1"},
+        )
+        assert failed.returncode == 1, failed.stdout + failed.stderr
+        state, reason = _node_state(slurm)
+        assert state in ("drained", "draining")
+        assert reason == "gpuaccept quick: inventory"
+    finally:
+        subprocess.run(
+            ["scontrol", "update", f"NodeName={_node()}", "State=RESUME"], env=slurm, check=False
+        )
+    # resumed: idle again once slurmctld has heard from slurmd ("idle*" until then)
+    deadline = time.monotonic() + 60
+    while _node_state(slurm)[0] != "idle" and time.monotonic() < deadline:
+        time.sleep(1)
+    assert _node_state(slurm) == ("idle", "none")
