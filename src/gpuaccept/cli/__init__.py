@@ -20,7 +20,7 @@ import typer
 import typer.core
 
 from gpuaccept import __version__
-from gpuaccept.cli import accept, bench, env, history, report, train
+from gpuaccept.cli import accept, bench, env, history, node_verdict, report, train
 from gpuaccept.errors import GpuacceptError
 from gpuaccept.suite.selection import check_names
 
@@ -93,6 +93,7 @@ app.add_typer(train.app, name="train")
 app.command("env")(env.env)
 app.add_typer(history.app, name="history")
 app.command("report")(report.report)
+app.command("node-verdict")(node_verdict.node_verdict)
 
 _OUTPUT_GONE = (errno.EPIPE, errno.ENOSPC, errno.EBADF, errno.EIO)
 

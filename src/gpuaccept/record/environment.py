@@ -425,6 +425,9 @@ def scheduler_ids(environ: Mapping[str, str]) -> dict[str, Any]:
         "htcondor": condor,
         "slurm": slurm,
         "cuda_visible_devices": _or_none(environ.get("CUDA_VISIBLE_DEVICES")),
+        # the scheduler's name for this node (Kubernetes' spec.nodeName, Slurm's node), when the
+        # job says it: the hostname inside a pod is the pod's
+        "node_name": _or_none(environ.get("GPUACCEPT_NODE_NAME") or environ.get("SLURMD_NODENAME")),
     }
 
 

@@ -1,0 +1,174 @@
+"""k8s/: every manifest validates offline against the bundled schemas of two Kubernetes versions
+(kubernetes-validate, strict), and keeps our invariants; node verdicts become exact kubectl
+commands."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from gpuaccept.report.node_verdict import kubectl_commands, node_verdict, patch_for
+from gpuaccept.results import Status
+from tests.run_reports import gpu_report
+
+REPO = Path(__file__).resolve().parent.parent
+MANIFESTS = sorted((REPO / "k8s").glob("*.yaml"))
+VERSIONS = ("1.30.0", "1.37.0")
+DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
+
+
+def documents() -> list[tuple[str, dict[str, Any]]]:
+    found = []
+    for path in MANIFESTS:
+        for document in yaml.safe_load_all(path.read_text()):
+            if document:
+                found.append((f"{path.name}:{document['kind']}", document))
+    return found
+
+
+def pod_specs() -> list[tuple[str, dict[str, Any]]]:
+    return [
+        (name, doc["spec"]["template"]["spec"])
+        for name, doc in documents()
+        if doc["kind"] in ("Job", "DaemonSet")
+    ]
+
+
+def test_the_manifests_cover_a_job_a_daemonset_and_an_indexed_job() -> None:
+    kinds = {name for name, _ in documents()}
+    assert {"accept-job.yaml:Job", "accept-daemonset.yaml:DaemonSet"} <= kinds
+    indexed = [d for n, d in documents() if n.startswith("multinode-indexed-job.yaml:Job")]
+    assert indexed[0]["spec"]["completionMode"] == "Indexed"
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize(
+    ("name", "document"), documents(), ids=lambda v: v if isinstance(v, str) else ""
+)
+def test_manifests_validate_against_kubernetes(
+    version: str, name: str, document: dict[str, Any]
+) -> None:
+    kubernetes_validate.validate(document, version, strict=True)
+
+
+def test_the_validator_rejects_a_broken_manifest() -> None:
+    (_, job) = next((n, d) for n, d in documents() if n == "accept-job.yaml:Job")
+    broken = yaml.safe_load(yaml.safe_dump(job))
+    broken["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"] = "8 GPUs"
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(broken, VERSIONS[0], strict=True)
+
+
+@pytest.mark.parametrize(
+    ("name", "spec"), pod_specs(), ids=lambda v: v if isinstance(v, str) else ""
+)
+def test_every_pod_keeps_our_invariants(name: str, spec: dict[str, Any]) -> None:
+    pod_security = spec["securityContext"]
+    assert pod_security["runAsNonRoot"] is True
+    assert pod_security["runAsUser"] == 10001  # the image's USER
+    for container in spec["containers"]:
+        assert DIGEST.search(container["image"]), f"{name}: image by digest only"
+        assert "command" not in container, f"{name}: command would skip the image's entrypoint"
+        security = container["securityContext"]
+        assert security["readOnlyRootFilesystem"] is True
+        assert security["allowPrivilegeEscalation"] is False
+        assert security["capabilities"]["drop"] == ["ALL"]
+        limits, requests = container["resources"]["limits"], container["resources"]["requests"]
+        assert {"cpu", "memory", "nvidia.com/gpu"} <= set(limits)
+        assert requests["nvidia.com/gpu"] == limits["nvidia.com/gpu"]  # extended resources
+        mounts = {m["mountPath"] for m in container["volumeMounts"]}
+        assert {"/results", "/tmp"} <= mounts  # writable places on a read-only root
+    selector = spec["nodeSelector"]
+    assert any(key.startswith("nvidia.com/gpu.") for key in selector)  # GPU Feature Discovery
+
+
+def _report(passed: bool = True, node: str = "gpu017") -> Any:
+    report = gpu_report("pod-xyz", [750.0], passed=passed)
+    return report.model_copy(
+        update={"environment": {**report.environment, "scheduler": {"node_name": node}}}
+    )
+
+
+def test_a_passing_node_is_labelled_and_untainted() -> None:
+    verdict = node_verdict(_report())
+    assert kubectl_commands(verdict) == [
+        [
+            "kubectl",
+            "label",
+            "node",
+            "gpu017",
+            "gpuaccept.io/verdict=pass",
+            "gpuaccept.io/level=standard",
+            "gpuaccept.io/checked=2026-11-01",
+            "gpuaccept.io/failed-",
+            "--overwrite",
+        ],
+        ["kubectl", "taint", "node", "gpu017", "gpuaccept.io/unfit:NoSchedule-"],
+    ]
+
+
+def test_a_failing_node_is_tainted_with_its_failed_checks() -> None:
+    verdict = node_verdict(_report(passed=False))
+    label, taint = kubectl_commands(verdict)
+    assert "gpuaccept.io/verdict=fail" in label
+    assert "gpuaccept.io/failed=compute" in label
+    assert taint == [
+        "kubectl",
+        "taint",
+        "node",
+        "gpu017",
+        "gpuaccept.io/unfit=compute:NoSchedule",
+        "--overwrite",
+    ]
+    patch = patch_for(
+        verdict,
+        [
+            {"key": "nvidia.com/gpu", "effect": "NoSchedule"},
+            {"key": "gpuaccept.io/unfit", "value": "old", "effect": "NoSchedule"},
+        ],
+    )
+    assert patch["spec"]["taints"] == [
+        {"key": "nvidia.com/gpu", "effect": "NoSchedule"},
+        {"key": "gpuaccept.io/unfit", "value": "compute", "effect": "NoSchedule"},
+    ]
+
+
+def test_a_report_judging_nothing_leaves_the_taint_alone() -> None:
+    report = _report()
+    skipped = [c.model_copy(update={"status": Status.SKIP}) for c in report.checks]
+    verdict = node_verdict(report.model_copy(update={"checks": skipped}))
+    (label,) = kubectl_commands(verdict)
+    assert "gpuaccept.io/verdict=not-judged" in label
+    taints = [{"key": "gpuaccept.io/unfit", "value": "x", "effect": "NoSchedule"}]
+    assert patch_for(verdict, taints)["spec"]["taints"] == taints
+
+
+def test_the_cli_prints_the_commands_and_refuses_a_bad_node(tmp_path: Path) -> None:
+    path = tmp_path / "r.json"
+    path.write_text(_report(passed=False).model_dump_json())
+    cli = [sys.executable, "-m", "gpuaccept", "node-verdict"]
+    done = subprocess.run([*cli, str(path)], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[1] == (
+        "kubectl taint node gpu017 gpuaccept.io/unfit=compute:NoSchedule --overwrite"
+    )
+    bad = subprocess.run(
+        [*cli, str(path), "--node", "Bad Node;rm"], capture_output=True, text=True, check=False
+    )
+    assert bad.returncode == 2
+    assert "is not a Kubernetes node name" in bad.stderr
+    if importlib.util.find_spec("kubernetes") is not None:
+        return  # with the client installed, --apply would reach for a real cluster
+    applied = subprocess.run(
+        [*cli, str(path), "--apply"], capture_output=True, text=True, check=False
+    )
+    assert applied.returncode == 3  # no kubernetes client installed here
+    assert "pip install kubernetes" in applied.stderr
