@@ -259,9 +259,13 @@ class MultiNodeRun:
         result = None
         if spec.scope == "device":
             index = launch.local_rank if context.device_mode == "cuda" else None
-            result = _run_check(
-                spec, resolve_target(spec.target), replace(context, device_index=index)
-            )
+            device_context = replace(context, device_index=index)
+            # a serial check (GPUs sharing PCIe uplinks) takes turns within each node
+            for turn in range(launch.local_world if spec.serial else 1):
+                if not spec.serial or turn == launch.local_rank:
+                    result = _run_check(spec, resolve_target(spec.target), device_context)
+                if spec.serial:
+                    self.barrier()
         elif launch.local_rank == 0:
             result = _run_check(spec, resolve_target(spec.target), context)
         shares = self._share(replace(me, result=result, events=self._drain()))
