@@ -23,7 +23,7 @@ def node_verdict(
     """Print the kubectl label/taint commands that record each report's verdict on its node.
 
     pass: gpuaccept.io/verdict=pass and the gpuaccept.io/unfit taint removed; fail:
-    verdict=fail, gpuaccept.io/failed=<checks> and the NoSchedule taint gpuaccept.io/unfit.
+    verdict=fail, gpuaccept.io/failed=CHECKS and the NoSchedule taint gpuaccept.io/unfit.
     """
     from gpuaccept.errors import InputError
     from gpuaccept.report.node_verdict import apply_verdict, kubectl_commands, node_verdict
