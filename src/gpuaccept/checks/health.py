@@ -60,16 +60,16 @@ def _nvlink_failures(health: GpuHealth, model: ModelReferences | None, tag: str)
     """Too few active links for the model; a model with optional bridges (no expected count)
     is not judged, so a PCIe card never fails on links it does not need. Error counters since
     the driver loaded are only reported: their growth during the run is judged at its end."""
-    expected = model.nvlink_links if model is not None else None
-    if not expected:
+    if model is None or not model.nvlink_links:
         return []
+    expected = model.nvlink_links
     active = [link for link in health.nvlinks if link.active]
     if len(active) >= expected:
         return []
     down = [str(link.link) for link in health.nvlinks if not link.active]
     which = f" (down: {', '.join(down)})" if down else ""
     return [
-        f"{tag}: {len(active)} of {expected} NVLinks active{which}; a {model.display} has "  # type: ignore[union-attr]
+        f"{tag}: {len(active)} of {expected} NVLinks active{which}; a {model.display} has "
         f"{expected} (datasheet NVLink bandwidth / per-link bandwidth)"
     ]
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 _MIN_SPAN = timedelta(days=1)
 
@@ -78,7 +79,7 @@ def trend_chart_png(
 
 def load_chart_png(
     title: str,
-    samples: Sequence[Mapping[str, object]],
+    samples: Sequence[Mapping[str, Any]],
     *,
     marked: Sequence[str] = (),
 ) -> bytes:
@@ -87,11 +88,7 @@ def load_chart_png(
     from matplotlib.figure import Figure
 
     def series(key: str) -> tuple[list[float], list[float]]:
-        pairs = [
-            (float(s["seconds"]), float(s[key]))  # type: ignore[arg-type]
-            for s in samples
-            if s.get(key) is not None
-        ]
+        pairs = [(float(s["seconds"]), float(s[key])) for s in samples if s.get(key) is not None]
         return [t for t, _ in pairs], [v for _, v in pairs]
 
     figure = Figure(figsize=(5.6, 2.8), dpi=100, layout="constrained")
@@ -107,9 +104,9 @@ def load_chart_png(
     clock_times, clocks = series("sm_clock_mhz")
     clock_axes.plot(clock_times, clocks, color="#9a6700", linewidth=1.2, label="SM clock (MHz)")
     flagged = [
-        float(s["seconds"])  # type: ignore[arg-type]
+        float(s["seconds"])
         for s in samples
-        if any(reason in (s.get("reasons") or ()) for reason in marked)  # type: ignore[operator]
+        if any(reason in (s.get("reasons") or ()) for reason in marked)
     ]
     for when in flagged:
         power_axes.axvline(when, color="#b3261e", alpha=0.25, linewidth=1)
