@@ -63,6 +63,23 @@ def test_nvml_reads_every_gpu_torch_sees() -> None:
         assert health is not None
 
 
+def test_compute_samples_power_and_clocks_under_load() -> None:
+    """The load sampler on real NVML: readings while the matmuls run, judged without a fault on
+    a healthy node, and the NVLink/fabric/MIG facts read without error."""
+    from gpuaccept.checks import compute, health
+    from gpuaccept.probe.hardware import load_nvml
+
+    if load_nvml() is None:
+        pytest.skip("nvidia-ml-py is not installed on this GPU node")
+    result = compute.run(_cuda_context())
+    trace = result.details["load"]["gpu0"]
+    assert trace["summary"]["samples"] >= 5, trace["summary"]
+    assert trace["summary"]["power_max_w"] > 0
+    assert result.status is not Status.ERROR
+    snapshot = health.run(_cuda_context())
+    assert snapshot.status is not Status.ERROR, snapshot.message
+
+
 def test_every_gpu_gets_its_own_warm_worker() -> None:
     spec = CheckSpec("pid", "FAKE", "tests.faults:check_reports_pid", frozenset(LEVELS))
     gpus = _gpus()

@@ -8,7 +8,8 @@ Rules (the issue's, with their sources):
   level full);
 - at full, the power phase reaching less than the model's power_load_fraction of the enforced
   limit (90th percentile of the samples): FAIL;
-- the PCIe link under transfer load below the model's generation or width: FAIL;
+- the PCIe link under transfer load (the best reading while the copies ran) below the model's
+  generation or width: FAIL;
 - PCIe replays per minute above DCGM's health-watch rate (a 1e-12 bit error rate at the link's
   speed, times its lanes, rounded up): WARN, as DCGM does.
 """
@@ -122,22 +123,24 @@ def judge_load(
     if temperatures:
         summary["temperature_max_c"] = max(temperatures)
     if pcie_loaded:
-        _judge_pcie(loaded, model, label, verdict, summary)
+        _judge_pcie(trace.samples, model, label, verdict, summary)
     _judge_replays(trace.samples, label, verdict, summary)
     verdict.summary = summary
     return verdict
 
 
 def _judge_pcie(
-    loaded: list[LoadSample],
+    samples: list[LoadSample],
     model: ModelReferences | None,
     label: str,
     verdict: LoadVerdict,
     summary: dict[str, Any],
 ) -> None:
-    gens, widths = _values(loaded, "pcie_gen"), _values(loaded, "pcie_width")
-    gen = int(statistics.median(gens)) if gens else None
-    width = int(statistics.median(widths)) if widths else None
+    """The best link seen while the copies ran: a healthy link trains up as soon as data moves
+    (and may drop again between copies), a downtrained one never reaches the model's."""
+    gens, widths = _values(samples, "pcie_gen"), _values(samples, "pcie_width")
+    gen = int(max(gens)) if gens else None
+    width = int(max(widths)) if widths else None
     summary["pcie_gen_loaded"], summary["pcie_width_loaded"] = gen, width
     if model is None:
         return

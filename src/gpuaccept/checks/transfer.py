@@ -10,9 +10,11 @@ from typing import Any
 from gpuaccept.checks.context import CheckContext
 from gpuaccept.checks.judging import Findings, measurement_targets, torch_device
 from gpuaccept.checks.load_judging import judge_trace
-from gpuaccept.measure.transfer import DIRECTIONS, measure_transfer_gbps
+from gpuaccept.measure.transfer import DIRECTIONS, keep_copying, measure_transfer_gbps
 from gpuaccept.probe.load_sampler import sampler_for
 from gpuaccept.results import CheckResult
+
+LINK_SAMPLE_SECONDS = 1.0  # ten samples at the sampler's 100 ms
 
 
 def run(context: CheckContext) -> CheckResult:
@@ -29,6 +31,8 @@ def run(context: CheckContext) -> CheckResult:
                 findings.judge(
                     context, target, f"{direction}_pinned_gbps", figure.median_gbps, "GB/s"
                 )
+            # a second of traffic: the link is sampled at least a few times while it is busy
+            keep_copying(device, settings.transfer_bytes, LINK_SAMPLE_SECONDS)
         load[target.label] = judge_trace(
             context, findings, target, sampler.trace, clocks=False, pcie_loaded=True
         )

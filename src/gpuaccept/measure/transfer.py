@@ -92,3 +92,22 @@ def measure_host_pair(nbytes: int, warmup: int, repeats: int) -> PeerFigure:
     b = torch.empty(nbytes, dtype=torch.uint8)
     timing = time_repeats(partial(b.copy_, a), a.device, warmup, repeats)
     return PeerFigure(0, 1, False, nbytes, timing)
+
+
+def keep_copying(device: torch.device, nbytes: int, seconds: float) -> int:
+    """Copy host-to-device and back for `seconds`, so that the PCIe link is sampled while it
+    carries data (the timed copies can be over in a tenth of a second); the copies made."""
+    import time
+
+    if device.type != "cuda":
+        return 0
+    host = torch.ones(nbytes, dtype=torch.uint8).pin_memory()
+    on_device = torch.empty(nbytes, dtype=torch.uint8, device=device)
+    copies = 0
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        on_device.copy_(host, non_blocking=True)
+        host.copy_(on_device, non_blocking=True)
+        torch.cuda.synchronize(device)
+        copies += 2
+    return copies
