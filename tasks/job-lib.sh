@@ -58,3 +58,15 @@ gpuaccept_ensure_report() {
     "${version:-0}" "$command" "$job_started_at" "$(date -u +%Y-%m-%dT%H:%M:%S+00:00)" \
     "$command" "$code" "$( [[ -n "$host" ]] && printf '"%s"' "$host" || printf null)" >"$file"
 }
+
+# Slurm jobs: this node's report path, $GPUACCEPT_RESULTS (default results/) as
+# accept-JOBID-NODE.json, in slurm_report; a scratch directory in slurm_work, removed on exit.
+gpuaccept_slurm_paths() {
+  local results=${GPUACCEPT_RESULTS:-results}
+  local node=${SLURMD_NODENAME:-$(hostname -s)}
+  mkdir -p "$results"
+  # shellcheck disable=SC2034  # read by the sourcing job script
+  slurm_report="$results/accept-${SLURM_JOB_ID:-local}-$node.json"
+  slurm_work=$(mktemp -d)
+  trap 'rm -rf "$slurm_work"' EXIT
+}

@@ -8,12 +8,9 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/job-lib.sh"
 
 level=${1:-standard}
-results=${GPUACCEPT_RESULTS:-results}
-node=${SLURMD_NODENAME:-$(hostname -s)}
-report="$results/accept-${SLURM_JOB_ID:-local}-$node.json"
-mkdir -p "$results"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+gpuaccept_slurm_paths
+report=$slurm_report
+work=$slurm_work
 status=0
 if gpuaccept_activate; then
   # The GPU count to expect comes from $SLURM_GPUS_ON_NODE; history is imported from results/.

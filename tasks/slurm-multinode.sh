@@ -10,12 +10,9 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/job-lib.sh"
 
 level=${1:-standard}
-results=${GPUACCEPT_RESULTS:-results}
-node=${SLURMD_NODENAME:-$(hostname -s)}
-report="$results/accept-${SLURM_JOB_ID:-local}-$node.json"
-mkdir -p "$results"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+gpuaccept_slurm_paths
+report=$slurm_report
+work=$slurm_work
 nproc=${GPUACCEPT_NPROC:-${SLURM_GPUS_ON_NODE:-2}}
 extra=()
 if [[ "${GPUACCEPT_PAIRWISE:-0}" == 1 ]]; then
@@ -23,7 +20,7 @@ if [[ "${GPUACCEPT_PAIRWISE:-0}" == 1 ]]; then
 fi
 status=0
 if gpuaccept_activate; then
-  GPUACCEPT_NODE_NAME="$node" torchrun --nnodes="${SLURM_JOB_NUM_NODES:-1}" \
+  GPUACCEPT_NODE_NAME="${SLURMD_NODENAME:-$(hostname -s)}" torchrun --nnodes="${SLURM_JOB_NUM_NODES:-1}" \
     --nproc-per-node="$nproc" --rdzv-backend=c10d \
     --rdzv-endpoint="${GPUACCEPT_RDZV_ENDPOINT:?set by accept-multinode.sbatch}" \
     --rdzv-id="${SLURM_JOB_ID:-gpuaccept}" --no-python \
