@@ -113,37 +113,67 @@ def test_scheduler_assignment_is_expected_without_a_flag() -> None:
     assert "expected 2 GPU(s) (HTCondor _CONDOR_AssignedGPUs)" in done.stdout
 
 
+def _filled(args: list[str], tmp_path: Path) -> list[str]:
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[models.cpu\n")
+    a_file = tmp_path / "plain-file"
+    a_file.write_text("")
+    return [
+        arg.format(bad=bad, missing=tmp_path / "absent.toml", file=a_file, tmp=tmp_path)
+        for arg in args
+    ]
+
+
 @pytest.mark.parametrize(
     ("args", "code", "text"),
     [
         (["--baseline", "{bad}"], 2, "not valid TOML"),
         (["--baseline", "{missing}"], 2, "no such file"),
-        (["--level", "medium"], 2, "Invalid value for '--level': 'medium' is not one of"),
-        (["--check-timeout", "inf"], 2, "must be a finite number of seconds"),
         (["--only", "inventory", "--skip", "inventory"], 2, "no check left to run"),
         (["--junit", "{file}/sub.xml"], 2, "a parent of it is a file"),
         (["--record-baseline", "{tmp}"], 2, "is a directory"),
         (["--only", "gemm"], 2, "--only: unknown check gemm"),
-        (["--device", "cuda"], 3, "--device cuda asked for"),
         (["--report-dir", "{file}/sub"], 2, "--report-dir"),
-        (["--dcgm", "7"], 2, "Invalid value for '--dcgm'"),
-        (["--min-busbw", "-5"], 2, "Invalid value for '--min-busbw'"),
     ],
 )
 def test_bad_input_exits_with_one_line_and_no_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], code: int, text: str
+) -> None:
+    # in this process: these refusals need no fresh interpreter (7 of them would cost about
+    # 15 s of start-up), and the error edge is the same root group as the console script's
+    from typer.testing import CliRunner
+
+    from gpuaccept.cli import app
+
+    for name in ("CUDA_VISIBLE_DEVICES", "SLURM_GPUS_ON_NODE", "_CONDOR_AssignedGPUs"):
+        monkeypatch.delenv(name, raising=False)
+    done = CliRunner().invoke(app, ["accept", *_filled(args, tmp_path)])
+    assert done.exit_code == code, done.output
+    assert done.stdout == ""  # refused before any check ran
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("gpuaccept: error: ")
+    assert text in lines[0]
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "text"),
+    [
+        (["--level", "medium"], 2, "Invalid value for '--level': 'medium' is not one of"),
+        (["--check-timeout", "inf"], 2, "must be a finite number of seconds"),
+        (["--dcgm", "7"], 2, "Invalid value for '--dcgm'"),
+        (["--min-busbw", "-5"], 2, "Invalid value for '--min-busbw'"),
+        (["--device", "cuda"], 3, "--device cuda asked for"),
+    ],
+)
+def test_bad_option_values_exit_with_one_line_and_no_traceback(
     tmp_path: Path, args: list[str], code: int, text: str
 ) -> None:
-    bad = tmp_path / "bad.toml"
-    bad.write_text("[models.cpu\n")
-    a_file = tmp_path / "plain-file"
-    a_file.write_text("")
-    filled = [
-        arg.format(bad=bad, missing=tmp_path / "absent.toml", file=a_file, tmp=tmp_path)
-        for arg in args
-    ]
-    done = accept(*filled)
+    # the console script: click's own refusals are turned into one line by its entry point; a
+    # fresh interpreter is what sees no GPU on any machine (NO_GPU_ENV)
+    done = accept(*_filled(args, tmp_path), extra_env=NO_GPU_ENV)
     assert done.returncode == code, done.stdout + done.stderr
-    assert done.stdout == ""  # refused before any check ran
+    assert done.stdout == ""
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1
     assert text in lines[0]
