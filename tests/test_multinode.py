@@ -5,6 +5,7 @@ made to corrupt data through a sitecustomize on its PYTHONPATH (tests/multinode_
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -32,8 +33,13 @@ def run_nodes(
     ranks: int,
     args: list[str],
     faults: dict[str, str] | None = None,
+    level: str = "quick",
+    stop_after: str | None = None,
 ) -> dict[str, tuple[int, str, RunReport]]:
-    """Start one torchrun agent per stand-in node; (exit code, output, report) per node."""
+    """Start one torchrun agent per stand-in node; (exit code, output, report) per node.
+
+    `stop_after`: once the first node prints a line containing it, every agent gets SIGTERM,
+    as a scheduler's eviction sends it."""
     port = _free_port()
     torchrun = str(Path(sys.executable).parent / "torchrun")
     processes = {}
@@ -57,7 +63,7 @@ def run_nodes(
             "--device",
             "cpu",
             "--level",
-            "quick",
+            level,
             "--no-history",
             "--report-dir",
             str(tmp_path / name),
@@ -66,9 +72,20 @@ def run_nodes(
         processes[name] = subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
         )
+    seen = ""
+    if stop_after is not None:
+        first = processes[names[0]]
+        assert first.stdout is not None
+        for line in first.stdout:
+            seen += line
+            if stop_after in line:
+                break
+        for process in processes.values():
+            process.send_signal(signal.SIGTERM)
     outcomes = {}
     for name, process in processes.items():
         output, _ = process.communicate(timeout=240)
+        output = (seen if name == names[0] else "") + output
         reports = sorted((tmp_path / name).glob("*.json"))
         assert len(reports) == 1, f"{name}: {reports}\n{output}"
         outcomes[name] = (
@@ -123,6 +140,30 @@ def test_pairwise_names_the_slow_node(tmp_path: Path) -> None:
         assert pairwise.status is Status.FAIL
         assert pairwise.message.startswith("node-c is slow: median pair busbw")
         assert len(pairwise.details["rows"]) == 6  # every pair of 4 nodes once
+
+
+def test_an_eviction_mid_check_still_writes_every_node_report(tmp_path: Path) -> None:
+    """SIGTERM to every agent while the checks run: each node's report keeps what finished, the
+    check under way is ERROR with the reason and the rest are listed as not run."""
+    nodes = run_nodes(
+        tmp_path,
+        ["node-a", "node-b"],
+        1,
+        ["--only", "compute", "--only", "ddp", "--only", "events"],
+        level="standard",
+        stop_after="[COMPUTE]",
+    )
+    for _, output, report in nodes.values():
+        assert [c.name for c in report.checks] == ["compute", "ddp", "events"], output
+        # the signal reaches each node wherever it is: one check under way, none after it run
+        # (or, when its peer stopped first and broke the group under it, says that)
+        (stopped,) = [i for i, c in enumerate(report.checks) if c.status is Status.ERROR]
+        why = report.checks[stopped].message
+        assert why == "interrupted by SIGTERM" or why.startswith("a peer rank stopped:"), output
+        for later in report.checks[stopped + 1 :]:
+            assert (later.status, later.message) == (Status.SKIP, f"not run: {why}")
+    # the first node had printed compute's verdict when the signal was sent
+    assert nodes["node-a"][2].checks[0].status is not Status.ERROR
 
 
 def test_pairwise_outside_a_launch_is_refused(tmp_path: Path) -> None:

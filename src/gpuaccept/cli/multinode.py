@@ -7,6 +7,7 @@ launcher's exit status fails when any node failed.
 
 from __future__ import annotations
 
+import signal
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -15,6 +16,8 @@ from typing import TYPE_CHECKING
 import typer
 
 from gpuaccept.cli.recording import record_run
+from gpuaccept.cli.signals import interrupts_as_exceptions
+from gpuaccept.errors import Interrupted
 
 if TYPE_CHECKING:
     from gpuaccept.probe.hardware import ExpectedGpus
@@ -43,7 +46,7 @@ def accept_across_nodes(
     from gpuaccept.record.environment import capture_environment
     from gpuaccept.report.console import environment_line, result_line
     from gpuaccept.suite import level_settings
-    from gpuaccept.suite.multinode import MultiNodeRun
+    from gpuaccept.suite.multinode import MultiNodeRun, PeerLost
 
     mode = resolve_device_mode(device)
     if mode == "cuda" and launch.local_rank >= len(list_cuda_gpus()):
@@ -76,23 +79,44 @@ def accept_across_nodes(
                 "it is NOT a GPU acceptance."
             )
     run.start()
+    interrupted: Interrupted | None = None
+    lost: PeerLost | None = None
     try:
-        for spec in specs:
-            if spec.final and pairwise:
-                run.run_pairwise()
-            run.run_check(spec)
-        if pairwise and not any(spec.final for spec in specs):
-            run.run_pairwise()
-        passed = True
-        if leader:
-            report = run.report(started, clock, environment)
-            if report_dir is not None:
-                from gpuaccept.report.json_report import write_json_report
+        with interrupts_as_exceptions():
+            try:
+                for spec in specs:
+                    if spec.final and pairwise:
+                        run.run_pairwise()
+                    run.run_check(spec)
+                if pairwise and not any(spec.final for spec in specs):
+                    run.run_pairwise()
+            except KeyboardInterrupt:
+                raise Interrupted(signal.SIGINT) from None
+    except Interrupted as error:
+        # eviction or Ctrl-C: the peers are stopping too, so no collective can be trusted now;
+        # each node writes what it has and the checks it did not finish say why
+        interrupted = error
+        run.interrupted(specs, str(error))
+    except PeerLost as error:
+        # a peer stopped first (its signal came earlier, or it crashed): the same, and the
+        # verdict is a failure, since this node could not be judged to the end
+        lost = error
+        run.interrupted(specs, f"a peer rank stopped: {error}")
+    passed = True
+    if leader:
+        report = run.report(started, clock, environment)
+        if report_dir is not None:
+            from gpuaccept.report.json_report import write_json_report
 
-                typer.echo(f"[REPORT] {write_json_report(report, report_dir)}")
-            record_run(report, history_path)
-            typer.echo(f"[{launch.node_name}] {result_line(report)}")
-            passed = report.passed and report.judged
+            typer.echo(f"[REPORT] {write_json_report(report, report_dir)}")
+        record_run(report, history_path)
+        why = str(interrupted) if interrupted is not None else None
+        typer.echo(f"[{launch.node_name}] {result_line(report, interrupted=why)}")
+        passed = report.passed and report.judged
+    if interrupted is not None or lost is not None:
+        run.close(abandon=True)
+        raise typer.Exit(interrupted.exit_code if interrupted is not None else 1)
+    try:
         verdicts = run.node_verdicts(passed if leader else None)
         run.barrier()  # every node's report is written before any rank leaves
     finally:

@@ -20,12 +20,13 @@ import socket
 import statistics
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
 from gpuaccept.checks.context import CheckContext, RanksOutcome
-from gpuaccept.errors import InputError
+from gpuaccept.errors import InputError, Interrupted
 from gpuaccept.probe.nvml_events import GpuEvent
 from gpuaccept.results import CheckResult, RunReport, Status
 from gpuaccept.suite.runner import merge_device_results
@@ -36,6 +37,21 @@ NODE_NAME_ENV = "GPUACCEPT_NODE_NAME"
 # A pair's all-reduce below this share of the median over all pairs marks it slow (the
 # NCCL_TESTS_MIN_BW tolerance, applied to the fleet's own median).
 PAIR_TOLERANCE = 0.9
+
+
+class PeerLost(Exception):
+    """The control group broke: another rank stopped (evicted, crashed) in the middle of a run."""
+
+
+@contextmanager
+def _control_plane() -> Iterator[None]:
+    """A collective of the control group that fails means a peer is gone, not a bad check."""
+    try:
+        yield
+    except Interrupted:
+        raise
+    except Exception as error:
+        raise PeerLost(f"{type(error).__name__}: {str(error).splitlines()[0][:200]}") from None
 
 
 @dataclass(frozen=True)
@@ -126,6 +142,8 @@ def _run_check(spec: CheckSpec, target: Callable[..., Any], *args: Any) -> Check
     started = time.monotonic()
     try:
         result: CheckResult = target(*args)
+    except Interrupted:
+        raise  # the run stops; it is not this check's failure
     except Exception as error:
         return CheckResult(
             name=spec.name,
@@ -209,19 +227,36 @@ class MultiNodeRun:
         if self._watcher is not None:
             self._watcher.start()
 
-    def close(self) -> None:
+    def close(self, *, abandon: bool = False) -> None:
+        """Stop watching and leave the process groups; `abandon` after an interruption, when a
+        peer may be gone mid-collective and an orderly teardown could wait for it."""
         import torch.distributed as dist
 
         if self._watcher is not None:
             self._watcher.stop()
-        if dist.is_initialized():
+        if dist.is_initialized() and not abandon:
             dist.destroy_process_group()
+
+    def interrupted(self, specs: list[CheckSpec], why: str) -> None:
+        """The checks not recorded yet: the one under way is ERROR, the rest were not run."""
+        done = {result.name for result in self.node_results}
+        current = True
+        for spec in specs:
+            if spec.name in done:
+                continue
+            status, message = (Status.ERROR, why) if current else (Status.SKIP, f"not run: {why}")
+            current = False
+            if self.launch.local_rank == 0:
+                self.node_results.append(
+                    CheckResult(name=spec.name, area=spec.area, status=status, message=message)
+                )
 
     def _share(self, share: _Share) -> list[_Share]:
         import torch.distributed as dist
 
         gathered: list[Any] = [None] * self.launch.world
-        dist.all_gather_object(gathered, share, self._control)
+        with _control_plane():
+            dist.all_gather_object(gathered, share, self._control)
         return sorted(gathered, key=lambda s: s.rank)
 
     def node_verdicts(self, passed: bool | None) -> dict[int, bool]:
@@ -229,13 +264,15 @@ class MultiNodeRun:
         import torch.distributed as dist
 
         said: list[Any] = [None] * self.launch.world
-        dist.all_gather_object(said, (self.launch.node_rank, passed), self._control)
+        with _control_plane():
+            dist.all_gather_object(said, (self.launch.node_rank, passed), self._control)
         return {node: verdict for node, verdict in said if verdict is not None}
 
     def barrier(self) -> None:
         import torch.distributed as dist
 
-        dist.barrier(self._control)
+        with _control_plane():
+            dist.barrier(self._control)
 
     # --- checks ---------------------------------------------------------------------------
     def _drain(self) -> tuple[GpuEvent, ...]:
@@ -307,6 +344,8 @@ class MultiNodeRun:
                 resolve_target(spec.target)(self.launch.rank, self.launch.world, context),
                 True,
             )
+        except Interrupted:
+            raise
         except Exception as error:
             value, ok = _error_text(error), False
         shares = self._share(replace(me, ok=ok, value=value, events=self._drain()))
@@ -314,7 +353,8 @@ class MultiNodeRun:
         result: list[Any] = [None]
         if self.launch.rank == 0:
             result[0] = self._conclude(spec, context, shares, started)
-        dist.broadcast_object_list(result, src=0, group=self._control)
+        with _control_plane():
+            dist.broadcast_object_list(result, src=0, group=self._control)
         if self.launch.local_rank != 0:
             return
         concluded: CheckResult = result[0]
@@ -386,6 +426,8 @@ class MultiNodeRun:
                     ranks.index(launch.rank), len(ranks), allreduce_spec(context), group=group
                 )
                 figures[mine] = figure
+            except Interrupted:
+                raise
             except Exception as error:
                 figures[mine] = _error_text(error)
         shares = self._share(
