@@ -164,7 +164,12 @@ def accept(
         resolve_device_mode,
     )
     from gpuaccept.record.environment import capture_environment
-    from gpuaccept.report.console import environment_line, result_line, summary_table
+    from gpuaccept.report.console import (
+        CPU_MODE_LINE,
+        environment_line,
+        result_line,
+        summary_table,
+    )
     from gpuaccept.suite import DEFAULT_TIMEOUT_SECONDS, level_settings, run_acceptance
 
     expected = (
@@ -204,10 +209,7 @@ def accept(
         environment = capture_environment()
         typer.echo(environment_line(f"gpuaccept accept --level {level.value}", environment))
         if mode == "cpu":
-            typer.echo(
-                "[ENV] CPU mode: the checks run their CPU twins. This exercises the code, "
-                "it is NOT a GPU acceptance."
-            )
+            typer.echo(CPU_MODE_LINE)
         timeout = check_timeout or DEFAULT_TIMEOUT_SECONDS[level.value]
         runs = baseline_runs if record_baseline else 1
         reports: list[RunReport] = []

@@ -44,7 +44,7 @@ def accept_across_nodes(
     from gpuaccept.errors import EnvironmentProblem
     from gpuaccept.probe.hardware import list_cuda_gpus, resolve_device_mode
     from gpuaccept.record.environment import capture_environment
-    from gpuaccept.report.console import environment_line, result_line
+    from gpuaccept.report.console import CPU_MODE_LINE, environment_line, result_line
     from gpuaccept.suite import level_settings
     from gpuaccept.suite.multinode import MultiNodeRun, PeerLost
 
@@ -74,10 +74,7 @@ def accept_across_nodes(
         )
         typer.echo(environment_line(f"gpuaccept accept --level {level} ({where})", environment))
         if mode == "cpu":
-            typer.echo(
-                "[ENV] CPU mode: the checks run their CPU twins. This exercises the code, "
-                "it is NOT a GPU acceptance."
-            )
+            typer.echo(CPU_MODE_LINE)
     run.start()
     interrupted: Interrupted | None = None
     lost: PeerLost | None = None

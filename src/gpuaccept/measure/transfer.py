@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from functools import partial
 
@@ -97,8 +98,6 @@ def measure_host_pair(nbytes: int, warmup: int, repeats: int) -> PeerFigure:
 def keep_copying(device: torch.device, nbytes: int, seconds: float) -> int:
     """Copy host-to-device and back for `seconds`, so that the PCIe link is sampled while it
     carries data (the timed copies can be over in a tenth of a second); the copies made."""
-    import time
-
     if device.type != "cuda":
         return 0
     host = torch.ones(nbytes, dtype=torch.uint8).pin_memory()

@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuaccept.probe.nvml_health import read_throttle_mask, throttle_labels
+from gpuaccept.probe.nvml_health import read_or_none, read_throttle_mask, throttle_labels
 
 SAMPLE_PERIOD_SECONDS = 0.1
 _MAX_SAMPLES = 20_000  # 33 minutes at 10 Hz: a longer phase keeps its first samples only
@@ -39,18 +39,11 @@ class LoadTrace:
     problem: str | None = None
 
 
-def _read(call: Any, *args: Any) -> Any:
-    try:
-        return call(*args)
-    except Exception:
-        return None
-
-
 def take_sample(nvml: Any, handle: Any, seconds: float) -> LoadSample:
-    power = _read(nvml.nvmlDeviceGetPowerUsage, handle)  # milliwatts
-    limit = _read(nvml.nvmlDeviceGetEnforcedPowerLimit, handle)
-    temperature = _read(nvml.nvmlDeviceGetTemperature, handle, nvml.NVML_TEMPERATURE_GPU)
-    clock = _read(nvml.nvmlDeviceGetClockInfo, handle, nvml.NVML_CLOCK_SM)
+    power = read_or_none(nvml.nvmlDeviceGetPowerUsage, handle)  # milliwatts
+    limit = read_or_none(nvml.nvmlDeviceGetEnforcedPowerLimit, handle)
+    temperature = read_or_none(nvml.nvmlDeviceGetTemperature, handle, nvml.NVML_TEMPERATURE_GPU)
+    clock = read_or_none(nvml.nvmlDeviceGetClockInfo, handle, nvml.NVML_CLOCK_SM)
     return LoadSample(
         seconds=round(seconds, 3),
         power_w=power / 1000 if power is not None else None,
@@ -58,9 +51,9 @@ def take_sample(nvml: Any, handle: Any, seconds: float) -> LoadSample:
         temperature_c=float(temperature) if temperature is not None else None,
         sm_clock_mhz=float(clock) if clock is not None else None,
         reasons=tuple(throttle_labels(nvml, read_throttle_mask(nvml, handle))),
-        pcie_gen=_read(nvml.nvmlDeviceGetCurrPcieLinkGeneration, handle),
-        pcie_width=_read(nvml.nvmlDeviceGetCurrPcieLinkWidth, handle),
-        pcie_replays=_read(nvml.nvmlDeviceGetPcieReplayCounter, handle),
+        pcie_gen=read_or_none(nvml.nvmlDeviceGetCurrPcieLinkGeneration, handle),
+        pcie_width=read_or_none(nvml.nvmlDeviceGetCurrPcieLinkWidth, handle),
+        pcie_replays=read_or_none(nvml.nvmlDeviceGetPcieReplayCounter, handle),
     )
 
 
@@ -78,7 +71,7 @@ class LoadSampler:
         self.trace = LoadTrace()
 
     def __enter__(self) -> LoadSampler:
-        maximum = _read(
+        maximum = read_or_none(
             self._nvml.nvmlDeviceGetMaxClockInfo, self._handle, self._nvml.NVML_CLOCK_SM
         )
         self.trace.sm_clock_max_mhz = float(maximum) if maximum is not None else None

@@ -90,7 +90,8 @@ class GpuNotFound(Exception):
         self.lost = lost
 
 
-def _safe(call: Any, *args: Any) -> Any:
+def read_or_none(call: Any, *args: Any) -> Any:
+    """An NVML reading, or None where the board does not report it (or the call fails)."""
     try:
         return call(*args)
     except Exception:
@@ -162,7 +163,7 @@ def read_throttle_mask(nvml: Any, handle: Any) -> int | None:
     ):
         call = getattr(nvml, name, None)
         if call is not None:
-            value = _safe(call, handle)
+            value = read_or_none(call, handle)
             if value is not None:
                 return int(value)
     return None
@@ -179,7 +180,7 @@ def _ecc_by_location(nvml: Any, handle: Any) -> dict[str, int]:
                 ("dram", "NVML_MEMORY_LOCATION_DRAM"),
                 ("sram", "NVML_MEMORY_LOCATION_SRAM"),
             ):
-                value = _safe(
+                value = read_or_none(
                     nvml.nvmlDeviceGetMemoryErrorCounter,
                     handle,
                     getattr(nvml, error_type),
@@ -195,12 +196,14 @@ def read_nvlinks(nvml: Any, handle: Any) -> list[NvLink]:
     """Every link NVML reports for the GPU (none on a board without NVLink)."""
     links = []
     for link in range(int(getattr(nvml, "NVML_NVLINK_MAX_LINKS", 18))):
-        state = _safe(nvml.nvmlDeviceGetNvLinkState, handle, link)
+        state = read_or_none(nvml.nvmlDeviceGetNvLinkState, handle, link)
         if state is None:
             continue
 
         def counter(name: str, link: int = link) -> int | None:
-            value = _safe(nvml.nvmlDeviceGetNvLinkErrorCounter, handle, link, getattr(nvml, name))
+            value = read_or_none(
+                nvml.nvmlDeviceGetNvLinkErrorCounter, handle, link, getattr(nvml, name)
+            )
             return int(value) if value is not None else None
 
         flit, data = (
@@ -212,7 +215,7 @@ def read_nvlinks(nvml: Any, handle: Any) -> list[NvLink]:
             NvLink(
                 link=link,
                 active=bool(state),
-                version=_safe(nvml.nvmlDeviceGetNvLinkVersion, handle, link),
+                version=read_or_none(nvml.nvmlDeviceGetNvLinkVersion, handle, link),
                 crc_errors=crc,
                 replay_errors=counter("NVML_NVLINK_ERROR_DL_REPLAY"),
                 recovery_errors=counter("NVML_NVLINK_ERROR_DL_RECOVERY"),
@@ -240,7 +243,7 @@ def read_fabric(nvml: Any, handle: Any) -> Fabric | None:
 
 def read_counters(nvml: Any, handle: Any, uuid: str, index: int | None = None) -> ErrorCounters:
     def ecc(kind: str) -> int | None:
-        value = _safe(
+        value = read_or_none(
             nvml.nvmlDeviceGetTotalEccErrors,
             handle,
             getattr(nvml, kind),
@@ -248,13 +251,13 @@ def read_counters(nvml: Any, handle: Any, uuid: str, index: int | None = None) -
         )
         return int(value) if value is not None else None
 
-    replays = _safe(nvml.nvmlDeviceGetPcieReplayCounter, handle)
+    replays = read_or_none(nvml.nvmlDeviceGetPcieReplayCounter, handle)
     return ErrorCounters(
         uuid=uuid,
         index=index,
         pcie_replays=int(replays) if replays is not None else None,
-        pcie_gen_max=_safe(nvml.nvmlDeviceGetGpuMaxPcieLinkGeneration, handle),
-        pcie_width_max=_safe(nvml.nvmlDeviceGetMaxPcieLinkWidth, handle),
+        pcie_gen_max=read_or_none(nvml.nvmlDeviceGetGpuMaxPcieLinkGeneration, handle),
+        pcie_width_max=read_or_none(nvml.nvmlDeviceGetMaxPcieLinkWidth, handle),
         ecc_corrected_volatile=ecc("NVML_MEMORY_ERROR_TYPE_CORRECTED"),
         ecc_uncorrected_volatile=ecc("NVML_MEMORY_ERROR_TYPE_UNCORRECTED"),
         nvlink={
@@ -267,7 +270,7 @@ def read_counters(nvml: Any, handle: Any, uuid: str, index: int | None = None) -
 def read_all_counters(nvml: Any) -> tuple[list[ErrorCounters], list[str]]:
     """Counters of every GPU NVML lists; (counters, the GPUs that could not be read, and why)."""
     counters, problems = [], []
-    count = _safe(nvml.nvmlDeviceGetCount) or 0
+    count = read_or_none(nvml.nvmlDeviceGetCount) or 0
     for index in range(int(count)):
         try:
             handle = nvml.nvmlDeviceGetHandleByIndex(index)
@@ -305,33 +308,33 @@ def read_gpu_health(nvml: Any, index: int, uuid: str | None = None) -> GpuHealth
     Raises GpuNotFound when NVML cannot reach it (lost, or a UUID NVML does not know).
     """
     handle, mig_instance = find_gpu(nvml, index, uuid)
-    name = _safe(nvml.nvmlDeviceGetName, handle) or f"GPU {index}"
-    ecc_total = _safe(
+    name = read_or_none(nvml.nvmlDeviceGetName, handle) or f"GPU {index}"
+    ecc_total = read_or_none(
         nvml.nvmlDeviceGetTotalEccErrors,
         handle,
         nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
         nvml.NVML_VOLATILE_ECC,
     )
-    pending = _safe(nvml.nvmlDeviceGetRetiredPagesPendingStatus, handle)
-    sbe = _safe(
+    pending = read_or_none(nvml.nvmlDeviceGetRetiredPagesPendingStatus, handle)
+    sbe = read_or_none(
         nvml.nvmlDeviceGetRetiredPages,
         handle,
         getattr(nvml, "NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS", 0),
     )
-    dbe = _safe(
+    dbe = read_or_none(
         nvml.nvmlDeviceGetRetiredPages,
         handle,
         getattr(nvml, "NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR", 1),
     )
-    remap = _safe(nvml.nvmlDeviceGetRemappedRows, handle)  # (corr, uncorr, pending, failure)
-    persistence = _safe(nvml.nvmlDeviceGetPersistenceMode, handle)
-    pci = _safe(nvml.nvmlDeviceGetPciInfo, handle)
-    mig = _safe(nvml.nvmlDeviceGetMigMode, handle)
-    replays = _safe(nvml.nvmlDeviceGetPcieReplayCounter, handle)
+    remap = read_or_none(nvml.nvmlDeviceGetRemappedRows, handle)  # (corr, uncorr, pending, failure)
+    persistence = read_or_none(nvml.nvmlDeviceGetPersistenceMode, handle)
+    pci = read_or_none(nvml.nvmlDeviceGetPciInfo, handle)
+    mig = read_or_none(nvml.nvmlDeviceGetMigMode, handle)
+    replays = read_or_none(nvml.nvmlDeviceGetPcieReplayCounter, handle)
     return GpuHealth(
         index=index,
         name=_text(name),
-        uuid=_text(_safe(nvml.nvmlDeviceGetUUID, handle) or uuid),
+        uuid=_text(read_or_none(nvml.nvmlDeviceGetUUID, handle) or uuid),
         pci_device_id=int(pci.pciDeviceId) if pci is not None else None,
         ecc_uncorrectable_volatile=int(ecc_total) if ecc_total is not None else None,
         ecc=_ecc_by_location(nvml, handle),
@@ -343,11 +346,11 @@ def read_gpu_health(nvml: Any, index: int, uuid: str | None = None) -> GpuHealth
         remapped_rows_correctable=int(remap[0]) if remap is not None else None,
         remapped_rows_uncorrectable=int(remap[1]) if remap is not None else None,
         throttle_reasons=throttle_labels(nvml, read_throttle_mask(nvml, handle)),
-        pcie_gen_current=_safe(nvml.nvmlDeviceGetCurrPcieLinkGeneration, handle),
-        pcie_gen_max_gpu=_safe(nvml.nvmlDeviceGetGpuMaxPcieLinkGeneration, handle),
-        pcie_gen_max_system=_safe(nvml.nvmlDeviceGetMaxPcieLinkGeneration, handle),
-        pcie_width_current=_safe(nvml.nvmlDeviceGetCurrPcieLinkWidth, handle),
-        pcie_width_max=_safe(nvml.nvmlDeviceGetMaxPcieLinkWidth, handle),
+        pcie_gen_current=read_or_none(nvml.nvmlDeviceGetCurrPcieLinkGeneration, handle),
+        pcie_gen_max_gpu=read_or_none(nvml.nvmlDeviceGetGpuMaxPcieLinkGeneration, handle),
+        pcie_gen_max_system=read_or_none(nvml.nvmlDeviceGetMaxPcieLinkGeneration, handle),
+        pcie_width_current=read_or_none(nvml.nvmlDeviceGetCurrPcieLinkWidth, handle),
+        pcie_width_max=read_or_none(nvml.nvmlDeviceGetMaxPcieLinkWidth, handle),
         pcie_replays=int(replays) if replays is not None else None,
         persistence_mode=bool(persistence) if persistence is not None else None,
         nvlinks=read_nvlinks(nvml, handle),

@@ -25,6 +25,13 @@ def check_line(check: CheckResult) -> str:
     )
 
 
+# A CPU run exercises the code; it must never read as a GPU acceptance.
+CPU_MODE_LINE = (
+    "[ENV] CPU mode: the checks run their CPU twins. This exercises the code, "
+    "it is NOT a GPU acceptance."
+)
+
+
 def environment_line(what: str, environment: dict[str, Any]) -> str:
     """`[ENV] <what>: torch 2.x (CUDA 12.9), 8 GPU(s) NVIDIA H100 80GB HBM3`."""
     torch_info = environment.get("torch") or {}

@@ -19,7 +19,6 @@ import os
 import socket
 import statistics
 import time
-import traceback
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -31,7 +30,7 @@ from gpuaccept.probe.nvml_events import GpuEvent
 from gpuaccept.results import CheckResult, RunReport, Status
 from gpuaccept.suite.runner import merge_device_results
 from gpuaccept.suite.selection import CheckSpec
-from gpuaccept.suite.worker import resolve_target
+from gpuaccept.suite.worker import error_text, resolve_target
 
 NODE_NAME_ENV = "GPUACCEPT_NODE_NAME"
 # A pair's all-reduce below this share of the median over all pairs marks it slow (the
@@ -132,12 +131,6 @@ def detect_launch(environ: Mapping[str, str] | None = None) -> Launch | None:
     return None
 
 
-def _error_text(error: BaseException) -> str:
-    last = traceback.extract_tb(error.__traceback__)[-1:]
-    where = f" at {os.path.basename(last[0].filename)}:{last[0].lineno}" if last else ""
-    return f"{type(error).__name__}: {error}{where}"
-
-
 def _run_check(spec: CheckSpec, target: Callable[..., Any], *args: Any) -> CheckResult:
     started = time.monotonic()
     try:
@@ -149,7 +142,7 @@ def _run_check(spec: CheckSpec, target: Callable[..., Any], *args: Any) -> Check
             name=spec.name,
             area=spec.area,
             status=Status.ERROR,
-            message=f"the check raised {_error_text(error)}",
+            message=f"the check raised {error_text(error)}",
             duration_seconds=time.monotonic() - started,
         )
     return result.model_copy(update={"duration_seconds": time.monotonic() - started})
@@ -347,7 +340,7 @@ class MultiNodeRun:
         except Interrupted:
             raise
         except Exception as error:
-            value, ok = _error_text(error), False
+            value, ok = error_text(error), False
         shares = self._share(replace(me, ok=ok, value=value, events=self._drain()))
         self._keep_events(shares)
         result: list[Any] = [None]
@@ -429,7 +422,7 @@ class MultiNodeRun:
             except Interrupted:
                 raise
             except Exception as error:
-                figures[mine] = _error_text(error)
+                figures[mine] = error_text(error)
         shares = self._share(
             _Share(
                 rank=launch.rank,

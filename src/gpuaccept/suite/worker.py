@@ -78,7 +78,8 @@ def die_with_parent() -> None:
         libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
 
 
-def _error_text(error: BaseException) -> str:
+def error_text(error: BaseException) -> str:
+    """`TypeName: message at file.py:line`, for a check's ERROR."""
     last = traceback.extract_tb(error.__traceback__)[-1:]
     where = f" at {Path(last[0].filename).name}:{last[0].lineno}" if last else ""
     return f"{type(error).__name__}: {error}{where}"
@@ -152,7 +153,7 @@ def worker_main(connection: Any, spec: WorkerSpec) -> None:
                 value = resolve_target(job.target)(*job.arguments)
             reply = Reply(True, value, time.monotonic() - started)
         except BaseException as error:
-            reply = Reply(False, _error_text(error), time.monotonic() - started)
+            reply = Reply(False, error_text(error), time.monotonic() - started)
         if watcher is not None:
             watcher.during = None
         events = watcher.drain() if watcher is not None else []
