@@ -4,6 +4,8 @@
 # Each node's report goes to $GPUACCEPT_RESULTS (default results/) as accept-JOBID-NODE.json.
 # GPUACCEPT_NPROC: ranks per node (default: the GPUs Slurm gave, else 2 CPU twins);
 # GPUACCEPT_PAIRWISE=1 adds the pair-wise all-reduce that names a slow node.
+# GPUACCEPT_LOCAL_ADDR: the address the other nodes reach this one at (torchrun --local-addr),
+# where the hostname resolves to the wrong network or not at all; default: torchrun's lookup.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=job-lib.sh
@@ -18,12 +20,16 @@ extra=()
 if [[ "${GPUACCEPT_PAIRWISE:-0}" == 1 ]]; then
   extra+=(--pairwise)
 fi
+local_addr=()
+if [[ -n "${GPUACCEPT_LOCAL_ADDR:-}" ]]; then
+  local_addr=(--local-addr "$GPUACCEPT_LOCAL_ADDR")
+fi
 status=0
 if gpuaccept_activate; then
   GPUACCEPT_NODE_NAME="${SLURMD_NODENAME:-$(hostname -s)}" torchrun --nnodes="${SLURM_JOB_NUM_NODES:-1}" \
     --nproc-per-node="$nproc" --rdzv-backend=c10d \
     --rdzv-endpoint="${GPUACCEPT_RDZV_ENDPOINT:?set by accept-multinode.sbatch}" \
-    --rdzv-id="${SLURM_JOB_ID:-gpuaccept}" --no-python \
+    --rdzv-id="${SLURM_JOB_ID:-gpuaccept}" "${local_addr[@]}" --no-python \
     gpuaccept accept --level "$level" --report-dir "$work" --no-history "${extra[@]}" ||
     status=$?
   gpuaccept_take_report "$work" "$report"
