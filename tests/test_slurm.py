@@ -22,6 +22,9 @@ from gpuaccept.results import RunReport, Status
 REPO = Path(__file__).resolve().parent.parent
 CLUSTER = REPO / "tests" / "slurm" / "cluster.sh"
 VENV_BIN = Path(sys.executable).parent
+# Every Slurm command is bounded: one that cannot reach its controller retries for seconds, and
+# unbounded waits once ran CI past its limit instead of failing.
+STEP_TIMEOUT = 30
 
 
 def _why_no_slurm() -> str | None:
@@ -43,9 +46,17 @@ def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     if why:
         pytest.skip(why)
     state = tmp_path_factory.mktemp("slurm")
-    started = subprocess.run(
-        ["bash", str(CLUSTER), "start", str(state)], capture_output=True, text=True, check=False
-    )
+    try:
+        started = subprocess.run(
+            ["bash", str(CLUSTER), "start", str(state)],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=STEP_TIMEOUT * 4,
+        )
+    except subprocess.TimeoutExpired:
+        subprocess.run(["bash", str(CLUSTER), "stop", str(state)], check=False, timeout=60)
+        pytest.skip(f"the one-node Slurm did not start within {STEP_TIMEOUT * 4} s")
     if started.returncode != 0:
         first = (started.stderr.strip().splitlines() or ["no output"])[-1]
         pytest.skip(f"the one-node Slurm did not start: {first}")
@@ -64,9 +75,23 @@ def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
         "PATH": f"{VENV_BIN}{os.pathsep}{env['PATH']}",
     }
     try:
+        _a_trivial_job_runs(env, state)
         yield env
     finally:
-        subprocess.run(["bash", str(CLUSTER), "stop", str(state)], check=False)
+        subprocess.run(["bash", str(CLUSTER), "stop", str(state)], check=False, timeout=60)
+
+
+def _a_trivial_job_runs(env: dict[str, str], state: Path) -> None:
+    """Skip, with slurmd's last words, where this Slurm cannot run even `true`: that is the
+    machine, not gpuaccept, and every test below would otherwise wait out its own timeout."""
+    job = sbatch(env, "--wrap=true")
+    try:
+        outcome = wait_for(env, job, timeout=60)
+    except AssertionError:
+        outcome = ("not finished in 60 s", "")
+    if outcome != ("COMPLETED", "0:0"):
+        log = (state / "slurmd.log").read_text(errors="replace").strip().splitlines()
+        pytest.skip(f"this Slurm cannot run a trivial job ({outcome[0]}): {log[-1:] or 'no log'}")
 
 
 def _node() -> str:
@@ -86,6 +111,7 @@ def sbatch(env: dict[str, str], *args: str, extra: dict[str, str] | None = None)
         text=True,
         check=True,
         env=env | (extra or {}),
+        timeout=STEP_TIMEOUT,
     )
     return done.stdout.strip().split(";")[0]
 
@@ -95,14 +121,18 @@ def wait_for(env: dict[str, str], job: str, timeout: float = 300) -> tuple[str, 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         shown = subprocess.run(
-            ["scontrol", "show", "job", job, "-o"], capture_output=True, text=True, env=env
+            ["scontrol", "show", "job", job, "-o"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=STEP_TIMEOUT,
         ).stdout
         fields = dict(f.split("=", 1) for f in shown.split() if "=" in f)
         state = fields.get("JobState", "")
         if state in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"):
             return state, fields.get("ExitCode", "")
         time.sleep(1)
-    subprocess.run(["scancel", job], env=env, check=False)
+    subprocess.run(["scancel", job], env=env, check=False, timeout=STEP_TIMEOUT)
     raise AssertionError(f"job {job} did not finish within {timeout:g} s")
 
 
@@ -134,6 +164,7 @@ def test_one_node_acceptance_job_and_history_import(slurm: dict[str, str], tmp_p
         capture_output=True,
         text=True,
         check=False,
+        timeout=120,
     )
     assert imported.returncode == 0, imported.stderr
     assert "imported 1 new run(s)" in imported.stdout
@@ -155,7 +186,12 @@ def test_multinode_job_runs_torchrun_under_srun(slurm: dict[str, str]) -> None:
         "--nodes=1",
         "slurm/accept-multinode.sbatch",
         "quick",
-        extra={"GPUACCEPT_NPROC": "2", "GPUACCEPT_RDZV_ENDPOINT": f"127.0.0.1:{_free_port()}"},
+        extra={
+            "GPUACCEPT_NPROC": "2",
+            "GPUACCEPT_RDZV_ENDPOINT": f"127.0.0.1:{_free_port()}",
+            # this machine's hostname need not resolve (CI's does not)
+            "GPUACCEPT_LOCAL_ADDR": "127.0.0.1",
+        },
     )
     assert wait_for(slurm, job) == ("COMPLETED", "0:0"), _out(slurm, job)
     report = _report(slurm, job)
@@ -186,6 +222,7 @@ def test_sweep_submits_one_job_per_node(slurm: dict[str, str], tmp_path: Path) -
         check=False,
         env=slurm,
         cwd=tmp_path,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr
     (line,) = done.stdout.splitlines()
@@ -205,7 +242,11 @@ def test_a_container_job_refuses_an_image_by_tag(slurm: dict[str, str]) -> None:
 
 def _node_state(env: dict[str, str]) -> tuple[str, str]:
     shown = subprocess.run(
-        ["sinfo", "-h", "-n", _node(), "-o", "%T|%E"], capture_output=True, text=True, env=env
+        ["sinfo", "-h", "-n", _node(), "-o", "%T|%E"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=STEP_TIMEOUT,
     ).stdout.strip()
     state, _, reason = shown.partition("|")
     return state, reason
@@ -222,6 +263,7 @@ def test_the_health_check_drains_a_failing_node_with_its_reason(slurm: dict[str,
         text=True,
         check=False,
         env=slurm | {"GPUACCEPT_HEALTHCHECK_ARGS": brief},
+        timeout=300,
     )
     assert passed.returncode == 0, passed.stdout + passed.stderr
     assert _node_state(slurm)[0] == "idle"  # a node that passes is left alone
@@ -232,6 +274,7 @@ def test_the_health_check_drains_a_failing_node_with_its_reason(slurm: dict[str,
             text=True,
             check=False,
             env=slurm | {"GPUACCEPT_HEALTHCHECK_ARGS": f"{brief} --expect-gpus 1"},
+            timeout=300,
         )
         assert failed.returncode == 1, failed.stdout + failed.stderr
         state, reason = _node_state(slurm)
@@ -239,7 +282,10 @@ def test_the_health_check_drains_a_failing_node_with_its_reason(slurm: dict[str,
         assert reason == "gpuaccept quick: inventory"
     finally:
         subprocess.run(
-            ["scontrol", "update", f"NodeName={_node()}", "State=RESUME"], env=slurm, check=False
+            ["scontrol", "update", f"NodeName={_node()}", "State=RESUME"],
+            env=slurm,
+            check=False,
+            timeout=STEP_TIMEOUT,
         )
     # resumed: idle again once slurmctld has heard from slurmd ("idle*" until then)
     deadline = time.monotonic() + 60

@@ -59,20 +59,24 @@ if [[ ! -S /run/munge/munge.socket.2 ]]; then
   fi
   chown -R munge:munge /etc/munge /run/munge /var/log/munge /var/lib/munge 2>/dev/null || true
   chmod 400 /etc/munge/munge.key
-  munged --force
+  munged --force </dev/null >>"$state/daemons.out" 2>&1
 fi
 
 export SLURM_CONF="$conf"
-slurmctld -f "$conf"
-slurmd -f "$conf"
-for _ in $(seq 100); do
-  if sinfo -h -n "$node" -o '%T' 2>/dev/null | grep -qx 'idle'; then
+# The daemons' own output goes to their log files: none may hold the caller's pipes open.
+slurmctld -f "$conf" </dev/null >>"$state/daemons.out" 2>&1
+slurmd -f "$conf" </dev/null >>"$state/daemons.out" 2>&1
+# A wall-clock deadline, each sinfo bounded too: a controller that cannot be reached makes every
+# call retry for seconds, and a count of tries alone once let this wait run for over an hour.
+deadline=$((SECONDS + 60))
+while ((SECONDS < deadline)); do
+  if timeout 10 sinfo -h -n "$node" -o '%T' 2>/dev/null | grep -qx 'idle'; then
     echo "SLURM_CONF=$conf"
     exit 0
   fi
   sleep 0.2
 done
-echo "cluster.sh: the node did not become idle; see $state/slurmctld.log and slurmd.log" >&2
-sinfo -N -l >&2 || true
+echo "cluster.sh: the node did not become idle within 60 s; see $state/slurmctld.log and slurmd.log" >&2
+timeout 10 sinfo -N -l >&2 || true
 stop
 exit 3
