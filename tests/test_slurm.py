@@ -25,6 +25,8 @@ VENV_BIN = Path(sys.executable).parent
 # Every Slurm command is bounded: one that cannot reach its controller retries for seconds, and
 # unbounded waits once ran CI past its limit instead of failing.
 STEP_TIMEOUT = 30
+# a job here takes 10-20 s; a test that waits longer than this has found a fault, not a slow job
+pytestmark = pytest.mark.timeout(240)
 
 
 def _why_no_slurm() -> str | None:
@@ -116,7 +118,7 @@ def sbatch(env: dict[str, str], *args: str, extra: dict[str, str] | None = None)
     return done.stdout.strip().split(";")[0]
 
 
-def wait_for(env: dict[str, str], job: str, timeout: float = 300) -> tuple[str, str]:
+def wait_for(env: dict[str, str], job: str, timeout: float = 180) -> tuple[str, str]:
     """(final state, exit code 'N:S') of a job, polled through scontrol."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

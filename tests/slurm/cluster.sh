@@ -37,7 +37,7 @@ case "$action" in
     ;;
 esac
 
-for tool in slurmctld slurmd munged sbatch scontrol sinfo; do
+for tool in slurmctld slurmd munged munge unmunge sbatch scontrol sinfo; do
   command -v "$tool" >/dev/null || { echo "cluster.sh: $tool is not installed" >&2; exit 3; }
 done
 [[ $(id -u) -eq 0 ]] || { echo "cluster.sh: must run as root (slurmd runs jobs as their users)" >&2; exit 3; }
@@ -50,8 +50,11 @@ sed -e "s|@NODE@|$node|g" -e "s|@STATE@|$state|g" -e "s|@CPUS@|$(nproc)|g" \
 # slurmd checks cgroup.conf even with proctrack/linuxproc on some builds: an empty one is valid
 printf "# no cgroup plugin in use: proctrack/linuxproc, task/none\n" >"$state/cgroup.conf"
 
-# munge: one daemon per machine; start it when its socket is not there
-if [[ ! -S /run/munge/munge.socket.2 ]]; then
+# munge: one daemon per machine; start it unless one answers (a socket left by a daemon that
+# has died answers nothing, and slurmctld would then refuse every request)
+munge_answers() { timeout 10 munge -n </dev/null 2>/dev/null | timeout 10 unmunge >/dev/null 2>&1; }
+if ! munge_answers; then
+  rm -f /run/munge/munge.socket.2 /run/munge/munge.socket.2.lock /run/munge/munged.pid
   mkdir -p /run/munge /var/log/munge /var/lib/munge
   if [[ ! -s /etc/munge/munge.key ]]; then
     mkdir -p /etc/munge
@@ -60,12 +63,14 @@ if [[ ! -S /run/munge/munge.socket.2 ]]; then
   chown -R munge:munge /etc/munge /run/munge /var/log/munge /var/lib/munge 2>/dev/null || true
   chmod 400 /etc/munge/munge.key
   munged --force </dev/null >>"$state/daemons.out" 2>&1
+  munge_answers || { echo "cluster.sh: munged does not answer; see $state/daemons.out" >&2; exit 3; }
 fi
 
 export SLURM_CONF="$conf"
 # The daemons' own output goes to their log files: none may hold the caller's pipes open.
-slurmctld -f "$conf" </dev/null >>"$state/daemons.out" 2>&1
-slurmd -f "$conf" </dev/null >>"$state/daemons.out" 2>&1
+# Each is bounded: without a working munge, slurmctld took 49 s to start.
+timeout 60 slurmctld -f "$conf" </dev/null >>"$state/daemons.out" 2>&1
+timeout 60 slurmd -f "$conf" </dev/null >>"$state/daemons.out" 2>&1
 # A wall-clock deadline, each sinfo bounded too: a controller that cannot be reached makes every
 # call retry for seconds, and a count of tries alone once let this wait run for over an hour.
 deadline=$((SECONDS + 60))
