@@ -8,7 +8,8 @@ A scenario is a dict:
   init: "ok" | "hang" | "fail"
   driver: "580.95.05", cuda_driver: 13000
   gpus: [ {uuid, name, pci_device_id, ...per-GPU facts below...} ]
-  events: [ {after_seconds, gpu, type: "xid"|"dbe"|"sbe", data} ]   (relative to nvmlInit)
+  events: [ {after_seconds, gpu, type: "xid"|"dbe"|"sbe", data, after_file} ]
+          (after_seconds from nvmlInit; with after_file, not before that file exists either)
 
 Per-GPU facts (all optional; a missing one raises NVML_ERROR_NOT_SUPPORTED like a real board):
   lost: true                         every query of this GPU raises NVML_ERROR_GPU_IS_LOST
@@ -428,6 +429,8 @@ def nvmlEventSetWait_v2(event_set: _EventSet, timeout_ms: int) -> _EventData:
         for number, event in enumerate(_scenario().get("events", [])):
             handle = _Handle(int(event.get("gpu", 0)))
             due = elapsed >= float(event.get("after_seconds", 0))
+            if "after_file" in event:
+                due = due and os.path.exists(event["after_file"])
             if due and number not in event_set.delivered and handle in event_set.handles:
                 event_set.delivered.add(number)
                 return _EventData(handle, _EVENT_TYPES[event["type"]], int(event.get("data", 0)))

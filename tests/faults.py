@@ -57,6 +57,7 @@ def check_raises(context: CheckContext) -> CheckResult:
 
 
 def check_hangs(context: CheckContext) -> CheckResult:
+    _mark_started()
     time.sleep(3600)
     raise AssertionError("unreachable")
 
@@ -92,8 +93,18 @@ def check_hangs_with_child(context: CheckContext) -> CheckResult:
     raise AssertionError("unreachable")
 
 
+def _mark_started() -> None:
+    """Say "this check is running" to a test that waits on FAULT_STARTED_FILE: a load-dependent
+    worker start must not decide when a test's event or signal lands."""
+    mark = os.environ.get("FAULT_STARTED_FILE")
+    if mark:
+        with open(mark, "w", encoding="utf-8") as stream:
+            stream.write(str(os.getpid()))
+
+
 def check_sleeps(context: CheckContext) -> CheckResult:
-    time.sleep(1.5)
+    _mark_started()
+    time.sleep(2.0)
     return CheckResult(name="sleeps", area="FAKE", status=Status.PASS, message="slept")
 
 

@@ -139,11 +139,13 @@ def test_a_critical_xid_mid_run_fails_the_node(
 ) -> None:
     """The real suite in CPU mode: slot 0's worker watches every GPU fake NVML lists, the XID
     arrives while a check sleeps, and the final check fails the run with its number."""
+    started = tmp_path / "burn-started"
     scenario = {
         "gpus": [h100_sxm()],
-        "events": [{"after_seconds": 0.8, "gpu": 0, "type": "xid", "data": 79}],
+        "events": [{"gpu": 0, "type": "xid", "data": 79, "after_file": str(started)}],
     }
     (tmp_path / "nvml.json").write_text(json.dumps(scenario))
+    monkeypatch.setenv("FAULT_STARTED_FILE", str(started))
     monkeypatch.setenv("GPUACCEPT_NVML_MODULE", "tests.fake_nvml")
     monkeypatch.setenv("FAKE_NVML_SCENARIO", str(tmp_path / "nvml.json"))
     (tmp_path / "kernel.log").write_text("")  # this machine's own log stays out

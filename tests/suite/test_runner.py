@@ -139,13 +139,19 @@ def test_device_checks_merge_per_device_results() -> None:
     assert suite.merge_device_results(spec, errors, 1.0).message == "gpu2: timed out"
 
 
-def test_sigterm_in_a_check_kills_workers_and_keeps_what_finished(tmp_path: Path) -> None:
+def test_sigterm_in_a_check_kills_workers_and_keeps_what_finished(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     specs = [node("check_passes", "first"), node("check_hangs", "second"), node("check_passes")]
+    started = tmp_path / "second-started"
+    monkeypatch.setenv("FAULT_STARTED_FILE", str(started))
     seen_pids: list[int] = []
     before = set(_children(os.getpid()))
 
     def deliver() -> None:
-        time.sleep(3.0)
+        deadline = time.monotonic() + 60
+        while not started.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
         seen_pids.extend(set(_children(os.getpid())) - before)
         os.kill(os.getpid(), signal.SIGTERM)
 
@@ -188,11 +194,13 @@ def _alive(pid: int) -> bool:
 def test_nvml_events_are_caught_with_the_check_that_was_running(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    started = tmp_path / "burn-started"
     scenario = {
         "gpus": [{"uuid": "GPU-fake-0", "name": "NVIDIA H100 80GB HBM3"}],
-        "events": [{"after_seconds": 0.5, "gpu": 0, "type": "xid", "data": 79}],
+        "events": [{"gpu": 0, "type": "xid", "data": 79, "after_file": str(started)}],
     }
     (tmp_path / "nvml.json").write_text(json.dumps(scenario))
+    monkeypatch.setenv("FAULT_STARTED_FILE", str(started))
     monkeypatch.setenv("GPUACCEPT_NVML_MODULE", "tests.fake_nvml")
     monkeypatch.setenv("FAKE_NVML_SCENARIO", str(tmp_path / "nvml.json"))
     _, events, _ = run_suite([node("check_sleeps", "burn")], cpu_context(), 60, [])
