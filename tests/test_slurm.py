@@ -25,7 +25,9 @@ VENV_BIN = Path(sys.executable).parent
 # Every Slurm command is bounded: one that cannot reach its controller retries for seconds, and
 # unbounded waits once ran CI past its limit instead of failing.
 STEP_TIMEOUT = 30
-# a job here takes 10-20 s; a test that waits longer than this has found a fault, not a slow job
+# One cluster, started by this module's fixture: pytest-xdist's `--dist loadfile` (pyproject's
+# addopts) runs every test of this file in the same worker.
+# A job here takes 10-20 s; a test that waits longer than this has found a fault, not a slow job.
 pytestmark = pytest.mark.timeout(240)
 
 
