@@ -11,7 +11,8 @@
 # or /opt/gpuaccept/activate.sh (see tasks/job-lib.sh). GPUACCEPT_HEALTHCHECK_ARGS adds accept
 # options (e.g. "--expect-gpus 8"). The report lands in $GPUACCEPT_RESULTS (default
 # /var/lib/gpuaccept/reports) for `gpuaccept history import`.
-# Exit 0: passed (or could not judge: drained only on a verdict); 1: failed and drained.
+# Exit 0: passed (or could not judge: drained only on a verdict); 1: failed, and drained (or it
+# says why the drain failed).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=../tasks/job-lib.sh
@@ -36,6 +37,10 @@ fi
 # "[RESULT] FAILURE: inventory, health" -> "gpuaccept: inventory, health"
 failed=$(printf '%s\n' "$output" | sed -n 's/^\[RESULT\] FAILURE: //p' | tail -n 1)
 reason="gpuaccept quick: ${failed:-a check failed}"
-scontrol update NodeName="$node" State=DRAIN Reason="${reason:0:200}"
+# bounded: a controller that cannot be reached must not hold slurmd's health check for ever
+if ! timeout 60 scontrol update NodeName="$node" State=DRAIN Reason="${reason:0:200}"; then
+  echo "healthcheck: $node failed ($reason) but could not be drained: scontrol failed or took over 60 s" >&2
+  exit 1
+fi
 echo "healthcheck: drained $node: $reason" >&2
 exit 1

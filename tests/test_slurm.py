@@ -296,3 +296,25 @@ def test_the_health_check_drains_a_failing_node_with_its_reason(slurm: dict[str,
     while _node_state(slurm)[0] != "idle" and time.monotonic() < deadline:
         time.sleep(1)
     assert _node_state(slurm) == ("idle", "none")
+
+
+def test_a_drain_that_slurm_refuses_is_said_not_hidden(slurm: dict[str, str]) -> None:
+    """A failing node whose drain Slurm refuses (here: a node name it does not know) still
+    exits 1, and says the node failed but was not drained."""
+    failed = subprocess.run(
+        [str(REPO / "slurm" / "healthcheck.sh")],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=slurm
+        | {
+            "GPUACCEPT_HEALTHCHECK_ARGS": "--only inventory --expect-gpus 1",
+            "SLURMD_NODENAME": "no-such-node",
+        },
+        timeout=300,
+    )
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert (
+        "no-such-node failed (gpuaccept quick: inventory) but could not be drained" in failed.stderr
+    )
+    assert _node_state(slurm) == ("idle", "none")  # the real node was never touched
