@@ -71,9 +71,25 @@ SLOW_MODULES = frozenset(
 )
 
 
+# The longest files, by their serial wall time here (66-88 s each), start first: pytest-xdist
+# hands out files in collection order, and one of these started last would run alone at the end.
+# The Slurm file mostly waits on its jobs, so it goes first of all, beside the others' work.
+LONGEST_FIRST = (
+    "tests/test_slurm.py",
+    "tests/mnist/test_cli_train.py",
+    "tests/test_cli_accept.py",
+    "tests/suite/test_runner.py",
+    "tests/test_cli_bench.py",
+    "tests/test_multinode.py",
+)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark the slow modules; `gpu` tests run only where torch sees a CUDA GPU, elsewhere they
-    skip and say why."""
+    skip and say why. The longest files come first, each file's tests still together and in
+    order."""
+    rank = {path: place for place, path in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
     for item in items:
         if item.nodeid.split("::", 1)[0] in SLOW_MODULES:
             item.add_marker(pytest.mark.slow)
