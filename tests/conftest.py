@@ -84,14 +84,18 @@ LONGEST_FIRST = (
 )
 
 
+def _file_of(item: pytest.Item) -> str:
+    return item.nodeid.split("::", 1)[0]
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark the slow modules; `gpu` tests run only where torch sees a CUDA GPU, elsewhere they
     skip and say why. The longest files come first, each file's tests still together and in
     order."""
     rank = {path: place for place, path in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
+    items.sort(key=lambda item: rank.get(_file_of(item), len(rank)))
     for item in items:
-        if item.nodeid.split("::", 1)[0] in SLOW_MODULES:
+        if _file_of(item) in SLOW_MODULES:
             item.add_marker(pytest.mark.slow)
     gpu_items = [item for item in items if item.get_closest_marker("gpu")]
     if not gpu_items:

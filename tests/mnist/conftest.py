@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
 import tarfile
 from pathlib import Path
 
@@ -23,25 +22,35 @@ def flat_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return directory
 
 
-@pytest.fixture(scope="session")
-def torchvision_dir(flat_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """torchvision's layout, gzipped: data/MNIST/raw/*-ubyte.gz (flat_dir's digits: drawing
-    them takes seconds)."""
-    root = tmp_path_factory.mktemp("mnist-torchvision")
+def _torchvision_tree(flat_dir: Path, root: Path, train_count: int, test_count: int) -> Path:
+    """torchvision's layout under `root` (MNIST/raw/*-ubyte.gz), holding the first digits of
+    flat_dir's: drawing them again would take seconds."""
     raw = root / "MNIST" / "raw"
     raw.mkdir(parents=True)
-    for idx in flat_dir.iterdir():
-        (raw / f"{idx.name}.gz").write_bytes(gzip.compress(idx.read_bytes(), mtime=0))
+    for prefix, count in (("train", train_count), ("t10k", test_count)):
+        for kind in ("images-idx3", "labels-idx1"):
+            name = f"{prefix}-{kind}-ubyte"
+            write_idx(raw / f"{name}.gz", read_idx(flat_dir / name)[:count])
     return root
+
+
+def _job_tarball(tree: Path, path: Path) -> Path:
+    """MNIST_data.tar.gz as an HTCondor job receives it: a top folder holding torchvision's tree."""
+    with tarfile.open(path, "w:gz") as archive:
+        archive.add(tree / "MNIST", arcname="data/MNIST")
+    return path
+
+
+@pytest.fixture(scope="session")
+def torchvision_dir(flat_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """torchvision's layout, gzipped: data/MNIST/raw/*-ubyte.gz."""
+    root = tmp_path_factory.mktemp("mnist-torchvision")
+    return _torchvision_tree(flat_dir, root, TRAIN_COUNT, TEST_COUNT)
 
 
 @pytest.fixture(scope="session")
 def tarball(torchvision_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """MNIST_data.tar.gz as an HTCondor job receives it: a top folder holding torchvision's tree."""
-    path = tmp_path_factory.mktemp("mnist-tar") / "MNIST_data.tar.gz"
-    with tarfile.open(path, "w:gz") as archive:
-        archive.add(torchvision_dir / "MNIST", arcname="data/MNIST")
-    return path
+    return _job_tarball(torchvision_dir, tmp_path_factory.mktemp("mnist-tar") / "MNIST_data.tar.gz")
 
 
 @pytest.fixture(scope="session")
@@ -49,16 +58,8 @@ def small_tarball(flat_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> P
     """A third of the data, for CLI and job tests that judge behaviour, not accuracy: each of
     them starts Python processes that train, and the suite must stay fast on 2 cores."""
     root = tmp_path_factory.mktemp("mnist-small")
-    raw = root / "MNIST" / "raw"
-    raw.mkdir(parents=True)
-    for prefix, count in (("train", SMALL_TRAIN_COUNT), ("t10k", SMALL_TEST_COUNT)):
-        for kind in ("images-idx3", "labels-idx1"):
-            name = f"{prefix}-{kind}-ubyte"
-            write_idx(raw / f"{name}.gz", read_idx(flat_dir / name)[:count])
-    path = root / "MNIST_data.tar.gz"
-    with tarfile.open(path, "w:gz") as archive:
-        archive.add(root / "MNIST", arcname="data/MNIST")
-    return path
+    tree = _torchvision_tree(flat_dir, root, SMALL_TRAIN_COUNT, SMALL_TEST_COUNT)
+    return _job_tarball(tree, root / "MNIST_data.tar.gz")
 
 
 @pytest.fixture(scope="session")
