@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from gpuaccept.results import RunReport
+from tests.processes import gone, workers_of
 
 QUICK_CPU_COMPUTE = ("--level", "quick", "--device", "cpu", "--only", "compute")
 # A child that sees no GPU on any machine (torch lists none, NVML is absent), for the tests of
@@ -269,35 +270,13 @@ def _wait_for_line(
     raise AssertionError(f"never printed {prefix!r} within {timeout_seconds:g} s: {seen}")
 
 
-def _worker_pids(parent: int) -> list[int]:
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            command = (entry / "cmdline").read_bytes()
-        except (OSError, IndexError, ValueError):
-            continue
-        if ppid == parent and b"resource_tracker" not in command:
-            pids.append(int(entry.name))
-    return pids
-
-
-def _gone(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return True
-
-
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_a_signal_mid_check_writes_the_report_and_leaves_no_process(
     tmp_path: Path, signum: int, code: int
 ) -> None:
     process = _start_accept(tmp_path, "--level", "quick", "--report-dir", str(tmp_path / "out"))
     _wait_for_line(process, "[RUN] inventory")  # inventory is stuck in the hung NVML
-    workers = _worker_pids(process.pid)
+    workers = workers_of(process.pid)
     assert workers
     process.send_signal(signum)
     if signum == signal.SIGINT:
@@ -314,7 +293,7 @@ def test_a_signal_mid_check_writes_the_report_and_leaves_no_process(
     assert statuses["inventory"] == ("error", f"interrupted by {name}")
     assert statuses["compute"] == ("skip", f"not run: the run was interrupted by {name}")
     time.sleep(0.2)
-    assert all(_gone(pid) for pid in workers)
+    assert all(gone(pid) for pid in workers)
 
 
 def test_a_check_hung_in_nvml_times_out_and_the_rest_still_run(tmp_path: Path) -> None:

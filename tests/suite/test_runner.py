@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -18,6 +20,7 @@ from gpuaccept.results import CheckResult, Status
 from gpuaccept.suite.runner import run_suite
 from gpuaccept.suite.selection import LEVELS, CheckSpec
 from tests.checks.conftest import cpu_context
+from tests.processes import gone, workers_of
 
 ALL = frozenset(LEVELS)
 
@@ -86,8 +89,43 @@ def test_a_hung_check_times_out_and_its_process_group_is_killed(
     assert after.status is Status.PASS
     grandchild = int(pid_file.read_text())
     time.sleep(0.2)
-    with pytest.raises(ProcessLookupError):
-        os.kill(grandchild, 0)
+    assert gone(grandchild)
+
+
+# A suite process whose one check hangs in its worker, after starting a grandchild.
+_SUITE_THAT_HANGS = """
+from tests.checks.conftest import cpu_context
+from tests.suite.test_runner import node
+from gpuaccept.suite.runner import run_suite
+run_suite([node("check_hangs_with_child", "hangs")], cpu_context(), 600, [])
+"""
+
+
+def test_a_killed_suite_leaves_no_process_even_mid_check(tmp_path: Path) -> None:
+    """SIGKILL (the OOM killer, a scheduler's hard stop) gives the suite no chance to stop its
+    workers: a worker hung in a check notices by itself and takes its process group with it,
+    and the forkserver it came from goes too."""
+    pid_file = tmp_path / "grandchild.pid"
+    suite_process = subprocess.Popen(
+        [sys.executable, "-c", _SUITE_THAT_HANGS],
+        cwd=Path(__file__).resolve().parents[2],
+        env={**os.environ, "FAULT_PID_FILE": str(pid_file)},
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not pid_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        left = workers_of(suite_process.pid, helpers=True)
+        workers = workers_of(suite_process.pid)
+    finally:
+        suite_process.kill()
+        suite_process.wait(timeout=60)
+    assert len(workers) == 2  # the worker and its grandchild
+    assert len(left) > len(workers)  # and the helpers
+    deadline = time.monotonic() + 10
+    while not all(gone(pid) for pid in left) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert [pid for pid in left if not gone(pid)] == []
 
 
 def test_rank_checks_use_the_workers_as_ranks() -> None:
@@ -146,13 +184,13 @@ def test_sigterm_in_a_check_kills_workers_and_keeps_what_finished(
     started = tmp_path / "second-started"
     monkeypatch.setenv("FAULT_STARTED_FILE", str(started))
     seen_pids: list[int] = []
-    before = set(_children(os.getpid()))
+    before = set(workers_of(os.getpid()))
 
     def deliver() -> None:
         deadline = time.monotonic() + 60
         while not started.exists() and time.monotonic() < deadline:
             time.sleep(0.05)
-        seen_pids.extend(set(_children(os.getpid())) - before)
+        seen_pids.extend(set(workers_of(os.getpid())) - before)
         os.kill(os.getpid(), signal.SIGTERM)
 
     threading.Thread(target=deliver, daemon=True).start()
@@ -165,30 +203,7 @@ def test_sigterm_in_a_check_kills_workers_and_keeps_what_finished(
     assert results[2].message == "not run: the run was interrupted by SIGTERM"
     assert seen_pids  # the workers existed...
     time.sleep(0.2)
-    assert not [pid for pid in seen_pids if _alive(pid)]  # ...and are gone
-
-
-def _children(parent: int) -> list[int]:
-    """Worker processes of `parent` (multiprocessing's own resource tracker left out)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-                command = (entry / "cmdline").read_bytes()
-            except OSError:
-                continue
-            if int(fields[1]) == parent and b"resource_tracker" not in command:
-                found.append(int(entry.name))
-    return found
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
+    assert all(gone(pid) for pid in seen_pids)  # ...and are gone
 
 
 def test_nvml_events_are_caught_with_the_check_that_was_running(

@@ -153,6 +153,10 @@ def accept(
     if record_baseline is not None:
         check_output_file(record_baseline, "--record-baseline")
     history_path = history_target(history, no_history)
+    if launch is None:
+        from gpuaccept.distributed.children import start_server
+
+        start_server()  # its torch import runs beside this process's own
 
     from gpuaccept.checks.context import CheckContext
     from gpuaccept.cli.progress import suite_display

@@ -8,7 +8,6 @@ so a hung collective can never hang the suite.
 from __future__ import annotations
 
 import datetime
-import multiprocessing
 import os
 import queue
 import tempfile
@@ -18,6 +17,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from gpuaccept.distributed.children import child_process, process_context
 from gpuaccept.errors import GpuacceptError, InputError
 
 RankTarget = Callable[[int, int, Any], Any]
@@ -85,14 +85,13 @@ def run_ranks(
     """Results of `target(rank, world_size, payload)` for every rank, in rank order."""
     if world_size < 1:
         raise ValueError("world_size must be at least 1")
-    context = multiprocessing.get_context("spawn")
-    results = context.Queue()
+    results = process_context().Queue()
     with tempfile.TemporaryDirectory(prefix="gpuaccept-ranks-") as scratch:
         store = os.path.join(scratch, "store")
         processes = [
-            context.Process(
-                target=_rank_entry,
-                args=(target, rank, world_size, backend, store, timeout_seconds, payload, results),
+            child_process(
+                _rank_entry,
+                (target, rank, world_size, backend, store, timeout_seconds, payload, results),
                 daemon=True,
             )
             for rank in range(world_size)

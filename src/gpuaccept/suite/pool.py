@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import wait
 from typing import Any
 
+from gpuaccept.distributed.children import child_process
 from gpuaccept.suite.worker import Job, Reply, WorkerSpec, worker_main
 
 # Importing torch and making a CUDA context takes seconds; on a loaded node or a slow shared
@@ -39,11 +40,10 @@ Outcome = Reply | Failure
 
 class _Worker:
     def __init__(self, spec: WorkerSpec) -> None:
-        context = multiprocessing.get_context("spawn")
         self.spec = spec
-        self.connection, child = context.Pipe(duplex=True)
-        self.process = context.Process(
-            target=worker_main, args=(child, spec), name=f"gpuaccept-worker-{spec.slot}"
+        self.connection, child = multiprocessing.Pipe(duplex=True)
+        self.process = child_process(
+            worker_main, (child, spec), name=f"gpuaccept-worker-{spec.slot}"
         )
         self.process.start()
         child.close()

@@ -1,9 +1,10 @@
 """A warm worker: one process per GPU (or for the CPU twin) that runs checks in turn.
 
-The worker imports torch and makes its GPU's CUDA context once, then runs whatever the suite
-sends: a check, or its part of a rank check (one rank of a process group). It leads its own
-process group (the suite kills the whole group after a timeout, rank processes included), dies
-with its parent, and watches its GPU's NVML events for as long as it lives.
+The worker starts with torch imported (forked from the server in `gpuaccept.distributed.children`)
+and makes its GPU's CUDA context once, then runs whatever the suite sends: a check, or its part
+of a rank check (one rank of a process group). It leads its own process group (the suite kills
+the whole group after a timeout, rank processes included), dies with the suite, and watches its
+GPU's NVML events for as long as it lives.
 
 This module runs in the child; `gpuaccept.suite.pool` is the parent's side.
 """
@@ -14,12 +15,15 @@ import contextlib
 import datetime
 import gc
 import importlib
+import multiprocessing
 import os
 import signal
 import sys
+import threading
 import time
 import traceback
 from dataclasses import dataclass, field
+from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any
 
@@ -67,15 +71,30 @@ def resolve_target(target: str) -> Any:
 
 
 def die_with_parent() -> None:
-    """Ask Linux to SIGKILL this process when its parent dies (no orphan holding a GPU)."""
-    if not sys.platform.startswith("linux"):
-        return
-    import ctypes
+    """Kill this worker's process group (itself and any rank it started) when the suite's process
+    dies, however it dies, even inside a hung check: no orphan keeps holding a GPU.
 
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(None, use_errno=True)
-        pr_set_pdeathsig = 1
-        libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
+    The worker is forked by the forkserver, which outlives the suite while any child lives, so
+    Linux's parent-death signal alone would wait on the wrong process. The suite is the worker's
+    multiprocessing parent: its sentinel turns readable once the suite is gone.
+    """
+    parent = multiprocessing.parent_process()
+    if parent is not None:
+        sentinel = parent.sentinel
+
+        def watch() -> None:
+            wait([sentinel])
+            os.killpg(os.getpgrp(), signal.SIGKILL)
+
+        threading.Thread(target=watch, name="gpuaccept-parent-watch", daemon=True).start()
+    if sys.platform.startswith("linux"):
+        # and the kernel's own signal, for a parent that is the suite (the spawn fallback)
+        import ctypes
+
+        with contextlib.suppress(OSError, AttributeError):
+            libc = ctypes.CDLL(None, use_errno=True)
+            pr_set_pdeathsig = 1
+            libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
 
 
 def error_text(error: BaseException) -> str:

@@ -1,0 +1,77 @@
+"""Child processes that start with torch already imported: forked from one server that imported it.
+
+Every warm worker and every local rank used to be a fresh interpreter importing torch (about 2 s
+of CPU on the development machine, more on a shared file system, times one per GPU). They now
+fork from a multiprocessing forkserver that imported torch once. The server never touches CUDA
+(importing torch does not), so each child still makes its own CUDA context, as a spawned one did.
+
+A forkserver child inherits the server's environment, fixed when the server started, not its
+caller's. So every child is handed its caller's environment as it is now and adopts it before
+its target runs; the one setting read at import time that matters here, OMP_NUM_THREADS, is
+applied again through torch.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Callable
+from multiprocessing.context import ForkServerContext, SpawnContext
+from multiprocessing.process import BaseProcess
+from typing import Any
+
+# What the server imports before it forks anything: torch, and the check context with the
+# pydantic models every check's job carries (a third of a second more per child otherwise).
+# A module listed here must read no environment at import: it would keep the server's values.
+PRELOAD = ["torch", "gpuaccept.checks.context"]
+
+
+def process_context() -> ForkServerContext | SpawnContext:
+    """The forkserver context (spawn where the platform has none), with torch preloaded."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(PRELOAD)  # no effect once the server runs, which is fine
+    return context
+
+
+def start_server() -> None:
+    """Start the server now, so its torch import runs beside this process's own start-up."""
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        from multiprocessing import forkserver
+
+        process_context()
+        forkserver.ensure_running()
+
+
+def child_process(
+    target: Callable[..., Any],
+    args: tuple[Any, ...],
+    *,
+    name: str | None = None,
+    daemon: bool | None = None,
+) -> BaseProcess:
+    """An unstarted child that runs `target(*args)` in this process's current environment."""
+    return process_context().Process(
+        target=_in_environment, args=(dict(os.environ), target, args), name=name, daemon=daemon
+    )
+
+
+def _in_environment(
+    environ: dict[str, str], target: Callable[..., Any], args: tuple[Any, ...]
+) -> Any:
+    adopt_environment(environ)
+    return target(*args)
+
+
+def adopt_environment(environ: dict[str, str]) -> None:
+    """Make this process's environment `environ`, and its torch thread count follow it."""
+    if environ != os.environ:
+        os.environ.clear()
+        os.environ.update(environ)
+    threads = environ.get("OMP_NUM_THREADS", "").strip()
+    if threads.isdigit() and int(threads) > 0:
+        import torch
+
+        if torch.get_num_threads() != int(threads):
+            torch.set_num_threads(int(threads))

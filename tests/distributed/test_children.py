@@ -1,0 +1,102 @@
+"""Children forked from the torch-preloaded server see their caller's environment as it is now."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from gpuaccept.distributed import children
+from gpuaccept.distributed.local_ranks import run_ranks
+
+
+def _what_a_rank_sees(rank: int, world: int, names: tuple[str, ...]) -> dict[str, Any]:
+    import sys
+
+    import torch
+
+    return {
+        "environ": {name: os.environ.get(name) for name in names},
+        "threads": torch.get_num_threads(),
+        "parent": os.getppid(),
+        "torch_before_target": "torch" in sys.modules,
+    }
+
+
+def test_a_child_adopts_the_environment_of_its_caller_not_of_the_server(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the server starts (or already runs) with one environment...
+    monkeypatch.setenv("GPUACCEPT_TEST_SETTING", "at-server-start")
+    monkeypatch.setenv("GPUACCEPT_TEST_GONE", "set")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    children.start_server()
+    run_ranks(_what_a_rank_sees, 1, (), 60, "gloo")
+    # ...and the caller's changes since then still reach every child
+    monkeypatch.setenv("GPUACCEPT_TEST_SETTING", "now")
+    monkeypatch.delenv("GPUACCEPT_TEST_GONE")
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    names = ("GPUACCEPT_TEST_SETTING", "GPUACCEPT_TEST_GONE", "OMP_NUM_THREADS")
+    seen = run_ranks(_what_a_rank_sees, 2, names, 60, "gloo")
+    for rank in seen:
+        assert rank["environ"] == {
+            "GPUACCEPT_TEST_SETTING": "now",
+            "GPUACCEPT_TEST_GONE": None,
+            "OMP_NUM_THREADS": "2",
+        }
+        assert rank["threads"] == 2  # read at torch's import, in the server: set again
+        assert rank["parent"] != os.getpid()  # forked by the server, not by this process
+
+
+# Imports torch, then the server's other preloads with os.environ recording which of our modules
+# read it (the libraries under them read a few settings of their own, e.g. pydantic its plugins).
+_RECORD_ENVIRONMENT_READS = """
+import collections.abc, os, sys
+import torch
+from gpuaccept.distributed.children import PRELOAD
+
+class Recording(collections.abc.MutableMapping):
+    def __init__(self, real):
+        self.real, self.read = real, set()
+    def _note(self, key):
+        frame = sys._getframe(1)
+        while frame.f_globals.get("__name__") in ("collections.abc", "os", "__main__"):
+            frame = frame.f_back
+        reader = frame.f_globals.get("__name__", "")
+        if reader.startswith("gpuaccept"):
+            self.read.add(f"{reader}: {key}")
+    def __getitem__(self, key):
+        self._note(key)
+        return self.real[key]
+    def __setitem__(self, key, value):
+        self.real[key] = value
+    def __delitem__(self, key):
+        del self.real[key]
+    def __iter__(self):
+        self._note("(every name)")
+        return iter(self.real)
+    def __len__(self):
+        return len(self.real)
+
+os.environ = recording = Recording(os.environ)
+for name in PRELOAD[1:]:
+    __import__(name)
+print(sorted(recording.read))
+"""
+
+
+def test_nothing_the_server_preloads_besides_torch_reads_the_environment() -> None:
+    """A preloaded module that read a setting at import would keep the server's value in every
+    child, whatever the caller's environment says."""
+    done = subprocess.run(
+        [sys.executable, "-c", _RECORD_ENVIRONMENT_READS],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert children.PRELOAD[0] == "torch"
+    assert done.stdout.strip() == "[]", done.stdout
