@@ -39,7 +39,8 @@ def run_job(
         hook = box / "activate-test.sh"
         hook.write_text(f'export PATH="{Path(sys.executable).parent}:$PATH"\n')
         environ["GPUACCEPT_ACTIVATE"] = str(hook)
-    for name in ("GPUACCEPT_HISTORY", "CONDOR_CONFIG"):
+    # the suite's own settings: a temporary history, no pool, one torch thread (conftest.py)
+    for name in ("GPUACCEPT_HISTORY", "CONDOR_CONFIG", "OMP_NUM_THREADS"):
         if name in os.environ:
             environ[name] = os.environ[name]
     return subprocess.run(

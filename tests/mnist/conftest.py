@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import fcntl
+import os
 import tarfile
 from pathlib import Path
 
@@ -15,10 +17,25 @@ TRAIN_COUNT, TEST_COUNT = 6144, 1000
 SMALL_TRAIN_COUNT, SMALL_TEST_COUNT = 2048, 500
 
 
+def _this_runs_temp(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The temporary directory of this pytest run, shared by its pytest-xdist workers (each has
+    its own basetemp below it); a single process's own basetemp."""
+    basetemp = tmp_path_factory.getbasetemp()
+    return basetemp.parent if os.environ.get("PYTEST_XDIST_WORKER") else basetemp
+
+
 @pytest.fixture(scope="session")
 def flat_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    directory = tmp_path_factory.mktemp("mnist-flat")
-    write_mnist_files(directory, TRAIN_COUNT, TEST_COUNT, seed=0)
+    """The digits, drawn once per run (seconds of CPU): the first worker to ask draws them while
+    the others wait on the lock, then all read the same files."""
+    directory = _this_runs_temp(tmp_path_factory) / "mnist-flat-shared"
+    complete = directory.with_name("mnist-flat-shared.complete")  # the tests list the directory
+    with directory.with_name("mnist-flat-shared.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not complete.exists():
+            directory.mkdir(exist_ok=True)
+            write_mnist_files(directory, TRAIN_COUNT, TEST_COUNT, seed=0)
+            complete.touch()
     return directory
 
 

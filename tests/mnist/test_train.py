@@ -33,6 +33,17 @@ def _train(data: MnistData, **config: Any) -> TrainOutcome:
     )
 
 
+def _slice(data: MnistData, train: int, test: int) -> MnistData:
+    return dataclasses.replace(
+        data,
+        train_images=data.train_images[:train],
+        train_labels=data.train_labels[:train],
+        test_images=data.test_images[:test],
+        test_labels=data.test_labels[:test],
+        sha256=f"{data.sha256}[:{train}, :{test}]",
+    )
+
+
 def test_default_recipe_learns_generated_digits(small_mnist: MnistData) -> None:
     outcome = _train(small_mnist, epochs=3)
     assert [r.epoch for r in outcome.records] == [1, 2, 3]
@@ -47,8 +58,9 @@ def test_the_seeds_lenet_learns_too(small_mnist: MnistData) -> None:
 
 
 def test_same_seed_same_model_other_seed_other_model(small_mnist: MnistData) -> None:
-    first, again = _train(small_mnist, epochs=1, seed=3), _train(small_mnist, epochs=1, seed=3)
-    other = _train(small_mnist, epochs=1, seed=4)
+    data = _slice(small_mnist, 1024, 200)
+    first, again = _train(data, epochs=1, seed=3), _train(data, epochs=1, seed=3)
+    other = _train(data, epochs=1, seed=4)
     assert parameter_digest(first.model) == parameter_digest(again.model)
     assert parameter_digest(first.model) != parameter_digest(other.model)
 
@@ -69,13 +81,14 @@ def test_resume_after_eviction_equals_an_uninterrupted_run(
     small_mnist: MnistData, tmp_path: Path
 ) -> None:
     config = TrainConfig(recipe=RECIPES["fast"], epochs=3, seed=1)
-    uninterrupted = train_mnist(small_mnist, config, CPU)
+    data = _slice(small_mnist, 1024, 200)
+    uninterrupted = train_mnist(data, config, CPU)
     plan = CheckpointPlan(tmp_path / "ck.pt", every_epochs=1)
     with pytest.raises(_Evicted):
-        train_mnist(small_mnist, config, CPU, checkpoint=plan, after_checkpoint=_evict_after(1))
+        train_mnist(data, config, CPU, checkpoint=plan, after_checkpoint=_evict_after(1))
     with pytest.raises(_Evicted):
-        train_mnist(small_mnist, config, CPU, checkpoint=plan, after_checkpoint=_evict_after(2))
-    resumed = train_mnist(small_mnist, config, CPU, checkpoint=plan)
+        train_mnist(data, config, CPU, checkpoint=plan, after_checkpoint=_evict_after(2))
+    resumed = train_mnist(data, config, CPU, checkpoint=plan)
     assert resumed.resumed_from_epoch == 2
     assert resumed.checkpoints_written == [3]
     assert parameter_digest(resumed.model) == parameter_digest(uninterrupted.model)
@@ -113,9 +126,10 @@ def _evict_after_all(written: int) -> None:
 def test_checkpoint_of_another_run_is_refused(small_mnist: MnistData, tmp_path: Path) -> None:
     plan = CheckpointPlan(tmp_path / "ck.pt")
     config = TrainConfig(recipe=RECIPES["fast"], epochs=1, seed=1)
-    train_mnist(small_mnist, config, CPU, checkpoint=plan)
+    data = _slice(small_mnist, 1024, 200)
+    train_mnist(data, config, CPU, checkpoint=plan)
     with pytest.raises(InputError, match=r"seed=1.*seed=2"):
-        train_mnist(small_mnist, dataclasses.replace(config, seed=2), CPU, checkpoint=plan)
+        train_mnist(data, dataclasses.replace(config, seed=2), CPU, checkpoint=plan)
 
 
 def test_damaged_checkpoint_is_refused(small_mnist: MnistData, tmp_path: Path) -> None:
@@ -145,17 +159,6 @@ def _ddp_rank(rank: int, world: int, payload: tuple[MnistData, TrainConfig]) -> 
 
 def _flat(state: dict[str, Any]) -> torch.Tensor:
     return torch.cat([torch.as_tensor(value).flatten().double() for value in state.values()])
-
-
-def _slice(data: MnistData, train: int, test: int) -> MnistData:
-    return dataclasses.replace(
-        data,
-        train_images=data.train_images[:train],
-        train_labels=data.train_labels[:train],
-        test_images=data.test_images[:test],
-        test_labels=data.test_labels[:test],
-        sha256=f"{data.sha256}[:{train}, :{test}]",
-    )
 
 
 # How far (relative to the distance training moved the weights) a DDP result may land from one
@@ -240,7 +243,7 @@ def test_the_step_reads_its_batch_and_learning_rate_from_device_counters(
         for s in steps.tolist()
     ]
     torch.testing.assert_close(factors, torch.tensor(expected, dtype=torch.float32))
-    outcome = _train(small_mnist, epochs=1)
+    outcome = _train(_slice(small_mnist, 1024, 200), epochs=1)
     assert outcome.step_mode == "eager"  # the CPU runs the same step function eagerly
 
 
