@@ -33,11 +33,11 @@ from torch.utils.data import DataLoader, Dataset
 
 from gpuaccept.mnist.data import MnistData, load_mnist
 from gpuaccept.mnist.model import lenet
+from gpuaccept.mnist.recipes import RECIPES
 from gpuaccept.mnist.synthetic import write_mnist_files
 from gpuaccept.mnist.train import (
     PIXEL_MEAN,
     PIXEL_STD,
-    RECIPES,
     EpochRecord,
     TrainConfig,
     train_mnist,

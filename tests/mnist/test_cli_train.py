@@ -179,6 +179,41 @@ def test_truncated_idx_exits_2_naming_it(flat_dir: Path, tmp_path: Path) -> None
     assert "truncated" in line
 
 
+# `python -m gpuaccept` in a process where `import torch` fails.
+_WITHOUT_TORCH = (
+    "import runpy, sys; sys.modules['torch'] = None; sys.argv[0] = 'gpuaccept'; "
+    "runpy.run_module('gpuaccept', run_name='__main__')"
+)
+
+
+def test_bad_data_and_outputs_are_refused_before_torch_is_imported(
+    flat_dir: Path, tmp_path: Path
+) -> None:
+    """A wrong path or a broken file is refused in a fraction of a second, not after importing
+    torch (seconds, more on a GPU node): where torch cannot even be imported, the same one-line
+    refusal still comes."""
+    import shutil
+
+    truncated = tmp_path / "data"
+    shutil.copytree(flat_dir, truncated)
+    labels = truncated / "t10k-labels-idx1-ubyte"
+    labels.write_bytes(labels.read_bytes()[:-10])
+    cases = [
+        (["--data", str(tmp_path / "missing")], "no such file"),
+        (["--data", str(truncated)], "t10k-labels-idx1-ubyte"),
+        (["--data", str(flat_dir), "--save-model", str(tmp_path)], "is a directory"),
+    ]
+    for args, fragment in cases:
+        done = subprocess.run(
+            [sys.executable, "-c", _WITHOUT_TORCH, "train", "mnist", "--device", "cpu", *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert fragment in _error_line(done), args
+
+
 def test_damaged_checkpoint_exits_2_and_is_kept(small_tarball: Path, tmp_path: Path) -> None:
     damaged = tmp_path / "ck.pt"
     damaged.write_bytes(b"garbage")

@@ -16,8 +16,8 @@ from gpuaccept.errors import InputError
 from gpuaccept.measure.training_smoke import parameter_digest
 from gpuaccept.mnist.data import MnistData
 from gpuaccept.mnist.model import MODELS
+from gpuaccept.mnist.recipes import RECIPES
 from gpuaccept.mnist.train import (
-    RECIPES,
     CheckpointPlan,
     TrainConfig,
     TrainOutcome,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,7 +16,9 @@ from gpuaccept.errors import InputError
 if TYPE_CHECKING:
     import torch
 
-    from gpuaccept.mnist.train import EpochRecord, Recipe
+    from gpuaccept.mnist.data import MnistData
+    from gpuaccept.mnist.recipes import Recipe
+    from gpuaccept.mnist.train import EpochRecord
 
 app = typer.Typer(
     rich_markup_mode=None,
@@ -134,7 +136,7 @@ def mnist(
     Under torchrun every rank trains its slice of each batch (DDP); rank 0 prints and writes.
     Exit 0: trained (and target reached); 1: below --target-accuracy; 2: bad input.
     """
-    from gpuaccept.mnist.train import RECIPES
+    from gpuaccept.mnist.recipes import RECIPES
 
     if model not in RECIPES:
         raise InputError(f"--model must be one of {', '.join(RECIPES)} (got {model!r})")
@@ -153,6 +155,13 @@ def mnist(
     history_path = history_target(history, no_history)
     if scratch is None and os.environ.get("_CONDOR_SCRATCH_DIR"):
         scratch = Path(os.environ["_CONDOR_SCRATCH_DIR"])
+    # The data before torch: a wrong tarball or a truncated file is refused in a fraction of a
+    # second, not after seconds of importing torch (more on a GPU node).
+    from gpuaccept.mnist.data import load_mnist
+
+    load_started = time.monotonic()
+    dataset = load_mnist(data_path, scratch)
+    load_seconds = time.monotonic() - load_started
 
     import dataclasses
 
@@ -169,8 +178,8 @@ def mnist(
         _train_and_report(
             recipe_name=model,
             recipe=recipe,
-            data_path=data_path,
-            scratch=scratch,
+            dataset=dataset,
+            load_seconds=load_seconds,
             run_device=run_device,
             rank=rank,
             world=world,
@@ -194,8 +203,8 @@ def _train_and_report(
     *,
     recipe_name: str,
     recipe: Recipe,
-    data_path: Path,
-    scratch: Path | None,
+    dataset: MnistData,
+    load_seconds: float,
     run_device: torch.device,
     rank: int,
     world: int,
@@ -212,7 +221,6 @@ def _train_and_report(
 ) -> None:
     from gpuaccept import __version__
     from gpuaccept.mnist.checkpoint import save_model as write_model
-    from gpuaccept.mnist.data import load_mnist
     from gpuaccept.mnist.result import training_check
     from gpuaccept.mnist.train import CheckpointPlan, TrainConfig, train_mnist
     from gpuaccept.record.environment import capture_environment, stack_sha256
@@ -220,8 +228,9 @@ def _train_and_report(
     from gpuaccept.results import RunReport
 
     lead = rank == 0
-    started, clock = datetime.now(UTC), time.monotonic()
-    dataset = load_mnist(data_path, scratch)
+    # the run's duration counts loading the data, as it did when loading came first here
+    started = datetime.now(UTC) - timedelta(seconds=load_seconds)
+    clock = time.monotonic() - load_seconds
     config = TrainConfig(recipe=recipe, epochs=epochs, seed=seed, bf16=bf16)
     environment = capture_environment() if lead else {}
     if lead:
