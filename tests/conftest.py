@@ -53,6 +53,7 @@ def _one_gpu_test_at_a_time(
 SLOW_MODULES = frozenset(
     {
         "tests/checks/test_distributed_checks.py",
+        "tests/distributed/test_children.py",
         "tests/measure/test_collectives.py",
         "tests/measure/test_nbody_fused.py",
         "tests/mnist/test_cli_train.py",
