@@ -71,6 +71,25 @@ def check_passes(context: CheckContext) -> CheckResult:
 
 
 # --- for the suite's warm workers ---------------------------------------------------------------
+def check_lists_other_workers(context: CheckContext) -> CheckResult:
+    """Passes and lists the suite's other live workers while it runs (besides this one)."""
+    import multiprocessing
+
+    from tests.processes import workers_of
+
+    parent = multiprocessing.parent_process()
+    assert parent is not None
+    assert parent.pid is not None
+    others = [pid for pid in workers_of(parent.pid) if pid != os.getpid()]
+    return CheckResult(
+        name="others",
+        area="FAKE",
+        status=Status.PASS,
+        message="ok",
+        details={"pid": os.getpid(), "others": others, "device_index": context.device_index},
+    )
+
+
 def check_reports_pid(context: CheckContext) -> CheckResult:
     """Passes and says which worker process ran it (to see workers reused or replaced)."""
     return CheckResult(

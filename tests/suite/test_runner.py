@@ -3,6 +3,7 @@ rank checks across workers, NVML events, and a real SIGTERM in the middle of a c
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -128,6 +129,23 @@ def test_a_killed_suite_leaves_no_process_even_mid_check(tmp_path: Path) -> None
     assert [pid for pid in left if not gone(pid)] == []
 
 
+def test_a_check_that_needs_the_gpus_idle_runs_with_no_other_worker_alive() -> None:
+    """DCGM's diagnostic must not share the GPUs with our workers' CUDA contexts: the suite stops
+    them (after collecting their events), runs the check in a worker that owns no GPU, and the
+    checks after it get fresh workers."""
+    idle = CheckSpec(
+        "idle", "FAKE", "tests.faults:check_lists_other_workers", ALL, "node", False, gpus_idle=True
+    )
+    before_ranks, before, during, after = run(
+        [ranks("rank_returns_rank"), node("check_reports_pid"), idle, node("check_reports_pid")]
+    )
+    assert before_ranks.status is Status.PASS  # two workers were up before
+    assert during.status is Status.PASS, during.message
+    assert during.details["others"] == []
+    assert len({before.details["pid"], during.details["pid"], after.details["pid"]}) == 3
+    assert after.status is Status.PASS
+
+
 def test_rank_checks_use_the_workers_as_ranks() -> None:
     (result,) = run([ranks("rank_returns_rank")])
     assert result.status is Status.PASS, result.message
@@ -206,9 +224,12 @@ def test_sigterm_in_a_check_kills_workers_and_keeps_what_finished(
     assert all(gone(pid) for pid in seen_pids)  # ...and are gone
 
 
+@pytest.mark.parametrize("gpus_idle", [False, True])
 def test_nvml_events_are_caught_with_the_check_that_was_running(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gpus_idle: bool
 ) -> None:
+    """Also while the GPU workers are stopped for a check such as DCGM's: the worker that owns
+    no GPU watches them all meanwhile."""
     started = tmp_path / "burn-started"
     scenario = {
         "gpus": [{"uuid": "GPU-fake-0", "name": "NVIDIA H100 80GB HBM3"}],
@@ -218,7 +239,8 @@ def test_nvml_events_are_caught_with_the_check_that_was_running(
     monkeypatch.setenv("FAULT_STARTED_FILE", str(started))
     monkeypatch.setenv("GPUACCEPT_NVML_MODULE", "tests.fake_nvml")
     monkeypatch.setenv("FAKE_NVML_SCENARIO", str(tmp_path / "nvml.json"))
-    _, events, _ = run_suite([node("check_sleeps", "burn")], cpu_context(), 60, [])
+    burn = dataclasses.replace(node("check_sleeps", "burn"), gpus_idle=gpus_idle)
+    _, events, _ = run_suite([burn], cpu_context(), 60, [])
     (event,) = events
     assert (event.kind, event.xid, event.gpu_uuid, event.during) == (
         "xid",

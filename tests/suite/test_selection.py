@@ -74,3 +74,9 @@ def test_per_gpu_checks_run_per_device_and_transfer_one_gpu_at_a_time() -> None:
     assert scopes["transfer"] == ("device", True)  # shared PCIe uplinks: never all at once
     assert scopes["collectives"][0] == scopes["ddp"][0] == "ranks"
     assert scopes["inventory"][0] == scopes["stack"][0] == "node"
+
+
+def test_dcgm_alone_runs_with_the_gpus_free_of_our_workers() -> None:
+    """DCGM's memory test allocates most of each GPU and its software test reports other
+    processes: our workers' CUDA contexts must be gone while it runs."""
+    assert [spec.name for spec in suite.CHECKS if spec.gpus_idle] == ["dcgm"]

@@ -67,8 +67,14 @@ class _Worker:
         self.connection.close()
 
 
+# The slot of the worker that owns no GPU: it makes no CUDA context (for checks that need the
+# GPUs to themselves) and watches every GPU's NVML events meanwhile.
+HOST_SLOT = -1
+
+
 class WorkerPool:
-    """Workers by slot; slot i owns GPU i (`gpus[i]` = (index, uuid)) or, in CPU mode, the CPU."""
+    """Workers by slot; slot i owns GPU i (`gpus[i]` = (index, uuid)) or, in CPU mode, the CPU;
+    HOST_SLOT owns none."""
 
     def __init__(self, device_mode: str, gpus: list[tuple[int, str | None]]) -> None:
         self.device_mode = device_mode
@@ -76,6 +82,8 @@ class WorkerPool:
         self._workers: dict[int, _Worker] = {}
 
     def _spec(self, slot: int) -> WorkerSpec:
+        if slot == HOST_SLOT:
+            return WorkerSpec(slot, "cpu", None)
         if self.device_mode == "cuda":
             index, uuid = self._gpus[slot]
             return WorkerSpec(slot, "cuda", index, uuid)

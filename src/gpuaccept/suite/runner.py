@@ -1,7 +1,9 @@
 """Runs the selected checks in warm workers and gathers one RunReport.
 
 Node checks run once; per-device checks run on every GPU at once (one worker each, results
-merged into one check); rank checks use every worker as one rank of a process group. A check
+merged into one check); rank checks use every worker as one rank of a process group; a check
+that needs the GPUs idle (DCGM's diagnostic) runs after the GPU workers stop, in a worker that
+owns no GPU. A check
 that raises, crashes its worker or outlives its timeout becomes that check's ERROR, the worker
 is replaced, and the suite goes on, so a report is always written. SIGINT/SIGTERM (raised into
 the suite as `Interrupted` by the CLI) stop the run: workers are killed, the running check is
@@ -23,7 +25,7 @@ from gpuaccept.checks.context import CheckContext, RanksOutcome
 from gpuaccept.errors import Interrupted
 from gpuaccept.probe.nvml_events import GpuEvent
 from gpuaccept.results import CheckResult, RunReport, Status, device_label
-from gpuaccept.suite.pool import Failure, Outcome, WorkerPool
+from gpuaccept.suite.pool import HOST_SLOT, Failure, Outcome, WorkerPool
 from gpuaccept.suite.selection import CheckSpec
 from gpuaccept.suite.worker import Job, Reply, resolve_target
 
@@ -168,7 +170,8 @@ class SuiteRun:
             self.context = replace(self.context, start_counters=outcome.value)
 
     def _gather_events(self) -> None:
-        """Every live worker's events so far, so a final check sees all of them."""
+        """Every live worker's events so far, so a final check sees all of them and none is
+        lost when the workers stop."""
         jobs = {
             slot: Job("check", "events", "gpuaccept.suite.worker:idle")
             for slot in self.pool.live_slots()
@@ -180,10 +183,19 @@ class SuiteRun:
         return Job("check", spec.name, spec.target, (context,))
 
     def run_check(self, spec: CheckSpec) -> CheckResult:
-        if spec.final:
+        if spec.final or spec.gpus_idle:
             self._gather_events()
         context = replace(self.context, events=tuple(self.events))
         started = time.monotonic()
+        if spec.gpus_idle:
+            # the GPU workers stop (their events were collected above); the next check that
+            # needs one starts it afresh
+            self.pool.close()
+            outcomes = self.pool.run(
+                {HOST_SLOT: self._check_job(spec, context)}, self.timeout_seconds
+            )
+            self._collect(outcomes)
+            return _as_result(spec, outcomes[HOST_SLOT], time.monotonic() - started)
         if spec.scope == "node":
             outcomes = self.pool.run({0: self._check_job(spec, context)}, self.timeout_seconds)
             self._collect(outcomes)

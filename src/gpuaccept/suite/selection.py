@@ -29,6 +29,10 @@ class CheckSpec:
     # runs after every other check, with every worker's events and the counters read when the
     # run started
     final: bool = False
+    # a node check that needs the GPUs to itself: the suite stops its GPU workers first (their
+    # CUDA contexts hold memory, count as running processes and, in exclusive-process compute
+    # mode, lock the GPU) and runs it in a worker that makes no CUDA context
+    gpus_idle: bool = False
 
 
 _ALL = frozenset(LEVELS)
@@ -60,8 +64,18 @@ CHECKS: tuple[CheckSpec, ...] = (
         "ranks",
         conclude="gpuaccept.checks.ddp:conclude",
     ),
-    # DCGM's diagnostic takes minutes: at full by default, at any level with accept --dcgm N
-    CheckSpec("dcgm", "HEALTH", "gpuaccept.checks.dcgm:run", frozenset({"full"}), "node", False),
+    # DCGM's diagnostic takes minutes: at full by default, at any level with accept --dcgm N.
+    # Its memory test allocates most of each GPU and it reports other processes on them: it
+    # runs with the GPUs free of our workers.
+    CheckSpec(
+        "dcgm",
+        "HEALTH",
+        "gpuaccept.checks.dcgm:run",
+        frozenset({"full"}),
+        "node",
+        False,
+        gpus_idle=True,
+    ),
     CheckSpec("events", "HEALTH", "gpuaccept.checks.events:run", _ALL, "node", False, final=True),
 )
 

@@ -105,11 +105,12 @@ def error_text(error: BaseException) -> str:
 
 
 def _start_watcher(spec: WorkerSpec) -> EventWatcher | None:
-    """Watch this worker's GPU; in CPU mode the first worker watches every NVIDIA GPU NVML sees
-    (a forced `--device cpu` run on a GPU node still hears of XIDs)."""
+    """Watch this worker's GPU; a worker that owns none (the first one in CPU mode, so a forced
+    `--device cpu` run on a GPU node still hears of XIDs, and the host worker that runs while
+    the GPU workers are stopped) watches every NVIDIA GPU NVML sees."""
     from gpuaccept.probe.hardware import load_nvml
 
-    if spec.gpu_uuid is None and spec.slot != 0:
+    if spec.gpu_uuid is None and spec.slot > 0:
         return None
     watcher = EventWatcher(load_nvml, [spec.gpu_uuid] if spec.gpu_uuid else None)
     watcher.start()
