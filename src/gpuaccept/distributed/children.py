@@ -37,10 +37,9 @@ def process_context() -> ForkServerContext | SpawnContext:
 
 def start_server() -> None:
     """Start the server now, so its torch import runs beside this process's own start-up."""
-    if "forkserver" in multiprocessing.get_all_start_methods():
+    if isinstance(process_context(), ForkServerContext):
         from multiprocessing import forkserver
 
-        process_context()
         forkserver.ensure_running()
 
 

@@ -17,7 +17,7 @@ from multiprocessing.connection import wait
 from typing import Any
 
 from gpuaccept.distributed.children import child_process
-from gpuaccept.suite.worker import Job, Reply, WorkerSpec, worker_main
+from gpuaccept.suite.worker import HOST_SLOT, Job, Reply, WorkerSpec, worker_main
 
 # Importing torch and making a CUDA context takes seconds; on a loaded node or a slow shared
 # file system it can take minutes. Past this, the worker counts as failed to start.
@@ -65,11 +65,6 @@ class _Worker:
                 self.process.kill()
         self.process.join(timeout=10)
         self.connection.close()
-
-
-# The slot of the worker that owns no GPU: it makes no CUDA context (for checks that need the
-# GPUs to themselves) and watches every GPU's NVML events meanwhile.
-HOST_SLOT = -1
 
 
 class WorkerPool:

@@ -3,11 +3,11 @@
 Node checks run once; per-device checks run on every GPU at once (one worker each, results
 merged into one check); rank checks use every worker as one rank of a process group; a check
 that needs the GPUs idle (DCGM's diagnostic) runs after the GPU workers stop, in a worker that
-owns no GPU. A check
-that raises, crashes its worker or outlives its timeout becomes that check's ERROR, the worker
-is replaced, and the suite goes on, so a report is always written. SIGINT/SIGTERM (raised into
-the suite as `Interrupted` by the CLI) stop the run: workers are killed, the running check is
-ERROR "interrupted", the rest are listed as not run, and the report is still returned.
+owns no GPU. A check that raises, crashes its worker or outlives its timeout becomes that
+check's ERROR, the worker is replaced, and the suite goes on, so a report is always written.
+SIGINT/SIGTERM (raised into the suite as `Interrupted` by the CLI) stop the run: workers are
+killed, the running check is ERROR "interrupted", the rest are listed as not run, and the report
+is still returned.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from gpuaccept.checks.context import CheckContext, RanksOutcome
 from gpuaccept.errors import Interrupted
 from gpuaccept.probe.nvml_events import GpuEvent
 from gpuaccept.results import CheckResult, RunReport, Status, device_label
-from gpuaccept.suite.pool import HOST_SLOT, Failure, Outcome, WorkerPool
+from gpuaccept.suite.pool import Failure, Outcome, WorkerPool
 from gpuaccept.suite.selection import CheckSpec
-from gpuaccept.suite.worker import Job, Reply, resolve_target
+from gpuaccept.suite.worker import HOST_SLOT, Job, Reply, resolve_target
 
 CPU_TWIN_RANKS = 2
 # Ranks give up on a collective after the level's rank timeout; the job deadline adds margin
@@ -191,15 +191,11 @@ class SuiteRun:
             # the GPU workers stop (their events were collected above); the next check that
             # needs one starts it afresh
             self.pool.close()
-            outcomes = self.pool.run(
-                {HOST_SLOT: self._check_job(spec, context)}, self.timeout_seconds
-            )
-            self._collect(outcomes)
-            return _as_result(spec, outcomes[HOST_SLOT], time.monotonic() - started)
         if spec.scope == "node":
-            outcomes = self.pool.run({0: self._check_job(spec, context)}, self.timeout_seconds)
+            slot = HOST_SLOT if spec.gpus_idle else 0
+            outcomes = self.pool.run({slot: self._check_job(spec, context)}, self.timeout_seconds)
             self._collect(outcomes)
-            return _as_result(spec, outcomes[0], time.monotonic() - started)
+            return _as_result(spec, outcomes[slot], time.monotonic() - started)
         if spec.scope == "ranks":
             return self._run_ranks(spec, context, started)
         return self._run_per_device(spec, context, started)

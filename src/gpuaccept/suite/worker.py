@@ -11,14 +11,12 @@ This module runs in the child; `gpuaccept.suite.pool` is the parent's side.
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import gc
 import importlib
 import multiprocessing
 import os
 import signal
-import sys
 import threading
 import time
 import traceback
@@ -28,6 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from gpuaccept.probe.nvml_events import EventWatcher, GpuEvent
+
+# The slot of the worker that owns no GPU: it makes no CUDA context (for checks that need the
+# GPUs to themselves) and watches every GPU's NVML events meanwhile.
+HOST_SLOT = -1
 
 
 @dataclass(frozen=True)
@@ -75,8 +77,9 @@ def die_with_parent() -> None:
     dies, however it dies, even inside a hung check: no orphan keeps holding a GPU.
 
     The worker is forked by the forkserver, which outlives the suite while any child lives, so
-    Linux's parent-death signal alone would wait on the wrong process. The suite is the worker's
-    multiprocessing parent: its sentinel turns readable once the suite is gone.
+    Linux's parent-death signal would watch the wrong process. The suite is the worker's
+    multiprocessing parent, under either start method: its sentinel turns readable once the
+    suite is gone.
     """
     parent = multiprocessing.parent_process()
     if parent is not None:
@@ -87,14 +90,6 @@ def die_with_parent() -> None:
             os.killpg(os.getpgrp(), signal.SIGKILL)
 
         threading.Thread(target=watch, name="gpuaccept-parent-watch", daemon=True).start()
-    if sys.platform.startswith("linux"):
-        # and the kernel's own signal, for a parent that is the suite (the spawn fallback)
-        import ctypes
-
-        with contextlib.suppress(OSError, AttributeError):
-            libc = ctypes.CDLL(None, use_errno=True)
-            pr_set_pdeathsig = 1
-            libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
 
 
 def error_text(error: BaseException) -> str:
@@ -110,7 +105,7 @@ def _start_watcher(spec: WorkerSpec) -> EventWatcher | None:
     the GPU workers are stopped) watches every NVIDIA GPU NVML sees."""
     from gpuaccept.probe.hardware import load_nvml
 
-    if spec.gpu_uuid is None and spec.slot > 0:
+    if spec.gpu_uuid is None and spec.slot not in (0, HOST_SLOT):
         return None
     watcher = EventWatcher(load_nvml, [spec.gpu_uuid] if spec.gpu_uuid else None)
     watcher.start()
