@@ -8,11 +8,12 @@
 #                HealthCheckNodeState=IDLE
 #
 # slurmd runs it as root with a bare environment: gpuaccept is found through $GPUACCEPT_ACTIVATE
-# or /opt/gpuaccept/activate.sh (see tasks/job-lib.sh). GPUACCEPT_HEALTHCHECK_ARGS adds accept
+# or /opt/gpuaccept/activate.sh (see tasks/job-lib.sh), never in the current directory. GPUACCEPT_HEALTHCHECK_ARGS adds accept
 # options (e.g. "--expect-gpus 8"). The report lands in $GPUACCEPT_RESULTS (default
 # /var/lib/gpuaccept/reports) for `gpuaccept history import`.
-# Exit 0: passed (or could not judge: drained only on a verdict); 1: failed, and drained (or it
-# says why the drain failed).
+# Exit 0: passed, or not judged (drained only on a FAILURE verdict: a run that judged nothing,
+# was interrupted, or could not start says so in the log and leaves the node as it is); 1:
+# failed, and drained (or it says why the drain failed).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=../tasks/job-lib.sh
@@ -21,7 +22,7 @@ source "$here/../tasks/job-lib.sh"
 node=${SLURMD_NODENAME:-$(hostname -s)}
 results=${GPUACCEPT_RESULTS:-/var/lib/gpuaccept/reports}
 mkdir -p "$results"
-if ! gpuaccept_activate; then
+if ! gpuaccept_activate --no-cwd; then
   echo "healthcheck: gpuaccept not found; $node not judged" >&2
   exit 0
 fi
@@ -29,14 +30,18 @@ fi
 output=$(timeout "${GPUACCEPT_HEALTHCHECK_TIMEOUT:-600}" gpuaccept accept --level quick \
   --report-dir "$results" --no-history ${GPUACCEPT_HEALTHCHECK_ARGS:-} 2>&1) && status=0 || status=$?
 echo "$output"
-if [[ $status -ne 1 ]]; then
-  # 0: fit. 2, 3, 124: gpuaccept could not judge the node (input, environment, timeout): that
-  # is for the operator to see in the log, not a hardware verdict to drain on.
+# The verdict is the run's own, as its [RESULT] line renders it (gpuaccept/verdict.py): exit 1
+# also means NOT JUDGED, which is no reason to drain.
+# "[RESULT] FAILURE: inventory, health" -> "inventory, health"
+failed=$(printf '%s\n' "$output" | sed -n 's/^\[RESULT\] FAILURE: //p' | tail -n 1)
+if [[ $status -ne 1 || -z $failed ]]; then
+  # 0: fit. 1 without a FAILURE verdict: nothing was judged. 2, 3, 124: gpuaccept could not
+  # judge the node (input, environment, timeout). For the operator to see in the log, not a
+  # hardware verdict to drain on.
+  [[ $status -eq 0 ]] || echo "healthcheck: $node not judged (gpuaccept exited $status); not drained" >&2
   exit 0
 fi
-# "[RESULT] FAILURE: inventory, health" -> "gpuaccept: inventory, health"
-failed=$(printf '%s\n' "$output" | sed -n 's/^\[RESULT\] FAILURE: //p' | tail -n 1)
-reason="gpuaccept quick: ${failed:-a check failed}"
+reason="gpuaccept quick: $failed"
 # bounded: a controller that cannot be reached must not hold slurmd's health check for ever
 if ! timeout 60 scontrol update NodeName="$node" State=DRAIN Reason="${reason:0:200}"; then
   echo "healthcheck: $node failed ($reason) but could not be drained: scontrol failed or took over 60 s" >&2

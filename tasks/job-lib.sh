@@ -8,9 +8,12 @@ job_started_at=$(date -u +%Y-%m-%dT%H:%M:%S+00:00)
 
 # Put gpuaccept on PATH: $GPUACCEPT_ACTIVATE, the image's activation script, or a pixi-pack
 # environment unpacked next to the job (./activate.sh). Returns 3 when there is none.
+# `gpuaccept_activate --no-cwd` never looks in the current directory: for scripts run as root by
+# a daemon (Slurm's health check), where whoever can write that directory would run code as root.
 gpuaccept_activate() {
-  local hook
-  for hook in "${GPUACCEPT_ACTIVATE:-}" /opt/gpuaccept/activate.sh ./activate.sh; do
+  local hook hooks=("${GPUACCEPT_ACTIVATE:-}" /opt/gpuaccept/activate.sh)
+  [[ ${1:-} == --no-cwd ]] || hooks+=(./activate.sh)
+  for hook in "${hooks[@]}"; do
     if [[ -n "$hook" && -f "$hook" ]]; then
       # Activation scripts read unset variables; strict mode resumes after.
       set +u

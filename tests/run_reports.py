@@ -6,8 +6,33 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from gpuaccept.results import CheckResult, Measurement, Reference, RunReport, Status
+from gpuaccept.verdict import judge_run
 
 T0 = datetime(2026, 11, 1, 8, 0, tzinfo=UTC)
+
+
+def judged_report(
+    *, interrupted_by: int | None = None, interrupted_check: str | None = None, **fields: Any
+) -> RunReport:
+    """A RunReport of these fields with its verdict judged from its checks, as a run stores it."""
+    fields.setdefault("tool_version", "0.1.0")
+    fields["verdict"] = judge_run(
+        fields["checks"],
+        kind=fields["command"],
+        device_mode=fields["device_mode"],
+        level=fields["level"],
+        interrupted_by=interrupted_by,
+        interrupted_check=interrupted_check,
+    )
+    return RunReport(**fields)
+
+
+def rejudged(report: RunReport, **update: Any) -> RunReport:
+    """`report` with `update` applied and its verdict judged again (model_copy would keep the
+    old verdict, which validation then refuses)."""
+    fields = {**dict(report), **update}
+    fields.pop("verdict")
+    return judged_report(**fields)
 
 
 def gpu_report(
@@ -61,7 +86,7 @@ def gpu_report(
         ],
         **(extra_environment or {}),
     }
-    return RunReport(
+    return judged_report(
         tool_version="0.1.0",
         command=command,
         level="standard",

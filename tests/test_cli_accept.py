@@ -67,7 +67,11 @@ def test_quick_cpu_run_passes_and_says_it_is_cpu_mode(
     )
     for area in ("[INVENTORY]", "[STACK]", "[HEALTH]", "[COMPUTE]", "[TRAIN]", "[COLLECTIVES]"):
         assert any(line.startswith(area) for line in lines), area
-    assert lines[-1] == "[RESULT] SUCCESS"
+    # a CPU pass is never the plain SUCCESS of a GPU acceptance
+    assert lines[-1] == (
+        "[RESULT] SUCCESS in CPU mode: the CPU twins ran; this exercised the code, "
+        "it is NOT a GPU acceptance"
+    )
     assert done.stderr.count("Traceback") == 0
 
 
@@ -78,7 +82,9 @@ def test_quick_cpu_run_writes_a_valid_report_and_junit(
     (report_path,) = (out / "reports").iterdir()
     report = RunReport.model_validate_json(report_path.read_text())
     assert report.device_mode == "cpu"
-    assert report.passed
+    assert report.verdict.passed
+    assert report.verdict.mode == "cpu"
+    assert not report.verdict.is_node_acceptance
     assert report.environment["torch"]["version"].startswith("2.")
     assert [c.name for c in report.checks] == [
         "inventory",
@@ -286,9 +292,14 @@ def test_a_signal_mid_check_writes_the_report_and_leaves_no_process(
     assert process.returncode == code, stdout + stderr
     assert "Traceback" not in stderr
     name = signal.Signals(signum).name
-    assert f"[RESULT] INTERRUPTED (interrupted by {name})" in stdout
+    assert f"[RESULT] INTERRUPTED by {name} during inventory; no verdict on the rest" in stdout
     (report_path,) = (tmp_path / "out").iterdir()
     report = RunReport.model_validate_json(report_path.read_text())
+    # the report says interrupted, and the check under way is not called failed
+    assert report.verdict.outcome == "interrupted"
+    assert (report.verdict.interrupted_by, report.verdict.interrupted_check) == (name, "inventory")
+    assert report.verdict.failed_checks == []
+    assert report.verdict.exit_code == code
     statuses = {check.name: (check.status.value, check.message) for check in report.checks}
     assert statuses["inventory"] == ("error", f"interrupted by {name}")
     assert statuses["compute"] == ("skip", f"not run: the run was interrupted by {name}")

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from gpuaccept.cli import app
 from gpuaccept.record.history import History
-from tests.run_reports import gpu_report
+from tests.run_reports import gpu_report, rejudged
 
 runner = CliRunner()
 
@@ -185,7 +185,7 @@ def test_report_from_run_id_and_from_file(tmp_path: Path) -> None:
     assert "gpuaccept_measurement_value" in names
     markdown = runner.invoke(app, ["report", str(files[3]), "--markdown", "-"])
     assert markdown.exit_code == 0
-    assert markdown.stdout.startswith("## gpuaccept accept --level standard (cuda): PASS")
+    assert markdown.stdout.startswith("## gpuaccept accept --level standard (GPU): PASS")
 
 
 def test_report_refusals(tmp_path: Path) -> None:
@@ -205,7 +205,7 @@ def test_compare_of_runs_at_different_levels_judges_nothing(tmp_path: Path) -> N
     from tests.run_reports import gpu_report
 
     db = tmp_path / "h.sqlite"
-    quick = gpu_report("n1", [800.0]).model_copy(update={"level": "quick"})
+    quick = rejudged(gpu_report("n1", [800.0]), level="quick")
     standard = gpu_report("n1", [100.0], hours=1)
     paths = []
     for name, report in (("q.json", quick), ("s.json", standard)):

@@ -40,7 +40,7 @@ def test_accept_job_that_fails_exits_1_with_the_report(tmp_path: Path) -> None:
     done = run_job(box, "accept.sh", "quick", env={"_CONDOR_AssignedGPUs": "GPU-0badc0de"})
     assert done.returncode == 1, done.stdout + done.stderr
     report = load_report(box / "report.json")
-    assert "inventory" in report.failed_checks
+    assert "inventory" in report.verdict.failed_checks
 
 
 def test_job_without_gpuaccept_exits_3_and_still_reports(tmp_path: Path) -> None:

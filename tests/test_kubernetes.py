@@ -17,7 +17,7 @@ import yaml
 
 from gpuaccept.report.node_verdict import kubectl_commands, node_verdict, patch_for
 from gpuaccept.results import Status
-from tests.run_reports import gpu_report
+from tests.run_reports import gpu_report, rejudged
 
 REPO = Path(__file__).resolve().parent.parent
 MANIFESTS = sorted((REPO / "k8s").glob("*.yaml"))
@@ -92,9 +92,7 @@ def test_every_pod_keeps_our_invariants(name: str, spec: dict[str, Any]) -> None
 
 def _report(passed: bool = True, node: str = "gpu017") -> Any:
     report = gpu_report("pod-xyz", [750.0], passed=passed)
-    return report.model_copy(
-        update={"environment": {**report.environment, "scheduler": {"node_name": node}}}
-    )
+    return rejudged(report, environment={**report.environment, "scheduler": {"node_name": node}})
 
 
 def test_a_passing_node_is_labelled_and_untainted() -> None:
@@ -144,7 +142,7 @@ def test_a_failing_node_is_tainted_with_its_failed_checks() -> None:
 def test_a_report_judging_nothing_leaves_the_taint_alone() -> None:
     report = _report()
     skipped = [c.model_copy(update={"status": Status.SKIP}) for c in report.checks]
-    verdict = node_verdict(report.model_copy(update={"checks": skipped}))
+    verdict = node_verdict(rejudged(report, checks=skipped))
     (label,) = kubectl_commands(verdict)
     assert "gpuaccept.io/verdict=not-judged" in label
     taints = [{"key": "gpuaccept.io/unfit", "value": "x", "effect": "NoSchedule"}]

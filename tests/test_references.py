@@ -14,6 +14,7 @@ from gpuaccept.results import (
     Status,
     Verdict,
 )
+from tests.run_reports import judged_report
 
 # (model key, the name torch reports, NVML's PCI device id): ids from the supported-GPU table
 # of NVIDIA's open-gpu-kernel-modules README (595.45.04)
@@ -207,7 +208,7 @@ def report_with(values: list[float]) -> RunReport:
     check = CheckResult(
         name="compute", area="COMPUTE", status=Status.PASS, message="", measurements=measurements
     )
-    return RunReport(
+    return judged_report(
         tool_version="0",
         command="accept",
         level="quick",

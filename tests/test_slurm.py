@@ -154,7 +154,7 @@ def test_one_node_acceptance_job_and_history_import(slurm: dict[str, str], tmp_p
     job = sbatch(slurm, "slurm/accept-node.sbatch", "quick")
     assert wait_for(slurm, job) == ("COMPLETED", "0:0"), _out(slurm, job)
     report = _report(slurm, job)
-    assert report.passed
+    assert report.verdict.passed
     assert report.environment["scheduler"]["slurm"]["job_id"] == job
     imported = subprocess.run(
         [
@@ -179,7 +179,7 @@ def test_a_failing_node_fails_its_job_with_the_report(slurm: dict[str, str]) -> 
     job = sbatch(slurm, "slurm/accept-node.sbatch", "quick", extra={"SLURM_GPUS_ON_NODE": "1"})
     assert wait_for(slurm, job) == ("FAILED", "1:0")
     report = _report(slurm, job)
-    assert report.failed_checks == ["inventory"]
+    assert report.verdict.failed_checks == ["inventory"]
     assert "expected 1 GPU(s) (Slurm SLURM_GPUS_ON_NODE)" in report.checks[0].message
 
 
@@ -233,7 +233,7 @@ def test_sweep_submits_one_job_per_node(slurm: dict[str, str], tmp_path: Path) -
     node, job = line.split()
     assert node == _node()
     assert wait_for(slurm, job) == ("COMPLETED", "0:0"), _out(slurm, job)
-    assert _report(slurm, job).passed
+    assert _report(slurm, job).verdict.passed
 
 
 def test_a_container_job_refuses_an_image_by_tag(slurm: dict[str, str]) -> None:
@@ -296,6 +296,36 @@ def test_the_health_check_drains_a_failing_node_with_its_reason(slurm: dict[str,
     while _node_state(slurm)[0] != "idle" and time.monotonic() < deadline:
         time.sleep(1)
     assert _node_state(slurm) == ("idle", "none")
+
+
+def test_a_run_that_judged_nothing_does_not_drain(slurm: dict[str, str], tmp_path: Path) -> None:
+    """accept exits 1 for NOT JUDGED too (the CPU twin of health skips); the health check drains
+    on a FAILURE verdict only, and never sources ./activate.sh from where it runs (as root)."""
+    planted = tmp_path / "planted"
+    (tmp_path / "activate.sh").write_text(f"touch {planted}\n")
+    done = subprocess.run(
+        [str(REPO / "slurm" / "healthcheck.sh")],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=tmp_path,
+        env=slurm | {"GPUACCEPT_HEALTHCHECK_ARGS": "--device cpu --only health"},
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "[RESULT] NOT JUDGED" in done.stdout
+    assert "not judged (gpuaccept exited 1); not drained" in done.stderr
+    assert _node_state(slurm) == ("idle", "none")
+    bare = {key: value for key, value in slurm.items() if key != "GPUACCEPT_ACTIVATE"}
+    subprocess.run(
+        [str(REPO / "slurm" / "healthcheck.sh")],
+        capture_output=True,
+        check=False,
+        cwd=tmp_path,
+        env=bare | {"GPUACCEPT_HEALTHCHECK_ARGS": "--device cpu --only stack"},
+        timeout=300,
+    )
+    assert not planted.exists()
 
 
 def test_a_drain_that_slurm_refuses_is_said_not_hidden(slurm: dict[str, str]) -> None:

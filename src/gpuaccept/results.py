@@ -12,26 +12,31 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-REPORT_SCHEMA_VERSION = 1
+from gpuaccept.verdict import Outcome, RunVerdict, Status, judge_run
+
+__all__ = [
+    "REPORT_SCHEMA_VERSION",
+    "CheckResult",
+    "Measurement",
+    "Outcome",
+    "Reference",
+    "RunReport",
+    "RunVerdict",
+    "Status",
+    "Verdict",
+]
+
+# 2: the run's verdict is stored (`verdict`); version 1 reports are read, their verdict judged
+# from their checks on reading (they never recorded an interruption).
+REPORT_SCHEMA_VERSION = 2
+READABLE_SCHEMA_VERSIONS = (1, 2)
 
 
 def device_label(index: int | None) -> str:
     """How a figure's device is named in tables and comparisons: `gpu3`, or `cpu` for CPU twins."""
     return "cpu" if index is None else f"gpu{index}"
-
-
-class Status(StrEnum):
-    PASS = "pass"
-    WARN = "warn"  # passed, with something an operator should look at
-    FAIL = "fail"  # the node is not fit: a figure below its reference, a wrong result
-    ERROR = "error"  # the check itself could not complete (exception, timeout, crash)
-    SKIP = "skip"  # not run, with the reason in the message
-
-    @property
-    def is_failure(self) -> bool:
-        return self in (Status.FAIL, Status.ERROR)
 
 
 class Verdict(StrEnum):
@@ -140,7 +145,53 @@ class RunReport(_Frozen):
     finished_at: str
     duration_seconds: float
     checks: list[CheckResult]
+    verdict: RunVerdict = Field(
+        description="computed once from the checks when the run ends; every writer renders it"
+    )
     environment: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _verdict_of_version_1(cls, data: Any) -> Any:
+        """A version 1 report stored no verdict: judge it from its checks, as written then."""
+        if isinstance(data, dict) and data.get("schema_version") == 1 and "verdict" not in data:
+            checks = [CheckResult.model_validate(c) for c in data.get("checks") or []]
+            data = {
+                **data,
+                "schema_version": REPORT_SCHEMA_VERSION,
+                "verdict": judge_run(
+                    checks,
+                    kind=str(data.get("command")),
+                    device_mode=str(data.get("device_mode")),
+                    level=str(data.get("level")),
+                ),
+            }
+        return data
+
+    @model_validator(mode="after")
+    def _verdict_matches_checks(self) -> RunReport:
+        """The stored verdict is the one its checks give: a report that says PASS over a failed
+        check (edited, or written by a broken writer) is refused, never rendered."""
+        if self.schema_version != REPORT_SCHEMA_VERSION:
+            raise ValueError(
+                f"schema_version {self.schema_version}: this gpuaccept writes "
+                f"{REPORT_SCHEMA_VERSION} and reads {READABLE_SCHEMA_VERSIONS}"
+            )
+        stored = self.verdict
+        expected = judge_run(
+            self.checks,
+            kind=self.command,
+            device_mode=self.device_mode,
+            level=self.level,
+            interrupted_by=stored.interrupted_by,
+            interrupted_check=stored.interrupted_check,
+        )
+        if stored != expected:
+            raise ValueError(
+                f"the stored verdict ({stored.label}) is not the one its checks give "
+                f"({expected.label})"
+            )
+        return self
 
     @field_validator("started_at", "finished_at")
     @classmethod
@@ -181,8 +232,11 @@ class RunReport(_Frozen):
         monotonic_start: float,
         checks: list[CheckResult],
         environment: dict[str, Any],
+        interrupted_by: int | None = None,
+        interrupted_check: str | None = None,
     ) -> RunReport:
-        """The report of a run that began at `started` (wall) / `monotonic_start` and ends now."""
+        """The report of a run that began at `started` (wall) / `monotonic_start` and ends now,
+        with its verdict: judged here, once, and stored."""
         from gpuaccept import __version__
 
         return cls(
@@ -194,6 +248,14 @@ class RunReport(_Frozen):
             finished_at=datetime.now(UTC).isoformat(),
             duration_seconds=time.monotonic() - monotonic_start,
             checks=checks,
+            verdict=judge_run(
+                checks,
+                kind=command,
+                device_mode=device_mode,
+                level=level,
+                interrupted_by=interrupted_by,
+                interrupted_check=interrupted_check,
+            ),
             environment=environment,
         )
 
@@ -203,23 +265,3 @@ class RunReport(_Frozen):
         system = self.environment.get("system")
         host = system.get("hostname") if isinstance(system, dict) else None
         return str(host) if host is not None else None
-
-    @property
-    def failed_checks(self) -> list[str]:
-        return [check.name for check in self.checks if check.status.is_failure]
-
-    @property
-    def passed(self) -> bool:
-        return not self.failed_checks
-
-    @property
-    def judged(self) -> bool:
-        """False when every check was skipped: nothing was judged, which is not a pass."""
-        return any(check.status is not Status.SKIP for check in self.checks)
-
-    @property
-    def verdict(self) -> str:
-        """'pass', 'fail', or 'not judged' (every check skipped)."""
-        if not self.passed:
-            return "fail"
-        return "pass" if self.judged else "not judged"

@@ -170,6 +170,18 @@ def test_a_passing_diag_passes_and_says_what_ran(
     assert result.message == "dcgmi diag -r 3 (DCGM 4.2.3): 2 tests, 4 pass"
 
 
+@pytest.mark.parametrize("status", ["FAILED", "Error", "Aborted"])
+def test_a_status_it_does_not_know_is_never_a_pass(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, status: str
+) -> None:
+    _dcgmi_on_path(tmp_path, monkeypatch, json.dumps(dcgm4(status)), 0)
+    result = dcgm.run(replace(gpu_context(), dcgm_level=1))
+    assert result.status is Status.FAIL
+    assert f"memory on NVML GPU 1: {status.lower()}: a DCGM status gpuaccept does not know" in (
+        result.message
+    )
+
+
 def test_a_warning_warns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _dcgmi_on_path(tmp_path, monkeypatch, json.dumps(dcgm4("Warn", "slow")), 0)
     result = dcgm.run(replace(gpu_context(), dcgm_level=1))

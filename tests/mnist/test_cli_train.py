@@ -69,7 +69,9 @@ def test_tarball_to_model_and_report(tarball: Path, tmp_path: Path) -> None:
     assert "loss" in epochs[0]
     assert "test accuracy" in epochs[0]
     assert "images/s" in epochs[0]
-    assert run.stdout.rstrip().endswith("[RESULT] SUCCESS")
+    assert run.stdout.rstrip().endswith(
+        "[RESULT] SUCCESS in CPU mode: this ran on the CPU and says nothing of a GPU"
+    )
 
     saved = load_model_file(model)
     assert saved["epoch"] == 2
@@ -232,6 +234,7 @@ def test_damaged_checkpoint_exits_2_and_is_kept(small_tarball: Path, tmp_path: P
         (["--precision", "fp8"], "--precision must be"),
         (["--checkpoint-exit-code", "85"], "needs --checkpoint"),
         (["--device", "tpu"], "--device must be one of"),
+        (["--lr", "inf"], "--lr must be a finite number"),
     ],
 )
 def test_bad_flags_exit_2(small_tarball: Path, args: list[str], fragment: str) -> None:

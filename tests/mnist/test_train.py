@@ -4,6 +4,7 @@ two gloo ranks (the CPU twin of multi-GPU DDP) train the same model as one proce
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -286,3 +287,19 @@ def test_a_fifo_as_the_checkpoint_is_refused_not_read(
     config = TrainConfig(recipe=RECIPES["fast"], epochs=1)
     with pytest.raises(InputError, match="FIFO"):
         train_mnist(small_mnist, config, CPU, checkpoint=CheckpointPlan(fifo))
+
+
+def test_a_run_whose_loss_diverged_fails_even_without_a_target(small_mnist: MnistData) -> None:
+    from gpuaccept.mnist.result import training_check
+    from gpuaccept.results import Status
+
+    data = _slice(small_mnist, 512, 256)
+    recipe = dataclasses.replace(RECIPES["fast"], learning_rate=1e30)
+    config = TrainConfig(recipe=recipe, epochs=1)
+    outcome = train_mnist(data, config, CPU)
+    assert not math.isfinite(outcome.records[-1].loss)  # what --lr 1e30 does
+    check = training_check(outcome, config, data, None, 1.0)
+    assert check.status is Status.FAIL
+    assert "training diverged" in check.message
+    sane = train_mnist(data, dataclasses.replace(config, recipe=RECIPES["fast"]), CPU)
+    assert training_check(sane, config, data, None, 1.0).status is Status.PASS

@@ -54,7 +54,7 @@ def test_gpu_below_fleet_median_is_flagged_even_when_it_passed(tmp_path: Path) -
     reports = [gpu_report(f"node{i}", [800.0, 800.0]) for i in range(3)]
     reports.append(gpu_report("slow", [800.0, 700.0]))
     view = _view(tmp_path, reports)
-    assert all(run.passed for run in view.nodes)
+    assert all(run.verdict.passed for run in view.nodes)
     [outlier] = view.outliers
     assert (outlier.point.hostname, outlier.point.device_index) == ("slow", 1)
     assert outlier.deviation_percent == pytest.approx(-12.5)

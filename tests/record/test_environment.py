@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from gpuaccept.cli import app
 from gpuaccept.record import environment
 from gpuaccept.results import RunReport
+from tests.run_reports import judged_report
 
 SECTIONS = {
     "git", "cuda", "gpus", "python", "torch", "system", "pixi", "packages", "container",
@@ -96,7 +97,7 @@ def test_hostile_values_stay_valid_json(tmp_path: Path, monkeypatch: pytest.Monk
     assert back["container"]["digest"] == "sha256:" + "ab" * 32
     assert back["scheduler"]["slurm"]["job_id"] == "991"
     # the report that embeds it serialises and reads back too
-    report = RunReport(
+    report = judged_report(
         tool_version="0",
         command="accept",
         level="quick",

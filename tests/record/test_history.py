@@ -41,7 +41,7 @@ def test_append_list_and_fetch_round_trip(tmp_path: Path) -> None:
         assert [run.id for run in runs] == [3, 2, 1]  # newest first
         assert history.report(2) == reports[1]
         assert runs[0].hostname == "a"
-        assert runs[0].passed
+        assert runs[0].verdict.passed
 
 
 def test_the_same_report_is_stored_once(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from gpuaccept.record.history import History
 from gpuaccept.report.html import render_html
 from gpuaccept.report.markdown import render_markdown
 from gpuaccept.report.prometheus import render_prometheus, write_prometheus
-from tests.run_reports import gpu_report
+from tests.run_reports import gpu_report, rejudged
 
 HOSTILE_HOST = 'gpu"node\\7\n<script>alert(1)</script> ☃'
 
@@ -105,11 +105,8 @@ def test_html_page_is_self_contained_escaped_and_its_charts_render(tmp_path: Pat
 def test_html_charts_compare_like_with_like_and_mark_this_run_and_the_floor(
     tmp_path: Path,
 ) -> None:
-    quick = [
-        gpu_report("n1", [800.0 + h], hours=h).model_copy(update={"level": "quick"})
-        for h in range(3)
-    ]
-    standard = gpu_report("n1", [500.0], hours=4).model_copy(update={"level": "standard"})
+    quick = [rejudged(gpu_report("n1", [800.0 + h], hours=h), level="quick") for h in range(3)]
+    standard = rejudged(gpu_report("n1", [500.0], hours=4), level="standard")
     with History.open(tmp_path / "h.sqlite") as history:
         history.append([(r, "run") for r in [*quick, standard]])
         mixed = history.points("compute/matmul_bf16_tflops", node="n1")
@@ -139,11 +136,11 @@ def test_one_point_and_math_signs_in_names_still_chart(tmp_path: Path) -> None:
 
 
 def test_a_cpu_run_does_not_read_as_a_gpu_acceptance() -> None:
-    cpu = gpu_report("n1", [1.0]).model_copy(update={"device_mode": "cpu"})
+    cpu = rejudged(gpu_report("n1", [1.0]), device_mode="cpu")
     page = render_html(cpu, {})
     assert "not a GPU acceptance" in page
     assert 'class="verdict pass"' not in page  # no big green PASS for a CPU run
-    bench = gpu_report("n1", [1.0]).model_copy(update={"command": "bench", "level": "all"})
+    bench = rejudged(gpu_report("n1", [1.0]), command="bench", level="all")
     assert "--level all" not in render_html(bench, {})
 
 
@@ -169,7 +166,7 @@ def test_the_html_page_draws_the_samples_taken_under_load() -> None:
     compute = report.checks[0].model_copy(
         update={"details": {"load": {"gpu0": trace_details(trace, verdict)}}}
     )
-    page = render_html(report.model_copy(update={"checks": [compute, *report.checks[1:]]}), {})
+    page = render_html(rejudged(report, checks=[compute, *report.checks[1:]]), {})
     assert page.count('alt="gpu0 power and SM clock under load"') == 1
     assert "power_max_w" in page  # the summary the verdicts came from
     assert '"power_w"' not in page  # the raw samples stay in the JSON report

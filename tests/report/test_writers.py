@@ -7,6 +7,7 @@ from pathlib import Path
 
 from gpuaccept.report import console, json_report, junit
 from gpuaccept.results import CheckResult, Measurement, Reference, RunReport, Status, Verdict
+from tests.run_reports import judged_report, rejudged
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -37,7 +38,7 @@ def sample_report() -> RunReport:
         CheckResult(name="health", area="HEALTH", status=Status.SKIP, message="NVML unavailable"),
         CheckResult(name="ddp", area="DDP", status=Status.ERROR, message="timed out after 900 s"),
     ]
-    return RunReport(
+    return judged_report(
         tool_version="0.1.0",
         command="accept",
         level="standard",
@@ -77,7 +78,7 @@ def test_a_slurm_job_id_goes_into_the_name() -> None:
 def test_committed_schema_matches_the_model() -> None:
     committed = (REPO / "docs" / "report-schema.json").read_text()
     assert committed == json_report.render_report_schema(), "regenerate docs/report-schema.json"
-    assert json.loads(committed)["properties"]["schema_version"]["default"] == 1
+    assert json.loads(committed)["properties"]["schema_version"]["default"] == 2
 
 
 def test_junit_counts_and_marks_each_check(tmp_path: Path) -> None:
@@ -108,7 +109,7 @@ def test_console_lines_carry_the_area_prefix_and_the_verdict() -> None:
     assert lines[0] == "[INVENTORY] PASS inventory (0.0 s): 8 GPU(s)"
     assert lines[1].startswith("[COMPUTE] FAIL compute (12.5 s): gpu3")
     assert console.result_line(report) == "[RESULT] FAILURE: compute, ddp"
-    passing = report.model_copy(update={"checks": report.checks[:1]})
+    passing = rejudged(report, checks=report.checks[:1])
     assert console.result_line(passing) == "[RESULT] SUCCESS"
 
 

@@ -21,10 +21,11 @@ from gpuaccept.measure.nbody import (
     nbody_max_relative_error,
 )
 from gpuaccept.report.tables import render_csv, render_table
-from gpuaccept.results import RunReport, Status
+from gpuaccept.results import Status
 from gpuaccept.sweeps.collectives import CollectiveRun, collectives_result
 from gpuaccept.sweeps.matmul import run_matmul
 from gpuaccept.sweeps.sizes import int_range, parse_size, size_sweep
+from tests.run_reports import judged_report
 
 CPU = torch.device("cpu")
 
@@ -182,7 +183,7 @@ def test_tables_and_csv_carry_every_row(sweeps: dict[str, list[coll.CollectiveRo
     table = render_table(result).splitlines()
     assert len(table) == 2 + 3  # header, rule, one line per size
     assert "n/a" in table[2]  # broadcast has no out-of-place variant
-    report = RunReport(
+    report = judged_report(
         tool_version="t",
         command="bench",
         level="collectives",

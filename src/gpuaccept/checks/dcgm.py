@@ -16,6 +16,8 @@ from gpuaccept.probe.dcgm import DcgmError, dcgmi_path, run_diag
 from gpuaccept.results import CheckResult, Status
 
 DEFAULT_FULL_LEVEL = 3
+# The statuses dcgmi prints (probe/dcgm.py) that are not failures; "fail" and "warn" are judged.
+_NOT_FAILED = frozenset({"pass", "skip", "not run"})
 
 _COLUMNS = [
     ["category", "category"],
@@ -72,6 +74,10 @@ def run(context: CheckContext) -> CheckResult:
             findings.failures.append(text)
         elif result.status == "warn":
             findings.warnings.append(text)
+        elif result.status not in _NOT_FAILED:
+            # a status this reader does not know ("FAILED", "Error", a new one) could be a
+            # failure: it is never read as a pass
+            findings.failures.append(f"{text}: a DCGM status gpuaccept does not know")
     if diag.runtime_error:
         findings.failures.append(f"DCGM runtime error: {diag.runtime_error}")
     findings.details = {

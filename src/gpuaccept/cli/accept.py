@@ -248,13 +248,13 @@ def accept(
 
             Console().print(summary_table(report))
         if interrupted is not None:
-            typer.echo(result_line(report, interrupted=str(interrupted)))
-            raise typer.Exit(interrupted.exit_code)
-        failed = sorted({name for r in reports for name in r.failed_checks})
+            typer.echo(result_line(report))
+            raise typer.Exit(report.verdict.exit_code)
         if record_baseline is not None:
-            if failed:
+            unfit = [r.verdict for r in reports if not r.verdict.passed]
+            if unfit:
                 raise CheckFailed(
-                    f"not recording a baseline: check(s) failed on this node: {', '.join(failed)}"
+                    f"not recording a baseline: a run of this node ended {unfit[0].label}"
                 )
             figures = refs.baseline_figures(reports)
             if not figures:
@@ -264,5 +264,5 @@ def accept(
             )
             typer.echo(f"[BASELINE] wrote {record_baseline}")
         typer.echo(result_line(report))
-        if not report.passed or not report.judged:
-            raise typer.Exit(1)
+        if report.verdict.exit_code:
+            raise typer.Exit(report.verdict.exit_code)

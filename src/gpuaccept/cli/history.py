@@ -81,7 +81,7 @@ def list_runs(
                 run.command,
                 run.level,
                 run.device_mode,
-                "PASS" if run.passed else f"FAIL ({','.join(run.failed_checks)})",
+                run.verdict.label,
                 f"{run.duration_seconds:.1f}",
             ]
             for run in runs
@@ -226,7 +226,11 @@ def fleet(
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the view as JSON."),
 ) -> None:
-    """The newest run per node, and GPUs that lag their fleet (exit 1 if a node fails or lags)."""
+    """The newest accept run per node, and GPUs that lag their fleet.
+
+    Exit 1 when a node's newest accept did not pass (failed, judged nothing, or was
+    interrupted) or a GPU lags; benchmark and training runs are not verdicts on a node.
+    """
     from gpuaccept.record.comparison import fleet_view
     from gpuaccept.results import device_label
 
@@ -237,7 +241,7 @@ def fleet(
             tolerance_percent=tolerance,
             min_samples=min_gpus,
         )
-    failing = [run for run in view.nodes if not run.passed]
+    failing = [run for run in view.nodes if not run.verdict.passed]
     if as_json:
         typer.echo(
             json.dumps(
@@ -248,8 +252,8 @@ def fleet(
                             "run": run.id,
                             "started_at": run.started_at,
                             "command": run.command,
-                            "passed": run.passed,
-                            "failed_checks": run.failed_checks,
+                            "level": run.level,
+                            "verdict": run.verdict.model_dump(mode="json"),
                         }
                         for run in view.nodes
                     ],
@@ -275,14 +279,14 @@ def fleet(
         )
     else:
         _echo_table(
-            ["node", "newest run", "started (UTC)", "command", "result"],
+            ["node", "newest accept", "started (UTC)", "level", "result"],
             [
                 [
                     str(run.hostname),
                     str(run.id),
                     run.started_at[:19],
-                    run.command,
-                    "PASS" if run.passed else f"FAIL ({','.join(run.failed_checks)})",
+                    run.level,
+                    run.verdict.label,
                 ]
                 for run in view.nodes
             ],

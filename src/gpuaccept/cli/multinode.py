@@ -77,6 +77,7 @@ def accept_across_nodes(
             typer.echo(CPU_MODE_LINE)
     run.start()
     interrupted: Interrupted | None = None
+    stopped: str | None = None
     lost: PeerLost | None = None
     try:
         with interrupts_as_exceptions():
@@ -93,7 +94,7 @@ def accept_across_nodes(
         # eviction or Ctrl-C: the peers are stopping too, so no collective can be trusted now;
         # each node writes what it has and the checks it did not finish say why
         interrupted = error
-        run.interrupted(specs, str(error))
+        stopped = run.interrupted(specs, str(error))
     except PeerLost as error:
         # a peer stopped first (its signal came earlier, or it crashed): the same, and the
         # verdict is a failure, since this node could not be judged to the end
@@ -101,15 +102,20 @@ def accept_across_nodes(
         run.interrupted(specs, f"a peer rank stopped: {error}")
     passed = True
     if leader:
-        report = run.report(started, clock, environment)
+        report = run.report(
+            started,
+            clock,
+            environment,
+            interrupted_by=None if interrupted is None else interrupted.signum,
+            interrupted_check=stopped,
+        )
         if report_dir is not None:
             from gpuaccept.report.json_report import write_json_report
 
             typer.echo(f"[REPORT] {write_json_report(report, report_dir)}")
         record_run(report, history_path)
-        why = str(interrupted) if interrupted is not None else None
-        typer.echo(f"[{launch.node_name}] {result_line(report, interrupted=why)}")
-        passed = report.passed and report.judged
+        typer.echo(f"[{launch.node_name}] {result_line(report)}")
+        passed = report.verdict.passed
     if interrupted is not None or lost is not None:
         run.close(abandon=True)
         raise typer.Exit(interrupted.exit_code if interrupted is not None else 1)

@@ -20,19 +20,41 @@ def node_verdict(
         "instead of printing the kubectl commands.",
     ),
 ) -> None:
-    """Print the kubectl label/taint commands that record each report's verdict on its node.
+    """Print the kubectl label/taint commands that record each node's verdict on it.
 
-    pass: gpuaccept.io/verdict=pass and the gpuaccept.io/unfit taint removed; fail:
-    verdict=fail, gpuaccept.io/failed=CHECKS and the NoSchedule taint gpuaccept.io/unfit.
+    Reads `gpuaccept accept` reports. pass on the GPUs: gpuaccept.io/verdict=pass and the
+    gpuaccept.io/unfit taint removed; fail: verdict=fail, gpuaccept.io/failed=CHECKS and the
+    NoSchedule taint gpuaccept.io/unfit; not judged, interrupted or CPU mode: the taint is left
+    as it is. Of several reports of one node, the newest run is applied.
     """
     from gpuaccept.errors import InputError
-    from gpuaccept.report.node_verdict import apply_verdict, kubectl_commands, node_verdict
+    from gpuaccept.report.node_verdict import (
+        apply_verdict,
+        kubectl_commands,
+        newest_per_node,
+        node_verdict,
+    )
     from gpuaccept.report.reading import load_report
 
     if node is not None and len(reports) > 1:
         raise InputError("--node names one node: give one report with it")
-    verdicts = [node_verdict(load_report(path), node) for path in reports]
-    for verdict in verdicts:
+    # every report is read and judged before any node is changed
+    verdicts = []
+    for path in reports:
+        try:
+            verdicts.append(node_verdict(load_report(path), node))
+        except InputError as error:
+            text = str(error)
+            where = text if text.startswith(f"report {path}") else f"report {path}: {text}"
+            raise InputError(where) from None
+    newest, superseded = newest_per_node(verdicts)
+    for old in superseded:
+        typer.echo(
+            f"# {old.node}: a report of {old.started_at} ({old.verdict}) is superseded by a "
+            "newer one, not applied",
+            err=True,
+        )
+    for verdict in newest:
         if apply:
             apply_verdict(verdict)
             typer.echo(f"[K8S] {verdict.node}: {verdict.verdict} (labels and taint applied)")

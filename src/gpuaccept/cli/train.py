@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from datetime import UTC, datetime, timedelta
@@ -142,6 +143,8 @@ def mnist(
         raise InputError(f"--model must be one of {', '.join(RECIPES)} (got {model!r})")
     if precision not in ("auto", "bf16", "fp32"):
         raise InputError(f"--precision must be auto, bf16 or fp32 (got {precision!r})")
+    if learning_rate is not None and not math.isfinite(learning_rate):
+        raise InputError(f"--lr must be a finite number (got {learning_rate})")
     if checkpoint_exit_code is not None and checkpoint is None:
         raise InputError("--checkpoint-exit-code needs --checkpoint")
     target = _target_fraction(target_accuracy)
@@ -310,5 +313,5 @@ def _train_and_report(
     record_run(report, history)
     typer.echo(check_line(check))
     typer.echo(result_line(report))
-    if not report.passed:
-        raise typer.Exit(1)
+    if report.verdict.exit_code:
+        raise typer.Exit(report.verdict.exit_code)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict
 
 from gpuaccept.mnist.data import MnistData
@@ -40,7 +41,15 @@ def training_check(
         f"test accuracy {final.test_accuracy:.2%} after {final.epoch} epoch(s), "
         f"{outcome.step_mode.split(' (')[0]} steps"
     )
-    if target_accuracy is None:
+    diverged = [r for r in outcome.records if not math.isfinite(r.loss)]
+    if diverged:
+        # a loss that is NaN or infinite means the model learned nothing trustworthy, whatever
+        # the accuracy (and with no target, a pass here would be a lie)
+        status, message = (
+            Status.FAIL,
+            f"{summary}: training diverged (loss {diverged[0].loss} at epoch {diverged[0].epoch})",
+        )
+    elif target_accuracy is None:
         status, message = Status.PASS, f"{summary} (no --target-accuracy set)"
     elif final.test_accuracy >= target_accuracy:
         status, message = Status.PASS, f"{summary}, target {target_accuracy:.2%} reached"

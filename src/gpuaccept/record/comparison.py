@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from gpuaccept.record.history import MetricPoint, RunRow
 from gpuaccept.results import RunReport, device_label
+from gpuaccept.verdict import ACCEPT
 
 # Units whose smaller values are better; rates and accuracies are better when larger.
 LOWER_IS_BETTER_UNITS = frozenset({"s", "ms", "us", "nats", "elements"})
@@ -89,7 +90,7 @@ class FleetFigure:
 
 @dataclass(frozen=True)
 class FleetView:
-    nodes: list[RunRow]  # the newest run of each node
+    nodes: list[RunRow]  # the newest acceptance run of each node
     figures: list[FleetFigure]
     tolerance_percent: float
     min_samples: int
@@ -106,7 +107,11 @@ def fleet_view(
     tolerance_percent: float,
     min_samples: int = 3,
 ) -> FleetView:
-    """Newest run per node, and GPUs more than `tolerance_percent` worse than their model's median.
+    """Newest `accept` run per node, and GPUs more than `tolerance_percent` worse than their
+    model's median.
+
+    Only an acceptance run speaks for a node: a benchmark or a training run after a failed
+    accept must not turn the node green.
 
     A GPU is flagged whether or not it passed its reference: a node that is 15% slower than its
     siblings is worth a look before users notice. Models with fewer than `min_samples` GPUs have
@@ -114,7 +119,8 @@ def fleet_view(
     """
     newest: dict[str | None, RunRow] = {}
     for run in sorted(runs, key=lambda r: (r.started_at, r.id), reverse=True):
-        newest.setdefault(run.hostname, run)
+        if run.verdict.kind == ACCEPT:
+            newest.setdefault(run.hostname, run)
     groups: dict[tuple[str, str], list[MetricPoint]] = defaultdict(list)
     for point in latest_points:
         model = point.device_name or "cpu"

@@ -21,11 +21,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from gpuaccept.errors import InputError
-from gpuaccept.results import RunReport
+from gpuaccept.results import RunReport, RunVerdict
 
 HISTORY_ENV = "GPUACCEPT_HISTORY"
 APPLICATION_ID = 0x67707561  # "gpua" in the SQLite header marks our databases
-SCHEMA_VERSION = 1
+# 2: each run's verdict (RunVerdict as JSON) is stored beside the report; a version 1 database
+# is upgraded in place when first opened (its verdicts judged from the stored reports).
+SCHEMA_VERSION = 2
 BUSY_TIMEOUT_SECONDS = 60.0
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -41,6 +43,7 @@ CREATE TABLE IF NOT EXISTS runs (
     duration_seconds REAL NOT NULL,
     passed INTEGER NOT NULL,
     failed_checks TEXT NOT NULL,
+    verdict_json TEXT NOT NULL,
     hostname TEXT,
     tool_version TEXT NOT NULL,
     recorded_at TEXT NOT NULL,
@@ -85,8 +88,7 @@ class RunRow:
     command: str
     level: str
     device_mode: str
-    passed: bool
-    failed_checks: list[str]
+    verdict: RunVerdict
     duration_seconds: float
     tool_version: str
     source: str
@@ -228,6 +230,8 @@ class History:
             connection.execute("PRAGMA foreign_keys = ON")
             if create:
                 history._initialise()
+            elif exists and tables and user_version < SCHEMA_VERSION:
+                history._upgrade()
             yield history
         except sqlite3.DatabaseError as error:
             raise HistoryError(f"history {path}: {error}; nothing was written") from None
@@ -269,12 +273,52 @@ class History:
         with self._transaction() as db:
             application_id = db.execute("PRAGMA application_id").fetchone()[0]
             if application_id == APPLICATION_ID:
+                self._upgrade_in(db)
                 return
             # Not executescript: it would COMMIT and end this transaction half-way.
             for statement in filter(str.strip, _SCHEMA.split(";")):
                 db.execute(statement)
             db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    def _upgrade(self) -> None:
+        try:
+            with self._transaction() as db:
+                self._upgrade_in(db)
+        except sqlite3.OperationalError as error:
+            raise HistoryError(
+                f"history {self.path}: written by an older gpuaccept; upgrading it in place "
+                f"needs write access ({error})"
+            ) from None
+
+    def _upgrade_in(self, db: sqlite3.Connection) -> None:
+        """Bring an older database of ours to this schema, in the caller's transaction."""
+        version = int(db.execute("PRAGMA user_version").fetchone()[0])
+        if version >= SCHEMA_VERSION:
+            return
+        if version < 2:
+            # version 1 kept passed/failed_checks only, which called a run that judged nothing
+            # a pass: each verdict is judged again from the stored report
+            db.execute("ALTER TABLE runs ADD COLUMN verdict_json TEXT NOT NULL DEFAULT ''")
+            for run_id, text in db.execute("SELECT id, report_json FROM runs").fetchall():
+                try:
+                    verdict = RunReport.model_validate_json(text).verdict
+                except ValueError as error:
+                    raise HistoryError(
+                        f"history {self.path}: run {run_id}'s stored report is damaged "
+                        f"({_first_line(error)}); cannot upgrade the database, nothing was "
+                        "changed"
+                    ) from None
+                db.execute(
+                    "UPDATE runs SET verdict_json = ?, passed = ?, failed_checks = ? WHERE id = ?",
+                    (
+                        verdict.model_dump_json(),
+                        int(verdict.passed),
+                        ",".join(verdict.failed_checks),
+                        run_id,
+                    ),
+                )
+        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def append(self, reports: Sequence[tuple[RunReport, str]]) -> list[tuple[int, bool]]:
         """Store runs (report, source) in one transaction: (run id, newly stored) for each."""
@@ -291,9 +335,9 @@ class History:
                     continue
                 cursor = db.execute(
                     "INSERT INTO runs (report_sha256, command, level, device_mode, started_at, "
-                    "finished_at, duration_seconds, passed, failed_checks, hostname, "
-                    "tool_version, recorded_at, source, report_json) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "finished_at, duration_seconds, passed, failed_checks, verdict_json, "
+                    "hostname, tool_version, recorded_at, source, report_json) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         digest,
                         report.command,
@@ -302,8 +346,9 @@ class History:
                         report.started_at,
                         report.finished_at,
                         report.duration_seconds,
-                        int(report.passed),
-                        ",".join(report.failed_checks),
+                        int(report.verdict.passed),
+                        ",".join(report.verdict.failed_checks),
+                        report.verdict.model_dump_json(),
                         report.hostname,
                         report.tool_version,
                         recorded_at,
@@ -349,8 +394,8 @@ class History:
         """Runs, newest first."""
         clauses, parameters = _filters(node=node, command=command)
         sql = (
-            "SELECT id, started_at, hostname, command, level, device_mode, passed, "
-            "failed_checks, duration_seconds, tool_version, source FROM runs"
+            "SELECT id, started_at, hostname, command, level, device_mode, verdict_json, "
+            "duration_seconds, tool_version, source FROM runs"
             f"{clauses} ORDER BY started_at DESC, id DESC"
         )
         if limit is not None:
@@ -364,14 +409,22 @@ class History:
                 command=row[3],
                 level=row[4],
                 device_mode=row[5],
-                passed=bool(row[6]),
-                failed_checks=[name for name in row[7].split(",") if name],
-                duration_seconds=row[8],
-                tool_version=row[9],
-                source=row[10],
+                verdict=self._verdict(row[0], row[6]),
+                duration_seconds=row[7],
+                tool_version=row[8],
+                source=row[9],
             )
             for row in self._connection.execute(sql, parameters)
         ]
+
+    def _verdict(self, run_id: int, text: str) -> RunVerdict:
+        try:
+            return RunVerdict.model_validate_json(text)
+        except ValueError as error:
+            raise HistoryError(
+                f"history {self.path}: run {run_id}'s stored verdict is damaged ({error}); "
+                "restore the database from a copy"
+            ) from None
 
     def report(self, run_id: int) -> RunReport:
         row = self._connection.execute(
@@ -381,7 +434,13 @@ class History:
             raise HistoryError(
                 f"history {self.path}: no run {run_id} (see `gpuaccept history list`)"
             )
-        return RunReport.model_validate_json(row[0])
+        try:
+            return RunReport.model_validate_json(row[0])
+        except ValueError as error:
+            raise HistoryError(
+                f"history {self.path}: run {run_id}'s stored report is damaged "
+                f"({_first_line(error)}); restore the database from a copy"
+            ) from None
 
     def count(self) -> int:
         return int(self._connection.execute("SELECT count(*) FROM runs").fetchone()[0])
@@ -436,6 +495,11 @@ class History:
             )
             for row in self._connection.execute(sql, parameters)
         ]
+
+
+def _first_line(error: Exception) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
 
 
 def report_points(report: RunReport, run_id: int) -> list[MetricPoint]:

@@ -42,15 +42,9 @@ def environment_line(what: str, environment: dict[str, Any]) -> str:
     return f"[ENV] {what}: torch {version} ({build}), {len(gpus)} GPU(s) {names}".rstrip()
 
 
-def result_line(report: RunReport, interrupted: str | None = None) -> str:
-    if interrupted is not None:
-        failed = f"; failed before it: {', '.join(report.failed_checks)}"
-        return f"[RESULT] INTERRUPTED ({interrupted}){failed if report.failed_checks else ''}"
-    if not report.passed:
-        return f"[RESULT] FAILURE: {', '.join(report.failed_checks)}"
-    if not report.judged:
-        return "[RESULT] NOT JUDGED: every selected check was skipped (see the reasons above)"
-    return "[RESULT] SUCCESS"
+def result_line(report: RunReport) -> str:
+    """The run's stored verdict as the last line of a log (`[RESULT] SUCCESS`, ...)."""
+    return f"[RESULT] {report.verdict.sentence}"
 
 
 def summary_table(report: RunReport) -> Table:

@@ -18,7 +18,7 @@ from gpuaccept.naming import chart_title, format_number, metric_title, run_title
 from gpuaccept.record.comparison import higher_is_better
 from gpuaccept.record.history import MetricPoint
 from gpuaccept.report.charts import load_chart_png, trend_chart_png
-from gpuaccept.results import CheckResult, RunReport, device_label
+from gpuaccept.results import CheckResult, Outcome, RunReport, device_label
 
 MAX_CHARTS = 12
 
@@ -209,14 +209,17 @@ def _charts(trends: dict[str, list[MetricPoint]], report: RunReport) -> str:
 
 def render_html(report: RunReport, trends: dict[str, list[MetricPoint]]) -> str:
     """The page; `trends` maps `check/metric` to its stored points (this run included)."""
-    verdict = {"pass": "pass", "fail": "fail", "not judged": "skip"}[report.verdict]
+    run_verdict = report.verdict
+    # A failure is red in CPU mode too; only a CPU pass is grey, since a green PASS would read as
+    # a GPU acceptance.
+    verdict = {
+        Outcome.PASS: "cpu" if run_verdict.cpu_mode else "pass",
+        Outcome.FAIL: "fail",
+        Outcome.NOT_JUDGED: "skip",
+        Outcome.INTERRUPTED: "skip",
+    }[run_verdict.outcome]
     title = run_title(report)
-    failed = ", ".join(report.failed_checks)
-    shown = report.verdict.upper() + (f": {escape(failed)}" if failed else "")
-    if report.device_mode == "cpu":
-        # a CPU run exercises the code; a green PASS would read as a GPU acceptance
-        verdict = "cpu"
-        shown += " (CPU mode: this exercised the code on the CPU; it is not a GPU acceptance)"
+    shown = escape(run_verdict.sentence)
     checks = _table(
         ["area", "check", "status", "seconds", "message"],
         [

@@ -4,12 +4,26 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpuaccept.naming import run_title
 from gpuaccept.results import RunReport, device_label
+
+# Markdown renders inline HTML, so report text (a check message, a level, a host name) could hide
+# the verdict in an HTML comment or add a script. Every character that starts inline markup is
+# escaped (CommonMark backslash escapes; entities for HTML's own), so text shows as written. Our
+# text is never at the start of a line, where #, + and - would matter.
+_MARKDOWN_SPECIAL = str.maketrans(
+    {c: "\\" + c for c in "\\`*_[]|~!"}
+    | {"<": "&lt;", ">": "&gt;", "&": "&amp;", "\r": " ", "\n": " "}
+)
+
+
+def _inline(value: Any) -> str:
+    """Report text as inert Markdown: shown as written, never markup."""
+    return ("" if value is None else str(value)).translate(_MARKDOWN_SPECIAL)
 
 
 def _cell(value: Any) -> str:
-    text = "" if value is None else str(value)
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", "<br>")
+    return _inline(value)
 
 
 def _known(value: Any) -> str:
@@ -21,7 +35,8 @@ def _row(cells: list[Any]) -> str:
 
 
 def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
-    return [_row(header), _row(["---"] * len(header)), *(_row(row) for row in rows)]
+    rule = "| " + " | ".join(["---"] * len(header)) + " |"
+    return [_row(header), rule, *(_row(row) for row in rows)]
 
 
 def render_markdown(report: RunReport) -> str:
@@ -30,11 +45,12 @@ def render_markdown(report: RunReport) -> str:
     torch_info = env.get("torch") or {}
     cuda = env.get("cuda") or {}
     gpus = env.get("gpus") or []
-    verdict = "PASS" if report.passed else f"FAIL ({', '.join(report.failed_checks)})"
     lines = [
-        f"## gpuaccept {report.command} --level {report.level} ({report.device_mode}): {verdict}",
+        f"## {_inline(run_title(report))}: {_inline(report.verdict.label)}",
         "",
-        f"- node: `{_known(system.get('hostname'))}`, started {report.started_at}, "
+        f"**[RESULT] {_inline(report.verdict.sentence)}**",
+        "",
+        f"- node: {_known(system.get('hostname'))}, started {report.started_at}, "
         f"{report.duration_seconds:.1f} s, gpuaccept {report.tool_version}",
         f"- torch {_known(torch_info.get('version'))}, CUDA runtime "
         f"{_known(cuda.get('runtime'))}, driver {_known(cuda.get('driver_version'))}",

@@ -1,20 +1,26 @@
 """A run's verdict as Kubernetes node labels and a taint: the exact kubectl commands, or the
 same change made through the Kubernetes API.
 
-pass: labels gpuaccept.io/verdict=pass (level, date), the gpuaccept.io/unfit taint removed;
-fail: verdict=fail, gpuaccept.io/failed=<checks>, and the NoSchedule taint
-gpuaccept.io/unfit=<checks>, so no new pod lands there; not judged: the labels say so and the
-taint is left as it is.
+Only an `accept` report is read (a benchmark or a training run says nothing of a node's
+fitness). pass on the GPUs: labels gpuaccept.io/verdict=pass (level, date), the gpuaccept.io/unfit
+taint removed; fail (in any mode: a GPU node whose GPUs are unusable runs in CPU mode and fails
+inventory): verdict=fail, gpuaccept.io/failed=<checks>, and the NoSchedule taint
+gpuaccept.io/unfit=<checks>, so no new pod lands there; not judged, interrupted, or a pass of the
+CPU twins: the labels say not-judged and the taint and the failed label are left as they are.
+Given several reports of one node, only the newest (by start time, not file name) is applied.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from gpuaccept.errors import InputError
-from gpuaccept.results import RunReport
+from gpuaccept.naming import run_title
+from gpuaccept.results import Outcome, RunReport
+from gpuaccept.verdict import ACCEPT
 
 PREFIX = "gpuaccept.io"
 TAINT_KEY = f"{PREFIX}/unfit"
@@ -29,6 +35,7 @@ class NodeVerdict:
     labels: dict[str, str | None]  # None: remove the label
     taint: str | None  # the unfit taint's value to set; None with remove_taint False: leave it
     remove_taint: bool
+    started_at: str  # when the run began (ISO 8601): the newest report of a node wins
 
 
 def node_of(report: RunReport) -> str | None:
@@ -48,24 +55,56 @@ def _label_value(text: str) -> str:
 
 
 def node_verdict(report: RunReport, node: str | None = None) -> NodeVerdict:
+    verdict = report.verdict
+    if verdict.kind != ACCEPT:
+        raise InputError(
+            f"a `{run_title(report)}` report says nothing of a node's fitness: node-verdict "
+            "reads `gpuaccept accept` reports"
+        )
     name = node or node_of(report)
     if not name or not _NODE_NAME.fullmatch(name):
         raise InputError(f"node name {name!r} is not a Kubernetes node name: give one with --node")
-    failed = _label_value(".".join(report.failed_checks)) if report.failed_checks else None
-    verdict = "fail" if failed else ("pass" if report.judged else "not-judged")
+    failed = _label_value(".".join(verdict.failed_checks)) if verdict.failed_checks else None
+    if verdict.outcome is Outcome.FAIL:
+        state = "fail"
+    elif verdict.outcome is Outcome.PASS and verdict.is_node_acceptance:
+        state = "pass"
+    else:
+        state = "not-judged"
     labels: dict[str, str | None] = {
-        f"{PREFIX}/verdict": verdict,
+        f"{PREFIX}/verdict": state,
         f"{PREFIX}/level": _label_value(report.level),
         f"{PREFIX}/checked": report.started_at[:10],
-        f"{PREFIX}/failed": failed,
     }
+    if state != "not-judged":  # a run that judged nothing leaves the last judgement standing
+        labels[f"{PREFIX}/failed"] = failed
     return NodeVerdict(
         node=name,
-        verdict=verdict,
+        verdict=state,
         labels=labels,
-        taint=failed,
-        remove_taint=verdict == "pass",
+        taint=failed if state == "fail" else None,
+        remove_taint=state == "pass",
+        started_at=report.started_at,
     )
+
+
+def newest_per_node(verdicts: list[NodeVerdict]) -> tuple[list[NodeVerdict], list[NodeVerdict]]:
+    """(the newest verdict of each node, in first-seen order; the older ones it supersedes).
+
+    Report files are not in time order (on Kubernetes their names carry pod names), so an older
+    pass applied after a newer failure would lift the taint the failure set.
+    """
+    newest: dict[str, NodeVerdict] = {}
+    for verdict in verdicts:
+        kept = newest.get(verdict.node)
+        if kept is None or _moment(verdict) >= _moment(kept):
+            newest[verdict.node] = verdict
+    chosen = set(map(id, newest.values()))
+    return list(newest.values()), [v for v in verdicts if id(v) not in chosen]
+
+
+def _moment(verdict: NodeVerdict) -> datetime:
+    return datetime.fromisoformat(verdict.started_at)
 
 
 def kubectl_commands(verdict: NodeVerdict) -> list[list[str]]:

@@ -11,7 +11,7 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from gpuaccept.output_files import write_bytes_atomically
-from gpuaccept.results import RunReport, Status
+from gpuaccept.results import Outcome, RunReport, Status, Verdict
 
 
 class _RunCollector(Collector):
@@ -19,16 +19,38 @@ class _RunCollector(Collector):
         self.report = report
 
     def collect(self) -> Iterator[Metric]:
+        # Verdicts and statuses are state sets (one series per state, 1 on the current one),
+        # never labels on the value gauges: a series keeps its identity when a verdict flips, so
+        # alerts and graphs stay continuous.
         report = self.report
+        verdict = report.verdict
         node = report.hostname or ""
         run = {"command": report.command, "level": report.level, "mode": report.device_mode}
         run_labels = [*run, "node"]
         run_values = [*run.values(), node]
 
         passed = GaugeMetricFamily(
-            "gpuaccept_run_passed", "1 when every check of the run passed", labels=run_labels
+            "gpuaccept_run_passed",
+            "1 when the run's verdict is pass (a NOT JUDGED or interrupted run is 0)",
+            labels=run_labels,
         )
-        passed.add_metric(run_values, float(report.passed))
+        passed.add_metric(run_values, float(verdict.passed))
+        outcome = GaugeMetricFamily(
+            "gpuaccept_run_verdict",
+            "The run's verdict as a state set: 1 on the state it ended in",
+            labels=[*run_labels, "verdict"],
+        )
+        for state in Outcome:
+            outcome.add_metric(
+                [*run_values, state.value.replace(" ", "_")], float(verdict.outcome is state)
+            )
+        acceptance = GaugeMetricFamily(
+            "gpuaccept_run_node_acceptance",
+            "1 when the verdict speaks for the node's fitness (accept on the GPUs); 0 for a "
+            "benchmark, a training run, or CPU mode (the CPU twins: not a GPU acceptance)",
+            labels=run_labels,
+        )
+        acceptance.add_metric(run_values, float(verdict.is_node_acceptance))
         started = GaugeMetricFamily(
             "gpuaccept_run_start_time_seconds",
             "When the run started (Unix time)",
@@ -39,43 +61,56 @@ class _RunCollector(Collector):
             "gpuaccept_run_duration_seconds", "How long the run took", labels=run_labels
         )
         duration.add_metric(run_values, report.duration_seconds)
-        yield from (passed, started, duration)
+        yield from (passed, outcome, acceptance, started, duration)
 
         check_labels = [*run_labels, "check", "area"]
         check_passed = GaugeMetricFamily(
             "gpuaccept_check_passed",
             "1 when the check passed (warnings and skips count as passed)",
+            labels=check_labels,
+        )
+        check_status = GaugeMetricFamily(
+            "gpuaccept_check_status",
+            "The check's status as a state set: 1 on the status it ended with",
             labels=[*check_labels, "status"],
         )
         check_seconds = GaugeMetricFamily(
             "gpuaccept_check_duration_seconds", "How long the check took", labels=check_labels
         )
+        figure_labels = [*check_labels, "metric", "unit", "gpu", "gpu_name"]
         value = GaugeMetricFamily(
             "gpuaccept_measurement_value",
             "A measured figure, in the unit its label names",
-            labels=[*check_labels, "metric", "unit", "gpu", "gpu_name", "verdict"],
+            labels=figure_labels,
+        )
+        within = GaugeMetricFamily(
+            "gpuaccept_measurement_within_reference",
+            "1 when the figure is within its reference, 0 when not (figures without a "
+            "reference have no series)",
+            labels=figure_labels,
         )
         floor = GaugeMetricFamily(
             "gpuaccept_measurement_reference_floor",
             "The lowest value the reference accepts for this figure",
-            labels=[*check_labels, "metric", "unit", "gpu", "gpu_name"],
+            labels=figure_labels,
         )
         for check in report.checks:
             labels = [*run_values, check.name, check.area]
-            check_passed.add_metric(
-                [*labels, check.status.value],
-                float(check.status not in (Status.FAIL, Status.ERROR)),
-            )
+            check_passed.add_metric(labels, float(not check.status.is_failure))
+            for status in Status:
+                check_status.add_metric([*labels, status.value], float(check.status is status))
             check_seconds.add_metric(labels, check.duration_seconds)
             # A metric is one series per GPU; a repeated name keeps the last figure.
             newest = {(m.name, m.device_index): m for m in check.measurements}
             for m in newest.values():
                 gpu = "cpu" if m.device_index is None else str(m.device_index)
                 figure = [*labels, m.name, m.unit, gpu, m.device_name or ""]
-                value.add_metric([*figure, m.verdict.value], m.value)
+                value.add_metric(figure, m.value)
+                if m.verdict is not Verdict.UNCHECKED:
+                    within.add_metric(figure, float(m.verdict is Verdict.PASS))
                 if m.reference is not None:
                     floor.add_metric(figure, m.reference.floor)
-        yield from (check_passed, check_seconds, value, floor)
+        yield from (check_passed, check_status, check_seconds, value, within, floor)
 
 
 def render_prometheus(report: RunReport) -> str:

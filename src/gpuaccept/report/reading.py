@@ -8,7 +8,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from gpuaccept.errors import InputError
-from gpuaccept.results import REPORT_SCHEMA_VERSION, RunReport
+from gpuaccept.results import READABLE_SCHEMA_VERSIONS, RunReport
 
 MAX_REPORT_BYTES = 256 * 1024 * 1024
 
@@ -34,10 +34,10 @@ def load_report(path: Path) -> RunReport:
     if not isinstance(data, dict) or data.get("tool") != "gpuaccept":
         raise InputError(f'report {path}: not a gpuaccept report (no "tool": "gpuaccept")')
     version = data.get("schema_version")
-    if version != REPORT_SCHEMA_VERSION:
+    if version not in READABLE_SCHEMA_VERSIONS or isinstance(version, bool):
         raise InputError(
             f"report {path}: schema version {version!r}, this gpuaccept reads "
-            f"{REPORT_SCHEMA_VERSION}"
+            f"{', '.join(map(str, READABLE_SCHEMA_VERSIONS))}"
         )
     try:
         return RunReport.model_validate(data)

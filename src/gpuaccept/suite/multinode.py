@@ -230,19 +230,22 @@ class MultiNodeRun:
         if dist.is_initialized() and not abandon:
             dist.destroy_process_group()
 
-    def interrupted(self, specs: list[CheckSpec], why: str) -> None:
-        """The checks not recorded yet: the one under way is ERROR, the rest were not run."""
+    def interrupted(self, specs: list[CheckSpec], why: str) -> str | None:
+        """The checks not recorded yet: the one under way is ERROR, the rest were not run.
+        Returns the name of the one under way (None when every check had finished)."""
         done = {result.name for result in self.node_results}
-        current = True
+        under_way: str | None = None
         for spec in specs:
             if spec.name in done:
                 continue
+            current = under_way is None
+            under_way = under_way or spec.name
             status, message = (Status.ERROR, why) if current else (Status.SKIP, f"not run: {why}")
-            current = False
             if self.launch.local_rank == 0:
                 self.node_results.append(
                     CheckResult(name=spec.name, area=spec.area, status=status, message=message)
                 )
+        return under_way
 
     def _share(self, share: _Share) -> list[_Share]:
         import torch.distributed as dist
@@ -442,7 +445,12 @@ class MultiNodeRun:
 
     # --- the report -----------------------------------------------------------------------
     def report(
-        self, started: datetime.datetime, clock: float, environment: dict[str, Any]
+        self,
+        started: datetime.datetime,
+        clock: float,
+        environment: dict[str, Any],
+        interrupted_by: int | None = None,
+        interrupted_check: str | None = None,
     ) -> RunReport:
         environment = {
             **environment,
@@ -462,6 +470,8 @@ class MultiNodeRun:
             monotonic_start=clock,
             checks=self.node_results,
             environment=environment,
+            interrupted_by=interrupted_by,
+            interrupted_check=interrupted_check,
         )
 
 

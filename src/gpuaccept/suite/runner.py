@@ -46,6 +46,15 @@ class Observer(Protocol):
 
 
 @dataclass(frozen=True)
+class Interruption:
+    """SIGINT/SIGTERM stopped a suite: the signal, and the check it stopped (None between
+    checks)."""
+
+    error: Interrupted
+    check: str | None
+
+
+@dataclass(frozen=True)
 class SuiteOutcome:
     report: RunReport
     interrupted: Interrupted | None = None
@@ -272,12 +281,13 @@ def run_suite(
     timeout_seconds: float,
     gpus: list[tuple[int, str | None]],
     observer: Observer | None = None,
-) -> tuple[list[CheckResult], list[GpuEvent], Interrupted | None]:
+) -> tuple[list[CheckResult], list[GpuEvent], Interruption | None]:
     """Run `specs` in order; (results, NVML events seen, the interruption if one came)."""
     missing_gpus = context.cpu_mode and context.expected is not None and context.expected.count > 0
     run = SuiteRun(context, gpus, timeout_seconds, observer)
     results: list[CheckResult] = []
     interrupted: Interrupted | None = None
+    stopped: str | None = None
     current: CheckSpec | None = None
     current_started = time.monotonic()
     try:
@@ -304,12 +314,17 @@ def run_suite(
         run.close(kill=True)
         for spec in specs[len(results) :]:
             if spec is current:
+                stopped = spec.name
                 results.append(_error(spec, f"{interrupted}", time.monotonic() - current_started))
             else:
                 results.append(skipped(spec, f"not run: the run was {interrupted}"))
     finally:
         run.close(kill=interrupted is not None)
-    return results, run.events, interrupted
+    return (
+        results,
+        run.events,
+        None if interrupted is None else Interruption(interrupted, stopped),
+    )
 
 
 def run_acceptance(
@@ -323,7 +338,7 @@ def run_acceptance(
     """Run the checks and gather them, with the environment capture, into one RunReport."""
     started = datetime.now(UTC)
     clock = time.monotonic()
-    results, _, interrupted = run_suite(specs, context, timeout_seconds, gpus, observer)
+    results, _, interruption = run_suite(specs, context, timeout_seconds, gpus, observer)
     report = RunReport.completed(
         command="accept",
         level=context.level,
@@ -332,5 +347,7 @@ def run_acceptance(
         monotonic_start=clock,
         checks=results,
         environment=environment,
+        interrupted_by=None if interruption is None else interruption.error.signum,
+        interrupted_check=None if interruption is None else interruption.check,
     )
-    return SuiteOutcome(report, interrupted)
+    return SuiteOutcome(report, None if interruption is None else interruption.error)

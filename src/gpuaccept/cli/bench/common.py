@@ -142,8 +142,8 @@ def finish(
         typer.echo(f"[REPORT] {csv_path}")
     record_run(report, history)
     typer.echo(result_line(report))
-    if not report.passed:
-        raise typer.Exit(1)
+    if report.verdict.exit_code:
+        raise typer.Exit(report.verdict.exit_code)
 
 
 def show(result: CheckResult) -> None:
