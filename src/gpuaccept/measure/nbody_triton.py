@@ -4,7 +4,8 @@ The tiled torch code in `nbody` sends tile x N x 3 temporaries through memory, s
 measures HBM, not arithmetic. Here each program owns BLOCK_I bodies, keeps their positions and
 accelerations in registers, and streams every other body past them BLOCK_J at a time (the
 cuda-samples kernel's shared-memory tiling, written for Triton's block model). Memory traffic is
-O(N^2 / BLOCK_I) loads of 16 bytes, far below the arithmetic.
+O(N^2 / BLOCK_I) loads of 16 bytes, far below the arithmetic. The kernel itself is in
+`nbody_triton_kernel` (imported only when Triton is there).
 
 On a CPU tensor the same kernel runs in Triton's interpreter (numpy): that is how tests exercise
 this exact code without a GPU. It is slow, so only for small N.
@@ -20,8 +21,14 @@ from typing import Any
 import torch
 
 KERNEL_NAME = "triton-fused"
-# Tile shapes tried on a GPU (autotuned once per N bucket); the interpreter takes the first.
-_GPU_CONFIGS = ((128, 64, 4), (128, 128, 8), (256, 64, 8), (64, 64, 4))  # (BLOCK_I, BLOCK_J, warps)
+# Tile shapes tried on a GPU (autotuned once per N bucket), as (BLOCK_I, BLOCK_J, warps); the
+# interpreter takes the first. Each compiles for sm_80, sm_90 and sm_100 with no spill
+# (tests/measure/test_nbody_compiled.py): fp32 at 64-126 registers, fp64 at 183.
+GPU_CONFIGS: dict[str, tuple[tuple[int, int, int], ...]] = {
+    "fp32": ((64, 32, 4), (128, 16, 4), (32, 32, 4)),
+    # fp64 doubles the registers per element: 64 x 32 spills (336 bytes of stack on sm_90)
+    "fp64": ((32, 32, 4), (64, 16, 4)),
+}
 
 
 def triton_available() -> bool:
@@ -41,61 +48,20 @@ def interpreting() -> bool:
 
 
 @functools.cache
-def _kernel() -> Any:
-    """The jitted kernel: autotuned over tile shapes on a GPU, the first shape when interpreted."""
+def _kernel(precision: str) -> Any:
+    """The jitted kernel: autotuned over `precision`'s tile shapes on a GPU, as is when
+    interpreted."""
     import triton
-    import triton.language as tl
 
-    def body(
-        x_ptr: Any,
-        y_ptr: Any,
-        z_ptr: Any,
-        m_ptr: Any,
-        ax_ptr: Any,
-        ay_ptr: Any,
-        az_ptr: Any,
-        n: Any,
-        softening_squared: Any,
-        BLOCK_I: tl.constexpr,
-        BLOCK_J: tl.constexpr,
-        FP64: tl.constexpr,
-    ) -> None:
-        i = tl.program_id(0) * BLOCK_I + tl.arange(0, BLOCK_I)
-        mine = i < n
-        xi = tl.load(x_ptr + i, mask=mine, other=0.0)
-        yi = tl.load(y_ptr + i, mask=mine, other=0.0)
-        zi = tl.load(z_ptr + i, mask=mine, other=0.0)
-        ax = tl.zeros([BLOCK_I], dtype=xi.dtype)
-        ay = tl.zeros([BLOCK_I], dtype=xi.dtype)
-        az = tl.zeros([BLOCK_I], dtype=xi.dtype)
-        for start in range(0, n, BLOCK_J):
-            j = start + tl.arange(0, BLOCK_J)
-            theirs = j < n
-            # a body past the end has zero mass, so it adds exactly nothing
-            mj = tl.load(m_ptr + j, mask=theirs, other=0.0)
-            dx = tl.load(x_ptr + j, mask=theirs, other=0.0)[None, :] - xi[:, None]
-            dy = tl.load(y_ptr + j, mask=theirs, other=0.0)[None, :] - yi[:, None]
-            dz = tl.load(z_ptr + j, mask=theirs, other=0.0)[None, :] - zi[:, None]
-            squared = dx * dx + dy * dy + dz * dz + softening_squared
-            if FP64:  # noqa: SIM108 (a constexpr if: Triton compiles only the branch taken)
-                inverse = 1.0 / tl.sqrt(squared)
-            else:
-                inverse = tl.math.rsqrt(squared)
-            weight = mj[None, :] * (inverse * inverse * inverse)
-            ax += tl.sum(dx * weight, axis=1)
-            ay += tl.sum(dy * weight, axis=1)
-            az += tl.sum(dz * weight, axis=1)
-        tl.store(ax_ptr + i, ax, mask=mine)
-        tl.store(ay_ptr + i, ay, mask=mine)
-        tl.store(az_ptr + i, az, mask=mine)
+    from gpuaccept.measure.nbody_triton_kernel import nbody_accelerations_kernel
 
     if interpreting():
-        return triton.jit(body)
+        return nbody_accelerations_kernel
     configs = [
         triton.Config({"BLOCK_I": bi, "BLOCK_J": bj}, num_warps=warps)
-        for bi, bj, warps in _GPU_CONFIGS
+        for bi, bj, warps in GPU_CONFIGS[precision]
     ]
-    return triton.autotune(configs=configs, key=["n", "FP64"])(triton.jit(body))
+    return triton.autotune(configs=configs, key=["n"])(nbody_accelerations_kernel)
 
 
 def fused_accelerations(
@@ -114,14 +80,18 @@ def fused_accelerations(
     x, y, z = positions.t().contiguous()  # structure of arrays: coalesced loads
     ax, ay, az = torch.empty_like(x), torch.empty_like(y), torch.empty_like(z)
     count = len(positions)
-    kernel = _kernel()
-    fp64 = positions.dtype == torch.float64
-    arguments = (x, y, z, masses.contiguous(), ax, ay, az, count, softening_squared)
+    precision = "fp64" if positions.dtype == torch.float64 else "fp32"
+    kernel = _kernel(precision)
+    # a tensor, so the fp64 kernel gets the fp64 value (a Python float arrives as fp32)
+    softening = torch.full((1,), softening_squared, dtype=positions.dtype, device=positions.device)
+    arguments = (x, y, z, masses.contiguous(), ax, ay, az, softening, count)
     if interpret:
-        block_i, block_j, _ = _GPU_CONFIGS[0]
+        block_i, block_j, _ = GPU_CONFIGS[precision][0]
         grid: Callable[[dict[str, int]], tuple[int]] | tuple[int] = (-(-count // block_i),)
-        kernel[grid](*arguments, BLOCK_I=block_i, BLOCK_J=block_j, FP64=fp64)
+        kernel[grid](*arguments, BLOCK_I=block_i, BLOCK_J=block_j)
     else:
         grid = lambda meta: (-(-count // meta["BLOCK_I"]),)  # noqa: E731
-        kernel[grid](*arguments, FP64=fp64)
+        # Triton launches on the current device, not the tensors': make it theirs
+        with torch.cuda.device(positions.device):
+            kernel[grid](*arguments)
     return torch.stack((ax, ay, az), dim=1)

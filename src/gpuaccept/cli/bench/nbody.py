@@ -93,8 +93,18 @@ def nbody(
     csv_path: Path | None = CSV_OUT,
     history: Path | None = HISTORY,
     no_history: bool = NO_HISTORY,
+    explain: bool = typer.Option(
+        False,
+        "--explain",
+        help="Compile the fused kernel for sm_80, sm_90 and sm_100 (no GPU needed) and print "
+        "registers, spills, the inner loop's instruction mix and the fp32 ceiling it allows; "
+        "runs nothing.",
+    ),
 ) -> None:
     """All-pairs n-body: interactions/s and GFLOP/s (20 flops fp32, 30 fp64 per interaction)."""
+    if explain:
+        _explain()
+        return
     run_planned(
         "nbody",
         device,
@@ -103,4 +113,38 @@ def nbody(
         history,
         no_history,
         lambda runs: plan_nbody(runs, dtype or ["fp32"], bodies, tile, warmup, iterations, kernel),
+    )
+
+
+def _explain() -> None:
+    from gpuaccept.errors import EnvironmentProblem
+    from gpuaccept.measure.nbody_compiled import compile_all
+    from gpuaccept.measure.nbody_triton import triton_available
+
+    if not triton_available():
+        raise EnvironmentProblem("--explain compiles with Triton, which is not installed here")
+    header = ["target", "dtype", "tile", "warps", "regs", "spill B", "instr/int", "fp32/int"]
+    rows = []
+    for c in compile_all():
+        ceiling = c.ceiling_fraction
+        rows.append(
+            [
+                f"sm_{c.arch}",
+                c.precision,
+                f"{c.block_i}x{c.block_j}",
+                str(c.warps),
+                str(c.registers),
+                str(c.spill_bytes),
+                f"{c.issue_per_interaction:.1f}",
+                f"{c.fp32_per_interaction:.1f}",
+                "n/a" if ceiling is None else f"{ceiling:.0%}",
+            ]
+        )
+    header.append("fp32 ceiling")
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:
+        typer.echo("  ".join(cell.rjust(width) for cell, width in zip(row, widths, strict=True)))
+    typer.echo(
+        "[NBODY] ceiling: issue-, FP32- and MUFU-bound upper limit of the inner loop against "
+        "fp32 peak (20 flops per interaction); see gpuaccept/measure/nbody_compiled.py"
     )
