@@ -163,6 +163,22 @@ def test_remote_credentials_are_never_recorded(tmp_path: Path) -> None:
         == "https://github.com/acme/gpuaccept.git"
     )
     assert environment.strip_credentials("git@github.com:acme/x.git") == "git@github.com:acme/x.git"
+    for leaky, clean in [
+        ("https://alice:s3cr@t@host/r.git", "https://host/r.git"),
+        ("https://alice:pa/ss@host/r.git", "https://host/r.git"),
+        ("https://host/r.git?access_token=abc", "https://host/r.git"),
+        ("https://host/r.git#token=abc", "https://host/r.git"),
+        ("alice:pw@host:repo.git", "host:repo.git"),
+        (
+            "docker://bot:hunter2@ghcr.io/acme/img@sha256:" + "0" * 64,
+            "docker://ghcr.io/acme/img@sha256:" + "0" * 64,
+        ),
+        ("bot:hunter2@ghcr.io/acme/img:1", "ghcr.io/acme/img:1"),
+    ]:
+        scrubbed = environment.strip_credentials(leaky)
+        assert scrubbed == clean, leaky
+        for secret in ("s3cr", "pa/ss", "abc", ":pw", "hunter2"):
+            assert secret not in scrubbed
     repo = tmp_path / "repo"
     repo.mkdir()
     run = lambda *a: subprocess.run(["git", "-C", str(repo), *a], check=True, capture_output=True)  # noqa: E731
@@ -245,3 +261,29 @@ def test_cli_env_json_and_output_file(tmp_path: Path) -> None:
     assert result.stderr.strip().splitlines() == [
         f"gpuaccept: error: --output {tmp_path}: is a directory, expected a file path"
     ]
+
+
+def test_a_hostile_checkout_runs_nothing_while_its_state_is_read(tmp_path: Path) -> None:
+    """core.fsmonitor and filter drivers are commands a repository names; reading its state
+    (gpuaccept env, accept) must never run them."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    run = lambda *a: subprocess.run(["git", "-C", str(repo), *a], check=True, capture_output=True)  # noqa: E731
+    run("init", "-q", "-b", "work")
+    (repo / "f.txt").write_text("x\n")
+    run("add", "f.txt")
+    run("-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q", "-m", "x")
+    pwned = tmp_path / "pwned"
+    run("config", "core.fsmonitor", f"touch {pwned}-fsmonitor; false")
+    state = environment.git_state(repo)
+    assert state is not None
+    assert state["dirty"] is False
+    assert not list(tmp_path.glob("pwned*"))
+    run("config", "filter.evil.clean", f"touch {pwned}-filter; cat")
+    (repo / ".gitattributes").write_text("*.txt filter=evil\n")
+    (repo / "f.txt").write_text("changed\n")
+    state = environment.git_state(repo)
+    assert state is not None
+    assert state["sha"]
+    assert state["dirty"] is None  # not asked: status could run the filter
+    assert not list(tmp_path.glob("pwned*"))

@@ -210,34 +210,76 @@ def _pixi() -> dict[str, Any]:
 
 
 def strip_credentials(url: str) -> str:
-    """A remote URL without the user:token@ part some clones carry."""
-    return re.sub(r"^([a-z][a-z0-9+.-]*://)[^/@]*@", r"\1", url, flags=re.IGNORECASE)
+    """A URL (a git remote, a container image) with nothing that could be a credential: no
+    user:password@ (up to the last @, so a password holding @ or / goes whole), no query or
+    fragment (?access_token=..., #token=...), and no password in scp form (user:pw@host:path).
+    A plain scp user (git@host:path) stays: it is a name, not a secret."""
+    digest = re.search(r"@[a-z0-9]+:[0-9a-f]{32,}$", url, flags=re.IGNORECASE)
+    if digest:  # an image's content digest (img@sha256:...) is no credential: keep it whole
+        return strip_credentials(url[: digest.start()]) + digest.group(0)
+    scheme = re.match(r"^[a-z][a-z0-9+.-]*://", url, flags=re.IGNORECASE)
+    if scheme:
+        rest = url[scheme.end() :]
+        rest = re.split(r"[?#]", rest, maxsplit=1)[0]
+        if "@" in rest:
+            rest = rest.rsplit("@", 1)[1]
+        return scheme.group(0) + rest
+    # scp form or a bare image reference: user:password@host... loses everything to the last @
+    # when what stands before it holds a colon (a password), else keeps the user
+    head, at, tail = url.rpartition("@")
+    if at and ":" in head:
+        return re.split(r"[?#]", tail, maxsplit=1)[0]
+    return re.split(r"[?#]", url, maxsplit=1)[0]
+
+
+# Git runs commands a repository's own config names: core.fsmonitor on every status, a filter's
+# clean/process driver on files whose stat changed. gpuaccept reads the git state of whatever
+# directory it runs in (as root on a Slurm node), so it never lets a checkout run code: fsmonitor
+# is switched off on the command line, and `status` is skipped (dirty unknown) where the config
+# names any filter driver.
+_NO_REPOSITORY_COMMANDS = ("-c", "core.fsmonitor=false", "--no-optional-locks")
+_EXECUTING_KEYS = re.compile(r"^filter\..+\.(clean|smudge|process)$", re.IGNORECASE)
+
+
+def _scrubbed(value: Any) -> Any:
+    return strip_credentials(value) if isinstance(value, str) else value
 
 
 def _git_output(directory: Path, *args: str) -> str | None:
     done = subprocess.run(
-        ["git", "-C", str(directory), *args],
+        ["git", *_NO_REPOSITORY_COMMANDS, "-C", str(directory), *args],
         capture_output=True,
         text=True,
         errors="replace",
         timeout=_GIT_TIMEOUT_SECONDS,
         check=False,
+        env={**os.environ, "GIT_TERMINAL_PROMPT": "0"},
     )
     return _or_none(done.stdout.strip()) if done.returncode == 0 else None
 
 
+def _config_runs_commands(directory: Path) -> bool:
+    """Whether any git config in force names a filter driver (status could run it)."""
+    keys = _git_output(directory, "config", "--name-only", "--list") or ""
+    return any(_EXECUTING_KEYS.match(key) for key in keys.splitlines())
+
+
 def git_state(directory: Path) -> dict[str, Any] | None:
-    """sha, branch, dirty and remote of the git checkout holding `directory`; None outside one."""
+    """sha, branch, dirty (None: not asked, the config names a filter) and remote of the git
+    checkout holding `directory`; None outside one."""
     sha = _git_output(directory, "rev-parse", "HEAD")
     if sha is None:
         return None
     branch = _git_output(directory, "rev-parse", "--abbrev-ref", "HEAD")
-    status = _git_output(directory, "status", "--porcelain", "--untracked-files=no")
+    dirty: bool | None = None
+    if not _config_runs_commands(directory):
+        status = _git_output(directory, "status", "--porcelain", "--untracked-files=no")
+        dirty = status is not None
     remote = _git_output(directory, "remote", "get-url", "origin")
     return {
         "sha": sha,
         "branch": None if branch == "HEAD" else branch,  # detached
-        "dirty": status is not None,
+        "dirty": dirty,
         "remote": strip_credentials(remote) if remote else None,
     }
 
@@ -405,7 +447,7 @@ def scheduler_ids(environ: Mapping[str, str]) -> dict[str, Any]:
             "batch_name": ad.get("JobBatchName"),
             "remote_host": ad.get("RemoteHost"),
             "machine": (machine or {}).get("Machine"),
-            "container_image": ad.get("ContainerImage"),
+            "container_image": _scrubbed(ad.get("ContainerImage")),
             "assigned_gpus": _or_none(environ.get("_CONDOR_AssignedGPUs")),
         }
     slurm: dict[str, Any] | None = None
