@@ -182,3 +182,42 @@ def write_new_file(directory: Path, name: str, text: str, flag: str = "") -> Pat
     finally:
         with contextlib.suppress(OSError):
             os.unlink(temp)
+
+
+def _identity(path: Path) -> tuple[str, object]:
+    """What two names of one file share: (device, inode) when it exists, else where a write to
+    it lands (symbolic links followed)."""
+    target = _resolved(path)
+    try:
+        info = target.stat()
+    except OSError:
+        return ("path", str(target))
+    if stat.S_ISCHR(info.st_mode) or stat.S_ISFIFO(info.st_mode):
+        return ("stream", id(path))  # /dev/null or a pipe, written through: never a collision
+    return ("inode", (info.st_dev, info.st_ino))
+
+
+def refuse_collisions(
+    outputs: dict[str, Path | None], inputs: dict[str, Path | None] | None = None
+) -> None:
+    """Refuse, before any work, an output that is also an input or another output: writing it
+    would destroy what the user handed in, or keep one of two outputs. Keys are the flags."""
+    seen: dict[tuple[str, object], str] = {}
+    for flag, path in (inputs or {}).items():
+        if path is not None:
+            seen.setdefault(_identity(path), flag)
+    taken_inputs = dict(seen)
+    for flag, path in outputs.items():
+        if path is None or str(path) == "-":
+            continue
+        identity = _identity(path)
+        if identity[0] == "stream":
+            continue
+        other = seen.get(identity)
+        if other is not None:
+            what = "input" if identity in taken_inputs else "output"
+            raise OutputError(
+                f"{flag} {path}: is also the {what} {other}; writing it would destroy it "
+                "(name another file)"
+            )
+        seen[identity] = flag

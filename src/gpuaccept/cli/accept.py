@@ -152,6 +152,17 @@ def accept(
         check_output_file(junit, "--junit")
     if record_baseline is not None:
         check_output_file(record_baseline, "--record-baseline")
+    from gpuaccept.cli.recording import history_path as recorded_in
+    from gpuaccept.output_files import refuse_collisions
+
+    refuse_collisions(
+        {
+            "--history": recorded_in(history, no_history),
+            "--junit": junit,
+            "--record-baseline": record_baseline,
+        },
+        {"--baseline": baseline},
+    )
     history_path = history_target(history, no_history)
     if launch is None:
         from gpuaccept.distributed.children import start_server

@@ -19,6 +19,15 @@ HISTORY = typer.Option(
 NO_HISTORY = typer.Option(False, "--no-history", help="Do not record this run in the history.")
 
 
+def history_path(path: Path | None, disabled: bool) -> Path | None:
+    """The database a run would be recorded in (not opened): for the collision checks."""
+    if disabled:
+        return None
+    from gpuaccept.record.history import default_history_path
+
+    return path or default_history_path()
+
+
 def history_target(path: Path | None, disabled: bool) -> Path | None:
     """The database the run will be recorded in, opened (and so checked) before the run starts.
 

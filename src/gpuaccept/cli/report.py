@@ -68,6 +68,12 @@ def report(
         raise InputError("nothing to write: give --html FILE, --markdown FILE or --prometheus FILE")
     for path, flag in ((html, "--html"), (markdown, "--markdown"), (prometheus, "--prometheus")):
         _check_output(path, flag)
+    from gpuaccept.output_files import refuse_collisions
+
+    refuse_collisions(
+        {"--html": html, "--markdown": markdown, "--prometheus": prometheus},
+        {"--history": history or default_history_path(), "SOURCE": Path(source)},
+    )
     path = Path(source)
     run_id: int | None = None
     if path.exists() or not re.fullmatch(r"[0-9]{1,18}", source):

@@ -51,6 +51,16 @@ def _default_data() -> Path:
     )
 
 
+def _data_files(path: Path) -> list[Path]:
+    """The data path and, for a directory, the files in it (MNIST/raw/ included): what an output
+    must not replace. Bounded, so a huge directory costs little."""
+    found = [path]
+    if path.is_dir():
+        for depth in ("*", "*/*", "*/*/*"):
+            found += [p for p in sorted(path.glob(depth))[:1000] if p.is_file()]
+    return found
+
+
 def _check_output(path: Path | None, flag: str) -> None:
     """Refuse before training, not after it, when an output cannot be written."""
     from gpuaccept.output_files import check_output_file
@@ -151,6 +161,21 @@ def mnist(
     data_path = data if data is not None else _default_data()
     _check_output(save_model, "--save-model")
     _check_output(checkpoint, "--checkpoint")
+    from gpuaccept.cli.recording import history_path as recorded_in
+    from gpuaccept.output_files import refuse_collisions
+
+    # the checkpoint is read and rewritten: an output; the data, every file of it, an input
+    refuse_collisions(
+        {
+            "--history": recorded_in(history, no_history),
+            "--save-model": save_model,
+            "--checkpoint": checkpoint,
+        },
+        {
+            f"--data {path}" if path != data_path else "--data": path
+            for path in _data_files(data_path)
+        },
+    )
     if report_dir is not None:
         from gpuaccept.output_files import check_output_directory
 

@@ -21,7 +21,7 @@ from gpuaccept.cli.bench.common import (
     resolve_device,
     show,
 )
-from gpuaccept.cli.recording import HISTORY, NO_HISTORY, history_target
+from gpuaccept.cli.recording import HISTORY, NO_HISTORY, history_path, history_target
 
 app = typer.Typer(
     rich_markup_mode=None,
@@ -43,7 +43,7 @@ def bench(
     if ctx.invoked_subcommand is not None:
         return
     refuse_torchrun("")
-    check_outputs(json_path, csv_path)
+    check_outputs(json_path, csv_path, history_path(history, no_history))
     target = history_target(history, no_history)
     started, clock = datetime.now(UTC), time.monotonic()
     runs = PlannedRuns(resolve_device(device))

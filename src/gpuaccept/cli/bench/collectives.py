@@ -23,7 +23,7 @@ from gpuaccept.cli.bench.common import (
     show,
     sweep_sizes,
 )
-from gpuaccept.cli.recording import HISTORY, NO_HISTORY, history_target
+from gpuaccept.cli.recording import HISTORY, NO_HISTORY, history_path, history_target
 from gpuaccept.errors import InputError
 
 if TYPE_CHECKING:
@@ -129,7 +129,7 @@ def collectives(
     no_history: bool = NO_HISTORY,
 ) -> None:
     """nccl-tests style sweeps: time, algbw, busbw and #wrong, out-of-place and in-place."""
-    check_outputs(json_path, csv_path)
+    check_outputs(json_path, csv_path, history_path(history, no_history))
     target = history_target(history, no_history)
     started, clock = datetime.now(UTC), time.monotonic()
     run_device = resolve_device(device)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from gpuaccept.cli.recording import history_target
+from gpuaccept.cli.recording import history_path, history_target
 from gpuaccept.errors import InputError
 
 if TYPE_CHECKING:
@@ -156,13 +156,17 @@ def show(result: CheckResult) -> None:
     typer.echo(check_line(result))
 
 
-def check_outputs(json_path: Path | None, csv_path: Path | None) -> None:
-    """Refuse, before any benchmark runs, an output that could not be written afterwards."""
-    from gpuaccept.output_files import check_output_file
+def check_outputs(
+    json_path: Path | None, csv_path: Path | None, history: Path | None = None
+) -> None:
+    """Refuse, before any benchmark runs, an output that could not be written afterwards, or
+    that is another output (the history included)."""
+    from gpuaccept.output_files import check_output_file, refuse_collisions
 
     for path, flag in ((json_path, "--json"), (csv_path, "--csv")):
         if path is not None:
             check_output_file(path, flag)
+    refuse_collisions({"--history": history, "--json": json_path, "--csv": csv_path})
 
 
 class PlannedRuns:
@@ -216,7 +220,7 @@ def run_planned(
 ) -> None:
     """One benchmark command: refuse bad input up front, run, write the outputs, set the exit."""
     refuse_torchrun(benchmark)
-    check_outputs(json_path, csv_path)
+    check_outputs(json_path, csv_path, history_path(history, no_history))
     target = history_target(history, no_history)
     started, clock = datetime.now(UTC), time.monotonic()
     runs = PlannedRuns(resolve_device(device))

@@ -1,0 +1,119 @@
+"""Hostile inputs (issue #25): each refused with one line and exit 2 before any work, and nothing
+the user handed in or named is lost."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from gpuaccept.cli import app
+from gpuaccept.record.history import History
+from tests.run_reports import gpu_report
+
+runner = CliRunner()
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _refused(args: list[str], fragment: str) -> None:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("gpuaccept: error: "), line
+    assert fragment in line, line
+
+
+@pytest.fixture
+def history(tmp_path: Path) -> Path:
+    db = tmp_path / "h.sqlite"
+    with History.open(db) as store:
+        store.append([(gpu_report("n1", [800.0]), "a")])
+    return db
+
+
+@pytest.mark.parametrize("flag", ["--prometheus", "--markdown", "--html"])
+def test_report_never_writes_over_the_history_it_reads(history: Path, flag: str) -> None:
+    before = _digest(history)
+    _refused(["report", "1", "--history", str(history), flag, str(history)], "--history")
+    assert _digest(history) == before
+
+
+def test_report_never_writes_over_its_source_or_one_output_over_another(tmp_path: Path) -> None:
+    source = tmp_path / "r.json"
+    source.write_text(gpu_report("n1", [800.0]).model_dump_json())
+    before = _digest(source)
+    _refused(["report", str(source), "--markdown", str(source)], "is also the input SOURCE")
+    assert _digest(source) == before
+    out = tmp_path / "o"
+    _refused(
+        ["report", str(source), "--html", str(out), "--markdown", str(out)],
+        "--markdown",
+    )
+    assert not out.exists()
+    # a link to the source is the source
+    link = tmp_path / "link.md"
+    link.symlink_to(source)
+    _refused(["report", str(source), "--markdown", str(link)], "SOURCE")
+    assert _digest(source) == before
+
+
+def test_two_streams_are_not_a_collision(tmp_path: Path) -> None:
+    source = tmp_path / "r.json"
+    source.write_text(gpu_report("n1", [800.0]).model_dump_json())
+    result = runner.invoke(
+        app, ["report", str(source), "--markdown", "/dev/null", "--prometheus", "/dev/null"]
+    )
+    assert result.exit_code == 0, result.output
+
+
+def test_bench_outputs_never_replace_the_history_or_each_other(history: Path) -> None:
+    before = _digest(history)
+    _refused(
+        ["bench", "matmul", "--device", "cpu", "--json", str(history), "--history", str(history)],
+        "is also the output --history",
+    )
+    out = history.parent / "b.out"
+    _refused(
+        [
+            "bench",
+            "membw",
+            "--device",
+            "cpu",
+            "--no-history",
+            "--json",
+            str(out),
+            "--csv",
+            str(out),
+        ],
+        "--csv",
+    )
+    assert _digest(history) == before
+
+
+def test_accept_junit_never_replaces_the_history(history: Path) -> None:
+    before = _digest(history)
+    _refused(
+        ["accept", "--device", "cpu", "--junit", str(history), "--history", str(history)],
+        "--junit",
+    )
+    assert _digest(history) == before
+
+
+def test_training_never_writes_over_its_data_or_its_own_checkpoint(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    (data / "MNIST" / "raw").mkdir(parents=True)
+    images = data / "MNIST" / "raw" / "train-images-idx3-ubyte"
+    images.write_bytes(b"\x00\x00\x08\x03" + b"\x00" * 12)
+    before = _digest(images)
+    base = ["train", "mnist", "--device", "cpu", "--data", str(data), "--no-history"]
+    _refused([*base, "--save-model", str(images)], "is also the input --data")
+    assert _digest(images) == before
+    same = tmp_path / "same.pt"
+    _refused([*base, "--checkpoint", str(same), "--save-model", str(same)], "--checkpoint")
+    assert not same.exists()
