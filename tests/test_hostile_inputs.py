@@ -117,3 +117,108 @@ def test_training_never_writes_over_its_data_or_its_own_checkpoint(tmp_path: Pat
     same = tmp_path / "same.pt"
     _refused([*base, "--checkpoint", str(same), "--save-model", str(same)], "--checkpoint")
     assert not same.exists()
+
+
+@pytest.mark.parametrize(
+    ("env", "args", "fragment"),
+    [
+        ({"CUDA_VISIBLE_DEVICES": "abc,def"}, [], "'abc' is neither a GPU index"),
+        ({"GPUACCEPT_NVML_MODULE": "..x"}, [], "is not a Python module name"),
+        ({"GPUACCEPT_KERNEL_LOG": "/dev/zero"}, [], "not a regular file"),
+        ({}, ["--min-busbw", "inf"], "must be a finite number"),
+    ],
+)
+def test_accept_refuses_bad_settings_before_any_check(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], args: list[str], fragment: str
+) -> None:
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    result = runner.invoke(app, ["accept", "--device", "cpu", "--no-history", *args])
+    assert result.exit_code == 2, result.output
+    assert "[RUN]" not in result.stdout
+    assert fragment in result.stderr
+
+
+def test_a_fifo_as_the_kernel_log_is_refused_not_waited_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    from gpuaccept.probe.kernel_log import read_kernel_log_file
+
+    fifo = tmp_path / "log"
+    os.mkfifo(fifo)
+    assert read_kernel_log_file(str(fifo)) is None  # returns at once, no writer needed
+    assert read_kernel_log_file("/dev/zero") is None
+    monkeypatch.setenv("GPUACCEPT_KERNEL_LOG", str(fifo))
+    _refused(["accept", "--device", "cpu", "--no-history"], "not a regular file")
+
+
+def test_bench_refuses_an_infinite_floor_and_a_sweep_that_never_ends() -> None:
+    result = runner.invoke(
+        app, ["bench", "collectives", "--device", "cpu", "--no-history", "--min-busbw", "inf"]
+    )
+    assert result.exit_code == 2
+    assert "finite" in result.stderr
+    _refused(
+        [
+            "bench",
+            "matmul",
+            "--device",
+            "cpu",
+            "--no-history",
+            "--m",
+            "1:100000:1",
+            "--n",
+            "1:100:1",
+        ],
+        "at most 10,000",
+    )
+    _refused(
+        ["bench", "matmul", "--device", "cpu", "--no-history", "--m", "1:10000000000:1"],
+        "at most 100,000",
+    )
+
+
+def test_a_baseline_with_an_infinite_value_is_refused(tmp_path: Path) -> None:
+    baseline = tmp_path / "b.toml"
+    baseline.write_text('[models."NVIDIA H100"]\nmatmul_bf16_tflops = { value = inf }\n')
+    _refused(["accept", "--device", "cpu", "--no-history", "--baseline", str(baseline)], "finite")
+
+
+def test_history_refuses_an_unknown_command_and_an_absurd_limit(history: Path) -> None:
+    _refused(["history", "list", "--history", str(history), "--command", "foo"], "--command")
+    result = runner.invoke(app, ["history", "list", "--history", str(history), "--limit", "1e23"])
+    assert result.exit_code == 2
+    result = runner.invoke(
+        app, ["history", "list", "--history", str(history), "--limit", str(10**23)]
+    )
+    assert result.exit_code == 2
+    assert "Traceback" not in result.output
+
+
+def _report_json(**changes: object) -> str:
+    import json
+
+    data = json.loads(gpu_report("n1", [800.0]).model_dump_json())
+    data.update(changes)
+    return json.dumps(data)
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        (_report_json(level="quick\ud800"), "not valid Unicode"),
+        (_report_json(duration_seconds=float("nan")), "duration_seconds"),
+        (_report_json(environment={"x": []}).replace("[]", "[" * 200_000 + "]" * 200_000), "deep"),
+    ],
+)
+def test_hostile_reports_are_one_line_and_nothing_is_imported(
+    tmp_path: Path, text: str, fragment: str
+) -> None:
+    report = tmp_path / "r.json"
+    report.write_text(text)
+    db = tmp_path / "h.sqlite"
+    _refused(["history", "import", str(report), "--history", str(db)], fragment)
+    _refused(["report", str(report), "--markdown", "-"], fragment)
+    assert not db.exists()

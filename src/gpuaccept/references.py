@@ -111,9 +111,10 @@ def load_shipped_references() -> ReferenceTable:
 class _BaselineEntry(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    value: float = Field(gt=0)
+    # allow_inf_nan=False: an infinite floor fails every node, a NaN one none
+    value: float = Field(gt=0, allow_inf_nan=False)
     lower_fraction: float = Field(default=DEFAULT_BASELINE_LOWER_FRACTION, gt=0, le=1)
-    upper_fraction: float | None = Field(default=None, ge=1)
+    upper_fraction: float | None = Field(default=None, ge=1, allow_inf_nan=False)
     source: str = ""
 
 

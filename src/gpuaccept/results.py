@@ -102,7 +102,7 @@ class CheckResult(_Frozen):
     area: str
     status: Status
     message: str
-    duration_seconds: float = 0.0
+    duration_seconds: float = Field(default=0.0, ge=0, allow_inf_nan=False)
     measurements: list[Measurement] = Field(default_factory=list)
     details: dict[str, Any] = Field(default_factory=dict)
 
@@ -143,7 +143,7 @@ class RunReport(_Frozen):
     device_mode: str = Field(description="'cuda' for a GPU acceptance, 'cpu' for CPU mode")
     started_at: str = Field(description="ISO 8601, UTC")
     finished_at: str
-    duration_seconds: float
+    duration_seconds: float = Field(ge=0, allow_inf_nan=False)
     checks: list[CheckResult]
     verdict: RunVerdict = Field(
         description="computed once from the checks when the run ends; every writer renders it"
@@ -187,9 +187,14 @@ class RunReport(_Frozen):
             interrupted_check=stored.interrupted_check,
         )
         if stored != expected:
+            differ = [
+                f"{field}={getattr(stored, field)!r} (its checks give "
+                f"{getattr(expected, field)!r})"
+                for field in type(stored).model_fields
+                if getattr(stored, field) != getattr(expected, field)
+            ]
             raise ValueError(
-                f"the stored verdict ({stored.label}) is not the one its checks give "
-                f"({expected.label})"
+                f"the stored verdict is not the one its checks give: {'; '.join(differ)}"
             )
         return self
 

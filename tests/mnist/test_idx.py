@@ -76,3 +76,28 @@ def test_not_gzip(tmp_path: Path) -> None:
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="file not found"):
         read_idx(tmp_path / "absent-ubyte")
+
+
+def test_a_huge_plain_file_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    sparse = tmp_path / "x-ubyte"
+    with sparse.open("wb") as stream:
+        stream.write(GOOD[:16])
+        stream.truncate(3 * 2**30)  # 3 GiB, sparse: reading it whole would take 3 GiB
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(InputError, match="not an MNIST file"):
+        read_idx(sparse)
+    grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    assert grown_kib < 512 * 1024  # nowhere near the 3 GiB a whole read would take
+
+
+@pytest.mark.parametrize(
+    ("header", "fragment"),
+    [
+        (b"\x00\x00\x08\xff", "not an IDX file"),  # 255 dimensions
+        (b"\x00\x00\x08\x03" + struct.pack(">3I", 2**32 - 1, 2**32 - 1, 2**32 - 1), "truncated"),
+    ],
+)
+def test_absurd_headers_are_refused(tmp_path: Path, header: bytes, fragment: str) -> None:
+    assert fragment in _fault(tmp_path, "x-ubyte", header + b"\x00" * 64)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from gpuaccept.cli.options import finite_number
 from gpuaccept.cli.recording import HISTORY, NO_HISTORY, history_target, record_run
 from gpuaccept.errors import CheckFailed, InputError
 from gpuaccept.suite.selection import LEVELS, check_names, select_checks
@@ -109,6 +110,7 @@ def accept(
         "--min-busbw",
         min=0,
         metavar="GBPS",
+        callback=finite_number,
         help="Fail the all-reduce below 0.9 x this bus bandwidth, like NCCL_TESTS_MIN_BW.",
     ),
     pairwise: bool = typer.Option(
@@ -127,8 +129,12 @@ def accept(
     """
     from gpuaccept import references as refs
     from gpuaccept.output_files import check_output_directory, check_output_file
+    from gpuaccept.probe.hardware import nvml_module_name
+    from gpuaccept.probe.kernel_log import check_kernel_log_setting
     from gpuaccept.suite.multinode import detect_launch
 
+    nvml_module_name()
+    check_kernel_log_setting()
     launch = detect_launch()
     if launch is not None and (junit is not None or record_baseline is not None):
         flag = "--junit" if junit is not None else "--record-baseline"

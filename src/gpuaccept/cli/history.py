@@ -28,6 +28,7 @@ DATABASE = typer.Option(
     help="History database (default: $GPUACCEPT_HISTORY, else "
     "~/.local/share/gpuaccept/history.sqlite).",
 )
+COMMANDS = ("accept", "bench", "train-mnist")  # what the history records runs of
 NODE = typer.Option(None, "--node", help="Only this node (hostname as recorded).")
 
 
@@ -57,11 +58,18 @@ def _run_id(text: str) -> int:
 def list_runs(
     history: Path | None = DATABASE,
     node: str | None = NODE,
-    command: str | None = typer.Option(None, "--command", help="accept, bench or train-mnist."),
-    limit: int = typer.Option(20, "--limit", min=1, help="Newest runs to show."),
+    command: str | None = typer.Option(
+        None, "--command", metavar="[accept|bench|train-mnist]", help="Only runs of this command."
+    ),
+    limit: int = typer.Option(
+        20, "--limit", min=1, max=1_000_000, metavar="N", help="Newest runs to show."
+    ),
 ) -> None:
     """Recorded runs, newest first."""
     from gpuaccept.record.history import default_history_path
+
+    if command is not None and command not in COMMANDS:
+        raise InputError(f"--command must be one of {', '.join(COMMANDS)} (got {command!r})")
 
     if not (history or default_history_path()).exists():
         typer.echo(f"no runs recorded (no history at {history or default_history_path()} yet)")

@@ -7,6 +7,7 @@ big-endian uint32; the data follow, big-endian, with nothing after them.
 from __future__ import annotations
 
 import gzip
+import math
 import struct
 import zlib
 from pathlib import Path
@@ -27,6 +28,7 @@ IDX_DTYPES: dict[int, str] = {
 }
 # A decompressed MNIST image file is 47 MB; a cap keeps a gzip bomb from filling memory.
 MAX_DECOMPRESSED_BYTES = 512 * 1024 * 1024
+MAX_DIMENSIONS = 8  # MNIST uses 1 (labels) and 3 (images); 255 is a header, not data
 
 
 def read_idx_bytes(path: Path, shown: str) -> bytes:
@@ -39,6 +41,12 @@ def _read_bytes(path: Path, shown: str) -> bytes:
 
     refuse_special_file(path, "IDX file")
     try:
+        size = path.stat().st_size
+        if size > MAX_DECOMPRESSED_BYTES:  # checked before reading: a 3 GiB file is not MNIST
+            raise InputError(
+                f"{shown}: {size} bytes, more than {MAX_DECOMPRESSED_BYTES // 2**20} MiB "
+                "(not an MNIST file)"
+            )
         raw = path.read_bytes()
     except FileNotFoundError:
         raise InputError(f"{shown}: file not found") from None
@@ -80,17 +88,17 @@ def parse_idx(data: bytes, shown: str) -> npt.NDArray[np.generic]:
     if len(data) < 4:
         raise InputError(f"{shown}: truncated IDX file ({len(data)} bytes, no header)")
     zero, code, ndim = struct.unpack_from(">HBB", data)
-    if zero != 0 or code not in IDX_DTYPES or ndim == 0:
+    if zero != 0 or code not in IDX_DTYPES or not 0 < ndim <= MAX_DIMENSIONS:
         raise InputError(
             f"{shown}: not an IDX file (magic 0x{data[:4].hex()}; expected 0x0000 then a "
-            f"dtype code and a dimension count)"
+            f"dtype code and 1 to {MAX_DIMENSIONS} dimensions)"
         )
     header = 4 + 4 * ndim
     if len(data) < header:
         raise InputError(f"{shown}: truncated IDX header ({len(data)} of {header} bytes)")
     dims = struct.unpack_from(f">{ndim}I", data, 4)
     dtype = np.dtype(IDX_DTYPES[code])
-    expected = header + int(np.prod(dims, dtype=np.int64)) * dtype.itemsize
+    expected = header + math.prod(dims) * dtype.itemsize  # Python ints: no overflow
     if len(data) != expected:
         fault = "truncated" if len(data) < expected else "trailing bytes after the data"
         raise InputError(

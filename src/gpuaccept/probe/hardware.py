@@ -72,6 +72,26 @@ def _count_list(value: str) -> int:
     return 0 if entries in ([], ["-1"]) else len(entries)
 
 
+# What CUDA takes in CUDA_VISIBLE_DEVICES: indices, GPU-/MIG- UUIDs (or their prefixes).
+_VISIBLE_ENTRY = re.compile(r"[0-9]{1,4}|(GPU|MIG)-[0-9A-Za-z/-]+")
+
+
+def _count_visible(value: str) -> int:
+    """GPUs CUDA_VISIBLE_DEVICES makes visible. CUDA stops at the first entry it cannot read and
+    hides the rest, so an entry that is neither an index nor a UUID is refused (exit 2) rather
+    than counted as a GPU; -1 (or empty) hides every GPU."""
+    entries = [entry.strip() for entry in value.split(",")]
+    if entries in ([""], ["-1"]):
+        return 0
+    for entry in entries:
+        if not _VISIBLE_ENTRY.fullmatch(entry):
+            raise InputError(
+                f"CUDA_VISIBLE_DEVICES={value!r}: {entry!r} is neither a GPU index nor a "
+                "GPU-/MIG- UUID (CUDA would hide it and every GPU after it)"
+            )
+    return len(entries)
+
+
 def expected_gpu_count(environ: Mapping[str, str] | None = None) -> ExpectedGpus | None:
     """The GPU count the scheduler assigned, if a scheduler (or the user) said so.
 
@@ -89,7 +109,7 @@ def expected_gpu_count(environ: Mapping[str, str] | None = None) -> ExpectedGpus
         return ExpectedGpus(int(slurm), "Slurm SLURM_GPUS_ON_NODE")
     visible = env.get("CUDA_VISIBLE_DEVICES")
     if visible is not None:
-        return ExpectedGpus(_count_list(visible), "CUDA_VISIBLE_DEVICES")
+        return ExpectedGpus(_count_visible(visible), "CUDA_VISIBLE_DEVICES")
     return None
 
 
@@ -117,10 +137,19 @@ def resolve_device_mode(requested: str) -> str:
 NVML_MODULE_ENV = "GPUACCEPT_NVML_MODULE"
 
 
+def nvml_module_name() -> str:
+    """The NVML module to import; InputError (checked by the CLI before a run) when
+    GPUACCEPT_NVML_MODULE is not a module name."""
+    name = os.environ.get(NVML_MODULE_ENV) or "pynvml"
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*", name):
+        raise InputError(f"{NVML_MODULE_ENV}={name!r} is not a Python module name")
+    return name
+
+
 def _nvml_module() -> Any:
     import importlib
 
-    return importlib.import_module(os.environ.get(NVML_MODULE_ENV) or "pynvml")
+    return importlib.import_module(nvml_module_name())
 
 
 # nvmlInit blocks for minutes (or for ever) on a node whose GPU fell off the bus. Past this many

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -64,13 +65,39 @@ KERNEL_LOG_ENV = "GPUACCEPT_KERNEL_LOG"
 
 
 def read_kernel_log_file(path: str) -> str | None:
+    """The last _MAX_BYTES of a regular file; None for anything else (a FIFO would block the
+    open, /dev/zero never ends) or an unreadable one."""
     try:
-        with open(path, "rb") as stream:
-            stream.seek(0, os.SEEK_END)
-            stream.seek(max(0, stream.tell() - _MAX_BYTES))
-            return stream.read().decode("utf-8", "replace")
+        # O_NONBLOCK: opening a FIFO with no writer returns at once instead of waiting for one
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError:
         return None
+    with os.fdopen(descriptor, "rb") as stream:
+        try:
+            if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+                return None
+            stream.seek(0, os.SEEK_END)
+            stream.seek(max(0, stream.tell() - _MAX_BYTES))
+            return stream.read(_MAX_BYTES).decode("utf-8", "replace")
+        except OSError:
+            return None
+
+
+def check_kernel_log_setting() -> None:
+    """Refuse (exit 2, before a run) a GPUACCEPT_KERNEL_LOG that is not a readable regular file."""
+    from gpuaccept.errors import InputError
+
+    path = os.environ.get(KERNEL_LOG_ENV)
+    if not path:
+        return
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as error:
+        raise InputError(f"{KERNEL_LOG_ENV}={path}: {error.strerror}") from None
+    if not stat.S_ISREG(mode):
+        raise InputError(f"{KERNEL_LOG_ENV}={path}: not a regular file (a saved kernel log)")
+    if not os.access(path, os.R_OK):
+        raise InputError(f"{KERNEL_LOG_ENV}={path}: not readable")
 
 
 def scan_kernel_log(read: Callable[[], str | None] | None = None) -> KernelLogScan:

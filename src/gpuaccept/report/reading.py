@@ -31,6 +31,17 @@ def load_report(path: Path) -> RunReport:
         data = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise InputError(f"report {path}: not JSON ({error})") from None
+    except RecursionError:
+        raise InputError(f"report {path}: nested too deeply to be a gpuaccept report") from None
+    try:
+        # "\ud800" escapes decode to lone surrogates, which no writer can encode later
+        json.dumps(data, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise InputError(
+            f"report {path}: holds text that is not valid Unicode (a lone surrogate escape)"
+        ) from None
+    except RecursionError:
+        raise InputError(f"report {path}: nested too deeply to be a gpuaccept report") from None
     if not isinstance(data, dict) or data.get("tool") != "gpuaccept":
         raise InputError(f'report {path}: not a gpuaccept report (no "tool": "gpuaccept")')
     version = data.get("schema_version")

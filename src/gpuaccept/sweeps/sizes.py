@@ -35,6 +35,9 @@ def size_sweep(begin: int, end: int, factor: int, begin_flag: str = "-b") -> lis
     return sizes
 
 
+MAX_RANGE_VALUES = 100_000  # a range is built in memory: 10^12 values would never finish
+
+
 def int_range(text: str, flag: str) -> list[int]:
     """'4096' or '1024:8192:1024' (start:stop:step, inclusive) or '1024,2048': matmul shapes."""
     try:
@@ -42,6 +45,11 @@ def int_range(text: str, flag: str) -> list[int]:
             start, stop, step = (int(part) for part in text.split(":"))
             if step < 1 or stop < start:
                 raise ValueError
+            if (stop - start) // step + 1 > MAX_RANGE_VALUES:
+                raise InputError(
+                    f"{flag} {text!r}: {(stop - start) // step + 1:,} values; at most "
+                    f"{MAX_RANGE_VALUES:,} (a larger STEP)"
+                )
             values = list(range(start, stop + 1, step))
         else:
             values = [int(part) for part in text.split(",")]

@@ -23,6 +23,7 @@ from gpuaccept.cli.bench.common import (
     show,
     sweep_sizes,
 )
+from gpuaccept.cli.options import finite_number
 from gpuaccept.cli.recording import HISTORY, NO_HISTORY, history_path, history_target
 from gpuaccept.errors import InputError
 
@@ -120,6 +121,8 @@ def collectives(
         None,
         "--min-busbw",
         min=0,
+        metavar="GBPS",
+        callback=finite_number,
         help="Fail when the average busbw (GB/s) is below 0.9 x this, like NCCL_TESTS_MIN_BW.",
     ),
     device: str = DEVICE,

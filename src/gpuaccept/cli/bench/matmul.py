@@ -55,6 +55,12 @@ def plan_matmul(
             raise InputError(f"--dtype {dtype} cannot run on {device}: {reason}")
     default = ",".join(map(str, MATMUL_SHAPES[(preset, device.type)]))
     ms, ns, ks = (int_range(v or default, f) for v, f in ((m, "--m"), (n, "--n"), (k, "--k")))
+    count = len(ms) * len(ns) * len(ks)
+    if count > MAX_SHAPES:
+        raise InputError(
+            f"--m, --n and --k make {count:,} shapes; at most {MAX_SHAPES:,} in one run "
+            "(use a larger STEP or a list)"
+        )
     shapes = [(a, b, c) for a in ms for b in ns for c in ks]
     w, r = iterations_for(device, warmup, repeats)
     runs.add(
@@ -63,6 +69,9 @@ def plan_matmul(
         + (", L2 flushed between iterations" if device.type == "cuda" else ""),
         lambda advance: run_matmul(device, dtypes, shapes, w, r, advance),
     )
+
+
+MAX_SHAPES = 10_000  # mamf-finder's widest sweeps are a few thousand shapes
 
 
 def default_matmul_dtype(device: torch.device) -> str:
