@@ -8,7 +8,8 @@ A scenario is a dict:
   init: "ok" | "hang" | "fail"
   driver: "580.95.05", cuda_driver: 13000
   gpus: [ {uuid, name, pci_device_id, ...per-GPU facts below...} ]
-  events: [ {after_seconds, gpu, type: "xid"|"dbe"|"sbe", data, after_file} ]
+  events: [ {after_seconds, gpu, type, data, after_file} ], type one of xid, dbe, sbe,
+          retirement_failure, fatal_poison, unavailable, recovery_action
           (after_seconds from nvmlInit; with after_file, not before that file exists either)
 
 Per-GPU facts (all optional; a missing one raises NVML_ERROR_NOT_SUPPORTED like a real board):
@@ -21,6 +22,8 @@ Per-GPU facts (all optional; a missing one raises NVML_ERROR_NOT_SUPPORTED like 
   pcie: {gen, gen_max_gpu, gen_max_system, width, width_max}, each value or list
   pcie_replay: value or list
   nvlink: [ {"active": true, "version": 4, "crc": 0, "replay": 0, "recovery": 0}, ... ]
+          ("state": 0-3 instead of "active" gives NVML_NVLINK_STATE_* as is)
+  recovery_action: 0-7 (NVML_FI_DEV_GET_GPU_RECOVERY_ACTION; missing: not supported)
   fabric: {"state": 3, "status": 0, "clique": 1}
   mig: {"current": 1, "pending": 1, "instances": ["MIG-<uuid digits>", ...]}
   persistence: 1
@@ -87,10 +90,20 @@ nvmlClocksEventReasonSwThermalSlowdown = nvmlClocksThrottleReasonSwThermalSlowdo
 nvmlClocksEventReasonHwThermalSlowdown = nvmlClocksThrottleReasonHwThermalSlowdown
 nvmlClocksEventReasonHwPowerBrakeSlowdown = nvmlClocksThrottleReasonHwPowerBrakeSlowdown
 
+nvmlEventTypeDramRetirementFailure = 0x800
+nvmlEventTypeFatalPoisonError = 0x2000
+nvmlEventTypeGpuUnavailableError = 0x4000
+nvmlEventTypeGpuRecoveryAction = 0x8000
+
 _EVENT_TYPES = {
     "xid": nvmlEventTypeXidCriticalError,
     "dbe": nvmlEventTypeDoubleBitEccError,
     "sbe": nvmlEventTypeSingleBitEccError,
+    "retirement_failure": nvmlEventTypeDramRetirementFailure,
+    "fatal_poison": nvmlEventTypeFatalPoisonError,
+    "unavailable": nvmlEventTypeGpuUnavailableError,
+    # the action itself is read from the field, as NVML gives it (gpu's recovery_action)
+    "recovery_action": nvmlEventTypeGpuRecoveryAction,
 }
 
 
@@ -346,7 +359,10 @@ def _reading(entry: dict[str, Any], key: str, handle: _Handle, link: int) -> int
 
 
 def nvmlDeviceGetNvLinkState(handle: _Handle, link: int) -> int:
-    return int(bool(_link(handle, link).get("active", True)))
+    entry = _link(handle, link)
+    if "state" in entry:  # NVML_NVLINK_STATE_*: 0 inactive, 1 active, 2 sleep, 3 no traffic
+        return int(entry["state"])
+    return int(bool(entry.get("active", True)))
 
 
 def nvmlDeviceGetNvLinkVersion(handle: _Handle, link: int) -> int:
@@ -389,6 +405,29 @@ def nvmlDeviceGetMigMode(handle: _Handle) -> tuple[int, int]:
     return int(mig["current"]), int(mig["pending"])
 
 
+class _FieldValue:
+    """c_nvmlFieldValue_t as NVML fills it: the return code, the value type and the union."""
+
+    class _Value:
+        def __init__(self, value: int) -> None:
+            self.uiVal = self.ulVal = self.ullVal = self.sllVal = self.siVal = value
+
+    def __init__(self, field_id: int, value: int | None) -> None:
+        self.fieldId = field_id
+        self.nvmlReturn = NVML_SUCCESS if value is not None else NVML_ERROR_NOT_SUPPORTED
+        self.valueType = 1  # unsigned int
+        self.value = self._Value(value or 0)
+
+
+NVML_FI_DEV_GET_GPU_RECOVERY_ACTION = 230
+
+
+def nvmlDeviceGetFieldValues(handle: _Handle, field_ids: list[int]) -> list[_FieldValue]:
+    gpu = _gpu(handle)
+    fields = {NVML_FI_DEV_GET_GPU_RECOVERY_ACTION: gpu.get("recovery_action")}
+    return [_FieldValue(field, fields.get(field)) for field in field_ids]
+
+
 # --- events ---------------------------------------------------------------------------------
 class _EventSet:
     def __init__(self) -> None:
@@ -411,11 +450,10 @@ def nvmlEventSetCreate() -> _EventSet:
 
 def nvmlDeviceGetSupportedEventTypes(handle: _Handle) -> int:
     _gpu(handle)
-    return (
-        nvmlEventTypeXidCriticalError
-        | nvmlEventTypeDoubleBitEccError
-        | (nvmlEventTypeSingleBitEccError | nvmlEventTypePState | nvmlEventTypeClock)
-    )
+    supported = nvmlEventTypeSingleBitEccError | nvmlEventTypePState | nvmlEventTypeClock
+    for bit in _EVENT_TYPES.values():
+        supported |= bit
+    return supported
 
 
 def nvmlDeviceRegisterEvents(handle: _Handle, types: int, event_set: _EventSet) -> None:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -88,10 +89,19 @@ def test_measured_h100_figures_replace_the_derived_ones() -> None:
     h100 = refs.load_shipped_references().models["h100-sxm"].metrics
     assert h100["matmul_bf16_tflops"].value == 768
     assert h100["membw_copy_gbps"].value == 3019
-    assert h100["h2d_pinned_gbps"].value == 54.9
-    assert all(
-        h100[m].source.startswith("measured") for m in ("h2d_pinned_gbps", "d2h_pinned_gbps")
-    )
+    # host transfers: aznhc's current floor (check_gpu_bw 48, not the README's stale 52), hard:
+    # below 48 fails, as aznhc's evaluate_nvBW_result does
+    for metric in ("h2d_pinned_gbps", "d2h_pinned_gbps"):
+        assert h100[metric].floor == 48
+        assert h100[metric].source.startswith("aznhc check_gpu_bw 48")
+        assert "nd96isr_h100_v5.conf:49" in h100[metric].source
+
+
+def test_aznhc_host_transfer_floors_are_the_conf_files_own() -> None:
+    table = refs.load_shipped_references().models
+    for key, floor in [("h100-sxm", 48), ("h200", 48), ("h100-nvl", 48), ("a100-sxm", 21)]:
+        for metric in ("h2d_pinned_gbps", "d2h_pinned_gbps"):
+            assert table[key].metrics[metric].floor == floor, (key, metric)
 
 
 def test_h2d_floors_fail_a_halved_link() -> None:
@@ -234,3 +244,23 @@ def test_without_metrics_leaves_every_figure_unchecked() -> None:
     table = refs.without_metrics(refs.load_shipped_references())
     assert table.lookup("h100-sxm", "matmul_bf16_tflops") is None
     assert table.model_for("NVIDIA H200") == "h200"
+
+
+def test_every_shipped_pci_id_resolves_to_the_model_that_declares_it() -> None:
+    """Read from the shipped table itself, not a hand copy: each id is a 16-bit device id,
+    declared once, and NVML's 32-bit form of it (device << 16 | 0x10de) finds its model even
+    when the name matches no pattern."""
+    table = refs.load_shipped_references()
+    declared: dict[str, str] = {}
+    for key, model in table.models.items():
+        for pci in model.pci_device_ids:
+            assert re.fullmatch(r"0x[0-9a-f]{4}", pci), (key, pci)
+            assert pci not in declared, (pci, declared.get(pci), key)
+            declared[pci] = key
+            assert table.model_for("an unrecognised name", int(pci, 16) << 16 | 0x10DE) == key
+    assert len(declared) >= 30
+    # the driver's table (open-gpu-kernel-modules README, 595.45.04) has no 0x20b1; it has these
+    assert "0x20b1" not in declared
+    expected = {"0x2339": "h100-94gb", "0x2237": "a10", "0x20f3": "a800-sxm", "0x20f6": "a800-pcie"}
+    for pci, key in expected.items():
+        assert declared[pci] == key

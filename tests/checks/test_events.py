@@ -157,3 +157,69 @@ def test_a_critical_xid_mid_run_fails_the_node(
     assert final.status is Status.FAIL, final.message
     assert "XID 79: GPU has fallen off the bus during burn" in final.message
     assert [e.xid for e in seen] == [79]
+
+
+def test_a_critical_xid_older_than_aznhc_window_warns_a_recent_one_fails() -> None:
+    log = (
+        "[  100.0] NVRM: Xid (PCI:0000:cb:00): 79, pid=123, GPU has fallen off the bus.\n"
+        "[ 9000.0] NVRM: Xid (PCI:0000:1b:00): 48, pid=77, DBE\n"
+    )
+    scan = KernelLogScan(True, "dmesg", tuple(parse_kernel_log(log)), uptime_seconds=10_000.0)
+    findings = Findings("events", "HEALTH")
+    events.judge_kernel_log(scan, findings)
+    assert [f.split(" (")[0] for f in findings.failures] == ["kernel log since boot: XID 48"]
+    assert "older than aznhc's 2 h window" in findings.warnings[0]
+    assert "XID 79" in findings.warnings[0]
+    # a saved log's stamps may be another boot's: judged as recent
+    unknown = KernelLogScan(True, "/saved.log", tuple(parse_kernel_log(log)))
+    findings = Findings("events", "HEALTH")
+    events.judge_kernel_log(unknown, findings)
+    assert len(findings.failures) == 2
+
+
+@pytest.mark.parametrize(("xid", "critical"), [(140, True), (94, True), (64, True), (144, False)])
+def test_the_critical_set_holds_dcgm_s_failing_xids(xid: int, critical: bool) -> None:
+    from gpuaccept.probe.xid import describe_xid, is_critical
+
+    assert is_critical(xid) is critical
+    assert "not in gpuaccept's table" not in describe_xid(xid)
+
+
+@pytest.mark.parametrize(
+    ("event_type", "recovery_action", "kind", "fails"),
+    [
+        ("dbe", None, "ecc_double_bit", True),
+        ("unavailable", None, "gpu_unavailable", True),
+        ("retirement_failure", None, "dram_retirement_failure", True),
+        ("fatal_poison", None, "fatal_poison", True),
+        ("recovery_action", 1, "recovery_action", True),  # GPU reset
+        ("recovery_action", 4, "recovery_action", True),  # drain and reset
+        ("recovery_action", 3, "recovery_action", False),  # drain P2P: DCGM warns
+        ("sbe", None, "ecc_single_bit", False),
+    ],
+)
+def test_every_event_kind_the_rules_judge_arrives_and_is_judged(
+    event_type: str, recovery_action: int | None, kind: str, fails: bool
+) -> None:
+    import time
+
+    from gpuaccept.probe.nvml_events import EventWatcher
+    from tests import fake_nvml
+
+    gpu = h100_sxm(recovery_action=recovery_action)
+    fake_nvml.use({"gpus": [gpu], "events": [{"gpu": 0, "type": event_type, "data": 0}]})
+    fake_nvml.nvmlInit()
+    watcher = EventWatcher(lambda: fake_nvml)
+    watcher.start()
+    deadline = time.monotonic() + 10
+    seen: list[GpuEvent] = []
+    while not seen and time.monotonic() < deadline:
+        time.sleep(0.05)
+        seen = watcher.drain()
+    watcher.stop()
+    fake_nvml.use(None)
+    assert [event.kind for event in seen] == [kind], watcher.problem
+    assert seen[0].fails_node is fails
+    findings = Findings("events", "HEALTH")
+    events.judge_events(seen, findings)
+    assert bool(findings.failures) is fails

@@ -75,7 +75,8 @@ def _ecc(**counts: int) -> dict[str, Any]:
         ({"ecc": _ecc(volatile_uncorrected_sram=1)}, "uncorrectable SRAM ECC"),
         ({"ecc": _ecc(aggregate_corrected_sram=10_001)}, "above aznhc check_gpu_ecc's 10000"),
         ({"ecc": _ecc(aggregate_corrected_dram=20_000_001)}, "corrected DRAM ECC errors"),
-        ({"remapped_rows": [0, 513, 0, 0]}, "513 rows remapped for uncorrectable errors"),
+        # DCGM's limit is met at 512 (DcgmHealthWatch.cpp:1966 judges >=)
+        ({"remapped_rows": [0, 512, 0, 0]}, "512 rows remapped for uncorrectable errors"),
         ({"remapped_rows": [0, 0, 0, 1]}, "row remapping failed"),
         ({"remapped_rows": [0, 0, 1, 0]}, "row remapping pending"),
         ({"retired_pages": {"sbe": 40, "dbe": 22, "pending": True}}, "retirement table full"),
@@ -91,7 +92,7 @@ def test_ras_thresholds_fail(fake_gpus: Any, facts: dict[str, Any], text: str) -
     "facts",
     [
         {"ecc": _ecc(aggregate_corrected_sram=10_000, volatile_corrected_dram=20_000_000)},
-        {"remapped_rows": [12, 512, 0, 0]},
+        {"remapped_rows": [12, 511, 0, 0]},
         {"retired_pages": {"sbe": 40, "dbe": 22, "pending": False}},
     ],
 )
@@ -165,3 +166,42 @@ def test_a_mig_instance_is_measured_on_correctness_only(fake_gpus: Any) -> None:
     result = findings.conclude("ok")
     assert result.status is Status.WARN
     assert "NVIDIA H100 80GB HBM3 (a MIG instance): performance unchecked" in result.message
+
+
+@pytest.mark.parametrize(
+    ("action", "status", "text"),
+    [
+        (0, Status.PASS, None),
+        (1, Status.FAIL, "asks for a GPU reset"),
+        (2, Status.FAIL, "asks for a node reboot"),
+        (4, Status.FAIL, "asks for a drain and reset"),
+        (3, Status.WARN, "asks for drain P2P"),
+    ],
+)
+def test_the_recovery_action_the_driver_asks_for_is_judged_as_dcgm_does(
+    fake_gpus: Any, action: int, status: Status, text: str | None
+) -> None:
+    result = _health(fake_gpus, h100_sxm(recovery_action=action))
+    assert result.status is status, result.message
+    if text is not None:
+        assert text in result.message
+    assert result.details["gpus"][0]["recovery_action"] is not None
+
+
+@pytest.mark.parametrize(("state", "label"), [(2, "sleep"), (3, "active, traffic disabled")])
+def test_a_link_that_is_not_carrying_traffic_is_not_active(
+    fake_gpus: Any, state: int, label: str
+) -> None:
+    links: list[dict[str, Any]] = [{"state": 1} for _ in range(18)]
+    links[4] = {"state": state}
+    result = _health(fake_gpus, h100_sxm(nvlink=links))
+    assert result.status is Status.FAIL
+    assert f"17 of 18 NVLinks active (down: 4 {label})" in result.message
+
+
+def test_links_reported_down_on_a_mig_enabled_gpu_are_not_judged(fake_gpus: Any) -> None:
+    # NVML reports a MIG-enabled GPU's links as down; DCGM skips them (Bug 200682374)
+    links = [{"active": False} for _ in range(18)]
+    mig = {"current": 1, "pending": 1, "instances": []}
+    assert _health(fake_gpus, h100_sxm(nvlink=links, mig=mig)).status is Status.PASS
+    assert _health(fake_gpus, h100_sxm(nvlink=links)).status is Status.FAIL

@@ -1,6 +1,8 @@
-"""health: NVML's view of each GPU at the start of the run: ECC and row remapping against
-aznhc's thresholds, page retirement, throttling, the PCIe link, every NVLink against the count
-the model should have, fabric registration, and MIG mode."""
+"""health: NVML's view of each GPU at the start of the run: ECC against aznhc's thresholds, row
+remapping against DCGM's, page retirement, the recovery action the driver asks for, throttling,
+the PCIe link, every NVLink against the count the model should have, fabric registration, and
+MIG mode. Where a rule is stricter than the monitoring tool it comes from, the comment says why:
+acceptance of a node is judged before it is handed over, not while jobs run on it."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from gpuaccept.checks.context import CheckContext
 from gpuaccept.checks.judging import Findings, measurement_targets
 from gpuaccept.probe.hardware import load_nvml, nvml_missing_reason
 from gpuaccept.probe.nvml_health import GpuHealth, GpuNotFound, read_gpu_health
+from gpuaccept.probe.xid import FAILING_RECOVERY_ACTIONS
 from gpuaccept.references import ModelReferences
 from gpuaccept.results import CheckResult, Status
 
@@ -18,7 +21,14 @@ from gpuaccept.results import CheckResult, Status
 RAS_SOURCE = "aznhc check_gpu_ecc"
 DRAM_ECC_LIMIT = 20_000_000  # corrected or uncorrected, volatile or aggregate
 SRAM_CORRECTED_LIMIT = 10_000  # volatile or aggregate; any uncorrected SRAM error fails
+# DCGM's DCGM_LIMIT_MAX_ROW_REMAP_UNCORRECTABLE (common/DcgmGPUHardwareLimits.h:39, DCGM 4.6),
+# judged ">=" in DcgmHealthWatch::MonitorMemRowRemapUncorrectable (modules/health/
+# DcgmHealthWatch.cpp:1966). DCGM warns there; an acceptance fails: a GPU that has spent 512
+# rows on uncorrectable errors is not one to hand over. (aznhc's remapped-rows rule reads field
+# [3] of a 3-field query and never fires, so it is not the source.)
 UNCORRECTABLE_REMAPPED_ROWS_LIMIT = 512
+ROWS_SOURCE = "DCGM's limit"
+
 RETIREMENT_TABLE_FULL_PAGES = 62  # sbe + dbe retired pages with a retirement still pending
 
 # Idle readings: a software power cap or a lowered link speed is how an idle GPU saves power.
@@ -43,9 +53,9 @@ def _ras_failures(health: GpuHealth, tag: str) -> list[str]:
                 f"{DRAM_ECC_LIMIT}"
             )
     rows = health.remapped_rows_uncorrectable
-    if rows is not None and rows > UNCORRECTABLE_REMAPPED_ROWS_LIMIT:
+    if rows is not None and rows >= UNCORRECTABLE_REMAPPED_ROWS_LIMIT:
         failures.append(
-            f"{tag}: {rows} rows remapped for uncorrectable errors, above {RAS_SOURCE}'s "
+            f"{tag}: {rows} rows remapped for uncorrectable errors, at or above {ROWS_SOURCE} "
             f"{UNCORRECTABLE_REMAPPED_ROWS_LIMIT}"
         )
     retired = (health.retired_pages_sbe or 0) + (health.retired_pages_dbe or 0)
@@ -62,11 +72,19 @@ def _nvlink_failures(health: GpuHealth, model: ModelReferences | None, tag: str)
     the driver loaded are only reported: their growth during the run is judged at its end."""
     if model is None or not model.nvlink_links:
         return []
+    if health.mig_enabled:
+        # NVML reports the links of a MIG-enabled GPU as down; DCGM skips down links there
+        # (DcgmHealthWatch.cpp:3004-3010, "Bug 200682374"), and so does this check
+        return []
     expected = model.nvlink_links
     active = [link for link in health.nvlinks if link.active]
     if len(active) >= expected:
         return []
-    down = [str(link.link) for link in health.nvlinks if not link.active]
+    down = [
+        str(link.link) if link.state == "inactive" else f"{link.link} {link.state}"
+        for link in health.nvlinks
+        if not link.active
+    ]
     which = f" (down: {', '.join(down)})" if down else ""
     return [
         f"{tag}: {len(active)} of {expected} NVLinks active{which}; a {model.display} has "
@@ -102,6 +120,11 @@ def judge_health(
         failures.append(f"{tag}: row remapping failed (the GPU needs service)")
     if health.remapped_rows_pending:
         failures.append(f"{tag}: row remapping pending (reset the GPU)")
+    action = health.recovery_action
+    if action in FAILING_RECOVERY_ACTIONS:
+        failures.append(f"{tag}: the driver asks for a {action} (NVML recovery action)")
+    elif action not in (None, "none"):
+        warnings.append(f"{tag}: the driver asks for {action} (NVML recovery action)")
     failures += _ras_failures(health, tag)
     failures += _nvlink_failures(health, model, tag)
     failures += _fabric_findings(health, model, tag)

@@ -26,6 +26,7 @@ class KernelXid:
     xid: int
     pci_bus_id: str  # as the driver prints it, e.g. 0000:cb:00
     line: str
+    seconds_since_boot: float | None = None  # dmesg's [12345.678] stamp, when the line has one
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,10 @@ class KernelLogScan:
     readable: bool
     source: str  # "dmesg", a file path, or why nothing could be read
     xids: tuple[KernelXid, ...] = ()
+    uptime_seconds: float | None = None  # this boot's, when the log is this boot's (dmesg)
+
+
+_STAMP = re.compile(r"^\[\s*(?P<seconds>\d+\.\d+)\]")
 
 
 def parse_kernel_log(text: str) -> list[KernelXid]:
@@ -40,8 +45,24 @@ def parse_kernel_log(text: str) -> list[KernelXid]:
     for line in text.splitlines():
         match = _XID_LINE.search(line)
         if match:
-            found.append(KernelXid(int(match["xid"]), match["pci"].lower(), line.strip()[:300]))
+            stamp = _STAMP.match(line.strip())
+            found.append(
+                KernelXid(
+                    int(match["xid"]),
+                    match["pci"].lower(),
+                    line.strip()[:300],
+                    float(stamp["seconds"]) if stamp else None,
+                )
+            )
     return found
+
+
+def read_uptime_seconds() -> float | None:
+    try:
+        with open("/proc/uptime", encoding="ascii") as stream:
+            return float(stream.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def read_dmesg() -> str | None:
@@ -118,4 +139,10 @@ def scan_kernel_log(read: Callable[[], str | None] | None = None) -> KernelLogSc
             else "dmesg refused: container or dmesg_restrict"
         )
         return KernelLogScan(readable=False, source=f"kernel log not readable here ({why})")
-    return KernelLogScan(readable=True, source=source, xids=tuple(parse_kernel_log(text)))
+    return KernelLogScan(
+        readable=True,
+        source=source,
+        xids=tuple(parse_kernel_log(text)),
+        # dmesg's stamps count from this boot; a saved file's may come from another one
+        uptime_seconds=read_uptime_seconds() if source == "dmesg" else None,
+    )

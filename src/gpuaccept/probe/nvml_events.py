@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from gpuaccept.probe.xid import describe_xid, is_critical
+from gpuaccept.probe.xid import FAILING_RECOVERY_ACTIONS, describe_xid, is_critical
 
 _WAIT_MILLISECONDS = 200
 
@@ -49,15 +49,20 @@ class GpuEvent:
     at: str  # ISO 8601 UTC
     xid: int | None = None
     during: str | None = None  # the check running in the watching worker, if any
+    action: str | None = None  # a recovery_action event's action, read when it arrived
 
     @property
     def fails_node(self) -> bool:
         if self.kind == "xid":
             return self.xid is not None and is_critical(self.xid)
+        if self.kind == "recovery_action":
+            return self.action in FAILING_RECOVERY_ACTIONS
         return self.kind in FAILING_KINDS
 
     def describe(self) -> str:
         what = f"XID {self.xid}: {describe_xid(self.xid)}" if self.xid is not None else self.kind
+        if self.kind == "recovery_action":
+            what = f"recovery action: {self.action or 'unknown (the field could not be read)'}"
         where = f" during {self.during}" if self.during else ""
         return f"{self.gpu_uuid or 'unknown GPU'}: {what}{where} at {self.at}"
 
@@ -153,12 +158,18 @@ class EventWatcher:
                     time.sleep(_WAIT_MILLISECONDS / 1000)
                     continue
                 kind = _kind(nvml, int(data.eventType))
+                action = None
+                if kind == "recovery_action":
+                    from gpuaccept.probe.nvml_health import read_recovery_action
+
+                    action = read_recovery_action(nvml, data.device)
                 event = GpuEvent(
                     kind=kind,
                     gpu_uuid=_uuid(nvml, data.device),
                     at=datetime.now(UTC).isoformat(timespec="milliseconds"),
                     xid=int(data.eventData) if kind == "xid" else None,
                     during=self.during,
+                    action=action,
                 )
                 with self._lock:
                     self._events.append(event)

@@ -16,14 +16,34 @@ from typing import Any
 NVML_ERROR_GPU_IS_LOST = 15
 
 
+# nvmlDeviceGetNvLinkState: 0 inactive, 1 active, 2 sleep (low power), 3 active with traffic
+# disabled (pynvml's NVML_NVLINK_STATE_*). Only 1 carries traffic.
+_NVLINK_STATES = {0: "inactive", 1: "active", 2: "sleep", 3: "active, traffic disabled"}
+
+# nvmlDeviceGpuRecoveryAction_t (field NVML_FI_DEV_GET_GPU_RECOVERY_ACTION = 230, what DCGM's
+# DCGM_FI_DEV_GPU_RECOVERY_ACTION reads; the NVML form of XID 154).
+RECOVERY_ACTIONS = {
+    0: "none",
+    1: "GPU reset",
+    2: "node reboot",
+    3: "drain P2P",
+    4: "drain and reset",
+    5: "recover IMEX domain",
+    6: "bus reset",
+    7: "system reboot",
+}
+_RECOVERY_ACTION_FIELD = 230
+
+
 @dataclass(frozen=True)
 class NvLink:
     link: int
-    active: bool
+    active: bool  # carrying traffic (state 1)
     version: int | None = None
     crc_errors: int | None = None  # flit and data CRC errors together
     replay_errors: int | None = None
     recovery_errors: int | None = None
+    state: str = "active"  # _NVLINK_STATES, or "state N" for a value NVML adds later
 
 
 @dataclass(frozen=True)
@@ -80,6 +100,7 @@ class GpuHealth:
     fabric: Fabric | None = None
     mig_enabled: bool | None = None
     mig_instance: str | None = None  # the MIG instance's UUID when torch's device is one
+    recovery_action: str | None = None  # RECOVERY_ACTIONS; None where the driver lacks it
 
 
 class GpuNotFound(Exception):
@@ -214,7 +235,8 @@ def read_nvlinks(nvml: Any, handle: Any) -> list[NvLink]:
         links.append(
             NvLink(
                 link=link,
-                active=bool(state),
+                active=int(state) == 1,
+                state=_NVLINK_STATES.get(int(state), f"state {int(state)}"),
                 version=read_or_none(nvml.nvmlDeviceGetNvLinkVersion, handle, link),
                 crc_errors=crc,
                 replay_errors=counter("NVML_NVLINK_ERROR_DL_REPLAY"),
@@ -357,4 +379,20 @@ def read_gpu_health(nvml: Any, index: int, uuid: str | None = None) -> GpuHealth
         fabric=read_fabric(nvml, handle),
         mig_enabled=bool(mig[0]) if mig is not None else None,
         mig_instance=mig_instance,
+        recovery_action=read_recovery_action(nvml, handle),
     )
+
+
+def read_recovery_action(nvml: Any, handle: Any) -> str | None:
+    """The action the driver asks for (field 230), or None where it cannot say."""
+    read = getattr(nvml, "nvmlDeviceGetFieldValues", None)
+    values = read_or_none(read, handle, [_RECOVERY_ACTION_FIELD]) if read else None
+    if not values:
+        return None
+    value = values[0]
+    if int(getattr(value, "nvmlReturn", 1)) != 0:
+        return None
+    # nvmlValueType_t: the union member the driver filled
+    member = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
+    number = int(getattr(value.value, member.get(int(getattr(value, "valueType", 1)), "uiVal")))
+    return RECOVERY_ACTIONS.get(number, f"action {number}")
