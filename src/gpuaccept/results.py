@@ -188,8 +188,7 @@ class RunReport(_Frozen):
         )
         if stored != expected:
             differ = [
-                f"{field}={getattr(stored, field)!r} (its checks give "
-                f"{getattr(expected, field)!r})"
+                f"{field}={getattr(stored, field)!r} (its checks give {getattr(expected, field)!r})"
                 for field in type(stored).model_fields
                 if getattr(stored, field) != getattr(expected, field)
             ]

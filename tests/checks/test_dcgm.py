@@ -20,6 +20,7 @@ from tests.checks.conftest import cpu_context, gpu_context
 
 
 def _gpu_result(gpu: int, status: str, warning: str | None = None) -> dict[str, Any]:
+    """One entity's result as dcgmi 4.6 writes it (Diag.cpp HelperJsonAddResult)."""
     result: dict[str, Any] = {
         "entity_group": "GPU",
         "entity_group_id": 1,
@@ -33,8 +34,29 @@ def _gpu_result(gpu: int, status: str, warning: str | None = None) -> dict[str, 
     return result
 
 
-def dcgm4(memory_gpu1: str = "Pass", warning: str | None = None) -> dict[str, Any]:
-    """DCGM 4's shape (testing/python3/dcgm_diag_schema.json in NVIDIA/DCGM)."""
+def _summary(status: str, *warnings: str) -> dict[str, Any]:
+    """A test's test_summary (Diag.cpp HelperJsonAddTestSummary): no entity, every error."""
+    summary: dict[str, Any] = {"status": status}
+    if warnings:
+        summary["warnings"] = [
+            {"warning": w, "error_id": 50, "error_category": 4, "error_severity": 2}
+            for w in warnings
+        ]
+    return summary
+
+
+def dcgm4(
+    memory_gpu1: str | None = "Pass",
+    warning: str | None = None,
+    summary: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """What `dcgmi diag -j` prints at DCGM 4.6 (dcgmi/Diag.cpp HelperJsonBuildOutput): statuses
+    Pass, Skip or Fail (a DCGM warning prints as Fail); a result that did not run is left out
+    (memory_gpu1=None); every test has its test_summary."""
+    memory = [_gpu_result(0, "Pass")]
+    if memory_gpu1 is not None:
+        memory.append(_gpu_result(1, memory_gpu1, warning))
+    worst = "Fail" if "Fail" in (memory_gpu1,) else "Pass"
     return {
         "DCGM Diagnostic": {
             "test_categories": [
@@ -44,7 +66,7 @@ def dcgm4(memory_gpu1: str = "Pass", warning: str | None = None) -> dict[str, An
                         {
                             "name": "software",
                             "results": [_gpu_result(0, "Pass"), _gpu_result(1, "Pass")],
-                            "test_summary": {"status": "Pass"},
+                            "test_summary": _summary("Pass"),
                         }
                     ],
                 },
@@ -53,11 +75,9 @@ def dcgm4(memory_gpu1: str = "Pass", warning: str | None = None) -> dict[str, An
                     "tests": [
                         {
                             "name": "memory",
-                            "results": [
-                                _gpu_result(0, "Pass"),
-                                _gpu_result(1, memory_gpu1, warning),
-                            ],
-                            "test_summary": {"status": memory_gpu1},
+                            "results": memory,
+                            "test_summary": summary
+                            or _summary(worst, *([warning] if warning else [])),
                         }
                     ],
                 },
@@ -73,60 +93,89 @@ def dcgm4(memory_gpu1: str = "Pass", warning: str | None = None) -> dict[str, An
                 ],
             }
         ],
-        "metadata": {"version": "4.2.3", "Driver Version Detected": "580.95.05"},
+        "metadata": {"version": "4.6.0", "Driver Version Detected": "580.95.05"},
     }
 
 
 def dcgm3() -> dict[str, Any]:
-    """DCGM 3's shape (testing/TestDiagManagerStrings.h in NVIDIA/DCGM)."""
+    """What `dcgmi diag -j` prints at DCGM 3.3.9 (dcgmi/Diag.cpp at v3.3.9): "gpu_id" per GPU as a
+    string; the Deployment test's one result carries a numeric "gpu_id" and "warnings" entries
+    keyed "warnings"; everything but Pass and Skip prints as Fail; a top-level "version"."""
     return {
         "DCGM GPU Diagnostic": {
             "test_categories": [
                 {
                     "category": "Deployment",
                     "tests": [
-                        {"name": "Denylist", "results": [{"gpu_ids": "0,1", "status": "PASS"}]}
+                        {"name": "Denylist", "results": [{"status": "Pass"}]},
+                        {
+                            "name": "Persistence Mode",
+                            "results": [
+                                {
+                                    "status": "Fail",
+                                    "gpu_id": 1,
+                                    "warnings": [
+                                        {
+                                            "warnings": "Persistence mode for GPU 1 is disabled.",
+                                            "error_id": 20,
+                                            "error_category": 1,
+                                            "error_severity": 1,
+                                        }
+                                    ],
+                                }
+                            ],
+                        },
                     ],
                 },
                 {
                     "category": "Hardware",
                     "tests": [
                         {
-                            "name": "memory",
+                            "name": "Memory",
                             "results": [
                                 {
-                                    "gpu_ids": "0",
-                                    "status": "SKIP",
+                                    "gpu_id": "0",
+                                    "status": "Skip",
                                     "warnings": [{"warning": "ECC memory on GPU 0 is not active."}],
                                 },
-                                {"gpu_ids": "1", "status": "FAIL", "warnings": "  row   remap  "},
+                                {
+                                    "gpu_id": "1",
+                                    "status": "Fail",
+                                    "warnings": [{"warning": "  row   remap  "}],
+                                    "info": "Allocated 95% of memory",
+                                },
                             ],
                         }
                     ],
                 },
             ]
-        }
+        },
+        "version": "3.3.9",
     }
 
 
 def test_dcgm4_results_are_read_per_test_and_gpu() -> None:
     diag = parse_diag("Successfully ran diagnostic.\n" + json.dumps(dcgm4("Fail", "bad row")))
-    assert diag.version == "4.2.3"
-    found = {(r.test, r.gpu): (r.status, r.messages) for r in diag.results}
+    assert diag.version == "4.6.0"
+    found = {(r.test, r.gpu): (r.status, r.messages) for r in diag.results if not r.summary}
     assert found == {
         ("software", 0): ("pass", ()),
         ("software", 1): ("pass", ()),
         ("memory", 0): ("pass", ()),
         ("memory", 1): ("fail", ("bad row",)),
     }
+    summaries = {r.test: r.status for r in diag.results if r.summary}
+    assert summaries == {"software": "pass", "memory": "fail"}
 
 
-def test_dcgm3_results_expand_gpu_id_lists() -> None:
+def test_dcgm3_results_read_gpu_ids_deployment_warnings_and_the_version() -> None:
     diag = parse_diag(json.dumps(dcgm3()))
+    assert diag.version == "3.3.9"
     found = {(r.test, r.gpu): (r.status, r.messages) for r in diag.results}
-    assert found[("Denylist", 0)] == found[("Denylist", 1)] == ("pass", ())
-    assert found[("memory", 0)] == ("skip", ("ECC memory on GPU 0 is not active.",))
-    assert found[("memory", 1)] == ("fail", ("row remap",))
+    assert found[("Denylist", None)] == ("pass", ())
+    assert found[("Persistence Mode", 1)] == ("fail", ("Persistence mode for GPU 1 is disabled.",))
+    assert found[("Memory", 0)] == ("skip", ("ECC memory on GPU 0 is not active.",))
+    assert found[("Memory", 1)] == ("fail", ("row remap",))
 
 
 @pytest.mark.parametrize(
@@ -157,8 +206,10 @@ def test_a_failing_dcgm_test_fails_the_check_with_its_gpu(
     result = dcgm.run(replace(gpu_context(), dcgm_level=2))
     assert args.read_text().split() == ["diag", "-r", "2", "-j"]
     assert result.status is Status.FAIL
+    # the summary repeats the GPU's error: said once
     assert result.message == "DCGM memory on NVML GPU 1: fail (row remap)"
     assert len(result.details["rows"]) == 4
+    assert result.details["dcgmi_fail_includes_warnings"] is True
 
 
 def test_a_passing_diag_passes_and_says_what_ran(
@@ -167,7 +218,31 @@ def test_a_passing_diag_passes_and_says_what_ran(
     _dcgmi_on_path(tmp_path, monkeypatch, json.dumps(dcgm4()), 0)
     result = dcgm.run(gpu_context(level="full"))  # full runs -r 3 unasked
     assert result.status is Status.PASS
-    assert result.message == "dcgmi diag -r 3 (DCGM 4.2.3): 2 tests, 4 pass"
+    assert result.message == "dcgmi diag -r 3 (DCGM 4.6.0): 2 tests, 4 pass"
+
+
+def test_a_failure_attached_to_no_gpu_fails_through_the_test_summary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every GPU's result passed, but the test's summary failed with an error DCGM tied to no
+    entity: NVIDIA's reader fails it (DcgmiDiag.py:292-303), and so does this check."""
+    diag = dcgm4(summary=_summary("Fail", "NVVS plugin timed out"))
+    _dcgmi_on_path(tmp_path, monkeypatch, json.dumps(diag), 226)
+    result = dcgm.run(replace(gpu_context(), dcgm_level=2))
+    assert result.status is Status.FAIL
+    assert "DCGM memory (test summary, no GPU named): fail (NVVS plugin timed out)" in (
+        result.message
+    )
+
+
+def test_a_gpu_the_test_left_out_is_not_judged_passed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """dcgmi leaves out results that did not run: GPU 1 has no memory result here."""
+    _dcgmi_on_path(tmp_path, monkeypatch, json.dumps(dcgm4(None)), 0)
+    result = dcgm.run(replace(gpu_context(), dcgm_level=2))
+    assert result.status is Status.WARN
+    assert "DCGM memory on NVML GPU 1: not run (dcgmi printed no result)" in result.message
 
 
 @pytest.mark.parametrize("status", ["FAILED", "Error", "Aborted"])
@@ -182,11 +257,15 @@ def test_a_status_it_does_not_know_is_never_a_pass(
     )
 
 
-def test_a_warning_warns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    _dcgmi_on_path(tmp_path, monkeypatch, json.dumps(dcgm4("Warn", "slow")), 0)
+def test_a_dcgm_3_report_is_judged_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _dcgmi_on_path(tmp_path, monkeypatch, json.dumps(dcgm3()), 226)
     result = dcgm.run(replace(gpu_context(), dcgm_level=1))
-    assert result.status is Status.WARN
-    assert "memory on NVML GPU 1: warn (slow)" in result.message
+    assert result.status is Status.FAIL
+    assert "DCGM Persistence Mode on NVML GPU 1: fail" in result.message
+    assert "DCGM Memory on NVML GPU 1: fail (row remap)" in result.message
+    assert "(DCGM 3.3.9)" not in result.message  # a failure names faults, not the version
 
 
 def test_dcgmi_that_prints_no_report_is_an_error(
@@ -210,3 +289,14 @@ def test_not_asked_below_full_and_never_in_cpu_mode() -> None:
     assert "not asked for" in dcgm.run(gpu_context(level="standard")).message
     assert dcgm.run(replace(gpu_context(level="full"), dcgm_level=0)).status is Status.SKIP
     assert dcgm.run(replace(cpu_context(), dcgm_level=2)).status is Status.SKIP
+
+
+def test_a_warn_status_warns_where_a_dcgmi_prints_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """dcgmi's JSON prints warnings as Fail today; one that prints "Warn" (its display path,
+    DDR_DISPLAY_WARN) is judged a warning, not a pass and not a failure."""
+    _dcgmi_on_path(tmp_path, monkeypatch, json.dumps(dcgm4("Warn", "slow")), 0)
+    result = dcgm.run(replace(gpu_context(), dcgm_level=1))
+    assert result.status is Status.WARN
+    assert "memory on NVML GPU 1: warn (slow)" in result.message

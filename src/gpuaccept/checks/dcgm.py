@@ -1,6 +1,9 @@
 """dcgm: NVIDIA DCGM's own diagnostic (`dcgmi diag -r N -j`), each of its tests folded into the
-report per GPU. It runs when asked (`accept --dcgm N`) and by default at level full (-r 3).
-Without DCGM the check is SKIP with the reason, never PASS.
+report per GPU. What dcgmi prints as Fail fails (its JSON prints DCGM warnings as Fail too: see
+probe/dcgm.py); a test summary's failure that names no GPU fails; a test that did not run on a
+GPU DCGM lists warns; a status this reader does not know fails. It runs when asked
+(`accept --dcgm N`) and by default at level full (-r 3). Without DCGM the check is SKIP with the
+reason, never PASS.
 
 DCGM numbers GPUs as NVML does and diagnoses every GPU of the node, whatever this process was
 assigned; its results say "NVML GPU n" for that reason.
@@ -55,9 +58,26 @@ def run(context: CheckContext) -> CheckResult:
             name="dcgm", area="HEALTH", status=Status.ERROR, message=f"dcgmi diag: {error}"
         )
     rows = []
+    failed_tests = {
+        (r.category, r.test) for r in diag.results if not r.summary and r.status == "fail"
+    }
     for result in diag.results:
         where = "node" if result.gpu is None else f"NVML GPU {result.gpu}"
         message = "; ".join(result.messages)
+        if result.summary:
+            # the test's overall result: its failure is judged only when no GPU's result said it
+            # (an error DCGM attached to no GPU); a passing summary adds nothing to the table
+            if result.status == "fail" and (result.category, result.test) not in failed_tests:
+                findings.failures.append(
+                    f"DCGM {result.test} (test summary, no GPU named): fail"
+                    + (f" ({message})" if message else "")
+                )
+            elif result.status not in _NOT_FAILED | {"fail", "warn"}:
+                findings.failures.append(
+                    f"DCGM {result.test} test summary: {result.status}: a DCGM status "
+                    "gpuaccept does not know"
+                )
+            continue
         rows.append(
             {
                 "category": result.category,
@@ -74,25 +94,32 @@ def run(context: CheckContext) -> CheckResult:
             findings.failures.append(text)
         elif result.status == "warn":
             findings.warnings.append(text)
+        elif result.status == "not run":
+            # dcgmi leaves out what did not run: the GPU was not judged by that test
+            findings.warnings.append(text)
         elif result.status not in _NOT_FAILED:
             # a status this reader does not know ("FAILED", "Error", a new one) could be a
             # failure: it is never read as a pass
             findings.failures.append(f"{text}: a DCGM status gpuaccept does not know")
     if diag.runtime_error:
         findings.failures.append(f"DCGM runtime error: {diag.runtime_error}")
+
     findings.details = {
         "columns": _COLUMNS,
         "rows": rows,
         "dcgm_level": level,
         "dcgm_version": diag.version,
+        # dcgmi's JSON prints a DCGM warning as Fail (dcgmi/Diag.cpp:845-862): a "fail" row may
+        # be one; it fails here as it fails dcgmi's own exit status
+        "dcgmi_fail_includes_warnings": True,
     }
-    counts = Counter(result.status for result in diag.results)
+    counts = Counter(result.status for result in diag.results if not result.summary)
     if not findings.failures and not counts.get("pass"):
         concluded = findings.conclude("")
         return concluded.model_copy(
             update={"status": Status.SKIP, "message": f"dcgmi diag -r {level} passed no test"}
         )
     tally = ", ".join(f"{count} {status}" for status, count in sorted(counts.items()))
-    tests = len({(r.category, r.test) for r in diag.results})
+    tests = len({(r.category, r.test) for r in diag.results if not r.summary})
     version = f" (DCGM {diag.version})" if diag.version else ""
     return findings.conclude(f"dcgmi diag -r {level}{version}: {tests} tests, {tally}")

@@ -1,12 +1,23 @@
 """`dcgmi diag -r N -j`: run NVIDIA DCGM's diagnostic and read its JSON, per test and per GPU.
 
-DCGM publishes no stable schema, so both shapes seen in DCGM's repository are read:
-- DCGM 4: {"DCGM Diagnostic": {"test_categories": [{"category", "tests": [{"name", "results":
-  [{"entity_group": "GPU", "entity_id": 0, "status": "Pass", "warnings": [{"warning", ...}],
-  "info": [...]}], "test_summary": {"status"}}]}], "runtime_error"?}, "metadata": {"version"}}
-- DCGM 3: {"DCGM GPU Diagnostic": {"test_categories": [{"category", "tests": [{"name",
-  "results": [{"gpu_ids": "0,1" | "gpu_id": "0", "status": "PASS", "warnings": [...] | "..."}]}]}]}}
-Statuses are "Pass", "Fail", "Warn", "Skip", "Not Run" in either case.
+DCGM publishes no stable schema; this reads what dcgmi's own source prints:
+- DCGM 4 (dcgmi/Diag.cpp at 4.6, HelperJsonBuildOutput): {"DCGM Diagnostic": {"test_categories":
+  [{"category", "tests": [{"name", "results": [{"entity_group", "entity_group_id", "entity_id",
+  "status", "warnings": [{"warning", "error_id", ...}], "info": [...]}], "test_summary":
+  {"status", "warnings"}}]}]}, "entity_groups": [{"entity_group", "entities": [{"entity_id"}]}],
+  "metadata": {"version"}}. `test_summary` is the test's overall result with every error, those
+  attached to no GPU included (HelperJsonAddTestSummary); NVIDIA's own reader
+  (testing/python3/DcgmiDiag.py:292-303) fails on it too.
+- DCGM 3.3.9 (dcgmi/Diag.cpp at v3.3.9): {"DCGM GPU Diagnostic": {"test_categories": [...]},
+  "version"}: per-GPU results carry "gpu_id" as a string, the Deployment tests one result whose
+  "gpu_id" (a number, only when an error names a GPU) and "warnings": [{"warnings": msg}].
+- A failed run: {"DCGM Diagnostic": {"version", "runtime_error"}}.
+Statuses: "Pass", "Skip", "Fail". The JSON prints a DCGM *warning* as "Fail"
+(HelperDisplayDiagResult with DDR_NO_DISPLAY_WARN, Diag.cpp:845-862 and Diag.h:74-75; 3.3.9
+prints everything but Pass and Skip as "Fail"), so what dcgmi calls Fail is judged a failure,
+as dcgmi's own exit status does.
+dcgmi leaves out results that did not run (Diag.cpp:1063); a GPU DCGM lists with no result for a
+test is read here as "not run", never as passed.
 """
 
 from __future__ import annotations
@@ -31,8 +42,9 @@ class DcgmResult:
     category: str
     test: str
     gpu: int | None  # None: the result is for the node (or DCGM named no GPU)
-    status: str  # "pass", "fail", "warn", "skip", "not run"
+    status: str  # "pass", "fail", "warn", "skip", "not run", or what dcgmi printed, lowered
     messages: tuple[str, ...] = ()
+    summary: bool = False  # the test's test_summary (its overall result, every error)
 
 
 @dataclass
@@ -52,21 +64,44 @@ def _messages(result: dict[str, Any]) -> tuple[str, ...]:
     if isinstance(warnings, str):
         warnings = [warnings]
     for warning in warnings if isinstance(warnings, list) else []:
-        text = warning.get("warning") if isinstance(warning, dict) else warning
+        # DCGM 4 and 3.3.9's per-GPU entries say "warning"; 3.3.9's Deployment ones "warnings"
+        text = (
+            warning.get("warning", warning.get("warnings"))
+            if isinstance(warning, dict)
+            else warning
+        )
         if text:
             found.append(" ".join(str(text).split()))
     return tuple(found)
 
 
+def _gpu_number(raw: Any) -> int | None:
+    text = str(raw).strip()
+    return int(text) if text.isdigit() else None
+
+
 def _gpus(result: dict[str, Any]) -> list[int | None]:
     if "entity_id" in result:
         group = str(result.get("entity_group", "GPU")).upper()
-        return [int(result["entity_id"])] if group == "GPU" else [None]
+        return [_gpu_number(result["entity_id"])] if group == "GPU" else [None]
     ids = result.get("gpu_ids", result.get("gpu_id"))
     if ids is None:
         return [None]
     parts = [part.strip() for part in str(ids).split(",") if part.strip()]
     return [int(part) for part in parts if part.isdigit()] or [None]
+
+
+def _listed_gpus(document: dict[str, Any]) -> set[int]:
+    """The GPUs DCGM 4 says it diagnosed (entity_groups); empty when it does not say."""
+    listed: set[int] = set()
+    for group in document.get("entity_groups") or []:
+        if not isinstance(group, dict) or str(group.get("entity_group", "")).upper() != "GPU":
+            continue
+        for entity in group.get("entities") or []:
+            number = _gpu_number(entity.get("entity_id")) if isinstance(entity, dict) else None
+            if number is not None:
+                listed.add(number)
+    return listed
 
 
 def parse_diag(text: str) -> DcgmDiag:
@@ -84,28 +119,48 @@ def parse_diag(text: str) -> DcgmDiag:
     metadata: dict[str, Any] = document.get("metadata") or {}
     if not isinstance(metadata, dict):
         metadata = {}
+    version = metadata.get("version") or document.get("version") or body.get("version")
     diag = DcgmDiag(
-        version=str(metadata.get("version") or body.get("version") or "") or None,
+        version=str(version) if version else None,
         runtime_error=str(body["runtime_error"]) if body.get("runtime_error") else None,
     )
+    listed = _listed_gpus(document)
     for category in body.get("test_categories") or []:
         if not isinstance(category, dict):
             continue
+        name = str(category.get("category", ""))
         for test in category.get("tests") or []:
             if not isinstance(test, dict):
                 continue
+            test_name = str(test.get("name", ""))
+            seen: set[int] = set()
             for result in test.get("results") or []:
                 if not isinstance(result, dict):
                     continue
                 for gpu in _gpus(result):
+                    if gpu is not None:
+                        seen.add(gpu)
                     diag.results.append(
                         DcgmResult(
-                            category=str(category.get("category", "")),
-                            test=str(test.get("name", "")),
-                            gpu=gpu,
-                            status=_status(result.get("status")),
-                            messages=_messages(result),
+                            name, test_name, gpu, _status(result.get("status")), _messages(result)
                         )
+                    )
+            summary = test.get("test_summary")
+            if isinstance(summary, dict):
+                diag.results.append(
+                    DcgmResult(
+                        name,
+                        test_name,
+                        None,
+                        _status(summary.get("status")),
+                        _messages(summary),
+                        summary=True,
+                    )
+                )
+                # a test that ran on some GPUs: those DCGM lists without a result did not run it
+                for gpu in sorted(listed - seen) if seen else ():
+                    diag.results.append(
+                        DcgmResult(name, test_name, gpu, "not run", ("dcgmi printed no result",))
                     )
     if not diag.results and diag.runtime_error is None:
         raise DcgmError("dcgmi diag JSON holds no test result")
