@@ -310,3 +310,14 @@ def test_of_several_reports_of_a_node_the_newest_run_is_applied(tmp_path: Path) 
     assert "gpuaccept.io/unfit=compute:NoSchedule" in done.stdout
     assert "NoSchedule-" not in done.stdout  # the taint is not lifted by the older pass
     assert "superseded" in done.stderr
+
+
+def test_a_check_under_way_needs_the_signal_that_stopped_it() -> None:
+    with pytest.raises(ValueError, match=r"^interrupted_check needs interrupted_by$"):
+        judge_run([], kind="accept", device_mode="cuda", level="quick", interrupted_check="x")
+
+
+def test_an_xid_outside_the_table_is_said_so() -> None:
+    from gpuaccept.probe.xid import describe_xid
+
+    assert describe_xid(9999) == "not in gpuaccept's table (see NVIDIA's XID listing)"

@@ -189,7 +189,7 @@ def test_what_is_not_a_diag_report_is_an_error(text: str) -> None:
 def _dcgmi_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, output: str, code: int) -> Path:
     """A `dcgmi` that prints `output` and records its arguments, first on PATH."""
     tool = tmp_path / "bin" / "dcgmi"
-    tool.parent.mkdir()
+    tool.parent.mkdir(parents=True)
     (tmp_path / "output.txt").write_text(output)
     tool.write_text(
         f'#!/bin/sh\necho "$@" > "{tmp_path}/args.txt"\ncat "{tmp_path}/output.txt"\nexit {code}\n'
@@ -300,3 +300,159 @@ def test_a_warn_status_warns_where_a_dcgmi_prints_one(
     result = dcgm.run(replace(gpu_context(), dcgm_level=1))
     assert result.status is Status.WARN
     assert "memory on NVML GPU 1: warn (slow)" in result.message
+
+
+def _whole(result: Any) -> dict[str, Any]:
+    """The parts of a result a reader sees: name, area, status, message, table keys."""
+    return {
+        "name": result.name,
+        "area": result.area,
+        "status": result.status,
+        "message": result.message,
+        "details": sorted(result.details),
+    }
+
+
+_TABLE_KEYS = ["columns", "dcgm_level", "dcgm_version", "dcgmi_fail_includes_warnings", "rows"]
+
+
+def test_every_skip_says_why_in_full(monkeypatch: pytest.MonkeyPatch) -> None:
+    skip = {"name": "dcgm", "area": "HEALTH", "status": Status.SKIP, "details": []}
+    assert _whole(dcgm.run(gpu_context(level="standard"))) == skip | {
+        "message": "not asked for (accept --dcgm 1|2|3; level full runs -r 3)"
+    }
+    assert _whole(dcgm.run(replace(cpu_context(), dcgm_level=2))) == skip | {
+        "message": "CPU mode: DCGM diagnoses GPUs"
+    }
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert _whole(dcgm.run(gpu_context(level="full"))) == skip | {
+        "message": "DCGM is not installed here: dcgmi is not on PATH"
+    }
+
+
+def test_whole_results_of_a_failing_and_a_runtime_error_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    diag = dcgm4("Fail", "bad row")
+    _dcgmi_on_path(tmp_path, monkeypatch, json.dumps(diag), 226)
+    result = dcgm.run(replace(gpu_context(), dcgm_level=2))
+    assert _whole(result) == {
+        "name": "dcgm",
+        "area": "HEALTH",
+        "status": Status.FAIL,
+        "message": "DCGM memory on NVML GPU 1: fail (bad row)",
+        "details": _TABLE_KEYS,
+    }
+    assert result.details["rows"][3] == {
+        "category": "Hardware",
+        "test": "memory",
+        "gpu": 1,
+        "status": "fail",
+        "message": "bad row",
+    }
+    assert (result.details["dcgm_level"], result.details["dcgm_version"]) == (2, "4.6.0")
+    failed = {"DCGM Diagnostic": {"version": "4.6.0", "runtime_error": "host engine died"}}
+    _dcgmi_on_path(tmp_path / "b", monkeypatch, json.dumps(failed), 1)
+    result = dcgm.run(replace(gpu_context(), dcgm_level=1))
+    assert _whole(result) == {
+        "name": "dcgm",
+        "area": "HEALTH",
+        "status": Status.FAIL,
+        "message": "DCGM runtime error: host engine died",
+        "details": _TABLE_KEYS,
+    }
+
+
+def test_a_run_that_passed_no_test_is_skip_and_a_node_row_has_no_gpu(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    skipped = dcgm4("Skip")
+    for test in skipped["DCGM Diagnostic"]["test_categories"]:
+        for entry in test["tests"]:
+            entry["results"] = [dict(r, status="Skip") for r in entry["results"]]
+            entry["test_summary"] = _summary("Skip")
+    _dcgmi_on_path(tmp_path, monkeypatch, json.dumps(skipped), 0)
+    result = dcgm.run(replace(gpu_context(), dcgm_level=1))
+    assert (result.status, result.message) == (Status.SKIP, "dcgmi diag -r 1 passed no test")
+    node = {
+        "DCGM GPU Diagnostic": {
+            "test_categories": [
+                {
+                    "category": "Deployment",
+                    "tests": [
+                        {"name": "Denylist", "results": [{"status": "Pass"}, {"status": "Skip"}]}
+                    ],
+                }
+            ]
+        }
+    }
+    _dcgmi_on_path(tmp_path / "n", monkeypatch, json.dumps(node), 0)
+    result = dcgm.run(replace(gpu_context(), dcgm_level=1))
+    assert result.message == "dcgmi diag -r 1: 1 tests, 1 pass, 1 skip"
+    assert result.details["rows"][0]["gpu"] == ""
+    assert "dcgm_version" in result.details
+    assert result.details["dcgm_version"] is None
+
+
+def test_a_summary_in_a_status_it_does_not_know_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    diag = dcgm4(summary={"status": "Aborted"})
+    _dcgmi_on_path(tmp_path, monkeypatch, json.dumps(diag), 0)
+    result = dcgm.run(replace(gpu_context(), dcgm_level=1))
+    assert result.status is Status.FAIL
+    assert result.message == (
+        "DCGM memory test summary: aborted: a DCGM status gpuaccept does not know"
+    )
+    node_fail = dcgm4(summary=_summary("Fail"))
+    _dcgmi_on_path(tmp_path / "f", monkeypatch, json.dumps(node_fail), 0)
+    result = dcgm.run(replace(gpu_context(), dcgm_level=1))
+    assert result.message == "DCGM memory (test summary, no GPU named): fail"
+
+
+def test_the_error_when_dcgmi_says_nothing_useful_reads_in_full(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _dcgmi_on_path(tmp_path, monkeypatch, "Error: unable to establish a connection\n", 255)
+    result = dcgm.run(replace(gpu_context(), dcgm_level=1))
+    assert (result.name, result.area, result.status) == ("dcgm", "HEALTH", Status.ERROR)
+    assert result.message.startswith("dcgmi diag: dcgmi diag printed no JSON object (exit 255")
+
+
+def test_a_node_result_and_several_messages_read_in_full(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    node = {
+        "DCGM GPU Diagnostic": {
+            "test_categories": [
+                {
+                    "category": "Deployment",
+                    "tests": [
+                        {
+                            "name": "Libraries",
+                            "results": [
+                                {
+                                    "status": "Fail",
+                                    "warnings": [
+                                        {"warnings": "libcuda missing"},
+                                        {"warnings": "libnvml missing"},
+                                    ],
+                                }
+                            ],
+                        }
+                    ],
+                }
+            ]
+        }
+    }
+    _dcgmi_on_path(tmp_path, monkeypatch, json.dumps(node), 226)
+    result = dcgm.run(replace(gpu_context(), dcgm_level=1))
+    assert result.message == "DCGM Libraries on node: fail (libcuda missing; libnvml missing)"
+
+
+def test_a_summary_that_warns_is_not_an_unknown_status(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _dcgmi_on_path(tmp_path, monkeypatch, json.dumps(dcgm4(summary=_summary("Warn"))), 0)
+    result = dcgm.run(replace(gpu_context(), dcgm_level=1))
+    assert result.status is Status.PASS, result.message

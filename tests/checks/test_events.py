@@ -95,7 +95,9 @@ def test_slow_crc_growth_warns_and_a_vanished_gpu_fails() -> None:
     start = CounterSnapshot(0.0, (_counters(), _counters(uuid="GPU-b", index=1)))
     end = CounterSnapshot(60.0, (_counters(nvlink={0: (50, 0, 0), 1: (0, 0, 0)}),))
     growth = events.judge_growth(start, end, findings)
-    assert findings.warnings == [f"NVML GPU 0 ({UUID}): NVLink 0 CRC errors grew by 50 (0.8/s)"]
+    assert findings.warnings == [
+        f"NVML GPU 0 ({UUID}): NVLink CRC errors grew by 50 (0.8/s; link 0 +50)"
+    ]
     assert findings.failures == [
         "NVML GPU 1 (GPU-b) was read at the start but not at the end (lost?)"
     ]
@@ -223,3 +225,291 @@ def test_every_event_kind_the_rules_judge_arrives_and_is_judged(
     findings = Findings("events", "HEALTH")
     events.judge_events(seen, findings)
     assert bool(findings.failures) is fails
+
+
+def _grow(start: dict[str, Any], end: dict[str, Any], seconds: float = 60.0) -> Findings:
+    findings = Findings("events", "HEALTH")
+    growth = events.judge_growth(
+        CounterSnapshot(0.0, (_counters(**start),)),
+        CounterSnapshot(seconds, (_counters(**end),)),
+        findings,
+    )
+    findings.details = {"growth": growth}
+    return findings
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "failures", "grew"),
+    [
+        # counters that did not start at zero: the growth is the difference
+        (
+            {"ecc_uncorrected_volatile": 5},
+            {"ecc_uncorrected_volatile": 7},
+            [f"NVML GPU 0 ({UUID}): 2 uncorrectable ECC error(s) in the run"],
+            {"ecc_uncorrected": 2},
+        ),
+        ({"ecc_uncorrected_volatile": 7}, {"ecc_uncorrected_volatile": 7}, [], None),
+        ({"ecc_corrected_volatile": 10}, {"ecc_corrected_volatile": 14}, [], {"ecc_corrected": 4}),
+        ({"pcie_replays": 40}, {"pcie_replays": 41}, [], {"pcie_replays": 1}),
+        (
+            {"nvlink": {0: (0, 2, 1), 1: (0, 0, 0)}},
+            {"nvlink": {0: (0, 5, 1), 1: (0, 0, 0)}},
+            [f"NVML GPU 0 ({UUID}): NVLink 0 replay errors grew by 3 in the run"],
+            {"nvlink0_replay": 3},
+        ),
+        (
+            {"nvlink": {0: (0, 0, 4), 1: (0, 0, 0)}},
+            {"nvlink": {0: (0, 0, 6), 1: (0, 0, 0)}},
+            [f"NVML GPU 0 ({UUID}): NVLink 0 recovery errors grew by 2 in the run"],
+            {"nvlink0_recovery": 2},
+        ),
+    ],
+)
+def test_growth_is_the_difference_from_the_start(
+    start: dict[str, Any], end: dict[str, Any], failures: list[str], grew: dict[str, int] | None
+) -> None:
+    findings = _grow(start, end)
+    assert findings.failures == failures
+    expected = [] if grew is None else [{"uuid": UUID, "index": 0, "grew": grew}]
+    assert findings.details["growth"] == expected
+
+
+def test_crc_is_judged_on_the_gpu_total_at_dcgm_s_rate() -> None:
+    # 3000 + 3000 over 60 s = 100/s for the GPU: each link alone is 50/s
+    findings = _grow(
+        {"nvlink": {0: (1000, 0, 0), 1: (1000, 0, 0)}},
+        {"nvlink": {0: (4000, 0, 0), 1: (4000, 0, 0)}},
+    )
+    assert findings.failures == [
+        f"NVML GPU 0 ({UUID}): NVLink CRC errors grew by 6000 (100.0/s; link 0 +3000, "
+        "link 1 +3000), at or above DCGM's 100/s"
+    ]
+    below = _grow(
+        {"nvlink": {0: (1000, 0, 0), 1: (0, 0, 0)}}, {"nvlink": {0: (6999, 0, 0), 1: (0, 0, 0)}}
+    )
+    assert below.failures == []
+    # 99.98/s: below DCGM's limit, though it prints as 100.0
+    assert below.warnings == [
+        f"NVML GPU 0 ({UUID}): NVLink CRC errors grew by 5999 (100.0/s; link 0 +5999)"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("replays", "seconds", "warns"),
+    [(31, 60.0, False), (32, 60.0, True), (62, 120.0, False), (32, 10.0, True)],
+)
+def test_pcie_replays_are_judged_per_minute_against_dcgm_s_limit(
+    replays: int, seconds: float, warns: bool
+) -> None:
+    """DCGM's limit for Gen5 x16 is 31 per minute; a run shorter than a minute counts as one."""
+    start = CounterSnapshot(0.0, (_counters(pcie_replays=100),))
+    end = CounterSnapshot(seconds, (_counters(pcie_replays=100 + replays),))
+    findings = Findings("events", "HEALTH")
+    growth = events.judge_growth(start, end, findings)
+    events._judge_replay_growth(growth, end, seconds, findings)
+    text = f"{replays} PCIe replays in the run, above DCGM's 31/min for Gen5 x16"
+    expected = [f"NVML GPU 0 ({UUID}): {text}"] if warns else []
+    assert findings.warnings == expected
+
+
+def test_the_kernel_log_window_is_two_hours_and_repeats_are_counted() -> None:
+    line = "[ {stamp}] NVRM: Xid (PCI:0000:cb:00): 79, pid=1, GPU has fallen off the bus.\n"
+    log = line.format(stamp="2800.0") + line.format(stamp="3000.0")
+    # the newest of the two is exactly 2 h old: still inside the window, so it fails
+    scan = KernelLogScan(True, "dmesg", tuple(parse_kernel_log(log)), uptime_seconds=10_200.0)
+    findings = Findings("events", "HEALTH")
+    events.judge_kernel_log(scan, findings)
+    assert findings.failures == [
+        "kernel log since boot: XID 79 (GPU has fallen off the bus) on PCI 0000:cb:00, 2 times"
+    ]
+    old = KernelLogScan(True, "dmesg", tuple(parse_kernel_log(log)), uptime_seconds=10_800.0)
+    findings = Findings("events", "HEALTH")
+    events.judge_kernel_log(old, findings)
+    assert findings.failures == []
+    assert findings.warnings == [
+        "kernel log since boot: XID 79 (GPU has fallen off the bus) on PCI 0000:cb:00, 2 times, "
+        "the last 2.2 h ago: older than aznhc's 2 h window, not judged (reboot to clear it)"
+    ]
+    # a line without dmesg's stamp makes the age unknown: judged as recent
+    mixed = log + "NVRM: Xid (PCI:0000:cb:00): 79, pid=1, GPU has fallen off the bus.\n"
+    scan = KernelLogScan(True, "dmesg", tuple(parse_kernel_log(mixed)), uptime_seconds=99_999.0)
+    findings = Findings("events", "HEALTH")
+    events.judge_kernel_log(scan, findings)
+    assert len(findings.failures) == 1
+
+
+def test_one_xid_on_two_gpus_is_two_findings() -> None:
+    other = GpuEvent(kind="xid", gpu_uuid="GPU-b", at="2026-11-01T08:00:00+00:00", xid=79)
+    findings = Findings("events", "HEALTH")
+    events.judge_events([_xid(79), other], findings)
+    assert len(findings.failures) == 2
+    assert not any("times" in text for text in findings.failures)
+
+
+def test_without_nvml_the_skip_says_why_in_full(
+    no_gpu: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    result = events.run(cpu_context())
+    assert (result.name, result.area, result.status) == ("events", "HEALTH", Status.SKIP)
+    assert result.message == (
+        "no NVIDIA GPU to watch (NVML unavailable); kernel log not readable here"
+    )
+    assert result.details["kernel_log"] == {
+        "readable": False,
+        "source": "kernel log not readable here",
+    }
+    assert result.details["notes"][0] == "kernel log not readable here"
+    assert result.details["notes"][1].startswith("counters not read: NVML unavailable (")
+    monkeypatch.setattr(events, "scan_kernel_log", lambda: KernelLogScan(True, "dmesg"))
+    result = events.run(cpu_context())
+    assert result.message == "no NVIDIA GPU to watch (NVML unavailable); no XID in the kernel log"
+
+
+def test_a_clean_run_reads_in_full(fake_gpus: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = "[ 5.0] NVRM: Xid (PCI:0000:1b:00): 13, pid=7, Graphics Exception\n"
+    scan = KernelLogScan(True, "dmesg", tuple(parse_kernel_log(log)))
+    monkeypatch.setattr(events, "scan_kernel_log", lambda: scan)
+    fake_gpus({"gpus": [h100_sxm()]})
+    start = read_snapshot()
+    result = events.run(replace(gpu_context(), start_counters=start, events=(_xid(13),)))
+    assert (result.name, result.area, result.status) == ("events", "HEALTH", Status.WARN)
+    assert sorted(result.details) == [
+        "counter_growth",
+        "events",
+        "kernel_log",
+        "kernel_xids",
+        "notes",
+        "xid_source",
+    ]
+    assert result.details["events"][0]["xid"] == 13
+    assert result.details["kernel_xids"][0]["xid"] == 13
+    assert result.details["kernel_log"] == {"readable": True, "source": "dmesg"}
+    assert result.details["notes"] == []
+    assert result.details["counter_growth"] == []
+    clean = events.run(replace(gpu_context(), start_counters=start))
+    assert clean.status is Status.WARN  # the kernel log's XID 13 still warns
+    monkeypatch.setattr(events, "scan_kernel_log", lambda: KernelLogScan(True, "dmesg"))
+    clean = events.run(replace(gpu_context(), start_counters=start))
+    assert (clean.status, clean.message) == (
+        Status.PASS,
+        "no critical XID or error growth in the run; 0 NVML event(s)",
+    )
+    unstarted = events.run(gpu_context())
+    assert unstarted.message == (
+        "no critical XID or error growth in the run; 0 NVML event(s) "
+        "(no counters from the start of the run to compare with)"
+    )
+
+
+def test_a_lost_gpu_does_not_stop_the_others_being_judged() -> None:
+    findings = Findings("events", "HEALTH")
+    start = CounterSnapshot(
+        0.0, (_counters(uuid="GPU-a", index=0), _counters(uuid="GPU-b", index=1))
+    )
+    end = CounterSnapshot(60.0, (_counters(uuid="GPU-b", index=1, ecc_uncorrected_volatile=1),))
+    events.judge_growth(start, end, findings)
+    assert findings.failures == [
+        "NVML GPU 0 (GPU-a) was read at the start but not at the end (lost?)",
+        "NVML GPU 1 (GPU-b): 1 uncorrectable ECC error(s) in the run",
+    ]
+
+
+def test_a_counter_unknown_at_either_end_is_not_growth() -> None:
+    for start, end in (
+        ({"ecc_uncorrected_volatile": None}, {"ecc_uncorrected_volatile": 3}),
+        ({"ecc_corrected_volatile": None}, {"ecc_corrected_volatile": 3}),
+        ({"pcie_replays": None}, {"pcie_replays": 3}),
+        ({"pcie_replays": 3}, {"pcie_replays": None}),
+        ({"nvlink": {0: (5, 5, 5)}}, {"nvlink": {}}),  # the link is gone: no reading, no growth
+    ):
+        findings = _grow(start, end)
+        assert findings.failures == []
+        assert findings.details["growth"] == []
+
+
+def test_a_crc_rate_over_a_short_run_uses_the_run_s_own_seconds() -> None:
+    findings = _grow(
+        {"nvlink": {0: (10, 0, 0), 1: (0, 0, 0)}}, {"nvlink": {0: (110, 0, 0), 1: (0, 0, 0)}}, 1.0
+    )
+    assert findings.failures == [
+        f"NVML GPU 0 ({UUID}): NVLink CRC errors grew by 100 (100.0/s; link 0 +100), at or "
+        "above DCGM's 100/s"
+    ]
+    assert findings.details["growth"] == [{"uuid": UUID, "index": 0, "grew": {"nvlink0_crc": 100}}]
+
+
+def test_a_gpu_without_replay_growth_or_link_facts_is_not_rated() -> None:
+    findings = Findings("events", "HEALTH")
+    end = CounterSnapshot(60.0, (_counters(pcie_gen_max=None),))
+    growth = [{"uuid": UUID, "index": 0, "grew": {"pcie_replays": 500}}]
+    events._judge_replay_growth(growth, end, 60.0, findings)
+    assert findings.warnings == []
+    other = [{"uuid": "GPU-x", "index": 1, "grew": {"pcie_replays": 500}}]
+    events._judge_replay_growth(
+        other + growth, CounterSnapshot(60.0, (_counters(),)), 60.0, findings
+    )
+    assert len(findings.warnings) == 1  # GPU-x has no facts; GPU 0 is still judged
+    findings = Findings("events", "HEALTH")
+    events._judge_replay_growth(
+        [{"uuid": UUID, "index": 0, "grew": {"ecc_corrected": 9}}],
+        CounterSnapshot(60.0, (_counters(),)),
+        60.0,
+        findings,
+    )
+    assert findings.warnings == []
+
+
+def test_two_xids_on_one_gpu_are_two_findings_and_one_reads_in_full() -> None:
+    findings = Findings("events", "HEALTH")
+    events.judge_events([_xid(79), _xid(48)], findings)
+    assert len(findings.failures) == 2
+    assert findings.failures[0] == f"NVML event {_xid(79).describe()}"
+
+
+def test_the_newest_occurrence_decides_the_age_whatever_the_order() -> None:
+    line = "[ {stamp}] NVRM: Xid (PCI:0000:cb:00): 79, pid=1, GPU has fallen off the bus.\n"
+    log = line.format(stamp="9000.0") + line.format(stamp="100.0")  # newest first
+    scan = KernelLogScan(True, "dmesg", tuple(parse_kernel_log(log)), uptime_seconds=10_000.0)
+    findings = Findings("events", "HEALTH")
+    events.judge_kernel_log(scan, findings)
+    assert len(findings.failures) == 1  # 1000 s old, not 9900
+
+
+def test_an_old_critical_xid_does_not_hide_a_recent_one_on_another_gpu() -> None:
+    log = (
+        "[  100.0] NVRM: Xid (PCI:0000:1b:00): 79, pid=1, GPU has fallen off the bus.\n"
+        "[ 9900.0] NVRM: Xid (PCI:0000:cb:00): 79, pid=1, GPU has fallen off the bus.\n"
+    )
+    scan = KernelLogScan(True, "dmesg", tuple(parse_kernel_log(log)), uptime_seconds=10_000.0)
+    findings = Findings("events", "HEALTH")
+    events.judge_kernel_log(scan, findings)
+    assert [f.rsplit(" ", 1)[-1] for f in findings.failures] == ["0000:cb:00"]
+    assert len(findings.warnings) == 1
+
+
+def test_growth_is_timed_from_the_start_snapshot_and_small_corrected_growth_counts() -> None:
+    findings = Findings("events", "HEALTH")
+    start = CounterSnapshot(1000.0, (_counters(nvlink={0: (0, 0, 0)}, ecc_corrected_volatile=3),))
+    end = CounterSnapshot(1060.0, (_counters(nvlink={0: (6000, 0, 0)}, ecc_corrected_volatile=4),))
+    growth = events.judge_growth(start, end, findings)
+    assert findings.failures[0].endswith("(100.0/s; link 0 +6000), at or above DCGM's 100/s")
+    assert growth[0]["grew"]["ecc_corrected"] == 1
+    findings = Findings("events", "HEALTH")
+    same = CounterSnapshot(1060.0, (_counters(ecc_corrected_volatile=3),))
+    assert (
+        events.judge_growth(
+            CounterSnapshot(1000.0, (_counters(ecc_corrected_volatile=3),)), same, findings
+        )
+        == []
+    )
+
+
+def test_notes_are_joined_and_growth_is_a_list_without_start_counters(
+    fake_gpus: Any,
+) -> None:
+    fake_gpus({"gpus": [h100_sxm()]})
+    result = events.run(gpu_context())
+    assert result.details["counter_growth"] == []
+    assert result.message.endswith(
+        "(kernel log not readable here; no counters from the start of the run to compare with)"
+    )

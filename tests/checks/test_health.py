@@ -117,7 +117,11 @@ def test_a_mig_instance_is_judged_as_a_slice_not_an_error(fake_gpus: Any) -> Non
     result = _health(fake_gpus, gpu, torch_uuids=[f"GPU-{digits}"])
     assert result.status is Status.PASS, result.message
     assert f"MIG instance MIG-{digits}" in result.message
-    assert "132 SMs" in result.message
+    assert result.message == (
+        f"1 GPU(s): no ECC, retirement, link or fabric faults; gpu0 is MIG instance MIG-{digits} "
+        "(80.0 GiB, 132 SMs): health read from its parent GPU, performance judged on "
+        "correctness only"
+    )
     assert result.details["gpus"][0]["mig_enabled"] is True
 
 
@@ -205,3 +209,150 @@ def test_links_reported_down_on_a_mig_enabled_gpu_are_not_judged(fake_gpus: Any)
     mig = {"current": 1, "pending": 1, "instances": []}
     assert _health(fake_gpus, h100_sxm(nvlink=links, mig=mig)).status is Status.PASS
     assert _health(fake_gpus, h100_sxm(nvlink=links)).status is Status.FAIL
+
+
+def test_a_healthy_pair_reads_in_full(fake_gpus: Any) -> None:
+    fake_gpus({"gpus": [h100_sxm(0), h100_sxm(1)]})
+    result = health.run(gpu_context())
+    assert (result.name, result.area, result.status) == ("health", "HEALTH", Status.PASS)
+    assert result.message == "2 GPU(s): no ECC, retirement, link or fabric faults"
+    assert sorted(result.details) == ["gpus", "notes"]
+    assert [g["index"] for g in result.details["gpus"]] == [0, 1]  # each GPU by its own index
+    skipped = health.run(cpu_context())
+    assert (skipped.name, skipped.area, skipped.status, skipped.message) == (
+        "health",
+        "HEALTH",
+        Status.SKIP,
+        "CPU mode: no GPU to read",
+    )
+
+
+def test_findings_of_every_gpu_are_kept(fake_gpus: Any) -> None:
+    bad = {"remapped_rows": [0, 0, 1, 0], "persistence": 0}
+    fake_gpus({"gpus": [h100_sxm(0, **bad), h100_sxm(1, **bad)]})
+    result = health.run(gpu_context())
+    assert result.message.count("row remapping pending") == 2
+    assert "gpu0: row remapping pending (reset the GPU)" in result.message
+    assert "gpu1: row remapping pending (reset the GPU)" in result.message
+
+
+@pytest.mark.parametrize(
+    ("facts", "text"),
+    [
+        (
+            {
+                "pcie": {
+                    "gen": 5,
+                    "gen_max_gpu": 5,
+                    "gen_max_system": 5,
+                    "width": 8,
+                    "width_max": 16,
+                }
+            },
+            "gpu0: PCIe link x8 of x16",
+        ),
+        (
+            {
+                "pcie": {
+                    "gen": 4,
+                    "gen_max_gpu": 5,
+                    "gen_max_system": 4,
+                    "width": 16,
+                    "width_max": 16,
+                }
+            },
+            "gpu0: PCIe slot allows Gen4, the GPU supports Gen5",
+        ),
+        ({"persistence": 0}, "gpu0: persistence mode off"),
+        ({"throttle": 0x8 | 0x40}, "gpu0: clocks held back at rest by "),
+    ],
+)
+def test_each_rest_state_warning_warns_with_its_text(
+    fake_gpus: Any, facts: dict[str, Any], text: str
+) -> None:
+    result = _health(fake_gpus, h100_sxm(**facts))
+    assert result.status is Status.WARN, result.message
+    assert result.message.startswith(text), result.message
+
+
+def test_the_throttle_reasons_are_all_named(fake_gpus: Any) -> None:
+    result = _health(fake_gpus, h100_sxm(throttle=0x8 | 0x40))
+    assert result.message.count(", ") >= 1  # two reasons, joined
+
+
+@pytest.mark.parametrize(("sbe", "dbe", "full"), [(62, 0, True), (0, 62, True), (61, 0, False)])
+def test_the_retirement_table_is_full_at_62_pages_of_either_cause(
+    fake_gpus: Any, sbe: int, dbe: int, full: bool
+) -> None:
+    pages = {"sbe": sbe, "dbe": dbe, "pending": True}
+    result = _health(fake_gpus, h100_sxm(retired_pages=pages))
+    assert result.status is Status.FAIL  # pending alone fails
+    assert ("page retirement table full" in result.message) is full
+    assert "gpu0: page retirement pending (reset the GPU)" in result.message
+
+
+def test_the_model_is_found_by_pci_id_when_the_name_says_nothing(fake_gpus: Any) -> None:
+    links = [{"active": True} for _ in range(17)] + [{"active": False}]
+    gpu = h100_sxm(name="NVIDIA Graphics Device", nvlink=links)
+    result = _health(fake_gpus, gpu)
+    assert result.status is Status.FAIL  # judged as an H100 SXM (18 links) by its id alone
+    assert "a H100 SXM has 18" in result.message
+
+
+def test_fabric_and_link_findings_name_the_gpu(fake_gpus: Any) -> None:
+    result = _health(fake_gpus, h100_sxm(fabric={"state": 1}))
+    assert result.message == (
+        "gpu0: NVSwitch fabric registration not started (is nvidia-fabricmanager running and "
+        "healthy?)"
+    )
+    links = [{"active": True} for _ in range(17)] + [{"active": False}]
+    result = _health(fake_gpus, h100_sxm(nvlink=links))
+    assert result.message.startswith("gpu0: 17 of 18 NVLinks active (down: 17); ")
+
+
+def test_retirement_counts_add_both_causes(fake_gpus: Any) -> None:
+    pages = {"sbe": 0, "dbe": 61, "pending": True}
+    result = _health(fake_gpus, h100_sxm(retired_pages=pages))
+    assert "page retirement table full" not in result.message  # 61 pages: not yet full
+
+
+def test_every_gpu_is_read_when_one_cannot_be(fake_gpus: Any) -> None:
+    """The first GPU is lost; the second is still read and judged (and its warning kept with
+    the first one's finding)."""
+    fake_gpus(
+        {"gpus": [h100_sxm(0, lost=True), h100_sxm(1, persistence=0)]},
+    )
+    result = health.run(gpu_context())
+    assert result.message.startswith("gpu0: NVML cannot reach")
+    assert [snapshot["index"] for snapshot in result.details["gpus"]] == [1]
+
+
+def test_warnings_of_every_gpu_are_kept(fake_gpus: Any) -> None:
+    fake_gpus({"gpus": [h100_sxm(0, persistence=0), h100_sxm(1, persistence=0)]})
+    result = health.run(gpu_context())
+    assert result.message == "gpu0: persistence mode off; gpu1: persistence mode off"
+
+
+def test_finding_texts_in_full(fake_gpus: Any) -> None:
+    result = _health(fake_gpus, h100_sxm(remapped_rows=[0, 600, 0, 0]))
+    assert result.message == (
+        "gpu0: 600 rows remapped for uncorrectable errors, at or above DCGM's limit 512"
+    )
+    result = _health(fake_gpus, h100_sxm(throttle=0x8 | 0x40))
+    assert result.message.startswith("gpu0: clocks held back at rest by ")
+    assert ", " in result.message.removeprefix("gpu0: clocks held back at rest by ")
+    assert "XX" not in result.message
+    links = [{"active": True} for _ in range(16)] + [{"active": False}, {"state": 2}]
+    result = _health(fake_gpus, h100_sxm(nvlink=links))
+    assert result.message.startswith("gpu0: 16 of 18 NVLinks active (down: 16, 17 sleep); a H100")
+    fewer = [{"active": True} for _ in range(12)]  # six links not even reported
+    result = _health(fake_gpus, h100_sxm(nvlink=fewer))
+    assert result.message.startswith("gpu0: 12 of 18 NVLinks active; a H100 SXM has 18")
+    result = _health(fake_gpus, h100_sxm(fabric={"state": 3, "status": 7}))
+    assert result.message == "gpu0: NVSwitch fabric registration failed (NVML status 7)"
+
+
+def test_without_nvml_health_is_skip_with_the_reason(no_gpu: None) -> None:
+    result = health.run(gpu_context())
+    assert (result.name, result.area, result.status) == ("health", "HEALTH", Status.SKIP)
+    assert result.message.startswith("NVML unavailable: ")

@@ -98,6 +98,7 @@ def judge_growth(
             delta = after.pcie_replays - before.pcie_replays
             if delta > 0:
                 grew["pcie_replays"] = delta
+        crc_links: list[tuple[int, int]] = []
         for link, (crc0, replay0, recovery0) in sorted(before.nvlink.items()):
             crc1, replay1, recovery1 = after.nvlink.get(link, (None, None, None))
             for name, was, now_value in (
@@ -110,13 +111,19 @@ def judge_growth(
                         f"{tag}: NVLink {link} {name} errors grew by {now_value - was} in the run"
                     )
             if crc0 is not None and crc1 is not None and crc1 > crc0:
-                rate = (crc1 - crc0) / seconds
                 grew[f"nvlink{link}_crc"] = crc1 - crc0
-                text = f"{tag}: NVLink {link} CRC errors grew by {crc1 - crc0} ({rate:.1f}/s)"
-                if rate >= NVLINK_CRC_FAIL_PER_SECOND:
-                    findings.failures.append(f"{text}, at or above DCGM's 100/s")
-                else:
-                    findings.warnings.append(text)
+                crc_links.append((link, crc1 - crc0))
+        # DCGM judges the GPU's FLIT + DATA CRC totals over all its links, not each link alone
+        # (DcgmHealthWatch's NVLink CRC rule); a burst on one link counts in the GPU's total
+        crc_total = sum(count for _, count in crc_links)
+        if crc_total:
+            rate = crc_total / seconds
+            where = ", ".join(f"link {link} +{count}" for link, count in crc_links)
+            text = f"{tag}: NVLink CRC errors grew by {crc_total} ({rate:.1f}/s; {where})"
+            if rate >= NVLINK_CRC_FAIL_PER_SECOND:
+                findings.failures.append(f"{text}, at or above DCGM's 100/s")
+            else:
+                findings.warnings.append(text)
         if grew:
             growth.append({"uuid": before.uuid, "index": before.index, "grew": grew})
     return growth

@@ -92,7 +92,7 @@ def _nvlink_failures(health: GpuHealth, model: ModelReferences | None, tag: str)
     ]
 
 
-def _fabric_findings(health: GpuHealth, model: ModelReferences | None, tag: str) -> list[str]:
+def _fabric_findings(health: GpuHealth, tag: str) -> list[str]:
     fabric = health.fabric
     if fabric is None or fabric.state == "not supported":
         return []
@@ -127,7 +127,7 @@ def judge_health(
         warnings.append(f"{tag}: the driver asks for {action} (NVML recovery action)")
     failures += _ras_failures(health, tag)
     failures += _nvlink_failures(health, model, tag)
-    failures += _fabric_findings(health, model, tag)
+    failures += _fabric_findings(health, tag)
     reasons = [r for r in health.throttle_reasons if r not in _IDLE_NORMAL_REASONS]
     if reasons:
         warnings.append(f"{tag}: clocks held back at rest by {', '.join(reasons)}")
