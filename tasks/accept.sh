@@ -11,7 +11,8 @@ status=0
 if gpuaccept_activate; then
   gpuaccept_record_env
   # The GPU count to expect comes from $_CONDOR_AssignedGPUs; history stays with the submitter.
-  gpuaccept accept --level "$level" --report-dir reports --no-history || status=$?
+  gpuaccept_run gpuaccept accept --level "$level" --report-dir reports --no-history
+  status=$job_status
   gpuaccept_take_report reports report.json
 else
   status=3

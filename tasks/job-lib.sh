@@ -29,6 +29,29 @@ gpuaccept_activate() {
   fi
 }
 
+# Run a command so that SIGTERM or SIGINT to this script (scancel, a time limit, preemption, an
+# HTCondor eviction) reaches it and the script outlives it: gpuaccept writes its report, records
+# the run as interrupted, and the script still moves that report into place. Without this, bash
+# dies of the signal first and the report stays in a scratch directory that the EXIT trap removes.
+# The command's exit status lands in job_status.
+gpuaccept_run() {
+  # shellcheck disable=SC2034  # read by the sourcing job script
+  job_status=0
+  "$@" &
+  local pid=$!
+  # shellcheck disable=SC2064  # the pid is fixed now, on purpose
+  trap "kill -TERM $pid 2>/dev/null || true" TERM
+  # shellcheck disable=SC2064
+  trap "kill -INT $pid 2>/dev/null || true" INT
+  while true; do
+    # wait returns early (128 + signal) when a trapped signal arrives: wait again until it ends
+    # shellcheck disable=SC2034
+    if wait "$pid"; then job_status=0; else job_status=$?; fi
+    kill -0 "$pid" 2>/dev/null || break
+  done
+  trap - TERM INT
+}
+
 # The environment capture; a JSON note when gpuaccept cannot run.
 gpuaccept_record_env() {
   if ! command -v gpuaccept >/dev/null 2>&1 || ! gpuaccept env --output env.json >/dev/null; then
@@ -49,17 +72,18 @@ gpuaccept_take_report() {
 # When FILE is missing, write a valid gpuaccept report with one ERROR check saying why, so the
 # results directory and `gpuaccept history import` show the failure instead of a gap.
 gpuaccept_ensure_report() {
-  local file=$1 command=$2 code=$3 version host
+  local file=$1 command=$2 code=$3 why=${4:-} version host
   [[ -s "$file" ]] && return 0
+  why=${why:-gpuaccept $command exited $code without writing a report}
   version=$(gpuaccept --version 2>/dev/null | awk '{print $2}') || true
   host=$(hostname 2>/dev/null | tr -c 'A-Za-z0-9._-' '_' | cut -c1-200) || true
   printf '{"schema_version": 1, "tool": "gpuaccept", "tool_version": "%s", "command": "%s",
  "level": "job", "device_mode": "cuda", "started_at": "%s", "finished_at": "%s",
  "duration_seconds": 0.0, "checks": [{"name": "job", "area": "JOB", "status": "error",
- "message": "gpuaccept %s exited %s without writing a report; see the job error log"}],
+ "message": "%s; see the job error log"}],
  "environment": {"system": {"hostname": %s}}}\n' \
     "${version:-0}" "$command" "$job_started_at" "$(date -u +%Y-%m-%dT%H:%M:%S+00:00)" \
-    "$command" "$code" "$( [[ -n "$host" ]] && printf '"%s"' "$host" || printf null)" >"$file"
+    "$why" "$( [[ -n "$host" ]] && printf '"%s"' "$host" || printf null)" >"$file"
 }
 
 # Slurm jobs: this node's report path, $GPUACCEPT_RESULTS (default results/) as

@@ -14,7 +14,8 @@ work=$slurm_work
 status=0
 if gpuaccept_activate; then
   # The GPU count to expect comes from $SLURM_GPUS_ON_NODE; history is imported from results/.
-  gpuaccept accept --level "$level" --report-dir "$work" --no-history || status=$?
+  gpuaccept_run gpuaccept accept --level "$level" --report-dir "$work" --no-history
+  status=$job_status
   gpuaccept_take_report "$work" "$report"
 else
   status=3

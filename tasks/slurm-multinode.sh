@@ -25,16 +25,22 @@ if [[ -n "${GPUACCEPT_LOCAL_ADDR:-}" ]]; then
   local_addr=(--local-addr "$GPUACCEPT_LOCAL_ADDR")
 fi
 status=0
-if gpuaccept_activate; then
-  GPUACCEPT_NODE_NAME="${SLURMD_NODENAME:-$(hostname -s)}" torchrun --nnodes="${SLURM_JOB_NUM_NODES:-1}" \
-    --nproc-per-node="$nproc" --rdzv-backend=c10d \
-    --rdzv-endpoint="${GPUACCEPT_RDZV_ENDPOINT:?set by accept-multinode.sbatch}" \
+why=""
+if [[ -z "${GPUACCEPT_RDZV_ENDPOINT:-}" ]]; then
+  # a report saying why, not a silent exit: the rendezvous is set by accept-multinode.sbatch
+  echo "slurm-multinode: GPUACCEPT_RDZV_ENDPOINT is not set (accept-multinode.sbatch sets it)" >&2
+  status=2
+  why="GPUACCEPT_RDZV_ENDPOINT was not set"
+elif gpuaccept_activate; then
+  gpuaccept_run env GPUACCEPT_NODE_NAME="${SLURMD_NODENAME:-$(hostname -s)}" \
+    torchrun --nnodes="${SLURM_JOB_NUM_NODES:-1}" \
+    --nproc-per-node="$nproc" --rdzv-backend=c10d --rdzv-endpoint="$GPUACCEPT_RDZV_ENDPOINT" \
     --rdzv-id="${SLURM_JOB_ID:-gpuaccept}" "${local_addr[@]}" --no-python \
-    gpuaccept accept --level "$level" --report-dir "$work" --no-history "${extra[@]}" ||
-    status=$?
+    gpuaccept accept --level "$level" --report-dir "$work" --no-history "${extra[@]}"
+  status=$job_status
   gpuaccept_take_report "$work" "$report"
 else
   status=3
 fi
-gpuaccept_ensure_report "$report" "accept (multi-node)" "$status"
+gpuaccept_ensure_report "$report" accept "$status" "$why"
 exit "$status"

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -86,3 +90,60 @@ def test_vanilla_job_without_its_pack_exits_3(tmp_path: Path) -> None:
     assert done.returncode == 3
     assert "was not transferred" in done.stderr
     assert load_report(box / "report.json").checks[0].status is Status.ERROR
+
+
+def _start_job(box: Path, script: str, *args: str, env: dict[str, str]) -> subprocess.Popen[str]:
+    hook = box / "activate-test.sh"
+    hook.write_text(f'export PATH="{Path(sys.executable).parent}:$PATH"\n')
+    environ = {"PATH": "/usr/bin:/bin", "HOME": str(box), "GPUACCEPT_ACTIVATE": str(hook), **env}
+    for name in ("GPUACCEPT_HISTORY", "OMP_NUM_THREADS"):
+        if name in os.environ:
+            environ[name] = os.environ[name]
+    return subprocess.Popen(
+        ["bash", str(box / script), *args],
+        cwd=box,
+        env=environ,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_a_slurm_step_cancelled_mid_run_still_leaves_its_report(tmp_path: Path) -> None:
+    """scancel, a time limit or preemption send SIGTERM to the job script: the script waits for
+    gpuaccept to write its report (interrupted) and moves it into the results directory."""
+    box = sandbox(tmp_path, "slurm-accept.sh")
+    results = tmp_path / "results"
+    process = _start_job(
+        box,
+        "slurm-accept.sh",
+        "quick",
+        env={"GPUACCEPT_RESULTS": str(results), "SLURM_JOB_ID": "77", "SLURMD_NODENAME": "n1"},
+    )
+    assert process.stdout is not None
+    for line in process.stdout:
+        if line.startswith("[RUN] "):  # a check is under way
+            process.send_signal(signal.SIGTERM)
+            break
+    stdout, stderr = process.communicate(timeout=120)
+    assert process.returncode == 143, stdout + stderr
+    report = load_report(results / "accept-77-n1.json")
+    assert report.verdict.outcome == "interrupted"
+    assert report.verdict.interrupted_by == "SIGTERM"
+
+
+def test_a_multinode_step_without_its_rendezvous_writes_a_report_saying_so(
+    tmp_path: Path,
+) -> None:
+    box = sandbox(tmp_path, "slurm-multinode.sh")
+    results = tmp_path / "results"
+    done = run_job(
+        box,
+        "slurm-multinode.sh",
+        env={"GPUACCEPT_RESULTS": str(results), "SLURM_JOB_ID": "78", "SLURMD_NODENAME": "n2"},
+    )
+    assert done.returncode == 2
+    assert "GPUACCEPT_RDZV_ENDPOINT is not set" in done.stderr
+    report = load_report(results / "accept-78-n2.json")
+    assert report.verdict.outcome == "fail"
+    assert "GPUACCEPT_RDZV_ENDPOINT was not set" in report.checks[0].message

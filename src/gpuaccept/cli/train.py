@@ -7,12 +7,12 @@ import os
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 
 from gpuaccept.cli.recording import HISTORY, NO_HISTORY, history_target, record_run
-from gpuaccept.errors import InputError
+from gpuaccept.errors import InputError, Interrupted
 
 if TYPE_CHECKING:
     import torch
@@ -289,14 +289,33 @@ def _train_and_report(
                 )
             raise typer.Exit(checkpoint_exit_code)
 
-    outcome = train_mnist(
-        dataset,
-        config,
-        run_device,
-        checkpoint=CheckpointPlan(checkpoint, checkpoint_every) if checkpoint else None,
-        on_epoch=show,
-        after_checkpoint=stop_for_scheduler,
-    )
+    from gpuaccept.cli.signals import interrupts_as_exceptions
+
+    try:
+        with interrupts_as_exceptions():
+            outcome = train_mnist(
+                dataset,
+                config,
+                run_device,
+                checkpoint=CheckpointPlan(checkpoint, checkpoint_every) if checkpoint else None,
+                on_epoch=show,
+                after_checkpoint=stop_for_scheduler,
+            )
+    except (Interrupted, KeyboardInterrupt) as error:
+        # SIGTERM (preemption, scancel, an eviction without checkpoint_exit_code) or Ctrl-C: the
+        # run is recorded as interrupted, with the epochs a checkpoint kept, never as a verdict
+        stopped = error if isinstance(error, Interrupted) else Interrupted(2)
+        _report_interrupted(
+            stopped,
+            lead=lead,
+            recipe_name=recipe_name,
+            run_device=run_device,
+            started=started,
+            clock=clock,
+            environment=environment,
+            report_dir=report_dir,
+            history=history,
+        )
     if lead:
         typer.echo(f"[TRAIN] training step: {outcome.step_mode}")
     # Every rank holds the same (all-reduced) accuracy, so every rank reaches the same verdict and
@@ -340,3 +359,47 @@ def _train_and_report(
     typer.echo(result_line(report))
     if report.verdict.exit_code:
         raise typer.Exit(report.verdict.exit_code)
+
+
+def _report_interrupted(
+    stopped: Interrupted,
+    *,
+    lead: bool,
+    recipe_name: str,
+    run_device: torch.device,
+    started: datetime,
+    clock: float,
+    environment: dict[str, Any],
+    report_dir: Path | None,
+    history: Path | None,
+) -> NoReturn:
+    from gpuaccept.report.console import result_line
+    from gpuaccept.results import CheckResult, RunReport, Status
+
+    if lead:
+        typer.echo(f"[TRAIN] {stopped}: stopped, writing what finished")
+        check = CheckResult(
+            name="mnist",
+            area="TRAIN",
+            status=Status.ERROR,
+            message=str(stopped),
+            duration_seconds=time.monotonic() - clock,
+        )
+        report = RunReport.completed(
+            command="train-mnist",
+            level=recipe_name,
+            device_mode=run_device.type,
+            started=started,
+            monotonic_start=clock,
+            checks=[check],
+            environment=environment,
+            interrupted_by=stopped.signum,
+            interrupted_check="mnist",
+        )
+        if report_dir is not None:
+            from gpuaccept.report.json_report import write_json_report
+
+            typer.echo(f"[REPORT] {write_json_report(report, report_dir)}")
+        record_run(report, history)
+        typer.echo(result_line(report))
+    raise typer.Exit(stopped.exit_code)

@@ -17,6 +17,7 @@ from gpuaccept.cli.bench.common import (
     PlannedRuns,
     check_outputs,
     finish,
+    interruptible,
     refuse_torchrun,
     resolve_device,
     show,
@@ -52,26 +53,29 @@ def bench(
     )
     membw.plan_membw(runs, None, None, None, None, None)
     transfer.plan_transfer(runs, None, None, None, None, None)
-    results = runs.run()
-    results.append(
-        collectives.run_collectives(
-            runs.device,
-            list(collectives.collective_names()),
-            None,
-            None,
-            None,
-            None,
-            None,
-            True,
-            None,
-            None,
+    with interruptible() as session:
+        runs.run(session)
+        show(
+            session.measure(
+                "collectives",
+                lambda: collectives.run_collectives(
+                    runs.device,
+                    list(collectives.collective_names()),
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    True,
+                    None,
+                    None,
+                ),
+            )
         )
-    )
-    show(results[-1])
-    nbody_runs = PlannedRuns(runs.device)
-    nbody.plan_nbody(nbody_runs, ["fp32"], None, None, None, None)
-    results += nbody_runs.run()
-    finish(results, "all", runs.device, started, clock, json_path, csv_path, target)
+        nbody_runs = PlannedRuns(runs.device)
+        nbody.plan_nbody(nbody_runs, ["fp32"], None, None, None, None)
+        nbody_runs.run(session)
+    finish(session, "all", runs.device, started, clock, json_path, csv_path, target)
 
 
 app.command("matmul")(matmul.matmul)

@@ -18,6 +18,7 @@ from gpuaccept.cli.bench.common import (
     JSON_OUT,
     check_outputs,
     finish,
+    interruptible,
     progress_bar,
     resolve_device,
     show,
@@ -136,17 +137,22 @@ def collectives(
     target = history_target(history, no_history)
     started, clock = datetime.now(UTC), time.monotonic()
     run_device = resolve_device(device)
-    result = run_collectives(
-        run_device,
-        op or list(collective_names()),
-        begin,
-        end,
-        factor,
-        warmup,
-        iterations,
-        bool(check),
-        ranks,
-        min_busbw,
-    )
-    show(result)
-    finish([result], "collectives", run_device, started, clock, json_path, csv_path, target)
+    with interruptible() as session:
+        show(
+            session.measure(
+                "collectives",
+                lambda: run_collectives(
+                    run_device,
+                    op or list(collective_names()),
+                    begin,
+                    end,
+                    factor,
+                    warmup,
+                    iterations,
+                    bool(check),
+                    ranks,
+                    min_busbw,
+                ),
+            )
+        )
+    finish(session, "collectives", run_device, started, clock, json_path, csv_path, target)

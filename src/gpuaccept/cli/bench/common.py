@@ -9,6 +9,7 @@ import contextlib
 import sys
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,7 +17,8 @@ from typing import TYPE_CHECKING
 import typer
 
 from gpuaccept.cli.recording import history_path, history_target
-from gpuaccept.errors import InputError
+from gpuaccept.cli.signals import interrupts_as_exceptions
+from gpuaccept.errors import InputError, Interrupted
 
 if TYPE_CHECKING:
     import torch
@@ -108,7 +110,7 @@ def refuse_torchrun(benchmark: str) -> None:
 
 
 def finish(
-    results: list[CheckResult],
+    session: BenchSession,
     benchmark: str,
     device: torch.device,
     started: datetime,
@@ -123,14 +125,17 @@ def finish(
     from gpuaccept.report.tables import write_csv
     from gpuaccept.results import RunReport
 
+    interrupted = session.interrupted
     report = RunReport.completed(
         command="bench",
         level=benchmark,
         device_mode=device.type,
         started=started,
         monotonic_start=clock,
-        checks=results,
+        checks=session.results,
         environment=capture_environment(),
+        interrupted_by=None if interrupted is None else interrupted.signum,
+        interrupted_check=None if interrupted is None else session.current,
     )
     if json_path is not None:
         from gpuaccept.output_files import write_text_atomically
@@ -169,6 +174,47 @@ def check_outputs(
     refuse_collisions({"--history": history, "--json": json_path, "--csv": csv_path})
 
 
+@dataclass
+class BenchSession:
+    """What one `bench` invocation has measured so far, and the benchmark under way: what a
+    SIGINT/SIGTERM leaves behind is still reported (the one under way as interrupted)."""
+
+    results: list[CheckResult] = field(default_factory=list)
+    current: str | None = None
+    interrupted: Interrupted | None = None
+
+    def measure(self, name: str, work: Callable[[], CheckResult]) -> CheckResult:
+        self.current = name
+        result = work()
+        self.results.append(result)
+        self.current = None
+        return result
+
+
+@contextlib.contextmanager
+def interruptible() -> Iterator[BenchSession]:
+    """A session whose interruption ends the measuring, not the command: the caller still
+    writes the report and exits with the verdict's code (130/143)."""
+    session = BenchSession()
+    try:
+        with interrupts_as_exceptions():
+            yield session
+    except (Interrupted, KeyboardInterrupt) as error:
+        session.interrupted = error if isinstance(error, Interrupted) else Interrupted(2)
+        typer.echo(f"[BENCH] {session.interrupted}: stopped, writing what finished")
+        from gpuaccept.results import CheckResult, Status
+
+        if session.current is not None:
+            session.results.append(
+                CheckResult(
+                    name=session.current,
+                    area="BENCH",
+                    status=Status.ERROR,
+                    message=str(session.interrupted),
+                )
+            )
+
+
 class PlannedRuns:
     """The benchmarks of one invocation, set up (and so validated) before any of them runs."""
 
@@ -179,14 +225,23 @@ class PlannedRuns:
     def add(self, steps: int, label: str, run: Callable[[Callable[[], None]], CheckResult]) -> None:
         self.planned.append((steps, label, run))
 
-    def run(self) -> list[CheckResult]:
-        results = []
+    def run(self, session: BenchSession) -> list[CheckResult]:
+        """Run every planned benchmark into `session` (its name: the label's first word)."""
+        done = []
         for steps, label, run in self.planned:
             typer.echo(f"[BENCH] {label}")
-            with progress_bar(steps, label) as advance, _allocation_failures(label):
-                results.append(run(advance))
-            show(results[-1])
-        return results
+
+            def work(
+                steps: int = steps,
+                label: str = label,
+                run: Callable[[Callable[[], None]], CheckResult] = run,
+            ) -> CheckResult:
+                with progress_bar(steps, label) as advance, _allocation_failures(label):
+                    return run(advance)
+
+            done.append(session.measure(label.split()[0].rstrip(":"), work))
+            show(done[-1])
+        return done
 
 
 @contextlib.contextmanager
@@ -225,4 +280,6 @@ def run_planned(
     started, clock = datetime.now(UTC), time.monotonic()
     runs = PlannedRuns(resolve_device(device))
     plan(runs)
-    finish(runs.run(), benchmark, runs.device, started, clock, json_path, csv_path, target)
+    with interruptible() as session:
+        runs.run(session)
+    finish(session, benchmark, runs.device, started, clock, json_path, csv_path, target)
