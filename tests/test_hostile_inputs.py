@@ -222,3 +222,28 @@ def test_hostile_reports_are_one_line_and_nothing_is_imported(
     _refused(["history", "import", str(report), "--history", str(db)], fragment)
     _refused(["report", str(report), "--markdown", "-"], fragment)
     assert not db.exists()
+
+
+@pytest.mark.slow
+def test_a_reader_that_goes_away_does_not_lose_the_run(tmp_path: Path) -> None:
+    """`gpuaccept accept | head -1`: the pipe closes after one line; the run still writes its
+    report and exits with its verdict, saying once on stderr that output stopped."""
+    import subprocess
+    import sys
+
+    reports = tmp_path / "reports"
+    command = [sys.executable, "-m", "gpuaccept", "accept", "--device", "cpu", "--level", "quick"]
+    command += ["--no-history", "--report-dir", str(reports)]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert process.stdout is not None
+    first = process.stdout.readline()
+    process.stdout.close()  # what head -1 does
+    _, stderr = process.communicate(timeout=180)
+    assert first.startswith("[ENV] ")
+    assert process.returncode == 0, stderr
+    assert "Traceback" not in stderr
+    assert stderr.count("standard output closed (broken pipe)") == 1
+    (report,) = reports.iterdir()
+    from gpuaccept.report.reading import load_report
+
+    assert load_report(report).verdict.passed

@@ -12,6 +12,7 @@ Every error a user can cause ends as one line on stderr and an exit code: librar
 from __future__ import annotations
 
 import errno
+import io
 import os
 import sys
 from typing import Any
@@ -153,11 +154,65 @@ def _plain_metavars(command: Any) -> None:
         _plain_metavars(sub)
 
 
+class _ReaderGone(io.TextIOBase):
+    """stdout that outlives its reader: `gpuaccept accept | head -1` closes the pipe after one
+    line, and the run must still write its report and history and exit with its verdict. The
+    first broken pipe points fd 1 at /dev/null and says so once on stderr; the rest is dropped."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self.gone = False
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return str(getattr(self._stream, "encoding", "utf-8"))
+
+    @property
+    def errors(self) -> str | None:  # type: ignore[override]
+        return getattr(self._stream, "errors", None)
+
+    def _lost(self) -> None:
+        if not self.gone:
+            self.gone = True
+            _silence_stdout()
+            print(
+                "gpuaccept: standard output closed (broken pipe): the run goes on, its report "
+                "and history are still written",
+                file=sys.stderr,
+            )
+
+    def write(self, text: str) -> int:
+        if not self.gone:
+            try:
+                self._stream.write(text)
+            except BrokenPipeError:
+                self._lost()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.gone:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._lost()
+
+    def isatty(self) -> bool:
+        return bool(self._stream.isatty())
+
+    def fileno(self) -> int:
+        return int(self._stream.fileno())
+
+    def writable(self) -> bool:
+        return True
+
+
 def main() -> None:
     """Console-script entry point."""
     if sys.stdout is None:  # started with file descriptor 1 closed
         typer.echo("gpuaccept: error: cannot write output: standard output is closed", err=True)
         sys.exit(2)
+    if not sys.stdout.isatty():
+        sys.stdout = _ReaderGone(sys.stdout)
     command = typer.main.get_command(app)
     try:
         # Without standalone mode, click returns the code of typer.Exit instead of exiting.
