@@ -247,3 +247,36 @@ def test_a_reader_that_goes_away_does_not_lose_the_run(tmp_path: Path) -> None:
     from gpuaccept.report.reading import load_report
 
     assert load_report(report).verdict.passed
+
+
+@pytest.mark.parametrize(
+    ("env", "fragment"),
+    [
+        ({"WORLD_SIZE": "abc"}, "WORLD_SIZE='abc'"),
+        ({"WORLD_SIZE": "2", "RANK": "5", "LOCAL_RANK": "0"}, "RANK=5: must be from 0 to 1"),
+        ({"WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "0", "GROUP_RANK": "abc"}, "GROUP_RANK"),
+        ({"WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "0"}, "MASTER_ADDR is not set"),
+        (
+            {
+                "WORLD_SIZE": "2",
+                "RANK": "0",
+                "LOCAL_RANK": "0",
+                "MASTER_ADDR": "127.0.0.1",
+                "MASTER_PORT": "notaport",
+            },
+            "MASTER_PORT='notaport'",
+        ),
+    ],
+)
+@pytest.mark.parametrize(
+    "command",
+    [["accept", "--device", "cpu"], ["bench", "collectives", "--device", "cpu"]],
+)
+def test_bad_launcher_variables_are_refused_before_any_rank_waits(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], fragment: str, command: list[str]
+) -> None:
+    for name in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    _refused([*command, "--no-history"], fragment)

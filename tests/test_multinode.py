@@ -227,6 +227,8 @@ def test_launches_are_read_from_torchrun_and_srun() -> None:
         "LOCAL_WORLD_SIZE": "8",
         "GROUP_RANK": "1",
         "GPUACCEPT_NODE_NAME": "gpu017",
+        "MASTER_ADDR": "gpu016",  # torchrun sets both
+        "MASTER_PORT": "29500",
     }
     assert detect_launch(torchrun) == Launch(9, 16, 1, 8, 1, 2, "gpu017", "torchrun")
     srun = {
@@ -247,7 +249,7 @@ def test_launches_are_read_from_torchrun_and_srun() -> None:
 @pytest.mark.parametrize(
     ("env", "text"),
     [
-        ({"WORLD_SIZE": "8", "RANK": "3"}, "LOCAL_RANK=None"),
+        ({"WORLD_SIZE": "8", "RANK": "3"}, "LOCAL_RANK=None: a multi-rank launch needs it"),
         (
             {"WORLD_SIZE": "6", "RANK": "0", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "4"},
             "whole number of nodes",

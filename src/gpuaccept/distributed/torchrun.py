@@ -10,19 +10,11 @@ from contextlib import contextmanager
 import torch
 import torch.distributed as dist
 
-from gpuaccept.errors import EnvironmentProblem, InputError
+from gpuaccept.distributed.launch_env import check_rendezvous, rank_env
+from gpuaccept.errors import EnvironmentProblem
 from gpuaccept.probe.hardware import resolve_device_mode
 
 _INIT_TIMEOUT = datetime.timedelta(minutes=10)
-
-
-def _launch_int(environ: Mapping[str, str], name: str) -> int:
-    try:
-        return int(environ[name])
-    except (KeyError, ValueError):
-        raise InputError(
-            f"{name}={environ.get(name)!r}: WORLD_SIZE > 1 needs torchrun's RANK, LOCAL_RANK"
-        ) from None
 
 
 @contextmanager
@@ -31,12 +23,14 @@ def torchrun_process_group(
 ) -> Iterator[tuple[torch.device, int, int]]:
     """(device, rank, world size) for this process; a process group is set up under torchrun."""
     env = os.environ if environ is None else environ
+    ranks = rank_env(env)  # refused before the device is touched: one line, exit 2
+    if ranks is not None:
+        check_rendezvous(env)
     mode = resolve_device_mode(requested_device)
-    world = int(env.get("WORLD_SIZE", "1") or "1")
-    if world <= 1:
+    if ranks is None:
         yield torch.device("cuda" if mode == "cuda" else "cpu"), 0, 1
         return
-    rank, local_rank = _launch_int(env, "RANK"), _launch_int(env, "LOCAL_RANK")
+    world, rank, local_rank = ranks.world, ranks.rank, ranks.local_rank
     if mode == "cuda":
         if local_rank >= torch.cuda.device_count():
             raise EnvironmentProblem(

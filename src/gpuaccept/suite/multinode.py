@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from gpuaccept.checks.context import CheckContext, RanksOutcome
+from gpuaccept.distributed.launch_env import check_rendezvous, rank_env
 from gpuaccept.errors import InputError, Interrupted
 from gpuaccept.probe.nvml_events import GpuEvent
 from gpuaccept.results import CheckResult, RunReport, Status
@@ -87,23 +88,20 @@ def detect_launch(environ: Mapping[str, str] | None = None) -> Launch | None:
     """The launch this process is part of: torchrun (WORLD_SIZE > 1), srun with more than one
     task (SLURM_NTASKS > 1, MASTER_ADDR and MASTER_PORT set), or None for a plain run."""
     env = os.environ if environ is None else environ
-    world_text = env.get("WORLD_SIZE", "").strip()
-    if world_text not in ("", "0", "1"):
-        world = _int(env, "WORLD_SIZE")
-        local_world = _int(env, "LOCAL_WORLD_SIZE") if "LOCAL_WORLD_SIZE" in env else world
-        if local_world < 1 or world % local_world:
-            raise InputError(
-                f"WORLD_SIZE={world} is not a whole number of nodes of "
-                f"LOCAL_WORLD_SIZE={local_world} ranks: give every node the same --nproc-per-node"
-            )
-        rank = _int(env, "RANK")
+    ranks = rank_env(env)
+    if ranks is not None:
+        check_rendezvous(env)
         return Launch(
-            rank=rank,
-            world=world,
-            local_rank=_int(env, "LOCAL_RANK"),
-            local_world=local_world,
-            node_rank=int(env.get("GROUP_RANK") or rank // local_world),
-            nodes=world // local_world,
+            rank=ranks.rank,
+            world=ranks.world,
+            local_rank=ranks.local_rank,
+            local_world=ranks.local_world,
+            node_rank=(
+                ranks.group_rank
+                if ranks.group_rank is not None
+                else ranks.rank // ranks.local_world
+            ),
+            nodes=ranks.world // ranks.local_world,
             node_name=node_name(env),
             launcher="torchrun",
         )
@@ -115,6 +113,7 @@ def detect_launch(environ: Mapping[str, str] | None = None) -> Launch | None:
                     f"accept under srun with {tasks} tasks needs {needed} (the first node's "
                     "address and a free port), or launch it with torchrun"
                 )
+        check_rendezvous(env)
         world, nodes = int(tasks), _int(env, "SLURM_NNODES")
         if nodes < 1 or world % nodes:
             raise InputError(f"SLURM_NTASKS={world} is not the same number of tasks per node")

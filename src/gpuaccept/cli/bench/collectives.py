@@ -67,7 +67,9 @@ def run_collectives(
         raise InputError(f"--ranks must be at least 1 (got {ranks})")
     started = time.monotonic()
     specs = {op: SweepSpec(op, tuple(sizes), w, n, check) for op in ops}
-    if int(os.environ.get("WORLD_SIZE", "1") or "1") > 1:
+    from gpuaccept.distributed.launch_env import rank_env
+
+    if rank_env(os.environ) is not None:  # torchrun's variables, checked: bad ones exit 2
         from gpuaccept.distributed.torchrun import torchrun_process_group
 
         with torchrun_process_group(device.type) as (_, rank, world):
