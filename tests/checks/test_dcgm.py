@@ -456,3 +456,26 @@ def test_a_summary_that_warns_is_not_an_unknown_status(
     _dcgmi_on_path(tmp_path, monkeypatch, json.dumps(dcgm4(summary=_summary("Warn"))), 0)
     result = dcgm.run(replace(gpu_context(), dcgm_level=1))
     assert result.status is Status.PASS, result.message
+
+
+def test_a_dcgmi_past_its_timeout_is_ended_with_everything_it_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A wrapper script's grandchild (nvvs, say) holds dcgmi's output pipe: killing dcgmi alone
+    left it running and the read waiting on it."""
+    import time
+
+    from gpuaccept.probe.dcgm import run_diag
+    from tests.processes import gone
+
+    tool = tmp_path / "bin" / "dcgmi"
+    tool.parent.mkdir()
+    pidfile = tmp_path / "grandchild.pid"
+    tool.write_text(f"#!/bin/sh\nsleep 300 &\necho $! > {pidfile}\nwait\n")
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tool.parent}{os.pathsep}{os.environ['PATH']}")
+    started = time.monotonic()
+    with pytest.raises(DcgmError, match="did not finish within 1 s"):
+        run_diag(1, timeout_seconds=1)
+    assert time.monotonic() - started < 15
+    assert gone(int(pidfile.read_text()))

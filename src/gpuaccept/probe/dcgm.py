@@ -22,10 +22,14 @@ test is read here as "not run", never as passed.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
+import signal
 import subprocess
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 DCGM_LEVELS = (1, 2, 3, 4)
@@ -171,6 +175,32 @@ def dcgmi_path() -> str | None:
     return shutil.which("dcgmi")
 
 
+def _descendants(root: int) -> list[int]:
+    """Every process below `root`, from /proc's parent links (Linux)."""
+    children: dict[int, list[int]] = {}
+    for stat_file in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            # the command name may hold spaces and parentheses: the parent pid follows the last ")"
+            fields = stat_file.read_text().rsplit(")", 1)[1].split()
+            children.setdefault(int(fields[1]), []).append(int(stat_file.parent.name))
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _kill_tree(process: subprocess.Popen[str]) -> None:
+    """dcgmi and everything it started (a wrapper's grandchild, nvvs). dcgmi stays in the
+    worker's process group, so the suite's own kill of a hung worker reaches it too."""
+    for pid in [*_descendants(process.pid), process.pid]:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(Exception):
+        process.communicate(timeout=10)
+
+
 def run_diag(level: int, timeout_seconds: float | None = None) -> DcgmDiag:
     """Run `dcgmi diag -r level -j`; its exit status is ignored when it printed a report (it is
     non-zero when a test fails, which the report says per test)."""
@@ -181,17 +211,23 @@ def run_diag(level: int, timeout_seconds: float | None = None) -> DcgmDiag:
         raise DcgmError("dcgmi is not on PATH")
     timeout = timeout_seconds or _TIMEOUT_SECONDS[level]
     try:
-        done = subprocess.run(
+        process = subprocess.Popen(
             [executable, "diag", "-r", str(level), "-j"],
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
-            timeout=timeout,
-            check=False,
         )
-    except subprocess.TimeoutExpired:
-        raise DcgmError(f"dcgmi diag -r {level} did not finish within {timeout:g} s") from None
     except OSError as error:
         raise DcgmError(f"dcgmi could not run: {error}") from None
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_tree(process)  # killing the direct child alone left its children running
+        raise DcgmError(f"dcgmi diag -r {level} did not finish within {timeout:g} s") from None
+    except BaseException:
+        _kill_tree(process)  # SIGINT/SIGTERM of the run: nothing of DCGM's outlives it
+        raise
+    done = subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
     try:
         return parse_diag(done.stdout)
     except DcgmError as error:
