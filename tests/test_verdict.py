@@ -321,3 +321,24 @@ def test_an_xid_outside_the_table_is_said_so() -> None:
     from gpuaccept.probe.xid import describe_xid
 
     assert describe_xid(9999) == "not in gpuaccept's table (see NVIDIA's XID listing)"
+
+
+def test_a_node_figure_is_labelled_as_the_node_not_a_gpu() -> None:
+    from gpuaccept.results import Measurement
+
+    report = gpu_report("n1", [800.0])
+    node_check = CheckResult(
+        name="inventory",
+        area="INVENTORY",
+        status=Status.PASS,
+        message="1 GPU(s)",
+        measurements=[Measurement(name="gpus_usable", value=1, unit="GPUs")],
+    )
+    metrics = _metrics(rejudged(report, checks=[node_check, *report.checks]))
+    assert _one(metrics, "gpuaccept_measurement_value", check="inventory") == 1
+    labels = next(
+        dict(labels)
+        for (name, labels) in metrics
+        if name == "gpuaccept_measurement_value" and dict(labels)["check"] == "inventory"
+    )
+    assert (labels["gpu"], labels["gpu_name"]) == ("node", "")

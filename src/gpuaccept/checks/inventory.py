@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from gpuaccept.checks.context import CheckContext
-from gpuaccept.checks.judging import Findings, Target
+from gpuaccept.checks.judging import Findings
 from gpuaccept.probe.hardware import list_cuda_gpus, nvml_gpu_count, nvml_unreachable_gpus
 from gpuaccept.results import CheckResult
 
@@ -25,11 +25,11 @@ def run(context: CheckContext) -> CheckResult:
     findings.failures += [f"{problem} (listed but unreachable)" for problem in unreachable]
     if context.cpu_mode and gpus:
         # --device cpu on a GPU node: the run measures the CPU twins; the GPUs are not judged
-        findings.record(Target(None, "node"), "gpus_usable", 0, "GPUs")
+        findings.record_node("gpus_usable", 0, "GPUs")
         return findings.conclude(
             f"CPU mode (--device cpu): {len(gpus)} GPU(s) present, not measured in this run"
         )
-    findings.record(Target(None, "node"), "gpus_usable", len(gpus), "GPUs")
+    findings.record_node("gpus_usable", len(gpus), "GPUs")
     names = ", ".join(sorted({gpu.name for gpu in gpus})) or "none"
     hidden = ""
     if nvml_count is not None and nvml_count > len(gpus):

@@ -107,6 +107,12 @@ class Findings:
         self.measurements.append(measurement)
         return measurement
 
+    def record_node(self, metric: str, value: float, unit: str) -> Measurement:
+        """Record a figure of the node as a whole (no device, CPU or GPU, is named)."""
+        measurement = Measurement(name=metric, value=value, unit=unit)
+        self.measurements.append(measurement)
+        return measurement
+
     def conclude(self, ok_message: str) -> CheckResult:
         failures = list(self.failures)
         failures += nan_figure_failures(self.measurements)

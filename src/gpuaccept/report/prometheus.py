@@ -103,7 +103,12 @@ class _RunCollector(Collector):
             # A metric is one series per GPU; a repeated name keeps the last figure.
             newest = {(m.name, m.device_index): m for m in check.measurements}
             for m in newest.values():
-                gpu = "cpu" if m.device_index is None else str(m.device_index)
+                # a figure of the whole node names no device; a CPU twin's names the CPU
+                gpu = (
+                    str(m.device_index)
+                    if m.device_index is not None
+                    else ("cpu" if m.device_name else "node")
+                )
                 figure = [*labels, m.name, m.unit, gpu, m.device_name or ""]
                 value.add_metric(figure, m.value)
                 if m.verdict is not Verdict.UNCHECKED:
