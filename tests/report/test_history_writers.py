@@ -36,7 +36,7 @@ def test_prometheus_textfile_parses_with_prometheus_client() -> None:
         for s in families["gpuaccept_measurement_value"].samples
     }
     assert values[("matmul_bf16_tflops", "1")] == 612.5
-    assert values[("train_elapsed", "cpu")] == 12.0
+    assert values[("train_elapsed", "node")] == 12.0  # a figure of the run, no device
     floors = families["gpuaccept_measurement_reference_floor"].samples
     assert {s.value for s in floors} == {640.0}
     checks = {s.labels["check"]: s.value for s in families["gpuaccept_check_passed"].samples}
