@@ -303,3 +303,59 @@ def test_a_run_whose_loss_diverged_fails_even_without_a_target(small_mnist: Mnis
     assert "training diverged" in check.message
     sane = train_mnist(data, dataclasses.replace(config, recipe=RECIPES["fast"]), CPU)
     assert training_check(sane, config, data, None, 1.0).status is Status.PASS
+
+
+def test_a_forged_record_does_not_pass_a_target_the_model_does_not_reach(
+    small_mnist: MnistData, tmp_path: Path
+) -> None:
+    """A finished run's checkpoint whose records claim 100%: resuming it trains nothing, and the
+    accuracy the verdict uses is measured on the model, not read from the records."""
+    from gpuaccept.mnist.result import training_check
+    from gpuaccept.results import Status
+
+    plan = CheckpointPlan(tmp_path / "ck.pt")
+    config = TrainConfig(recipe=dataclasses.replace(RECIPES["fast"], learning_rate=0.0), epochs=1)
+    data = _slice(small_mnist, 512, 256)
+    honest = train_mnist(data, config, CPU, checkpoint=plan)
+    assert honest.final_accuracy < 0.5  # learning rate 0: the untrained model
+    payload = torch.load(plan.path, weights_only=True)
+    payload["records"][-1]["test_accuracy"] = 1.0
+    torch.save(payload, plan.path)
+    resumed = train_mnist(data, config, CPU, checkpoint=plan)
+    assert resumed.records[-1].test_accuracy == 1.0  # what the checkpoint says...
+    assert resumed.final_accuracy == honest.final_accuracy  # ...is not what is judged
+    check = training_check(resumed, config, data, 0.99, 1.0)
+    assert check.status is Status.FAIL
+    assert "(the records claimed 100.00%)" in check.message
+
+
+@pytest.mark.parametrize(
+    "records",
+    [
+        [],
+        ["not a record"],
+        [
+            {
+                "epoch": 1,
+                "loss": "x",
+                "test_accuracy": 1.0,
+                "images_per_second": 1.0,
+                "epoch_seconds": 1.0,
+                "elapsed_seconds": 1.0,
+            }
+        ],
+    ],
+)
+def test_checkpoint_records_emptied_or_of_the_wrong_type_are_refused(
+    small_mnist: MnistData, tmp_path: Path, records: list[object]
+) -> None:
+    plan = CheckpointPlan(tmp_path / "ck.pt")
+    config = TrainConfig(recipe=RECIPES["fast"], epochs=2)
+    data = _slice(small_mnist, 512, 128)
+    with pytest.raises(_Evicted):
+        train_mnist(data, config, CPU, checkpoint=plan, after_checkpoint=_evict_after_all)
+    payload = torch.load(plan.path, weights_only=True)
+    payload["records"] = records
+    torch.save(payload, plan.path)
+    with pytest.raises(InputError, match="content does not match"):
+        train_mnist(data, config, CPU, checkpoint=plan)

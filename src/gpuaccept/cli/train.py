@@ -333,7 +333,7 @@ def _train_and_report(
             {
                 "model": recipe.model,
                 "epoch": final.epoch,
-                "test_accuracy": final.test_accuracy,
+                "test_accuracy": outcome.final_accuracy,
                 "seed": seed,
                 "data_sha256": dataset.sha256,
                 "environment_sha256": stack_sha256(environment),

@@ -88,9 +88,13 @@ class TrainOutcome:
     resumed_from_epoch: int = 0
     checkpoints_written: list[int] = field(default_factory=list)
     step_mode: str = "eager"  # "cuda-graph" when the step ran as a replayed CUDA graph
+    measured_accuracy: float | None = None  # the final model, evaluated in this process
 
     @property
     def final_accuracy(self) -> float:
+        """The accuracy the verdict uses: measured on the model in hand, never only recorded."""
+        if self.measured_accuracy is not None:
+            return self.measured_accuracy
         return self.records[-1].test_accuracy if self.records else math.nan
 
 
@@ -312,11 +316,17 @@ def train_mnist(
         def restore(payload: dict[str, Any]) -> None:
             model.load_state_dict(payload["model"])
             optimizer.load_state_dict(payload["optimizer"])
-            restored["records"] = [EpochRecord(**record) for record in payload["records"]]
+            restored["records"] = [_epoch_record(record) for record in payload["records"]]
             restored["epoch"] = int(payload["epoch"])
             restored["elapsed"] = float(payload["elapsed_seconds"])
             if not 0 < restored["epoch"] <= config.epochs:
                 raise ValueError(f"epoch {restored['epoch']} outside 1..{config.epochs}")
+            numbers = [record.epoch for record in restored["records"]]
+            if numbers != list(range(1, restored["epoch"] + 1)):
+                raise ValueError(
+                    f"records of epochs {numbers[:5]}... for a checkpoint of epoch "
+                    f"{restored['epoch']}"
+                )
 
         restore_checkpoint(checkpoint.path, state, restore)
         for group in optimizer.param_groups:  # a loaded learning rate comes back on the CPU
@@ -407,4 +417,27 @@ def train_mnist(
             if after_checkpoint is not None and epoch + 1 < config.epochs:
                 after_checkpoint(epoch + 1)
     model.eval()
+    # The verdict's accuracy is measured here, on the model in hand: a run resumed from a
+    # checkpoint with nothing left to train would otherwise report the accuracy the checkpoint's
+    # records claim, which nothing checked (a forged 100% passed any target).
+    outcome.measured_accuracy = evaluate(model, test_images, test_labels, config)
     return outcome
+
+
+def _epoch_record(raw: Any) -> EpochRecord:
+    """One stored epoch record, its types checked (a checkpoint is user input)."""
+    if not isinstance(raw, dict):
+        raise TypeError(f"an epoch record is {type(raw).__name__}, not a mapping")
+    record = EpochRecord(**raw)
+    numbers = [
+        record.loss,
+        record.test_accuracy,
+        record.images_per_second,
+        record.epoch_seconds,
+        record.elapsed_seconds,
+    ]
+    if not isinstance(record.epoch, int) or not all(
+        isinstance(x, int | float) and not isinstance(x, bool) for x in numbers
+    ):
+        raise TypeError("an epoch record holds a value that is not a number")
+    return record
