@@ -359,3 +359,124 @@ def test_checkpoint_records_emptied_or_of_the_wrong_type_are_refused(
     torch.save(payload, plan.path)
     with pytest.raises(InputError, match="content does not match"):
         train_mnist(data, config, CPU, checkpoint=plan)
+
+
+class _FakeGraphCuda:
+    """torch.cuda as _StepRunner meets it during a capture whose step fails and whose exit then
+    fails too, as torch.cuda.graph's does: which stream is current, what was reset."""
+
+    def __init__(self, synchronize_fails: bool = False) -> None:
+        self.stream = "default"
+        self.reset = False
+        self.synchronize_fails = synchronize_fails
+
+    def current_stream(self, device: Any = None) -> str:
+        return self.stream
+
+    def set_stream(self, stream: str) -> None:
+        self.stream = stream
+
+    def synchronize(self, device: Any = None) -> None:
+        if self.synchronize_fails:
+            raise RuntimeError("CUDA error: unspecified launch failure")
+
+    def CUDAGraph(self) -> Any:  # torch's name
+        fake = self
+
+        class Graph:
+            def reset(self) -> None:
+                fake.reset = True
+
+        return Graph()
+
+    def graph(self, graph: Any) -> Any:
+        fake = self
+
+        class Capture:
+            def __enter__(self) -> None:
+                fake.stream = "capture"
+
+            def __exit__(self, *exc: object) -> None:
+                # capture_end() fails before the stream is restored
+                raise RuntimeError("operation failed due to a previous error during capture")
+
+        return Capture()
+
+
+def _failing_step() -> None:
+    raise RuntimeError("the real cause: an op that cannot be captured")
+
+
+def test_a_failed_capture_names_the_real_cause_and_goes_on_from_a_clean_state(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from gpuaccept.mnist import train as train_module
+
+    fake = _FakeGraphCuda()
+    for name in ("current_stream", "set_stream", "synchronize", "CUDAGraph", "graph"):
+        monkeypatch.setattr(train_module.torch.cuda, name, getattr(fake, name))
+    runner = train_module._StepRunner(_failing_step, torch.device("cpu"), graphed=True)
+    runner._capture()
+    assert runner.mode == (
+        "eager (CUDA graph capture failed: RuntimeError: the real cause: an op that cannot be "
+        "captured)"
+    )
+    assert fake.stream == "default"  # not left on the capture stream
+    assert fake.reset  # the graph's pool released
+    assert runner._graph is None
+
+
+def test_a_capture_that_breaks_the_device_stops_with_the_real_cause(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from gpuaccept.errors import EnvironmentProblem
+    from gpuaccept.mnist import train as train_module
+
+    fake = _FakeGraphCuda(synchronize_fails=True)
+    for name in ("current_stream", "set_stream", "synchronize", "CUDAGraph", "graph"):
+        monkeypatch.setattr(train_module.torch.cuda, name, getattr(fake, name))
+    runner = train_module._StepRunner(_failing_step, torch.device("cpu"), graphed=True)
+    with pytest.raises(EnvironmentProblem, match="the real cause: an op that cannot be captured"):
+        runner._capture()
+
+
+def test_adamw_is_capturable_only_when_the_step_is_captured_and_a_checkpoint_cannot_change_it(
+    small_mnist: MnistData, tmp_path: Path
+) -> None:
+    from gpuaccept.mnist import train as train_module
+
+    model = MODELS["fast"]()
+    recipe = RECIPES["fast"]
+    assert recipe.optimizer == "adamw"
+    eager = train_module._optimizer(recipe, model, CPU)
+    assert not eager.param_groups[0].get("capturable")
+    # a checkpoint written by a capturable optimizer (a GPU run) resumed here: this run's own
+    # settings win (load_state_dict would bring capturable=True back)
+    plan = CheckpointPlan(tmp_path / "ck.pt")
+    config = TrainConfig(recipe=recipe, epochs=2)
+    data = _slice(small_mnist, 512, 128)
+    with pytest.raises(_Evicted):
+        train_mnist(data, config, CPU, checkpoint=plan, after_checkpoint=_evict_after_all)
+    payload = torch.load(plan.path, weights_only=True)
+    for group in payload["optimizer"]["param_groups"]:
+        group["capturable"], group["fused"], group["foreach"] = True, False, True
+    torch.save(payload, plan.path)
+    outcome = train_mnist(data, config, CPU, checkpoint=plan)
+    assert outcome.records[-1].epoch == 2  # torch refuses capturable=True on CPU tensors
+
+
+def test_fp32_training_turns_tf32_off_and_restores_it() -> None:
+    from gpuaccept.mnist import train as train_module
+
+    before = (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32)
+    torch.backends.cudnn.allow_tf32 = True
+    try:
+        with train_module._precision_as_asked(TrainConfig(recipe=RECIPES["fast"], epochs=1)):
+            assert torch.backends.cudnn.allow_tf32 is False
+            assert torch.backends.cuda.matmul.allow_tf32 is False
+        assert torch.backends.cudnn.allow_tf32 is True
+        bf16 = TrainConfig(recipe=RECIPES["fast"], epochs=1, bf16=True)
+        with train_module._precision_as_asked(bf16):
+            assert torch.backends.cudnn.allow_tf32 is True  # bf16 runs choose their own math
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = before

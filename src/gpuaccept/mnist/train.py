@@ -14,9 +14,11 @@ instead of ~40 launches from Python, which on a fast GPU is what bounds a small 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,7 +29,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from gpuaccept import __version__
-from gpuaccept.errors import InputError
+from gpuaccept.errors import EnvironmentProblem, InputError
 from gpuaccept.mnist.checkpoint import (
     load_checkpoint,
     model_fingerprint,
@@ -109,11 +111,19 @@ def _normalise(images: torch.Tensor, channels_last: bool) -> torch.Tensor:
     return batch.contiguous(memory_format=torch.channels_last) if channels_last else batch
 
 
-def _optimizer(recipe: Recipe, model: nn.Module, device: torch.device) -> torch.optim.Optimizer:
+# Optimizer settings that belong to the device a run is on, not to the state a checkpoint holds.
+_DEVICE_SETTINGS = ("capturable", "fused", "foreach", "differentiable")
+
+
+def _optimizer(
+    recipe: Recipe, model: nn.Module, device: torch.device, captured: bool = False
+) -> torch.optim.Optimizer:
     """The recipe's optimizer with its learning rate as a device tensor (the step sets it).
 
-    On CUDA, AdamW is `capturable` (its step counts stay on the device) and SGD is fused: both
-    take a tensor learning rate without a host sync, so they can live inside a CUDA graph.
+    AdamW is `capturable` (its step counts stay on the device) only when the step will be
+    captured in a CUDA graph: elsewhere (DDP, --no graph, CPU) capturable costs a slower step and
+    a warning for nothing. SGD is fused on every device: it takes a tensor learning rate without
+    a host sync, graph or not.
     """
     learning_rate = torch.tensor(recipe.learning_rate, dtype=torch.float32, device=device)
     if recipe.optimizer == "sgd":
@@ -125,7 +135,7 @@ def _optimizer(recipe: Recipe, model: nn.Module, device: torch.device) -> torch.
             fused=True,
         )
     if recipe.optimizer == "adamw":
-        if device.type == "cuda":
+        if captured:
             return torch.optim.AdamW(
                 model.parameters(),
                 lr=learning_rate,
@@ -236,15 +246,41 @@ class _StepRunner:
 
     def _capture(self) -> None:
         graph = torch.cuda.CUDAGraph()
+        before = torch.cuda.current_stream(self._device)
         try:
             with torch.cuda.graph(graph):
                 self._step()  # recorded, not run: the counters advance only on replay
         except Exception as error:
-            self.mode = f"eager (CUDA graph capture failed: {type(error).__name__}: {error})"
-            torch.cuda.synchronize(self._device)
+            cause = _first_cause(error)
+            # torch.cuda.graph's __exit__ can fail in capture_end() before it restores the
+            # stream, and its error ("operation failed due to a previous error during capture")
+            # hides the real one: put the stream back, release the graph's memory pool, name
+            # the cause, and go on eagerly only if the device is usable again
+            torch.cuda.set_stream(before)
+            with contextlib.suppress(Exception):
+                graph.reset()
+            try:
+                torch.cuda.synchronize(self._device)
+            except Exception as broken:
+                raise EnvironmentProblem(
+                    f"capturing the training step in a CUDA graph failed "
+                    f"({type(cause).__name__}: {cause}) and left {self._device} unusable "
+                    f"({type(broken).__name__}: {broken})"
+                ) from None
+            self.mode = f"eager (CUDA graph capture failed: {type(cause).__name__}: {cause})"
             return
         self._graph = graph
         self.mode = "cuda-graph"
+
+
+def _first_cause(error: BaseException) -> BaseException:
+    """The first error of a chain: an exception raised while another was handled (a failing
+    __exit__) keeps the original as its __context__."""
+    seen = {id(error)}
+    while error.__context__ is not None and id(error.__context__) not in seen:
+        error = error.__context__
+        seen.add(id(error))
+    return error
 
 
 @torch.no_grad()
@@ -265,6 +301,21 @@ def evaluate(
     return int(correct.item()) / len(images)
 
 
+@contextmanager
+def _precision_as_asked(config: TrainConfig) -> Iterator[None]:
+    """fp32 means fp32: cuDNN's convolutions and cuBLAS's matmuls default to TF32 on Ampere and
+    later (torch.backends.cudnn.allow_tf32 is True by default), which --precision fp32 must not
+    silently use. The previous settings are restored afterwards."""
+    before = (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32)
+    if not config.bf16:
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = before
+
+
 def train_mnist(
     data: MnistData,
     config: TrainConfig,
@@ -278,6 +329,18 @@ def train_mnist(
     `on_epoch` sees each epoch's record; `after_checkpoint` is called with the epoch number after
     each checkpoint written (HTCondor's self-checkpointing exits the job there).
     """
+    with _precision_as_asked(config):
+        return _train_mnist(data, config, device, checkpoint, on_epoch, after_checkpoint)
+
+
+def _train_mnist(
+    data: MnistData,
+    config: TrainConfig,
+    device: torch.device,
+    checkpoint: CheckpointPlan | None,
+    on_epoch: Callable[[EpochRecord], None] | None,
+    after_checkpoint: Callable[[int], None] | None,
+) -> TrainOutcome:
     recipe = config.recipe
     rank, world = _rank_and_world()
     if recipe.batch_size % world:
@@ -301,7 +364,19 @@ def train_mnist(
     model = MODELS[recipe.model]().to(device)
     if config.channels_last:
         model = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
-    optimizer = _optimizer(recipe, model, device)
+    graphed = (
+        config.cuda_graph
+        and device.type == "cuda"
+        and world == 1
+        and steps_per_epoch > _EAGER_STEPS_BEFORE_CAPTURE
+    )
+    optimizer = _optimizer(recipe, model, device, captured=graphed)
+    # the optimizer's own settings (capturable, fused, foreach) are this run's, whatever device
+    # wrote a checkpoint: load_state_dict would otherwise bring the writer's back
+    own_settings = [
+        {key: group[key] for key in _DEVICE_SETTINGS if key in group}
+        for group in optimizer.param_groups
+    ]
 
     identity = config.identity(data, world) | {
         "gpuaccept_version": __version__,
@@ -329,7 +404,9 @@ def train_mnist(
                 )
 
         restore_checkpoint(checkpoint.path, state, restore)
-        for group in optimizer.param_groups:  # a loaded learning rate comes back on the CPU
+        for group, own in zip(optimizer.param_groups, own_settings, strict=True):
+            group.update(own)
+            # a loaded learning rate comes back on the CPU
             group["lr"] = torch.as_tensor(group["lr"], dtype=torch.float32, device=device)
         records = restored["records"]
         start_epoch, elapsed_before = restored["epoch"], restored["elapsed"]
@@ -349,12 +426,6 @@ def train_mnist(
     )
     step = _training_step(
         trained, optimizer, counters, train_images, train_labels, config, steps_per_epoch
-    )
-    graphed = (
-        config.cuda_graph
-        and device.type == "cuda"
-        and world == 1
-        and steps_per_epoch > _EAGER_STEPS_BEFORE_CAPTURE
     )
     run_step = _StepRunner(step, device, graphed)
     outcome = TrainOutcome(records=records, model=model, resumed_from_epoch=resumed_from)
