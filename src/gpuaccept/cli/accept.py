@@ -111,7 +111,9 @@ def accept(
         min=0,
         metavar="GBPS",
         callback=finite_number,
-        help="Fail the all-reduce below 0.9 x this bus bandwidth, like NCCL_TESTS_MIN_BW.",
+        help="Fail the all-reduce below 0.9 x this bus bandwidth (GB/s), like "
+        "NCCL_TESTS_MIN_BW; accept runs one size, so it is nccl-tests -b SIZE -e SIZE "
+        "(bench collectives compares the average over its sweep).",
     ),
     pairwise: bool = typer.Option(
         False,

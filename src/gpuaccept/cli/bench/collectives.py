@@ -126,7 +126,8 @@ def collectives(
         min=0,
         metavar="GBPS",
         callback=finite_number,
-        help="Fail when the average busbw (GB/s) is below 0.9 x this, like NCCL_TESTS_MIN_BW.",
+        help="Fail when the average busbw (GB/s) over the whole size sweep is below 0.9 x "
+        "this, as NCCL_TESTS_MIN_BW does (accept --min-busbw judges its one size).",
     ),
     device: str = DEVICE,
     json_path: Path | None = JSON_OUT,
