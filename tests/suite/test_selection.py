@@ -76,7 +76,12 @@ def test_per_gpu_checks_run_per_device_and_transfer_one_gpu_at_a_time() -> None:
     assert scopes["inventory"][0] == scopes["stack"][0] == "node"
 
 
-def test_dcgm_alone_runs_with_the_gpus_free_of_our_workers() -> None:
+def test_p2p_and_dcgm_run_with_the_gpus_free_of_our_workers_after_those_that_need_them() -> None:
     """DCGM's memory test allocates most of each GPU and its software test reports other
-    processes: our workers' CUDA contexts must be gone while it runs."""
-    assert [spec.name for spec in suite.CHECKS if spec.gpus_idle] == ["dcgm"]
+    processes; p2p makes a context on every GPU, which exclusive-process compute mode refuses
+    beside our workers' contexts. Both run with the workers stopped, after every check that
+    needs the workers (so they are stopped once, and restarted only for the final events)."""
+    names = [spec.name for spec in suite.CHECKS]
+    assert [spec.name for spec in suite.CHECKS if spec.gpus_idle] == ["p2p", "dcgm"]
+    idle_from = names.index("p2p")
+    assert all(spec.gpus_idle or spec.final for spec in suite.CHECKS[idle_from:])

@@ -45,8 +45,6 @@ CHECKS: tuple[CheckSpec, ...] = (
     CheckSpec("compute", "COMPUTE", "gpuaccept.checks.compute:run", _ALL),
     CheckSpec("memory", "MEMORY", "gpuaccept.checks.memory:run", _STANDARD_UP),
     CheckSpec("transfer", "TRANSFER", "gpuaccept.checks.transfer:run", _STANDARD_UP, serial=True),
-    # every pair from one process: GPUs copy to each other, so it runs once, not per device
-    CheckSpec("p2p", "TRANSFER", "gpuaccept.checks.p2p:run", _STANDARD_UP, "node"),
     CheckSpec("train", "TRAIN", "gpuaccept.checks.train:run", _ALL),
     CheckSpec(
         "collectives",
@@ -64,6 +62,10 @@ CHECKS: tuple[CheckSpec, ...] = (
         "ranks",
         conclude="gpuaccept.checks.ddp:conclude",
     ),
+    # every pair from one process, which makes a context on every GPU: it runs with the GPU
+    # workers stopped (in exclusive-process compute mode a GPU takes one context at a time, so
+    # it failed "busy or unavailable" beside them), after every check that needs them
+    CheckSpec("p2p", "TRANSFER", "gpuaccept.checks.p2p:run", _STANDARD_UP, "node", gpus_idle=True),
     # DCGM's diagnostic takes minutes: at full by default, at any level with accept --dcgm N.
     # Its memory test allocates most of each GPU and it reports other processes on them: it
     # runs with the GPUs free of our workers.
