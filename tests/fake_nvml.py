@@ -24,7 +24,7 @@ Per-GPU facts (all optional; a missing one raises NVML_ERROR_NOT_SUPPORTED like 
   nvlink: [ {"active": true, "version": 4, "crc": 0, "replay": 0, "recovery": 0}, ... ]
           ("state": 0-3 instead of "active" gives NVML_NVLINK_STATE_* as is)
   recovery_action: 0-7 (NVML_FI_DEV_GET_GPU_RECOVERY_ACTION; missing: not supported)
-  fabric: {"state": 3, "status": 0, "clique": 1}
+  fabric: {"state": 3, "status": 0, "clique": 1, "health_mask": 0} ({"error": N}: NVML error N)
   mig: {"current": 1, "pending": 1, "instances": ["MIG-<uuid digits>", ...]}
   persistence: 1
 """
@@ -394,9 +394,25 @@ def byref(value: Any) -> Any:
 
 def nvmlDeviceGetGpuFabricInfo(handle: _Handle, info: c_nvmlGpuFabricInfo_t) -> int:
     fabric = _fact(handle, "fabric")
+    if "error" in fabric:
+        raise NVMLError(int(fabric["error"]))
     info.state = int(fabric.get("state", NVML_GPU_FABRIC_STATE_COMPLETED))
     info.status = int(fabric.get("status", 0))
     info.cliqueId = int(fabric.get("clique", 0))
+    return NVML_SUCCESS
+
+
+class c_nvmlGpuFabricInfo_v2_t(c_nvmlGpuFabricInfo_t):
+    def __init__(self) -> None:
+        super().__init__()
+        self.version = 0x02000024
+        self.healthMask = 0
+
+
+def nvmlDeviceGetGpuFabricInfoV(handle: _Handle, info: c_nvmlGpuFabricInfo_v2_t) -> int:
+    """The versioned call; fabric "health_mask" is nvmlGpuFabricInfo_v2's healthMask."""
+    nvmlDeviceGetGpuFabricInfo(handle, info)
+    info.healthMask = int(_fact(handle, "fabric").get("health_mask", 0))
     return NVML_SUCCESS
 
 

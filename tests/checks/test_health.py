@@ -356,3 +356,32 @@ def test_without_nvml_health_is_skip_with_the_reason(no_gpu: None) -> None:
     result = health.run(gpu_context())
     assert (result.name, result.area, result.status) == ("health", "HEALTH", Status.SKIP)
     assert result.message.startswith("NVML unavailable: ")
+
+
+@pytest.mark.parametrize(
+    ("fabric", "status", "text"),
+    [
+        # healthMask bits 0-1 = 1: degraded bandwidth; bits 4-5 = 1: route unhealthy
+        (
+            {"state": 3, "health_mask": 0x1},
+            Status.FAIL,
+            "NVSwitch fabric reports degraded bandwidth",
+        ),
+        ({"state": 3, "health_mask": 0x10}, Status.FAIL, "fabric reports route unhealthy"),
+        ({"state": 3, "health_mask": 0x2 | 0x20}, Status.PASS, None),  # 2: the condition is false
+        ({"error": 999}, Status.WARN, "fabric registration unreadable (NVMLError: NVML error 999)"),
+        (None, Status.WARN, "fabric registration not reported by this driver"),
+    ],
+)
+def test_the_fabric_of_an_nvswitch_model_is_judged_or_said_not_judged(
+    fake_gpus: Any, fabric: dict[str, int] | None, status: Status, text: str | None
+) -> None:
+    result = _health(fake_gpus, h100_sxm(fabric=fabric))
+    assert result.status is status, result.message
+    if text is not None:
+        assert text in result.message
+
+
+def test_a_card_not_built_for_nvswitch_is_not_warned_about_its_fabric(fake_gpus: Any) -> None:
+    gpu = h100_sxm(name="NVIDIA H100 PCIe", pci_device_id=0x233110DE, nvlink=None, fabric=None)
+    assert _health(fake_gpus, gpu).status is Status.PASS

@@ -92,18 +92,36 @@ def _nvlink_failures(health: GpuHealth, model: ModelReferences | None, tag: str)
     ]
 
 
-def _fabric_findings(health: GpuHealth, tag: str) -> list[str]:
+def _fabric_findings(
+    health: GpuHealth, model: ModelReferences | None, tag: str
+) -> tuple[list[str], list[str]]:
+    """(failures, warnings) of the fabric registration. On a model built for NVSwitch systems
+    (`switch_fabric` in references.toml) a fabric NVML cannot read, or reports as not supported,
+    warns: the fabric was not judged (4-GPU boards of the same model have no NVSwitch)."""
     fabric = health.fabric
-    if fabric is None or fabric.state == "not supported":
-        return []
+    switched = model is not None and model.switch_fabric
+    if fabric is None or fabric.state in ("not supported", "unreadable"):
+        if not switched:
+            return [], []
+        why = (
+            f"unreadable ({fabric.problem})"
+            if fabric is not None and fabric.state == "unreadable"
+            else "not reported by this driver"
+        )
+        return [], [
+            f"{tag}: NVSwitch fabric registration {why}: the fabric was not judged "
+            f"(a {model.display if model else 'GPU'} on an NVSwitch system registers with it)"
+        ]
     if fabric.state != "completed":
         return [
             f"{tag}: NVSwitch fabric registration {fabric.state} (is nvidia-fabricmanager "
             "running and healthy?)"
-        ]
+        ], []
     if fabric.status not in (None, 0):
-        return [f"{tag}: NVSwitch fabric registration failed (NVML status {fabric.status})"]
-    return []
+        return [f"{tag}: NVSwitch fabric registration failed (NVML status {fabric.status})"], []
+    if fabric.health:
+        return [f"{tag}: NVSwitch fabric reports {', '.join(fabric.health)}"], []
+    return [], []
 
 
 def judge_health(
@@ -127,7 +145,9 @@ def judge_health(
         warnings.append(f"{tag}: the driver asks for {action} (NVML recovery action)")
     failures += _ras_failures(health, tag)
     failures += _nvlink_failures(health, model, tag)
-    failures += _fabric_findings(health, tag)
+    fabric_failures, fabric_warnings = _fabric_findings(health, model, tag)
+    failures += fabric_failures
+    warnings += fabric_warnings
     reasons = [r for r in health.throttle_reasons if r not in _IDLE_NORMAL_REASONS]
     if reasons:
         warnings.append(f"{tag}: clocks held back at rest by {', '.join(reasons)}")

@@ -48,11 +48,13 @@ class NvLink:
 
 @dataclass(frozen=True)
 class Fabric:
-    """The GPU's registration with the NVSwitch fabric manager (nvmlDeviceGetGpuFabricInfo)."""
+    """The GPU's registration with the NVSwitch fabric manager (nvmlDeviceGetGpuFabricInfoV)."""
 
-    state: str  # "not supported", "not started", "in progress", "completed"
+    state: str  # "not supported", "unreadable", "not started", "in progress", "completed"
     status: int | None = None  # NVML return code of a completed registration; 0 is success
     clique: int | None = None
+    health: tuple[str, ...] = ()  # the health mask's conditions that hold (degraded bandwidth...)
+    problem: str | None = None  # why it is unreadable
 
 
 @dataclass(frozen=True)
@@ -249,18 +251,35 @@ def read_nvlinks(nvml: Any, handle: Any) -> list[NvLink]:
 _FABRIC_STATES = {0: "not supported", 1: "not started", 2: "in progress", 3: "completed"}
 
 
+# The fabric health mask (nvmlGpuFabricInfo_v2+ healthMask; pynvml's
+# NVML_GPU_FABRIC_HEALTH_MASK_*): 2-bit fields where 1 means the condition holds.
+_HEALTH_FLAGS = {0: "degraded bandwidth", 4: "route unhealthy"}
+_NVML_ERROR_NOT_SUPPORTED = 3
+
+
 def read_fabric(nvml: Any, handle: Any) -> Fabric | None:
-    structure = getattr(nvml, "c_nvmlGpuFabricInfo_t", None)
-    if structure is None or not hasattr(nvml, "nvmlDeviceGetGpuFabricInfo"):
-        return None
-    info = structure()
+    """The GPU's fabric registration through the versioned call (the unversioned
+    nvmlDeviceGetGpuFabricInfo is deprecated and goes in CUDA 14), with its health mask; the
+    old call where the driver has no other. "not supported" only when NVML says so: any other
+    failure is "unreadable", never a clean bill of health."""
     byref = getattr(nvml, "byref", ctypes.byref)
+    versioned = getattr(nvml, "c_nvmlGpuFabricInfo_v2_t", None)
+    if versioned is not None and hasattr(nvml, "nvmlDeviceGetGpuFabricInfoV"):
+        info, call = versioned(), nvml.nvmlDeviceGetGpuFabricInfoV
+    elif hasattr(nvml, "c_nvmlGpuFabricInfo_t") and hasattr(nvml, "nvmlDeviceGetGpuFabricInfo"):
+        info, call = nvml.c_nvmlGpuFabricInfo_t(), nvml.nvmlDeviceGetGpuFabricInfo
+    else:
+        return None
     try:
-        nvml.nvmlDeviceGetGpuFabricInfo(handle, byref(info))
-    except Exception:
-        return Fabric(state="not supported")
+        call(handle, byref(info))
+    except Exception as error:
+        if getattr(error, "value", None) == _NVML_ERROR_NOT_SUPPORTED:
+            return Fabric(state="not supported")
+        return Fabric(state="unreadable", problem=f"{type(error).__name__}: {error}")
     state = _FABRIC_STATES.get(int(info.state), f"state {int(info.state)}")
-    return Fabric(state=state, status=int(info.status), clique=int(info.cliqueId))
+    mask = int(getattr(info, "healthMask", 0) or 0)
+    flags = tuple(name for shift, name in _HEALTH_FLAGS.items() if (mask >> shift) & 0x3 == 1)
+    return Fabric(state=state, status=int(info.status), clique=int(info.cliqueId), health=flags)
 
 
 def read_counters(nvml: Any, handle: Any, uuid: str, index: int | None = None) -> ErrorCounters:
