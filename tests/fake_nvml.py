@@ -304,6 +304,12 @@ def nvmlDeviceGetEnforcedPowerLimit(handle: _Handle) -> int:
 
 
 def nvmlDeviceGetTemperature(handle: _Handle, sensor: int) -> int:
+    # deprecated in NVML (goes in CUDA 14): gpuaccept must read the versioned call below
+    raise NVMLError(NVML_ERROR_UNKNOWN)
+
+
+def nvmlDeviceGetTemperatureV(handle: _Handle, sensor: int) -> int:
+    """The versioned call gpuaccept reads (the deprecated one above fails here)."""
     return int(_fact(handle, "temperature_c"))
 
 

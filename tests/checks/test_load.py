@@ -101,3 +101,19 @@ def test_no_nvml_means_no_samples_and_says_why() -> None:
     verdict = judge_load(trace, H100, "cpu")
     assert verdict.failures == verdict.warnings == []
     assert verdict.summary == {"samples": 0, "why": "CPU mode: no GPU to sample"}
+
+
+def test_a_sample_reads_the_temperature_through_the_versioned_call() -> None:
+    """nvmlDeviceGetTemperature is deprecated (gone in CUDA 14); the fake refuses it."""
+    from gpuaccept.probe.load_sampler import take_sample
+    from tests import fake_nvml
+    from tests.checks.conftest import h100_sxm
+
+    fake_nvml.use({"gpus": [h100_sxm(temperature_c=71)]})
+    try:
+        fake_nvml.nvmlInit()
+        sample = take_sample(fake_nvml, fake_nvml.nvmlDeviceGetHandleByIndex(0), 1.0)
+    finally:
+        fake_nvml.use(None)
+    assert sample.temperature_c == 71.0
+    assert sample.power_w == 650.0

@@ -42,7 +42,12 @@ class LoadTrace:
 def take_sample(nvml: Any, handle: Any, seconds: float) -> LoadSample:
     power = read_or_none(nvml.nvmlDeviceGetPowerUsage, handle)  # milliwatts
     limit = read_or_none(nvml.nvmlDeviceGetEnforcedPowerLimit, handle)
-    temperature = read_or_none(nvml.nvmlDeviceGetTemperature, handle, nvml.NVML_TEMPERATURE_GPU)
+    # the versioned call (nvmlDeviceGetTemperature is deprecated and goes in CUDA 14); the old
+    # one only where this NVML binding has no other
+    read_temperature = (
+        getattr(nvml, "nvmlDeviceGetTemperatureV", None) or nvml.nvmlDeviceGetTemperature
+    )
+    temperature = read_or_none(read_temperature, handle, nvml.NVML_TEMPERATURE_GPU)
     clock = read_or_none(nvml.nvmlDeviceGetClockInfo, handle, nvml.NVML_CLOCK_SM)
     return LoadSample(
         seconds=round(seconds, 3),
