@@ -146,6 +146,12 @@ def worker_main(connection: Any, spec: WorkerSpec) -> None:
     import torch
 
     if spec.device_mode == "cuda" and spec.device_index is not None:
+        from gpuaccept.probe.hardware import list_cuda_gpus
+        from gpuaccept.probe.numa import run_near
+
+        # before the context and any pinned buffer: they are allocated near the CPU that asks
+        gpu = next((g for g in list_cuda_gpus() if g.index == spec.device_index), None)
+        run_near(gpu.pci_bus_id if gpu else None)
         torch.cuda.set_device(spec.device_index)
         torch.empty(1, device="cuda").add_(1)  # make the context now, not inside a timed check
         torch.cuda.synchronize()
