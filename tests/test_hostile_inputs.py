@@ -280,3 +280,52 @@ def test_bad_launcher_variables_are_refused_before_any_rank_waits(
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     _refused([*command, "--no-history"], fragment)
+
+
+def _with_compute_details(details: dict[str, object]) -> str:
+    report = gpu_report("n1", [800.0])
+    from tests.run_reports import rejudged
+
+    compute = report.checks[0].model_copy(update={"details": details})
+    return rejudged(report, checks=[compute, *report.checks[1:]]).model_dump_json()
+
+
+@pytest.mark.parametrize(
+    "samples",
+    [
+        [{"power_w": 500.0}],  # no seconds
+        [{"seconds": "x", "power_w": 1.0}, {"seconds": 1.0, "power_w": "Infinity"}],
+        [{"seconds": 1.0, "power_w": float("inf"), "reasons": "not a list"}],
+    ],
+)
+def test_schema_valid_load_samples_never_crash_the_charts(
+    tmp_path: Path, samples: list[dict[str, object]]
+) -> None:
+    source = tmp_path / "r.json"
+    source.write_text(_with_compute_details({"load": {"gpu0": {"samples": samples}}}))
+    page = tmp_path / "p.html"
+    result = runner.invoke(
+        app, ["report", str(source), "--html", str(page), "--history", str(tmp_path / "n.sqlite")]
+    )
+    assert result.exit_code == 0, result.output
+    assert page.read_text().startswith("<!DOCTYPE html>")
+
+
+@pytest.mark.parametrize("year", ["0001", "9999"])
+def test_runs_dated_at_the_ends_of_time_never_crash_the_trend_charts(
+    tmp_path: Path, year: str
+) -> None:
+    import json
+
+    data = json.loads(gpu_report("n1", [800.0]).model_dump_json())
+    data["started_at"] = f"{year}-01-01T00:00:00+00:00"
+    data["finished_at"] = f"{year}-01-01T00:01:00+00:00"
+    source = tmp_path / "r.json"
+    source.write_text(json.dumps(data))
+    db = tmp_path / "h.sqlite"
+    assert (
+        runner.invoke(app, ["history", "import", str(source), "--history", str(db)]).exit_code == 0
+    )
+    page = tmp_path / "p.html"
+    result = runner.invoke(app, ["report", "1", "--html", str(page), "--history", str(db)])
+    assert result.exit_code == 0, result.output

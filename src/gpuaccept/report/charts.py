@@ -8,11 +8,29 @@ the page is about is marked, and the reference floor is drawn when there is one.
 from __future__ import annotations
 
 import io
+import math
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 _MIN_SPAN = timedelta(days=1)
+
+
+def _finite(value: Any) -> float | None:
+    """A plottable number, or None (not a number, a bool, NaN or an infinity)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+# matplotlib's dates span years 1 to 9999 and pad the axis beyond the data: runs dated outside
+# this window (a clock gone wrong, a forged report) are left out of trend charts
+_CHARTABLE = (datetime(1971, 1, 1, tzinfo=UTC), datetime(9000, 1, 1, tzinfo=UTC))
+
+
+def chartable(when: datetime) -> bool:
+    moment = when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+    return _CHARTABLE[0] <= moment <= _CHARTABLE[1]
 
 
 def trend_chart_png(
@@ -27,6 +45,10 @@ def trend_chart_png(
     from matplotlib.dates import AutoDateLocator, ConciseDateFormatter, date2num
     from matplotlib.figure import Figure
 
+    series = {
+        label: [(when, value) for when, value in points if chartable(when)]
+        for label, points in series.items()
+    }
     figure = Figure(figsize=(5.6, 2.8), dpi=100, layout="constrained")
     axes = figure.add_subplot()
     times = [when for points in series.values() for when, _ in points]
@@ -64,9 +86,10 @@ def trend_chart_png(
     finite = [v for v in values if v == v] + ([floor] if floor is not None else [])
     if finite and min(finite) >= 0:
         axes.set_ylim(bottom=0, top=max(finite) * 1.1 or 1.0)
-    locator = AutoDateLocator(minticks=3, maxticks=6)
-    axes.xaxis.set_major_locator(locator)
-    axes.xaxis.set_major_formatter(ConciseDateFormatter(locator))
+    if times:  # no chartable run: an empty axis, no date ticks to pick
+        locator = AutoDateLocator(minticks=3, maxticks=6)
+        axes.xaxis.set_major_locator(locator)
+        axes.xaxis.set_major_formatter(ConciseDateFormatter(locator))
     axes.set_title(title, fontsize=10)
     axes.set_ylabel(unit.replace("$", r"\$"))
     axes.grid(True, alpha=0.3)
@@ -88,7 +111,14 @@ def load_chart_png(
     from matplotlib.figure import Figure
 
     def series(key: str) -> tuple[list[float], list[float]]:
-        pairs = [(float(s["seconds"]), float(s[key])) for s in samples if s.get(key) is not None]
+        # a report read back may hold anything a schema allows: a sample without its time, a
+        # string, an infinity; such points are left out of the picture (the JSON keeps them)
+        pairs = [
+            (when, value)
+            for s in samples
+            if (when := _finite(s.get("seconds"))) is not None
+            and (value := _finite(s.get(key))) is not None
+        ]
         return [t for t, _ in pairs], [v for _, v in pairs]
 
     figure = Figure(figsize=(5.6, 2.8), dpi=100, layout="constrained")
@@ -104,9 +134,11 @@ def load_chart_png(
     clock_times, clocks = series("sm_clock_mhz")
     clock_axes.plot(clock_times, clocks, color="#9a6700", linewidth=1.2, label="SM clock (MHz)")
     flagged = [
-        float(s["seconds"])
+        when
         for s in samples
-        if any(reason in (s.get("reasons") or ()) for reason in marked)
+        if (when := _finite(s.get("seconds"))) is not None
+        and isinstance(s.get("reasons"), list | tuple)
+        and any(reason in s["reasons"] for reason in marked)
     ]
     for when in flagged:
         power_axes.axvline(when, color="#b3261e", alpha=0.25, linewidth=1)
