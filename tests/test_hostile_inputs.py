@@ -329,3 +329,42 @@ def test_runs_dated_at_the_ends_of_time_never_crash_the_trend_charts(
     page = tmp_path / "p.html"
     result = runner.invoke(app, ["report", "1", "--html", str(page), "--history", str(db)])
     assert result.exit_code == 0, result.output
+
+
+def test_a_signal_during_the_environment_capture_still_leaves_a_report(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGTERM before the first check (the capture can take seconds on a busy node): the report
+    says INTERRUPTED with every check not run, and the exit is 143."""
+    import signal
+
+    import gpuaccept.record.environment
+    from gpuaccept.errors import Interrupted
+    from gpuaccept.report.reading import load_report
+
+    def interrupted() -> dict[str, object]:
+        raise Interrupted(signal.SIGTERM)
+
+    monkeypatch.setattr(gpuaccept.record.environment, "capture_environment", interrupted)
+    reports = tmp_path / "reports"
+    result = runner.invoke(
+        app,
+        [
+            "accept",
+            "--device",
+            "cpu",
+            "--level",
+            "quick",
+            "--report-dir",
+            str(reports),
+            "--history",
+            str(tmp_path / "h.sqlite"),
+        ],
+    )
+    assert result.exit_code == 143, result.output
+    assert "stopped before the first check" in result.stdout
+    (path,) = reports.iterdir()
+    report = load_report(path)
+    assert report.verdict.outcome == "interrupted"
+    assert report.verdict.interrupted_check is None
+    assert {check.status for check in report.checks} == {"skip"}

@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import math
+import time
+from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import typer
 
 from gpuaccept.cli.options import finite_number
 from gpuaccept.cli.recording import HISTORY, NO_HISTORY, history_target, record_run
-from gpuaccept.errors import CheckFailed, InputError
+from gpuaccept.errors import CheckFailed, InputError, Interrupted
 from gpuaccept.suite.selection import LEVELS, check_names, select_checks
-
-if TYPE_CHECKING:
-    from gpuaccept.results import RunReport
 
 
 class Level(StrEnum):
@@ -193,7 +191,9 @@ def accept(
         result_line,
         summary_table,
     )
+    from gpuaccept.results import RunReport
     from gpuaccept.suite import DEFAULT_TIMEOUT_SECONDS, level_settings, run_acceptance
+    from gpuaccept.suite.runner import skipped
 
     expected = (
         ExpectedGpus(expect_gpus, "--expect-gpus")
@@ -229,14 +229,33 @@ def accept(
             dcgm_level=dcgm,
             min_busbw_gbps=min_busbw,
         )
-        environment = capture_environment()
-        typer.echo(environment_line(f"gpuaccept accept --level {level.value}", environment))
-        if mode == "cpu":
-            typer.echo(CPU_MODE_LINE)
-        timeout = check_timeout or DEFAULT_TIMEOUT_SECONDS[level.value]
-        runs = baseline_runs if record_baseline else 1
         reports: list[RunReport] = []
         interrupted = None
+        capture_started, capture_clock = datetime.now(UTC), time.monotonic()
+        try:
+            environment = capture_environment()
+        except Interrupted as stopped:
+            # a signal before any check ran: the report still says so, every check not run
+            interrupted, environment = stopped, {}
+            typer.echo(f"[RUN] {stopped}: stopped before the first check, writing the report")
+            reports.append(
+                RunReport.completed(
+                    command="accept",
+                    level=level.value,
+                    device_mode=mode,
+                    started=capture_started,
+                    monotonic_start=capture_clock,
+                    checks=[skipped(spec, f"not run: the run was {stopped}") for spec in specs],
+                    environment=environment,
+                    interrupted_by=stopped.signum,
+                )
+            )
+        else:
+            typer.echo(environment_line(f"gpuaccept accept --level {level.value}", environment))
+            if mode == "cpu":
+                typer.echo(CPU_MODE_LINE)
+        timeout = check_timeout or DEFAULT_TIMEOUT_SECONDS[level.value]
+        runs = 0 if interrupted is not None else (baseline_runs if record_baseline else 1)
         for run in range(runs):
             if runs > 1:
                 typer.echo(f"[BASELINE] run {run + 1} of {runs}")

@@ -188,7 +188,12 @@ def mnist(
     from gpuaccept.mnist.data import load_mnist
 
     load_started = time.monotonic()
-    dataset = load_mnist(data_path, scratch)
+    from gpuaccept.cli.signals import interrupts_as_exceptions
+
+    # a signal while a tarball is extracted ends the load through its cleanup: nothing of the
+    # extraction stays in --scratch (it is exit 130/143 with one line; no run had started)
+    with interrupts_as_exceptions():
+        dataset = load_mnist(data_path, scratch)
     load_seconds = time.monotonic() - load_started
 
     import dataclasses
