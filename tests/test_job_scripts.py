@@ -95,7 +95,13 @@ def test_vanilla_job_without_its_pack_exits_3(tmp_path: Path) -> None:
 def _start_job(box: Path, script: str, *args: str, env: dict[str, str]) -> subprocess.Popen[str]:
     hook = box / "activate-test.sh"
     hook.write_text(f'export PATH="{Path(sys.executable).parent}:$PATH"\n')
-    environ = {"PATH": "/usr/bin:/bin", "HOME": str(box), "GPUACCEPT_ACTIVATE": str(hook), **env}
+    environ = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(box),
+        "GPUACCEPT_ACTIVATE": str(hook),
+        "PYTHONUNBUFFERED": "1",  # each line as it is printed: the signal comes mid-check
+        **env,
+    }
     for name in ("GPUACCEPT_HISTORY", "OMP_NUM_THREADS"):
         if name in os.environ:
             environ[name] = os.environ[name]
@@ -122,7 +128,7 @@ def test_a_slurm_step_cancelled_mid_run_still_leaves_its_report(tmp_path: Path) 
     )
     assert process.stdout is not None
     for line in process.stdout:
-        if line.startswith("[RUN] "):  # a check is under way
+        if line.startswith("[RUN] train"):  # a check of a second or more is under way
             process.send_signal(signal.SIGTERM)
             break
     stdout, stderr = process.communicate(timeout=120)

@@ -262,3 +262,32 @@ def test_an_incomplete_launch_is_a_one_line_input_error(env: dict[str, str], tex
 
     with pytest.raises(InputError, match=text):
         detect_launch(env)
+
+
+def test_nodes_started_with_different_checks_are_refused_at_once(tmp_path: Path) -> None:
+    """Each would wait on collectives the other never runs, for minutes, and write nothing:
+    they agree on the plan at rendezvous and both stop with one line, exit 2."""
+    import time
+
+    port = _free_port()
+    torchrun = str(Path(sys.executable).parent / "torchrun")
+    processes = {}
+    started = time.monotonic()
+    for rank, (name, only) in enumerate((("node-a", "collectives"), ("node-b", "compute"))):
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "WORLD_SIZE"))}
+        env["GPUACCEPT_NODE_NAME"] = name
+        command = [
+            torchrun, "--nnodes=2", f"--node-rank={rank}", "--nproc-per-node=1",
+            "--master-addr=127.0.0.1", f"--master-port={port}", "--no-python",
+            str(Path(sys.executable).parent / "gpuaccept"), "accept", "--device", "cpu",
+            "--level", "quick", "--no-history", "--only", only,
+        ]  # fmt: skip
+        processes[name] = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+        )
+    for process in processes.values():
+        output, _ = process.communicate(timeout=180)
+        assert process.returncode != 0, output
+        assert "the ranks were started with different plans" in output, output
+        assert "node-a runs --level=quick --device=cpu collectives" in output
+    assert time.monotonic() - started < 150

@@ -30,7 +30,8 @@ def measurement_targets(context: CheckContext) -> list[Target]:
     mode."""
     if context.cpu_mode:
         return [Target(None, "cpu")]
-    from gpuaccept.probe.hardware import list_cuda_gpus, nvml_identity
+    from gpuaccept.probe.hardware import list_cuda_gpus
+    from gpuaccept.probe.nvml_health import nvml_identity
 
     return [
         Target(gpu.index, gpu.name, gpu.uuid, *nvml_identity(gpu.index, gpu.uuid))

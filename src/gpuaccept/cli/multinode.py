@@ -75,7 +75,14 @@ def accept_across_nodes(
         typer.echo(environment_line(f"gpuaccept accept --level {level} ({where})", environment))
         if mode == "cpu":
             typer.echo(CPU_MODE_LINE)
-    run.start()
+    run.start(
+        plan=(
+            f"--level={level}",
+            f"--device={device}",  # as asked: a node whose GPUs fail falls to cpu itself
+            *(["--pairwise"] if pairwise else []),
+            *(spec.name for spec in specs),
+        )
+    )
     interrupted: Interrupted | None = None
     stopped: str | None = None
     lost: PeerLost | None = None

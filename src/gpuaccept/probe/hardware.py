@@ -262,22 +262,3 @@ def driver_versions() -> tuple[str | None, tuple[int, int] | None]:
         except Exception:
             pass
     return driver, cuda
-
-
-def nvml_identity(index: int, uuid: str | None) -> tuple[int | None, bool]:
-    """(NVML's PCI device id, device << 16 | vendor, or None when NVML cannot say; whether the
-    device torch numbers `index` is a MIG instance). The reference table keys models by the id;
-    a MIG instance is judged as a slice, never as the whole GPU."""
-    nvml = load_nvml()
-    if nvml is None:
-        return None, False
-    from gpuaccept.probe.nvml_health import find_gpu
-
-    try:
-        handle, mig_instance = find_gpu(nvml, index, uuid)
-    except Exception:  # GpuNotFound
-        return None, False
-    try:
-        return int(nvml.nvmlDeviceGetPciInfo(handle).pciDeviceId), mig_instance is not None
-    except Exception:  # a board that does not report it
-        return None, mig_instance is not None

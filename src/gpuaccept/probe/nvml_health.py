@@ -13,6 +13,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuaccept.probe.hardware import load_nvml
+
 NVML_ERROR_GPU_IS_LOST = 15
 
 
@@ -334,8 +336,6 @@ class CounterSnapshot:
 
 def read_snapshot() -> CounterSnapshot | None:
     """Every GPU's counters now; None without NVML."""
-    from gpuaccept.probe.hardware import load_nvml
-
     nvml = load_nvml()
     if nvml is None:
         return None
@@ -415,3 +415,20 @@ def read_recovery_action(nvml: Any, handle: Any) -> str | None:
     member = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
     number = int(getattr(value.value, member.get(int(getattr(value, "valueType", 1)), "uiVal")))
     return RECOVERY_ACTIONS.get(number, f"action {number}")
+
+
+def nvml_identity(index: int, uuid: str | None) -> tuple[int | None, bool]:
+    """(NVML's PCI device id, device << 16 | vendor, or None when NVML cannot say; whether the
+    device torch numbers `index` is a MIG instance). The reference table keys models by the id;
+    a MIG instance is judged as a slice, never as the whole GPU."""
+    nvml = load_nvml()
+    if nvml is None:
+        return None, False
+    try:
+        handle, mig_instance = find_gpu(nvml, index, uuid)
+    except Exception:  # GpuNotFound
+        return None, False
+    try:
+        return int(nvml.nvmlDeviceGetPciInfo(handle).pciDeviceId), mig_instance is not None
+    except Exception:  # a board that does not report it
+        return None, mig_instance is not None

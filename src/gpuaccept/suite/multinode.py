@@ -176,7 +176,10 @@ class MultiNodeRun:
         self._watcher: Any = None
 
     # --- process groups --------------------------------------------------------------------
-    def start(self) -> None:
+    def start(self, plan: tuple[str, ...] = ()) -> None:
+        """Join the process group and agree on the plan (level, mode, checks): ranks started
+        with different ones would wait on each other's collectives for minutes and write no
+        report, so they are refused at once, on every rank, naming the difference."""
         import torch
         import torch.distributed as dist
 
@@ -196,9 +199,19 @@ class MultiNodeRun:
             timeout=timeout,
         )
         self._control = dist.new_group(backend="gloo", timeout=timeout)
-        names: list[Any] = [None] * self.launch.world
-        dist.all_gather_object(names, (self.launch.node_rank, self.launch.node_name), self._control)
-        by_node = dict(sorted(names))
+        shared: list[Any] = [None] * self.launch.world
+        dist.all_gather_object(
+            shared, (self.launch.node_rank, self.launch.node_name, plan), self._control
+        )
+        differing = [(name, theirs) for _, name, theirs in shared if theirs != shared[0][2]]
+        if differing:
+            name, theirs = differing[0]
+            raise InputError(
+                f"the ranks were started with different plans: {shared[0][1]} runs "
+                f"{' '.join(shared[0][2])}, {name} runs {' '.join(theirs)}; start every node "
+                "with the same accept options"
+            )
+        by_node = dict(sorted((node_rank, name) for node_rank, name, _ in shared))
         self.node_names = [by_node[n] for n in sorted(by_node)]
         self._start_watcher()
         if self.launch.local_rank == 0:
