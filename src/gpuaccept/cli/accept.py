@@ -4,16 +4,24 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from gpuaccept.cli.options import finite_number
 from gpuaccept.cli.recording import HISTORY, NO_HISTORY, history_target, record_run
 from gpuaccept.errors import CheckFailed, InputError, Interrupted
-from gpuaccept.suite.selection import LEVELS, check_names, select_checks
+from gpuaccept.suite.selection import LEVELS, CheckSpec, check_names, select_checks
+
+if TYPE_CHECKING:
+    from gpuaccept.probe.hardware import ExpectedGpus
+    from gpuaccept.references import ReferenceTable
+    from gpuaccept.results import RunReport
+    from gpuaccept.suite.multinode import Launch
 
 
 class Level(StrEnum):
@@ -127,9 +135,97 @@ def accept(
     Exit 0: fit (warnings allowed); 1: a check failed, or nothing could be judged; 2: bad input;
     3: environment error; 130/143: interrupted by SIGINT/SIGTERM (the report is still written).
     """
+    plan = _plan(
+        level=level.value,
+        only=only,
+        skip=skip,
+        device=device.value,
+        expect_gpus=expect_gpus,
+        baseline=baseline,
+        record_baseline=record_baseline,
+        baseline_runs=baseline_runs,
+        report_dir=report_dir,
+        junit=junit,
+        check_timeout=check_timeout,
+        dcgm=dcgm,
+        min_busbw=min_busbw,
+        pairwise=pairwise,
+        history=history,
+        no_history=no_history,
+    )
+    if plan.launch is not None:
+        from gpuaccept.cli.multinode import accept_across_nodes
+
+        accept_across_nodes(
+            plan.launch,
+            plan.specs,
+            level=plan.level,
+            device=plan.device,
+            expected=plan.expected,
+            table=plan.table,
+            report_dir=plan.report_dir,
+            history_path=plan.history_path,
+            dcgm=plan.dcgm,
+            min_busbw=plan.min_busbw,
+            pairwise=plan.pairwise,
+        )
+        return
+    from gpuaccept.cli.signals import interrupts_as_exceptions
+
+    with interrupts_as_exceptions():
+        reports, interrupted = _run(plan)
+        _write(plan, reports, interrupted)
+
+
+@dataclass(frozen=True)
+class AcceptPlan:
+    """Everything an accept run needs, checked before anything runs (plan -> run -> write)."""
+
+    level: str
+    specs: list[CheckSpec]
+    device: str  # as asked: auto, cuda or cpu
+    table: ReferenceTable
+    expected: ExpectedGpus | None
+    launch: Launch | None
+    report_dir: Path | None
+    junit: Path | None
+    record_baseline: Path | None
+    baseline_runs: int
+    history_path: Path | None
+    check_timeout: float | None
+    dcgm: int | None
+    min_busbw: float | None
+    pairwise: bool
+
+
+def _plan(
+    *,
+    level: str,
+    only: list[str],
+    skip: list[str],
+    device: str,
+    expect_gpus: int | None,
+    baseline: Path | None,
+    record_baseline: Path | None,
+    baseline_runs: int,
+    report_dir: Path | None,
+    junit: Path | None,
+    check_timeout: float | None,
+    dcgm: int | None,
+    min_busbw: float | None,
+    pairwise: bool,
+    history: Path | None,
+    no_history: bool,
+) -> AcceptPlan:
+    """Refuse every input that could be wrong, before any work (exit 2 with one line)."""
     from gpuaccept import references as refs
-    from gpuaccept.output_files import check_output_directory, check_output_file
-    from gpuaccept.probe.hardware import nvml_module_name
+    from gpuaccept.cli.recording import history_path as recorded_in
+    from gpuaccept.output_files import (
+        check_output_directory,
+        check_output_file,
+        refuse_collisions,
+    )
+    from gpuaccept.probe.hardware import ExpectedGpus, expected_gpu_count, nvml_module_name
     from gpuaccept.probe.kernel_log import check_kernel_log_setting
     from gpuaccept.suite.multinode import detect_launch
 
@@ -148,7 +244,7 @@ def accept(
             "(slurm/accept-multinode.sbatch, k8s/multinode-indexed-job.yaml)"
         )
     asked = ("dcgm",) if dcgm else ()
-    specs = select_checks(level.value, only, [*skip, "dcgm"] if dcgm == 0 else skip, asked)
+    specs = select_checks(level, only, [*skip, "dcgm"] if dcgm == 0 else skip, asked)
     table = refs.load_shipped_references()
     if baseline is not None:
         table = table.with_overrides(refs.load_baseline(baseline))
@@ -158,9 +254,6 @@ def accept(
         check_output_file(junit, "--junit")
     if record_baseline is not None:
         check_output_file(record_baseline, "--record-baseline")
-    from gpuaccept.cli.recording import history_path as recorded_in
-    from gpuaccept.output_files import refuse_collisions
-
     refuse_collisions(
         {
             "--history": recorded_in(history, no_history),
@@ -174,133 +267,130 @@ def accept(
         from gpuaccept.distributed.children import start_server
 
         start_server()  # its torch import runs beside this process's own
-
-    from gpuaccept.checks.context import CheckContext
-    from gpuaccept.cli.progress import suite_display
-    from gpuaccept.cli.signals import interrupts_as_exceptions
-    from gpuaccept.probe.hardware import (
-        ExpectedGpus,
-        expected_gpu_count,
-        list_cuda_gpus,
-        resolve_device_mode,
-    )
-    from gpuaccept.record.environment import capture_environment
-    from gpuaccept.report.console import (
-        CPU_MODE_LINE,
-        environment_line,
-        result_line,
-        summary_table,
-    )
-    from gpuaccept.results import RunReport
-    from gpuaccept.suite import DEFAULT_TIMEOUT_SECONDS, level_settings, run_acceptance
-    from gpuaccept.suite.runner import skipped
-
     expected = (
         ExpectedGpus(expect_gpus, "--expect-gpus")
         if expect_gpus is not None
         else expected_gpu_count()
     )
-    if launch is not None:
-        from gpuaccept.cli.multinode import accept_across_nodes
+    return AcceptPlan(
+        level=level,
+        specs=specs,
+        device=device,
+        table=table,
+        expected=expected,
+        launch=launch,
+        report_dir=report_dir,
+        junit=junit,
+        record_baseline=record_baseline,
+        baseline_runs=baseline_runs,
+        history_path=history_path,
+        check_timeout=check_timeout,
+        dcgm=dcgm,
+        min_busbw=min_busbw,
+        pairwise=pairwise,
+    )
 
-        accept_across_nodes(
-            launch,
-            specs,
-            level=level.value,
-            device=device.value,
-            expected=expected,
-            table=table,
-            report_dir=report_dir,
-            history_path=history_path,
-            dcgm=dcgm,
-            min_busbw=min_busbw,
-            pairwise=pairwise,
-        )
-        return
-    with interrupts_as_exceptions():
-        mode = resolve_device_mode(device.value)
-        gpus = [(gpu.index, gpu.uuid) for gpu in list_cuda_gpus()] if mode == "cuda" else []
-        context = CheckContext(
-            level=level.value,
-            device_mode=mode,
-            settings=level_settings(level.value, mode),
-            references=refs.without_metrics(table) if record_baseline else table,
-            expected=expected,
-            dcgm_level=dcgm,
-            min_busbw_gbps=min_busbw,
-        )
-        reports: list[RunReport] = []
-        interrupted = None
-        capture_started, capture_clock = datetime.now(UTC), time.monotonic()
-        try:
-            environment = capture_environment()
-        except Interrupted as stopped:
-            # a signal before any check ran: the report still says so, every check not run
-            interrupted, environment = stopped, {}
-            typer.echo(f"[RUN] {stopped}: stopped before the first check, writing the report")
-            reports.append(
-                RunReport.completed(
-                    command="accept",
-                    level=level.value,
-                    device_mode=mode,
-                    started=capture_started,
-                    monotonic_start=capture_clock,
-                    checks=[skipped(spec, f"not run: the run was {stopped}") for spec in specs],
-                    environment=environment,
-                    interrupted_by=stopped.signum,
-                )
+
+def _run(plan: AcceptPlan) -> tuple[list[RunReport], Interrupted | None]:
+    """The suite on this node's GPUs (several runs for --record-baseline); the reports, and the
+    interruption that stopped them, if one did."""
+    from gpuaccept import references as refs
+    from gpuaccept.checks.context import CheckContext
+    from gpuaccept.cli.progress import suite_display
+    from gpuaccept.probe.hardware import list_cuda_gpus, resolve_device_mode
+    from gpuaccept.record.environment import capture_environment
+    from gpuaccept.report.console import CPU_MODE_LINE, environment_line
+    from gpuaccept.results import RunReport
+    from gpuaccept.suite import DEFAULT_TIMEOUT_SECONDS, level_settings, run_acceptance
+    from gpuaccept.suite.runner import skipped
+
+    mode = resolve_device_mode(plan.device)
+    gpus = [(gpu.index, gpu.uuid) for gpu in list_cuda_gpus()] if mode == "cuda" else []
+    context = CheckContext(
+        level=plan.level,
+        device_mode=mode,
+        settings=level_settings(plan.level, mode),
+        references=refs.without_metrics(plan.table) if plan.record_baseline else plan.table,
+        expected=plan.expected,
+        dcgm_level=plan.dcgm,
+        min_busbw_gbps=plan.min_busbw,
+    )
+    reports: list[RunReport] = []
+    capture_started, capture_clock = datetime.now(UTC), time.monotonic()
+    try:
+        environment = capture_environment()
+    except Interrupted as stopped:
+        # a signal before any check ran: the report still says so, every check not run
+        typer.echo(f"[RUN] {stopped}: stopped before the first check, writing the report")
+        reports.append(
+            RunReport.completed(
+                command="accept",
+                level=plan.level,
+                device_mode=mode,
+                started=capture_started,
+                monotonic_start=capture_clock,
+                checks=[skipped(spec, f"not run: the run was {stopped}") for spec in plan.specs],
+                environment={},
+                interrupted_by=stopped.signum,
             )
-        else:
-            typer.echo(environment_line(f"gpuaccept accept --level {level.value}", environment))
-            if mode == "cpu":
-                typer.echo(CPU_MODE_LINE)
-        timeout = check_timeout or DEFAULT_TIMEOUT_SECONDS[level.value]
-        runs = 0 if interrupted is not None else (baseline_runs if record_baseline else 1)
-        for run in range(runs):
-            if runs > 1:
-                typer.echo(f"[BASELINE] run {run + 1} of {runs}")
-            with suite_display() as display:
-                outcome = run_acceptance(specs, context, timeout, environment, gpus, display)
-            reports.append(outcome.report)
-            if outcome.interrupted is not None:
-                interrupted = outcome.interrupted
-                typer.echo(f"[RUN] {interrupted}: stopped the checks, writing what finished")
-                break
-        report = reports[-1]
+        )
+        return reports, stopped
+    typer.echo(environment_line(f"gpuaccept accept --level {plan.level}", environment))
+    if mode == "cpu":
+        typer.echo(CPU_MODE_LINE)
+    timeout = plan.check_timeout or DEFAULT_TIMEOUT_SECONDS[plan.level]
+    runs = plan.baseline_runs if plan.record_baseline else 1
+    for run in range(runs):
+        if runs > 1:
+            typer.echo(f"[BASELINE] run {run + 1} of {runs}")
+        with suite_display() as display:
+            outcome = run_acceptance(plan.specs, context, timeout, environment, gpus, display)
+        reports.append(outcome.report)
+        if outcome.interrupted is not None:
+            typer.echo(f"[RUN] {outcome.interrupted}: stopped the checks, writing what finished")
+            return reports, outcome.interrupted
+    return reports, None
 
-        if report_dir is not None:
-            from gpuaccept.report.json_report import write_json_report
 
-            typer.echo(f"[REPORT] {write_json_report(report, report_dir)}")
-        if junit is not None:
-            from gpuaccept.report.junit import write_junit
+def _write(plan: AcceptPlan, reports: list[RunReport], interrupted: Interrupted | None) -> None:
+    """Every output the run was asked for, the history, the baseline, and the exit the
+    verdict gives."""
+    import sys
 
-            write_junit(report, junit)
-            typer.echo(f"[REPORT] {junit}")
-        for run_report in reports:
-            record_run(run_report, history_path)
-        import sys
+    from gpuaccept import references as refs
+    from gpuaccept.report.console import result_line, summary_table
 
-        if sys.stdout.isatty():
-            from rich.console import Console
+    report = reports[-1]
+    if plan.report_dir is not None:
+        from gpuaccept.report.json_report import write_json_report
 
-            Console().print(summary_table(report))
-        if interrupted is not None:
-            typer.echo(result_line(report))
-            raise typer.Exit(report.verdict.exit_code)
-        if record_baseline is not None:
-            unfit = [r.verdict for r in reports if not r.verdict.passed]
-            if unfit:
-                raise CheckFailed(
-                    f"not recording a baseline: a run of this node ended {unfit[0].label}"
-                )
-            figures = refs.baseline_figures(reports)
-            if not figures:
-                raise InputError("no referenceable figure was measured: nothing to record")
-            refs.write_baseline(
-                record_baseline, figures, note=f"median of {runs} run(s), level {level.value}"
+        typer.echo(f"[REPORT] {write_json_report(report, plan.report_dir)}")
+    if plan.junit is not None:
+        from gpuaccept.report.junit import write_junit
+
+        write_junit(report, plan.junit)
+        typer.echo(f"[REPORT] {plan.junit}")
+    for run_report in reports:
+        record_run(run_report, plan.history_path)
+    if sys.stdout.isatty():
+        from rich.console import Console
+
+        Console().print(summary_table(report))
+    if interrupted is None and plan.record_baseline is not None:
+        unfit = [r.verdict for r in reports if not r.verdict.passed]
+        if unfit:
+            raise CheckFailed(
+                f"not recording a baseline: a run of this node ended {unfit[0].label}"
             )
-            typer.echo(f"[BASELINE] wrote {record_baseline}")
-        typer.echo(result_line(report))
-        if report.verdict.exit_code:
-            raise typer.Exit(report.verdict.exit_code)
+        figures = refs.baseline_figures(reports)
+        if not figures:
+            raise InputError("no referenceable figure was measured: nothing to record")
+        refs.write_baseline(
+            plan.record_baseline,
+            figures,
+            note=f"median of {len(reports)} run(s), level {plan.level}",
+        )
+        typer.echo(f"[BASELINE] wrote {plan.record_baseline}")
+    typer.echo(result_line(report))
+    if report.verdict.exit_code:
+        raise typer.Exit(report.verdict.exit_code)
