@@ -385,3 +385,13 @@ def test_the_fabric_of_an_nvswitch_model_is_judged_or_said_not_judged(
 def test_a_card_not_built_for_nvswitch_is_not_warned_about_its_fabric(fake_gpus: Any) -> None:
     gpu = h100_sxm(name="NVIDIA H100 PCIe", pci_device_id=0x233110DE, nvlink=None, fabric=None)
     assert _health(fake_gpus, gpu).status is Status.PASS
+
+
+def test_every_fabric_condition_is_named(fake_gpus: Any) -> None:
+    result = _health(fake_gpus, h100_sxm(fabric={"state": 3, "health_mask": 0x11}))
+    assert result.message == ("gpu0: NVSwitch fabric reports degraded bandwidth, route unhealthy")
+    result = _health(fake_gpus, h100_sxm(fabric=None))
+    assert result.message == (
+        "gpu0: NVSwitch fabric registration not reported by this driver: the fabric was not "
+        "judged (a H100 SXM on an NVSwitch system registers with it)"
+    )

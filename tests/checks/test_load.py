@@ -117,3 +117,149 @@ def test_a_sample_reads_the_temperature_through_the_versioned_call() -> None:
         fake_nvml.use(None)
     assert sample.temperature_c == 71.0
     assert sample.power_w == 650.0
+
+
+def _of(*samples: LoadSample, clock_max: float | None = 2000.0) -> LoadTrace:
+    return LoadTrace(samples=list(samples), sm_clock_max_mhz=clock_max)
+
+
+def _at(seconds: float, **facts: Any) -> LoadSample:
+    return LoadSample(seconds=seconds, **facts)
+
+
+def test_samples_of_the_ramp_are_not_judged_but_the_last_one_is_when_all_are() -> None:
+    # a slowdown in the first half second is the GPU waking up; from 0.5 s on it counts
+    woke = _of(_at(0.4, reasons=("hardware slowdown",)), _at(0.5), _at(1.0))
+    assert judge_load(woke, H100, "gpu0").failures == []
+    late = _of(_at(0.4), _at(0.5, reasons=("hardware slowdown",)), _at(1.0))
+    assert judge_load(late, H100, "gpu0").failures == [
+        "gpu0: hardware slowdown under load in 1 of 2 samples"
+    ]
+    # every sample within the ramp: the last one stands for the load
+    short = _of(_at(0.1), _at(0.2, reasons=("hardware slowdown",)))
+    assert judge_load(short, H100, "gpu0").failures == [
+        "gpu0: hardware slowdown under load in 1 of 1 samples"
+    ]
+
+
+def test_software_thermal_slowdown_warns_and_every_sample_is_counted() -> None:
+    trace = _of(*(_at(1.0 + i, reasons=("software thermal slowdown",)) for i in range(3)))
+    verdict = judge_load(trace, H100, "gpu0")
+    assert verdict.failures == []
+    assert verdict.warnings == ["gpu0: software thermal slowdown under load in 3 of 3 samples"]
+
+
+@pytest.mark.parametrize(("median", "sags"), [(1199.0, True), (1200.0, False)])
+def test_clock_sag_is_judged_at_the_model_s_fraction(median: float, sags: bool) -> None:
+    """The H100's clock_load_fraction is the default 0.6: 1200 of 2000 MHz is at it."""
+    trace = _of(_at(1.0, sm_clock_mhz=median - 100), _at(2.0, sm_clock_mhz=median),
+                   _at(3.0, sm_clock_mhz=median + 100))  # fmt: skip
+    quick = judge_load(trace, H100, "gpu0")
+    full = judge_load(trace, H100, "gpu0", full=True)
+    text = f"gpu0: SM clock under load {median:.0f} MHz (median), below 0.6 x its 2000 MHz maximum"
+    assert quick.warnings == ([text] if sags else [])
+    assert full.failures == ([text] if sags else [])
+    assert quick.summary["sm_clock_median_mhz"] == median
+    assert judge_load(trace, H100, "gpu0", clocks=False).warnings == []  # a copy engine's load
+    without_max = _of(_at(1.0, sm_clock_mhz=10.0), clock_max=None)
+    assert judge_load(without_max, H100, "gpu0").warnings == []
+
+
+def test_a_model_s_own_fractions_are_used_and_defaults_without_a_model() -> None:
+    strict = H100.model_copy(update={"clock_load_fraction": 0.95, "power_load_fraction": 0.99})
+    trace = _of(_at(1.0, sm_clock_mhz=1850.0, power_w=690.0, power_limit_w=700.0))
+    verdict = judge_load(trace, strict, "gpu0", power_phase=True)
+    assert len(verdict.warnings) == 1  # 1850 < 0.95 x 2000
+    assert len(verdict.failures) == 1  # 690 < 0.99 x 700
+    defaults = judge_load(trace, None, "gpu0", power_phase=True)
+    assert (defaults.failures, defaults.warnings) == ([], [])
+    lax = H100.model_copy(update={"clock_load_fraction": 0.1, "power_load_fraction": 0.1})
+    low = _of(_at(1.0, sm_clock_mhz=1000.0, power_w=100.0, power_limit_w=700.0))
+    lax_verdict = judge_load(low, lax, "gpu0", power_phase=True)
+    assert (lax_verdict.failures, lax_verdict.warnings) == ([], [])  # the model's, not defaults
+
+
+@pytest.mark.parametrize(("p90", "fails"), [(559.0, True), (560.0, False)])
+def test_the_power_phase_is_judged_on_the_90th_percentile(p90: float, fails: bool) -> None:
+    """The H100's power_load_fraction is the default 0.8 of a 700 W limit: 560 W reaches it."""
+    powers = [100.0] * 9 + [p90]  # the 90th percentile of ten samples is the highest
+    trace = _of(*(_at(1.0 + i, power_w=w, power_limit_w=700.0) for i, w in enumerate(powers)))
+    verdict = judge_load(trace, H100, "gpu0", power_phase=True)
+    assert verdict.summary["power_p90_w"] == p90
+    assert verdict.summary["power_max_w"] == p90
+    assert verdict.summary["power_limit_w"] == 700.0
+    expected = (
+        f"gpu0: power phase reached {p90:.0f} W (90th percentile), below 0.8 x the 700 W limit"
+    )
+    assert verdict.failures == ([expected] if fails else [])
+
+
+def test_the_summary_of_a_of() -> None:
+    trace = _of(_at(0.2, temperature_c=50.0), _at(1.0, temperature_c=71.0), _at(2.5))
+    summary = judge_load(trace, H100, "gpu0").summary
+    assert summary["samples"] == 3
+    assert summary["seconds"] == 2.5
+    assert summary["sm_clock_max_mhz"] == 2000.0
+    assert summary["temperature_max_c"] == 71.0
+    empty = judge_load(LoadTrace(problem="NVML unavailable"), H100, "gpu0")
+    assert empty.summary == {"samples": 0, "why": "NVML unavailable"}
+    assert judge_load(LoadTrace(), H100, "gpu0").summary == {"samples": 0, "why": "no sample taken"}
+
+
+@pytest.mark.parametrize(
+    ("gen", "lanes", "limit"), [(5, 16, 31), (4, 16, 16), (3, 8, 4), (1, 1, 1), (9, 16, 62)]
+)
+def test_dcgm_s_replay_limits(gen: int, lanes: int, limit: int) -> None:
+    assert replay_rate_limit(gen, lanes) == limit
+
+
+@pytest.mark.parametrize(
+    ("grown", "seconds", "warns"), [(31, 60.0, False), (32, 60.0, True), (40, 90.0, False)]
+)
+def test_replays_under_load_per_minute(grown: int, seconds: float, warns: bool) -> None:
+    trace = _of(
+        _at(0.0, pcie_replays=1000, pcie_gen=5, pcie_width=16),
+        _at(seconds, pcie_replays=1000 + grown, pcie_gen=5, pcie_width=16),
+    )
+    verdict = judge_load(trace, H100, "gpu0")
+    assert verdict.summary["pcie_replays_grown"] == grown
+    assert bool(verdict.warnings) is warns
+
+
+def test_the_best_link_seen_under_transfer_load_is_judged_and_summarised() -> None:
+    trace = _of(_at(1.0, pcie_gen=4, pcie_width=8), _at(2.0, pcie_gen=5, pcie_width=16), _at(3.0))
+    verdict = judge_load(trace, H100, "gpu0", pcie_loaded=True)
+    assert verdict.failures == []
+    assert (verdict.summary["pcie_gen_loaded"], verdict.summary["pcie_width_loaded"]) == (5, 16)
+    low = judge_load(_of(_at(1.0, pcie_gen=4, pcie_width=8)), H100, "gpu0", pcie_loaded=True)
+    assert low.failures == [
+        "gpu0: PCIe Gen4 under load, a H100 SXM links at Gen5",
+        "gpu0: PCIe x8 under load, a H100 SXM links at x16",
+    ]
+    unknown = judge_load(_of(_at(1.0)), H100, "gpu0", pcie_loaded=True)
+    assert (unknown.summary["pcie_gen_loaded"], unknown.summary["pcie_width_loaded"]) == (
+        None,
+        None,
+    )
+
+
+def test_replays_are_the_growth_between_the_first_and_last_reading() -> None:
+    def replays(*readings: tuple[float, int | None, int | None]) -> Any:
+        samples = [
+            _at(t, pcie_replays=r, pcie_gen=5 if g else None, pcie_width=16 if g else None)
+            for t, r, g in readings
+        ]
+        return judge_load(_of(*samples), H100, "gpu0")
+
+    # a reading without the counter does not count; two readings are enough
+    two = replays((10.0, 500, 1), (15.0, None, 1), (70.0, 532, 1))
+    assert two.summary["pcie_replays_grown"] == 32
+    assert two.warnings == [
+        "gpu0: 32 PCIe replays in 60 s (32/min) above DCGM's 31/min for Gen5 x16"
+    ]
+    # over two minutes the rate halves: 62 in 120 s is 31/min, at the limit
+    assert replays((10.0, 0, 1), (130.0, 62, 1)).warnings == []
+    assert "pcie_replays_grown" not in replays((10.0, 100, 1)).summary  # one reading: nothing
+    # the link's width read from the last reading that has it: none known, not judged
+    assert replays((10.0, 0, None), (70.0, 500, None)).warnings == []
+    assert replays((10.0, 7, 1), (70.0, 7, 1)).warnings == []  # no growth

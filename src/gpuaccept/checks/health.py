@@ -99,9 +99,8 @@ def _fabric_findings(
     (`switch_fabric` in references.toml) a fabric NVML cannot read, or reports as not supported,
     warns: the fabric was not judged (4-GPU boards of the same model have no NVSwitch)."""
     fabric = health.fabric
-    switched = model is not None and model.switch_fabric
     if fabric is None or fabric.state in ("not supported", "unreadable"):
-        if not switched:
+        if model is None or not model.switch_fabric:
             return [], []
         why = (
             f"unreadable ({fabric.problem})"
@@ -110,7 +109,7 @@ def _fabric_findings(
         )
         return [], [
             f"{tag}: NVSwitch fabric registration {why}: the fabric was not judged "
-            f"(a {model.display if model else 'GPU'} on an NVSwitch system registers with it)"
+            f"(a {model.display} on an NVSwitch system registers with it)"
         ]
     if fabric.state != "completed":
         return [
