@@ -15,7 +15,7 @@ from gpuaccept.results import (
     Status,
     Verdict,
 )
-from tests.run_reports import judged_report
+from tests.run_reports import judged_report, rejudged
 
 # (model key, the name torch reports, NVML's PCI device id): ids from the supported-GPU table
 # of NVIDIA's open-gpu-kernel-modules README (595.45.04)
@@ -264,3 +264,55 @@ def test_every_shipped_pci_id_resolves_to_the_model_that_declares_it() -> None:
     expected = {"0x2339": "h100-94gb", "0x2237": "a10", "0x20f3": "a800-sxm", "0x20f6": "a800-pcie"}
     for pci, key in expected.items():
         assert declared[pci] == key
+
+
+def test_a_baseline_entry_keeps_its_ceiling_and_says_where_it_came_from(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        '[models."Some New GPU"]\n'
+        'matmul_bf16_tflops = { value = 500, upper_fraction = 1.2, source = "rack 7" }\n'
+        "membw_copy_gbps = { value = 900 }\n",
+    )
+    loaded = refs.load_baseline(path)["Some New GPU"]
+    bf16, membw = loaded["matmul_bf16_tflops"], loaded["membw_copy_gbps"]
+    assert (bf16.upper_fraction, bf16.source) == (1.2, "rack 7")
+    assert bf16.judge(601) is Verdict.FAIL  # above its ceiling
+    assert (membw.upper_fraction, membw.source) == (None, "baseline baseline.toml")
+    # a model the shipped table does not know is added, named as the baseline names it
+    table = refs.load_shipped_references().with_overrides(refs.load_baseline(path))
+    key = table.model_for("Some New GPU")
+    assert key is not None
+    assert table.models[key].display == "Some New GPU"
+    assert table.lookup(key, "membw_copy_gbps") is not None
+    assert table.lookup("no-such-model", "membw_copy_gbps") is None
+    assert table.lookup(None, "membw_copy_gbps") is None
+
+
+def test_a_baseline_keeps_every_model_and_the_cpu_is_one_model(tmp_path: Path) -> None:
+    gpu = report_with([700.0])
+    cpu = rejudged(gpu, device_mode="cpu")
+    other = report_with([300.0])
+    other = rejudged(
+        other,
+        checks=[
+            other.checks[0].model_copy(
+                update={
+                    "measurements": [
+                        m.model_copy(update={"device_name": "NVIDIA L4"})
+                        for m in other.checks[0].measurements
+                    ]
+                }
+            )
+        ],
+    )
+    figures = refs.baseline_figures([gpu, cpu, other])
+    assert figures == {
+        "NVIDIA H200": {"matmul_bf16_tflops": 700.0},
+        refs.CPU_MODEL: {"matmul_bf16_tflops": 700.0},
+        "NVIDIA L4": {"matmul_bf16_tflops": 300.0},
+    }
+    path = tmp_path / "b.toml"
+    refs.write_baseline(path, figures, note="three models")
+    text = path.read_text()
+    assert text.startswith("# gpuaccept baseline, recorded by `gpuaccept accept --record-baseline`")
+    assert set(refs.load_baseline(path)) == {"NVIDIA H200", refs.CPU_MODEL, "NVIDIA L4"}
