@@ -263,3 +263,10 @@ def test_replays_are_the_growth_between_the_first_and_last_reading() -> None:
     # the link's width read from the last reading that has it: none known, not judged
     assert replays((10.0, 0, None), (70.0, 500, None)).warnings == []
     assert replays((10.0, 7, 1), (70.0, 7, 1)).warnings == []  # no growth
+
+
+def test_the_90th_percentile_is_not_the_maximum() -> None:
+    powers = [100.0] * 18 + [600.0, 700.0]  # index int(0.9 x 20) = 18 of the sorted twenty
+    trace = _of(*(_at(1.0 + i, power_w=w, power_limit_w=700.0) for i, w in enumerate(powers)))
+    summary = judge_load(trace, H100, "gpu0", power_phase=True).summary
+    assert (summary["power_p90_w"], summary["power_max_w"]) == (600.0, 700.0)
