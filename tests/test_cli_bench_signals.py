@@ -6,44 +6,15 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
-import sys
-import threading
 from pathlib import Path
 
 import pytest
 
 from gpuaccept.record.history import History
 from tests.processes import gone, workers_of
+from tests.signal_runs import start_cli, stop_after
 
 pytestmark = pytest.mark.slow
-
-
-def _start(*args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "gpuaccept", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
-def _stop_after(process: subprocess.Popen[str], prefix: str, signum: int) -> tuple[str, str]:
-    """Read until a line starts with `prefix`, send `signum`, return the rest of the output."""
-    assert process.stdout is not None
-    watchdog = threading.Timer(120, process.kill)
-    watchdog.start()
-    seen = []
-    try:
-        for line in process.stdout:
-            seen.append(line)
-            if line.startswith(prefix):
-                process.send_signal(signum)
-                break
-        rest, errors = process.communicate(timeout=90)
-    finally:
-        watchdog.cancel()
-    return "".join(seen) + rest, errors
 
 
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
@@ -51,7 +22,7 @@ def test_an_interrupted_bench_writes_its_report_and_history(
     tmp_path: Path, signum: int, code: int
 ) -> None:
     db, out = tmp_path / "h.sqlite", tmp_path / "bench.json"
-    process = _start(
+    process = start_cli(
         "bench",
         "collectives",
         "--device",
@@ -64,7 +35,7 @@ def test_an_interrupted_bench_writes_its_report_and_history(
         str(db),
     )
     ranks: list[int] = []
-    stdout, stderr = _stop_after(process, "[BENCH] collectives", signum)
+    stdout, stderr = stop_after(process, "[BENCH] collectives", signum)
     ranks += workers_of(process.pid)
     assert process.returncode == code, stdout + stderr
     assert "Traceback" not in stderr
