@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,8 @@ def test_an_interrupted_bench_writes_its_report_and_history(
     tmp_path: Path, signum: int, code: int
 ) -> None:
     db, out = tmp_path / "h.sqlite", tmp_path / "bench.json"
+    scratch = tmp_path / "tmp"  # its own temporary directory: what it leaves is its own
+    scratch.mkdir()
     process = start_cli(
         "bench",
         "collectives",
@@ -33,10 +36,18 @@ def test_an_interrupted_bench_writes_its_report_and_history(
         str(out),
         "--history",
         str(db),
+        env={"TMPDIR": str(scratch)},
     )
     ranks: list[int] = []
-    stdout, stderr = stop_after(process, "[BENCH] collectives", signum)
-    ranks += workers_of(process.pid)
+
+    def note_ranks() -> None:  # the ranks are running when the first step is done
+        deadline = time.monotonic() + 20
+        while not ranks and time.monotonic() < deadline:
+            ranks.extend(workers_of(process.pid))
+            time.sleep(0.05)
+
+    stdout, stderr = stop_after(process, "[BENCH] collectives on", signum, note_ranks)
+    assert ranks, "no rank process was seen while the benchmark ran"
     assert process.returncode == code, stdout + stderr
     assert "Traceback" not in stderr
     name = signal.Signals(signum).name
@@ -48,4 +59,6 @@ def test_an_interrupted_bench_writes_its_report_and_history(
     with History.open(db, create=False) as history:
         (run,) = history.list_runs()
     assert run.verdict.label == "INTERRUPTED (collectives) (CPU mode)"
-    assert all(gone(pid) for pid in ranks)
+    time.sleep(0.5)
+    assert all(gone(pid) for pid in ranks)  # ranks, forkserver, resource tracker: none left
+    assert sorted(scratch.iterdir()) == []  # no rank directory, no pymp-* left behind
