@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from gpuaccept.cli import app
@@ -115,20 +116,34 @@ def _start_job(box: Path, script: str, *args: str, env: dict[str, str]) -> subpr
     )
 
 
+@pytest.mark.slow
 def test_a_slurm_step_cancelled_mid_run_still_leaves_its_report(tmp_path: Path) -> None:
     """scancel, a time limit or preemption send SIGTERM to the job script: the script waits for
     gpuaccept to write its report (interrupted) and moves it into the results directory."""
     box = sandbox(tmp_path, "slurm-accept.sh")
     results = tmp_path / "results"
+    # NVML that hangs in nvmlInit: the inventory check is under way for as long as the test
+    # needs, however late it reads the line on a loaded machine
+    scenario = tmp_path / "nvml.json"
+    scenario.write_text(json.dumps({"init": "hang", "gpus": []}))
     process = _start_job(
         box,
         "slurm-accept.sh",
         "quick",
-        env={"GPUACCEPT_RESULTS": str(results), "SLURM_JOB_ID": "77", "SLURMD_NODENAME": "n1"},
+        env={
+            "GPUACCEPT_RESULTS": str(results),
+            "SLURM_JOB_ID": "77",
+            "SLURMD_NODENAME": "n1",
+            "PYTHONPATH": str(REPO),
+            "GPUACCEPT_NVML_MODULE": "tests.fake_nvml",
+            "FAKE_NVML_SCENARIO": str(scenario),
+            # the check stays in the hung nvmlInit this long: ample for a late read
+            "GPUACCEPT_NVML_INIT_TIMEOUT": "10",
+        },
     )
     assert process.stdout is not None
     for line in process.stdout:
-        if line.startswith("[RUN] train"):  # a check of a second or more is under way
+        if line.startswith("[RUN] inventory"):  # stuck in the hung NVML
             process.send_signal(signal.SIGTERM)
             break
     stdout, stderr = process.communicate(timeout=120)
