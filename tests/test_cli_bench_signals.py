@@ -30,8 +30,10 @@ def test_an_interrupted_bench_writes_its_report_and_history(
         "collectives",
         "--device",
         "cpu",
+        # a sweep far longer than the test waits: however late the line is read on a loaded
+        # machine, the benchmark is still running when the signal comes
         "-e",
-        "64M",
+        "1G",
         "--json",
         str(out),
         "--history",
@@ -40,13 +42,14 @@ def test_an_interrupted_bench_writes_its_report_and_history(
     )
     ranks: list[int] = []
 
-    def note_ranks() -> None:  # the ranks are running when the first step is done
+    def note_ranks() -> None:  # wait until the ranks run (they start after the header)
         deadline = time.monotonic() + 20
         while not ranks and time.monotonic() < deadline:
             ranks.extend(workers_of(process.pid))
             time.sleep(0.05)
 
-    stdout, stderr = stop_after(process, "[BENCH] collectives on", signum, note_ranks)
+    # the header comes first; the ranks are seen running before the signal is sent
+    stdout, stderr = stop_after(process, "[BENCH] collectives all_reduce", signum, note_ranks)
     assert ranks, "no rank process was seen while the benchmark ran"
     assert process.returncode == code, stdout + stderr
     assert "Traceback" not in stderr
