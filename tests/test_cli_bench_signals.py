@@ -5,7 +5,9 @@ exit is 128 + the signal, as for `accept`."""
 from __future__ import annotations
 
 import json
+import shutil
 import signal
+import tempfile
 import time
 from pathlib import Path
 
@@ -20,11 +22,13 @@ pytestmark = pytest.mark.slow
 
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_an_interrupted_bench_writes_its_report_and_history(
-    tmp_path: Path, signum: int, code: int
+    tmp_path: Path, request: pytest.FixtureRequest, signum: int, code: int
 ) -> None:
     db, out = tmp_path / "h.sqlite", tmp_path / "bench.json"
-    scratch = tmp_path / "tmp"  # its own temporary directory: what it leaves is its own
-    scratch.mkdir()
+    # its own temporary directory, so what is left there is its own; short, so the forkserver
+    # (whose leftovers this looks for) is used: under pytest's deep one, ranks are spawned
+    scratch = Path(tempfile.mkdtemp(dir="/tmp", prefix="ga-bench-"))
+    request.addfinalizer(lambda: shutil.rmtree(scratch, ignore_errors=True))
     process = start_cli(
         "bench",
         "collectives",

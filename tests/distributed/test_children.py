@@ -99,3 +99,62 @@ def test_nothing_the_server_preloads_besides_torch_reads_the_environment() -> No
     )
     assert children.PRELOAD[0] == "torch"
     assert done.stdout.strip() == "[]", done.stdout
+
+
+def _bind_under(directory: str) -> bool:
+    """Whether a Unix socket binds at the forkserver's path shape under `directory`."""
+    import socket
+
+    path = os.path.join(directory, "pymp-" + "x" * 8, "listener-" + "y" * 8)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with socket.socket(socket.AF_UNIX) as listener:
+        try:
+            listener.bind(path)
+        except OSError:
+            return False
+    os.unlink(path)
+    return True
+
+
+def test_the_forkserver_is_used_exactly_where_its_socket_path_fits() -> None:
+    import shutil
+    import tempfile
+
+    base = tempfile.mkdtemp(dir="/tmp")  # pytest's own directories are too deep to start from
+    try:
+        longest = os.path.join(base, "d" * (75 - len(base) - 1))  # 75 + 32 = 107 bytes
+        too_long = longest + "e"
+        for directory in (longest, too_long):
+            os.makedirs(directory)
+        assert children.forkserver_fits(longest)
+        assert _bind_under(longest)
+        assert not children.forkserver_fits(too_long)
+        assert not _bind_under(too_long)
+    finally:
+        shutil.rmtree(base)
+
+
+def test_ranks_still_run_under_a_temporary_directory_too_deep_for_the_forkserver(
+    tmp_path: Any,
+) -> None:
+    """A deep TMPDIR (pytest's, a batch system's) made every local rank fail to start."""
+    deep = tmp_path / ("d" * 100)
+    deep.mkdir()
+    script = (
+        "import tempfile; from gpuaccept.distributed import children, local_ranks;"
+        "import tests.distributed.test_children as t;"
+        "assert not children.forkserver_fits();"
+        "seen = local_ranks.run_ranks(t._what_a_rank_sees, 2, ('TMPDIR',), 120, 'gloo');"
+        "print([rank['environ']['TMPDIR'] == tempfile.gettempdir() for rank in seen])"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "TMPDIR": str(deep)},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[True, True]"
+    assert sorted(deep.iterdir()) == []  # spawn's helpers clean up after themselves too

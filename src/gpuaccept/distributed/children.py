@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import tempfile
 from collections.abc import Callable
 from multiprocessing.context import ForkServerContext, SpawnContext
 from multiprocessing.process import BaseProcess
@@ -25,10 +26,26 @@ from typing import Any
 # A module listed here must read no environment at import: it would keep the server's values.
 PRELOAD = ["torch", "gpuaccept.checks.context"]
 
+# The forkserver listens on a Unix socket at <temp dir>/pymp-XXXXXXXX/listener-XXXXXXXX
+# (multiprocessing/connection.py arbitrary_address, util.get_temp_dir), and a socket path holds
+# at most 107 bytes (sun_path is 108, sys/un.h; CPython keeps one for the NUL). Under a longer
+# temporary directory (a deep TMPDIR, as a batch system or pytest gives) the first child fails
+# to start with "AF_UNIX path too long".
+_SOCKET_PATH_MAX = 107
+_SOCKET_SUFFIX = len("/pymp-XXXXXXXX/listener-XXXXXXXX")
+
+
+def forkserver_fits(temp_dir: str | None = None) -> bool:
+    """Whether the forkserver's socket path fits under `temp_dir` (default: the current one)."""
+    where = tempfile.gettempdir() if temp_dir is None else temp_dir
+    return len(os.fsencode(os.path.abspath(where))) + _SOCKET_SUFFIX <= _SOCKET_PATH_MAX
+
 
 def process_context() -> ForkServerContext | SpawnContext:
-    """The forkserver context (spawn where the platform has none), with torch preloaded."""
-    if "forkserver" not in multiprocessing.get_all_start_methods():
+    """The forkserver context, with torch preloaded; spawn where the platform has no forkserver
+    or its socket would not fit under the temporary directory (each child then imports torch
+    itself: slower to start, same results)."""
+    if "forkserver" not in multiprocessing.get_all_start_methods() or not forkserver_fits():
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(PRELOAD)  # no effect once the server runs, which is fine
