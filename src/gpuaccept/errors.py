@@ -27,8 +27,14 @@ class EnvironmentProblem(GpuacceptError):
     exit_code = 3
 
 
-class Interrupted(GpuacceptError):
-    """SIGINT or SIGTERM arrived (Ctrl-C, HTCondor eviction, `timeout`): exit 128 + signal."""
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM arrived (Ctrl-C, HTCondor eviction, `timeout`): exit 128 + signal.
+
+    A BaseException, as KeyboardInterrupt is, and for the same reason: it is raised wherever the
+    main thread happens to be, and the probes that turn any failure into "unknown" (`except
+    Exception`) must not swallow it. One did: a SIGTERM during the environment capture was lost
+    and the run went on to print SUCCESS.
+    """
 
     def __init__(self, signum: int) -> None:
         import signal

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import socket
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -287,3 +288,28 @@ def test_a_hostile_checkout_runs_nothing_while_its_state_is_read(tmp_path: Path)
     assert state["sha"]
     assert state["dirty"] is None  # not asked: status could run the filter
     assert not list(tmp_path.glob("pwned*"))
+
+
+def test_a_signal_inside_a_probe_stops_the_capture_instead_of_reading_as_unknown(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A probe turns any failure into "unknown". A SIGTERM that came while one waited (nvmlInit
+    on a hung driver, 20 s) was such a failure: swallowed, and the run went on to SUCCESS."""
+    import os
+    import signal
+
+    import gpuaccept.probe.hardware
+    from gpuaccept.cli.signals import interrupts_as_exceptions
+    from gpuaccept.errors import Interrupted
+    from gpuaccept.record.environment import capture_environment
+
+    def terminated_while_waiting() -> tuple[str, str]:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # the handler raises here, as it did in the thread join of nvmlInit
+        return "570.00", "12.8"
+
+    monkeypatch.setattr(gpuaccept.probe.hardware, "driver_versions", terminated_while_waiting)
+    with pytest.raises(Interrupted) as stopped, interrupts_as_exceptions():
+        capture_environment()
+    assert stopped.value.signum == signal.SIGTERM
+    assert stopped.value.exit_code == 143

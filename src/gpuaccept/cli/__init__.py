@@ -22,7 +22,7 @@ import typer.core
 
 from gpuaccept import __version__
 from gpuaccept.cli import accept, bench, env, history, node_verdict, report, train
-from gpuaccept.errors import GpuacceptError
+from gpuaccept.errors import GpuacceptError, Interrupted
 from gpuaccept.suite.selection import check_names
 
 
@@ -37,7 +37,7 @@ class _ErrorMappingGroup(typer.core.TyperGroup):
     def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
-        except GpuacceptError as error:
+        except (GpuacceptError, Interrupted) as error:
             typer.echo(f"gpuaccept: error: {error}", err=True)
             raise typer.Exit(error.exit_code) from None
 
