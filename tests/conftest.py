@@ -135,3 +135,17 @@ def _history_in_tmp(
     path = tmp_path_factory.mktemp("history") / "history.sqlite"
     monkeypatch.setenv("GPUACCEPT_HISTORY", str(path))
     return path
+
+
+@pytest.fixture(autouse=True)
+def _signal_handlers_restored() -> Iterator[None]:
+    """A test that interrupts the CLI in-process leaves SIGINT/SIGTERM ignored, as the CLI means
+    to (the process is on its way out). In a test worker that outlives it, every later child
+    would start with them ignored, and a bash job script cannot trap a signal ignored at its
+    start: its SIGTERM forwarding silently stopped working for the rest of the worker's tests."""
+    import signal
+
+    kept = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    for signum, handler in kept.items():
+        signal.signal(signum, handler)

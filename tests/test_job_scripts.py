@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -122,8 +123,8 @@ def test_a_slurm_step_cancelled_mid_run_still_leaves_its_report(tmp_path: Path) 
     gpuaccept to write its report (interrupted) and moves it into the results directory."""
     box = sandbox(tmp_path, "slurm-accept.sh")
     results = tmp_path / "results"
-    # NVML that hangs in nvmlInit: the inventory check is under way for as long as the test
-    # needs, however late it reads the line on a loaded machine
+    # NVML that hangs in nvmlInit: once the workers are ready, the first worker reads the start
+    # counters through it for 10 s, however late the test reads the line on a loaded machine
     scenario = tmp_path / "nvml.json"
     scenario.write_text(json.dumps({"init": "hang", "gpus": []}))
     process = _start_job(
@@ -137,17 +138,21 @@ def test_a_slurm_step_cancelled_mid_run_still_leaves_its_report(tmp_path: Path) 
             "PYTHONPATH": str(REPO),
             "GPUACCEPT_NVML_MODULE": "tests.fake_nvml",
             "FAKE_NVML_SCENARIO": str(scenario),
-            # the check stays in the hung nvmlInit this long: ample for a late read
+            # the worker stays in the hung nvmlInit this long: ample for a late read
             "GPUACCEPT_NVML_INIT_TIMEOUT": "10",
         },
     )
     assert process.stdout is not None
+    started, seen = time.monotonic(), []
     for line in process.stdout:
-        if line.startswith("[RUN] inventory"):  # stuck in the hung NVML
+        seen.append(f"{time.monotonic() - started:6.1f} {line}")
+        if "warm worker(s) ready" in line:  # the start counters follow, stuck in the hung NVML
             process.send_signal(signal.SIGTERM)
             break
     stdout, stderr = process.communicate(timeout=120)
-    assert process.returncode == 143, stdout + stderr
+    assert process.returncode == 143, (
+        "".join(seen) + f"{time.monotonic() - started:6.1f}\n" + stdout + stderr
+    )
     report = load_report(results / "accept-77-n1.json")
     assert report.verdict.outcome == "interrupted"
     assert report.verdict.interrupted_by == "SIGTERM"
