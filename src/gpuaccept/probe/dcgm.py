@@ -194,7 +194,16 @@ def _descendants(root: int) -> list[int]:
 def _kill_tree(process: subprocess.Popen[str]) -> None:
     """dcgmi and everything it started (a wrapper's grandchild, nvvs). dcgmi stays in the
     worker's process group, so the suite's own kill of a hung worker reaches it too."""
-    for pid in [*_descendants(process.pid), process.pid]:
+    # Stopped first, tree walked again until no new process shows up, then killed: a process
+    # that forked between the walk and the kill would otherwise outlive it (it did, once, on a
+    # loaded machine). A stopped process cannot fork; SIGKILL ends it stopped or not.
+    stopped: set[int] = set()
+    while found := {process.pid, *_descendants(process.pid)} - stopped:
+        for pid in found:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGSTOP)
+        stopped |= found
+    for pid in stopped:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
     with contextlib.suppress(Exception):
