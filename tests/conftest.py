@@ -127,6 +127,19 @@ def pyproject() -> dict[str, Any]:
         return tomllib.load(handle)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _no_history_of_the_user(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Module fixtures run before the per-test history below is set: without this, a run they
+    start recorded into the user's own history (and compared itself with it)."""
+    kept = os.environ.get("GPUACCEPT_HISTORY")
+    os.environ["GPUACCEPT_HISTORY"] = str(tmp_path_factory.mktemp("session") / "history.sqlite")
+    yield
+    if kept is None:
+        os.environ.pop("GPUACCEPT_HISTORY", None)
+    else:
+        os.environ["GPUACCEPT_HISTORY"] = kept
+
+
 @pytest.fixture(autouse=True)
 def _history_in_tmp(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch

@@ -56,7 +56,7 @@ def test_matmul_sweep_writes_json_and_csv(tmp_path: Path) -> None:
     )
     assert run.returncode == 0, run.stderr
     assert "median TFLOPS" in run.stdout
-    (check,) = _report(tmp_path / "m.json").checks
+    check, _history = _report(tmp_path / "m.json").checks
     assert check.name == "matmul"
     assert len(check.details["rows"]) == 4
     assert {m.name for m in check.measurements} == {"matmul_fp32_tflops", "matmul_fp64_tflops"}
@@ -93,7 +93,7 @@ def test_collectives_table_is_nccl_tests_shaped(tmp_path: Path) -> None:
     header = next(line for line in run.stdout.splitlines() if "size (B)" in line)
     for column in ("collective", "count", "oop time (us)", "oop busbw", "ip busbw", "ip #wrong"):
         assert column in header
-    (check,) = _report(out).checks
+    check, _history = _report(out).checks
     assert check.details["world_size"] == 2
     assert check.details["backend"] == "gloo"
     rows = check.details["rows"]
@@ -141,10 +141,12 @@ def test_every_benchmark_runs_by_default(tmp_path: Path) -> None:
         "transfer",
         "collectives",
         "nbody",
+        "history",
     ]
-    assert all(c.status == Status.PASS for c in report.checks)
+    assert all(c.status == Status.PASS for c in report.checks[:-1])
+    assert report.checks[-1].status == Status.SKIP  # a first run: nothing to compare with
     assert report.environment["python"]["version"]
-    nbody = report.checks[-1]
+    nbody = report.checks[-2]
     assert all(r["max_relative_error"] < 1e-4 for r in nbody.details["rows"])
 
 
@@ -224,6 +226,6 @@ def test_collectives_under_torchrun(tmp_path: Path) -> None:
     )
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.count("[RESULT] SUCCESS") == 1  # rank 0 alone reports
-    (check,) = _report(out).checks
+    check, _history = _report(out).checks
     assert check.details["world_size"] == 2
     assert all(row["ip_wrong"] == 0 for row in check.details["rows"])

@@ -84,8 +84,9 @@ def test_tarball_to_model_and_report(tarball: Path, tmp_path: Path) -> None:
 
     (written,) = reports.glob("gpuaccept-train-mnist-*.json")
     report = RunReport.model_validate_json(written.read_text())
-    (check,) = report.checks
+    check, compared = report.checks  # the training, and the node's history (a first run)
     assert check.status == Status.PASS
+    assert (compared.name, compared.status) == ("history", Status.SKIP)
     assert report.device_mode == "cpu"
     figures = {m.name: m.value for m in check.measurements}
     assert figures["test_accuracy"] == pytest.approx(saved["test_accuracy"] * 100)

@@ -13,7 +13,17 @@ from typing import TYPE_CHECKING
 import typer
 
 from gpuaccept.cli.options import finite_number
-from gpuaccept.cli.recording import HISTORY, NO_HISTORY, history_target, record_run
+from gpuaccept.cli.recording import (
+    DROP_TOLERANCE,
+    FAIL_ON_DROP,
+    HISTORY,
+    NO_HISTORY,
+    DropPolicy,
+    compared_with_history,
+    drop_policy,
+    history_target,
+    record_run,
+)
 from gpuaccept.errors import CheckFailed, InputError, Interrupted
 from gpuaccept.suite.selection import LEVELS, CheckSpec, check_names, select_checks
 
@@ -129,6 +139,8 @@ def accept(
     ),
     history: Path | None = HISTORY,
     no_history: bool = NO_HISTORY,
+    drop_tolerance: float | None = DROP_TOLERANCE,
+    fail_on_drop: bool = FAIL_ON_DROP,
 ) -> None:
     """Run the acceptance suite on the GPUs this process was given.
 
@@ -152,6 +164,7 @@ def accept(
         pairwise=pairwise,
         history=history,
         no_history=no_history,
+        drop=drop_policy(drop_tolerance, fail_on_drop),
     )
     if plan.launch is not None:
         from gpuaccept.cli.multinode import accept_across_nodes
@@ -196,6 +209,7 @@ class AcceptPlan:
     dcgm: int | None
     min_busbw: float | None
     pairwise: bool
+    drop: DropPolicy  # how the run is held against this node's own history
 
 
 def _plan(
@@ -216,6 +230,7 @@ def _plan(
     pairwise: bool,
     history: Path | None,
     no_history: bool,
+    drop: DropPolicy,
 ) -> AcceptPlan:
     """Refuse every input that could be wrong, before any work (exit 2 with one line)."""
     from gpuaccept import references as refs
@@ -288,6 +303,7 @@ def _plan(
         dcgm=dcgm,
         min_busbw=min_busbw,
         pairwise=pairwise,
+        drop=drop,
     )
 
 
@@ -360,6 +376,8 @@ def _write(plan: AcceptPlan, reports: list[RunReport], interrupted: Interrupted 
     from gpuaccept import references as refs
     from gpuaccept.report.console import result_line, summary_table
 
+    if interrupted is None:
+        reports = [compared_with_history(r, plan.history_path, plan.drop) for r in reports]
     report = reports[-1]
     if plan.report_dir is not None:
         from gpuaccept.report.json_report import write_json_report

@@ -237,9 +237,11 @@ def fleet(
     """The newest accept run per node, and GPUs that lag their fleet.
 
     Exit 1 when a node's newest accept did not pass (failed, judged nothing, or was
-    interrupted) or a GPU lags; benchmark and training runs are not verdicts on a node.
+    interrupted), a GPU lags, or a node is slower than its own history; benchmark and training
+    runs are not verdicts on a node.
     """
     from gpuaccept.record.comparison import fleet_view
+    from gpuaccept.record.self_comparison import stored_drop
     from gpuaccept.results import device_label
 
     with _open(history) as store:
@@ -249,6 +251,12 @@ def fleet(
             tolerance_percent=tolerance,
             min_samples=min_gpus,
         )
+        # nodes whose newest accept found them slower than their own past runs
+        slower = [
+            (run, drop)
+            for run in view.nodes
+            if (drop := stored_drop(store.report(run.id))) is not None
+        ]
     failing = [run for run in view.nodes if not run.verdict.passed]
     if as_json:
         typer.echo(
@@ -281,6 +289,15 @@ def fleet(
                         for f in view.outliers
                     ],
                     "tolerance_percent": tolerance,
+                    "slower_than_before": [
+                        {
+                            "node": run.hostname,
+                            "run": run.id,
+                            "status": drop.status.value,
+                            "message": drop.message,
+                        }
+                        for run, drop in slower
+                    ],
                 },
                 indent=2,
             )
@@ -319,5 +336,9 @@ def fleet(
             )
         else:
             typer.echo(f"\nno GPU more than {tolerance:g}% worse than its model's fleet median")
-    if failing or view.outliers:
+        if slower:
+            typer.echo("\nNodes slower than their own history (their newest accept says):")
+            for run, drop in slower:
+                typer.echo(f"  {run.hostname} (run {run.id}): {drop.message}")
+    if failing or view.outliers or slower:
         raise typer.Exit(1)

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
+
+from gpuaccept.errors import InputError
 
 if TYPE_CHECKING:
     from gpuaccept.results import RunReport
@@ -17,6 +21,72 @@ HISTORY = typer.Option(
     "~/.local/share/gpuaccept/history.sqlite).",
 )
 NO_HISTORY = typer.Option(False, "--no-history", help="Do not record this run in the history.")
+DROP_TOLERANCE = typer.Option(
+    None,
+    "--drop-tolerance",
+    metavar="PERCENT",
+    show_default="20 on a GPU, 50 on the CPU twins",
+    help="Warn when a figure is more than PERCENT worse than the median of this node's last "
+    "comparable runs in the history (docs/accept.md, 'Slower than it was').",
+)
+FAIL_ON_DROP = typer.Option(
+    False,
+    "--fail-on-drop",
+    help="Fail the run (exit 1), not only warn, when a figure dropped past --drop-tolerance.",
+)
+
+
+@dataclass(frozen=True)
+class DropPolicy:
+    """How a run is held against the node's own history."""
+
+    tolerance_percent: float | None  # None: the default of the run's mode
+    fail: bool
+
+
+def drop_policy(tolerance_percent: float | None, fail: bool) -> DropPolicy:
+    """The policy the options give, refused unless the tolerance is a finite 0 < PERCENT <= 1000
+    (a time may well double: more than 100% is meaningful for figures where lower is better)."""
+    if tolerance_percent is not None and not (
+        math.isfinite(tolerance_percent) and 0 < tolerance_percent <= 1000
+    ):
+        raise InputError(
+            f"--drop-tolerance {tolerance_percent:g}: give a percentage above 0 and at most 1000"
+        )
+    return DropPolicy(tolerance_percent, fail)
+
+
+def compared_with_history(report: RunReport, target: Path | None, policy: DropPolicy) -> RunReport:
+    """`report` with a `history` check added: its figures against this node's own past runs
+    (none without a history, or for a run that judged nothing or was interrupted)."""
+    verdict = report.verdict
+    if target is None or not verdict.judged or verdict.interrupted_by is not None:
+        return report
+    from gpuaccept.record.history import History, HistoryError
+    from gpuaccept.record.self_comparison import (
+        CHECK_NAME,
+        compare_with_own_history,
+        with_check,
+    )
+    from gpuaccept.report.console import check_line
+    from gpuaccept.results import CheckResult, Status
+
+    try:
+        with History.open(target) as history:
+            comparison = compare_with_own_history(
+                report, history, tolerance_percent=policy.tolerance_percent
+            )
+        check = comparison.check(fail_on_drop=policy.fail)
+    except HistoryError as error:
+        # the run's own outputs matter more than the comparison: say why, write them all
+        check = CheckResult(
+            name=CHECK_NAME,
+            area="HISTORY",
+            status=Status.SKIP,
+            message=f"not compared with the node's past runs: {error}",
+        )
+    typer.echo(check_line(check))
+    return with_check(report, check)
 
 
 def history_path(path: Path | None, disabled: bool) -> Path | None:

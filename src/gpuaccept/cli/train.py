@@ -11,7 +11,17 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 
-from gpuaccept.cli.recording import HISTORY, NO_HISTORY, history_target, record_run
+from gpuaccept.cli.recording import (
+    DROP_TOLERANCE,
+    FAIL_ON_DROP,
+    HISTORY,
+    NO_HISTORY,
+    DropPolicy,
+    compared_with_history,
+    drop_policy,
+    history_target,
+    record_run,
+)
 from gpuaccept.errors import InputError, Interrupted
 
 if TYPE_CHECKING:
@@ -141,6 +151,8 @@ def mnist(
     ),
     history: Path | None = HISTORY,
     no_history: bool = NO_HISTORY,
+    drop_tolerance: float | None = DROP_TOLERANCE,
+    fail_on_drop: bool = FAIL_ON_DROP,
 ) -> None:
     """Train an MNIST CNN with the data on the device; gate on test accuracy.
 
@@ -158,6 +170,7 @@ def mnist(
     if checkpoint_exit_code is not None and checkpoint is None:
         raise InputError("--checkpoint-exit-code needs --checkpoint")
     target = _target_fraction(target_accuracy)
+    drop = drop_policy(drop_tolerance, fail_on_drop)
     data_path = data if data is not None else _default_data()
     _check_output(save_model, "--save-model")
     _check_output(checkpoint, "--checkpoint")
@@ -229,6 +242,7 @@ def mnist(
             checkpoint_exit_code=checkpoint_exit_code,
             report_dir=report_dir,
             history=history_path,
+            drop=drop,
         )
 
 
@@ -251,6 +265,7 @@ def _train_and_report(
     checkpoint_exit_code: int | None,
     report_dir: Path | None,
     history: Path | None,
+    drop: DropPolicy,
 ) -> None:
     from gpuaccept import __version__
     from gpuaccept.mnist.checkpoint import save_model as write_model
@@ -355,12 +370,13 @@ def _train_and_report(
         checks=[check],
         environment=environment,
     )
+    typer.echo(check_line(check))
+    report = compared_with_history(report, history, drop)
     if report_dir is not None:
         from gpuaccept.report.json_report import write_json_report
 
         typer.echo(f"[REPORT] {write_json_report(report, report_dir)}")
     record_run(report, history)
-    typer.echo(check_line(check))
     typer.echo(result_line(report))
     if report.verdict.exit_code:
         raise typer.Exit(report.verdict.exit_code)

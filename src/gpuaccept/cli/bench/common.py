@@ -119,7 +119,7 @@ def finish(
     csv_path: Path | None,
     history: Path | None,
 ) -> None:
-    from gpuaccept.cli.recording import record_run
+    from gpuaccept.cli.recording import DropPolicy, compared_with_history, record_run
     from gpuaccept.record.environment import capture_environment
     from gpuaccept.report.console import result_line
     from gpuaccept.report.tables import write_csv
@@ -137,6 +137,8 @@ def finish(
         interrupted_by=None if interrupted is None else interrupted.signum,
         interrupted_check=None if interrupted is None else session.current,
     )
+    # a benchmark warns on a drop (the default tolerance); accept and train can also fail on one
+    report = compared_with_history(report, history, DropPolicy(None, fail=False))
     if json_path is not None:
         from gpuaccept.output_files import write_text_atomically
 

@@ -1,0 +1,239 @@
+"""A run against the same node's own past: is this node slower than it was?
+
+References catch a node that is slow for its GPU model; a node that was fast and lost 40% since
+last week can still clear a floor that is set low enough for every board of its model (and on
+the CPU twins floors are far below any machine). So every figure of a run is compared with the
+median of the same node's last comparable runs, and a drop beyond the tolerance warns (or, when
+asked, fails).
+
+Comparable runs (all must hold): same node (the hostname the history records), same command and
+level (a quick accept is not a standard one; a matmul benchmark is not an n-body one), same mode
+(GPU or CPU twins), same software stack and GPU models (`stack_sha256`: python, torch, CUDA
+runtime and driver, pixi lock, GPU names), and a PASS verdict: a run that failed or was
+interrupted is no picture of the node as it should be. Figures are matched by check, metric and
+device, and the device's model must agree. A stack change starts the comparison afresh: the
+reason is printed, and `history compare` shows the runs either side of the change.
+
+The tolerance (default 20%) is twice gpu-fryer's 10% homogeneity tolerance between GPUs of one
+node (huggingface/gpu-fryer, README "--tolerance"): runs of one node days apart also differ in
+clocks, temperature and what else the host was doing, so a drop past 20% is a change, not noise.
+On the CPU twins the default is 50%: they share the machine with whatever else runs there, and
+two quick accepts back to back on the 2-core development machine differed by 74% in the 1 MiB
+gloo all-reduce. Only figures with a direction (rates better when larger, times better when
+smaller; see `comparison.higher_is_better`) are compared.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+from gpuaccept.record.comparison import higher_is_better
+from gpuaccept.record.environment import stack_sha256
+from gpuaccept.record.history import History
+from gpuaccept.results import CheckResult, RunReport, device_label
+from gpuaccept.verdict import Outcome, Status
+
+CHECK_NAME = "history"
+DEFAULT_DROP_TOLERANCE_PERCENT = 20.0
+DEFAULT_CPU_DROP_TOLERANCE_PERCENT = 50.0
+DEFAULT_COMPARABLE_RUNS = 5
+# How many of the node's newest runs of the command are read to find the comparable ones.
+_SCAN_RUNS = 50
+
+
+def default_tolerance(device_mode: str) -> float:
+    """The drop tolerance for a run on the GPU ('cuda') or the CPU twins ('cpu')."""
+    return (
+        DEFAULT_CPU_DROP_TOLERANCE_PERCENT
+        if device_mode == "cpu"
+        else (DEFAULT_DROP_TOLERANCE_PERCENT)
+    )
+
+
+@dataclass(frozen=True)
+class SelfFigure:
+    """One figure of this run against the median of the node's comparable runs."""
+
+    metric: str  # check/name
+    device: str
+    unit: str
+    value: float
+    median: float
+    runs: int  # how many comparable runs had this figure
+
+    @property
+    def change_percent(self) -> float:
+        if self.median == 0:
+            return 0.0
+        return (self.value - self.median) / abs(self.median) * 100
+
+    def dropped(self, tolerance_percent: float) -> bool:
+        """Worse than the median by more than the tolerance, in the unit's direction."""
+        direction = higher_is_better(self.unit)
+        change = self.change_percent
+        if direction is None:
+            return False
+        return change < -tolerance_percent if direction else change > tolerance_percent
+
+
+@dataclass(frozen=True)
+class SelfComparison:
+    tolerance_percent: float
+    run_ids: list[int]  # the comparable runs, newest first
+    figures: list[SelfFigure]
+    nothing_to_compare: str | None = None  # why no figure was compared
+
+    @property
+    def drops(self) -> list[SelfFigure]:
+        return [f for f in self.figures if f.dropped(self.tolerance_percent)]
+
+    def check(self, *, fail_on_drop: bool) -> CheckResult:
+        """The comparison as a check of the run: SKIP with nothing to compare, WARN (FAIL with
+        `fail_on_drop`) on a drop, else PASS."""
+        if self.nothing_to_compare is not None:
+            return CheckResult(
+                name=CHECK_NAME, area="HISTORY", status=Status.SKIP, message=self.nothing_to_compare
+            )
+        runs = f"the median of this node's last {len(self.run_ids)} comparable run(s)"
+        details: dict[str, Any] = {
+            "tolerance_percent": self.tolerance_percent,
+            "compared_runs": self.run_ids,
+            "columns": [
+                ["metric", "figure"],
+                ["device", "device"],
+                ["value", "now"],
+                ["median", "median before"],
+                ["change", "change"],
+                ["runs", "runs"],
+            ],
+            "rows": [
+                {
+                    "metric": f.metric,
+                    "device": f.device,
+                    "value": f"{f.value:.4g} {f.unit}",
+                    "median": f"{f.median:.4g} {f.unit}",
+                    "change": f"{f.change_percent:+.1f}%",
+                    "runs": f.runs,
+                }
+                for f in self.figures
+            ],
+        }
+        drops = self.drops
+        if not drops:
+            return CheckResult(
+                name=CHECK_NAME,
+                area="HISTORY",
+                status=Status.PASS,
+                message=f"{len(self.figures)} figure(s) within {self.tolerance_percent:g}% of "
+                f"{runs}",
+                details=details,
+            )
+        worst = sorted(drops, key=lambda f: -abs(f.change_percent))
+        named = ", ".join(
+            f"{f.metric} on {f.device} {f.change_percent:+.1f}% ({f.value:.4g} vs {f.median:.4g} "
+            f"{f.unit})"
+            for f in worst[:3]
+        )
+        more = f" and {len(worst) - 3} more" if len(worst) > 3 else ""
+        return CheckResult(
+            name=CHECK_NAME,
+            area="HISTORY",
+            status=Status.FAIL if fail_on_drop else Status.WARN,
+            message=f"slower than it was: {len(drops)} figure(s) more than "
+            f"{self.tolerance_percent:g}% worse than {runs}: {named}{more}",
+            details=details,
+        )
+
+
+def stored_drop(report: RunReport) -> CheckResult | None:
+    """The run's own `history` check when it found the node slower than it was (WARN or FAIL)."""
+    for check in report.checks:
+        if check.name == CHECK_NAME and check.status in (Status.WARN, Status.FAIL):
+            return check
+    return None
+
+
+def _figures(report: RunReport) -> dict[tuple[str, str, str], tuple[float, str]]:
+    """(metric, device, device model) -> (value, unit), for figures with a direction."""
+    figures = {}
+    for check in report.checks:
+        if check.name == CHECK_NAME:
+            continue
+        for m in check.measurements:
+            if higher_is_better(m.unit) is None or m.value != m.value:  # no direction, or NaN
+                continue
+            key = (f"{check.name}/{m.name}", device_label(m.device_index), m.device_name or "")
+            figures[key] = (m.value, m.unit)
+    return figures
+
+
+def compare_with_own_history(
+    report: RunReport,
+    history: History,
+    *,
+    tolerance_percent: float | None = None,
+    comparable_runs: int = DEFAULT_COMPARABLE_RUNS,
+) -> SelfComparison:
+    """`report`'s figures against the median of the node's last `comparable_runs` comparable
+    runs in `history` (the run itself not yet recorded there). Tolerance: `default_tolerance`
+    of the run's mode unless given."""
+    if tolerance_percent is None:
+        tolerance_percent = default_tolerance(report.device_mode)
+
+    def nothing(why: str) -> SelfComparison:
+        return SelfComparison(tolerance_percent, [], [], why)
+
+    node = report.hostname
+    if node is None:
+        return nothing("the run captured no hostname: no history of this node to compare with")
+    kind = f"{report.command} {report.level} ({report.verdict.mode.upper()} mode)"
+    candidates = [
+        run
+        for run in history.list_runs(node=node, command=report.command, limit=_SCAN_RUNS)
+        if run.level == report.level
+        and run.device_mode == report.device_mode
+        and run.verdict.outcome is Outcome.PASS
+    ]
+    if not candidates:
+        return nothing(f"first passing {kind} run on {node}: nothing to compare with yet")
+    stack = stack_sha256(report.environment)
+    chosen = []
+    for run in candidates:
+        if stack_sha256(history.report(run.id).environment) == stack:
+            chosen.append(run)
+            if len(chosen) == comparable_runs:
+                break
+    if not chosen:
+        return nothing(
+            f"no passing {kind} run on {node} with this software stack and GPU models "
+            f"({len(candidates)} on another: the stack changed; `gpuaccept history compare` "
+            "shows the runs either side)"
+        )
+    values: dict[tuple[str, str, str], list[float]] = defaultdict(list)
+    for run in chosen:
+        for key, (value, _unit) in _figures(history.report(run.id)).items():
+            values[key].append(value)
+    figures = [
+        SelfFigure(key[0], key[1], unit, value, statistics.median(values[key]), len(values[key]))
+        for key, (value, unit) in sorted(_figures(report).items())
+        if values.get(key)
+    ]
+    if not figures:
+        return nothing(f"no figure of this run was measured by the earlier {kind} runs")
+    return SelfComparison(tolerance_percent, [run.id for run in chosen], figures)
+
+
+def with_check(report: RunReport, check: CheckResult) -> RunReport:
+    """`report` (judged, not interrupted) with `check` added and its verdict judged again."""
+    from gpuaccept.verdict import judge_run
+
+    if not report.verdict.judged or report.verdict.outcome is Outcome.INTERRUPTED:
+        raise ValueError("only a judged, uninterrupted run is compared with its history")
+    checks = [*report.checks, check]
+    verdict = judge_run(
+        checks, kind=report.command, device_mode=report.device_mode, level=report.level
+    )
+    return report.model_copy(update={"checks": checks, "verdict": verdict})
