@@ -302,7 +302,14 @@ def test_a_run_whose_loss_diverged_fails_even_without_a_target(small_mnist: Mnis
     assert check.status is Status.FAIL
     assert "training diverged" in check.message
     sane = train_mnist(data, dataclasses.replace(config, recipe=RECIPES["fast"]), CPU)
-    assert training_check(sane, config, data, None, 1.0).status is Status.PASS
+    ungated = training_check(sane, config, data, None, 1.0)
+    assert ungated.status is Status.PASS
+    # a pass without a target says that nothing was gated, in words, and counts one epoch as one
+    assert " after 1 epoch, " in ungated.message
+    assert ungated.message.endswith("; no --target-accuracy: the accuracy was not gated")
+    first = sane.records[0]
+    gated = training_check(sane, config, data, first.test_accuracy / 2, 1.0)
+    assert gated.message.endswith(f"reached at epoch 1 ({first.elapsed_seconds:.1f} s)")
 
 
 def test_a_forged_record_does_not_pass_a_target_the_model_does_not_reach(

@@ -286,7 +286,7 @@ def _train_and_report(
             f"[TRAIN] mnist --model {recipe_name}: {len(dataset.train_labels)} train / "
             f"{len(dataset.test_labels)} test images from {dataset.source}; {run_device}"
             f"{f' x {world} ranks' if world > 1 else ''}, {'bf16' if bf16 else 'fp32'}, "
-            f"batch {recipe.batch_size}, seed {seed}, {epochs} epochs"
+            f"batch {recipe.batch_size}, seed {seed}, {epochs} epoch{'' if epochs == 1 else 's'}"
         )
         if checkpoint is not None and checkpoint.exists():
             typer.echo(f"[TRAIN] resuming from {checkpoint}")

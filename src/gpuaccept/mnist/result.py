@@ -39,7 +39,7 @@ def training_check(
             Measurement(name="time_to_target", value=reached[0].elapsed_seconds, unit="s")
         )
     summary = (
-        f"test accuracy {accuracy:.2%} after {final.epoch} epoch(s), "
+        f"test accuracy {accuracy:.2%} after {final.epoch} epoch{'' if final.epoch == 1 else 's'}, "
         f"{outcome.step_mode.split(' (')[0]} steps"
     )
     if abs(accuracy - final.test_accuracy) > 0.005:
@@ -55,9 +55,15 @@ def training_check(
             f"{summary}: training diverged (loss {diverged[0].loss} at epoch {diverged[0].epoch})",
         )
     elif target_accuracy is None:
-        status, message = Status.PASS, f"{summary} (no --target-accuracy set)"
+        status, message = (
+            Status.PASS,
+            f"{summary}; no --target-accuracy: the accuracy was not gated",
+        )
     elif accuracy >= target_accuracy:
-        status, message = Status.PASS, f"{summary}, target {target_accuracy:.2%} reached"
+        first = (
+            f" at epoch {reached[0].epoch} ({reached[0].elapsed_seconds:.1f} s)" if reached else ""
+        )
+        status, message = Status.PASS, f"{summary}, target {target_accuracy:.2%} reached{first}"
     else:
         status, message = Status.FAIL, f"{summary}, below the target {target_accuracy:.2%}"
     return CheckResult(
