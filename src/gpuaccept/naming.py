@@ -78,9 +78,13 @@ def figure_text(measurement: Measurement) -> str:
     device = (
         "" if measurement.device_index is None else f"{device_label(measurement.device_index)} "
     )
-    return f"{device}{metric_title(measurement.name)} {format_number(measurement.value)} " + (
-        measurement.unit
-    )
+    title = metric_title(measurement.name)
+    # a unit the title already says ("GPUs usable 0 GPUs") or that is no unit ("0.124 ratio")
+    # is left out
+    unit = measurement.unit
+    if unit in ("ratio", "") or unit.lower() in title.lower().split():
+        return f"{device}{title} {format_number(measurement.value)}"
+    return f"{device}{title} {format_number(measurement.value)} {unit}"
 
 
 def run_title(report: RunReport) -> str:
@@ -99,3 +103,9 @@ def run_title(report: RunReport) -> str:
 def chart_title(metric: str) -> str:
     """A readable chart title that matplotlib prints as it is (no $...$ mathtext)."""
     return metric_title(metric).replace("$", r"\$")
+
+
+def floor_verdict_text(measurement: Measurement) -> str:
+    """A figure's verdict against its reference floor, as people read it: `pass`, `fail`, or
+    `no reference` (stored as "unchecked", which read as if the figure had not been checked)."""
+    return "no reference" if measurement.verdict.value == "unchecked" else measurement.verdict.value

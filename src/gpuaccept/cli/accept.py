@@ -374,7 +374,7 @@ def _write(plan: AcceptPlan, reports: list[RunReport], interrupted: Interrupted 
     import sys
 
     from gpuaccept import references as refs
-    from gpuaccept.report.console import result_line, summary_table
+    from gpuaccept.report.console import result_line, summary_table, summary_text
 
     if interrupted is None:
         reports = [compared_with_history(r, plan.history_path, plan.drop) for r in reports]
@@ -394,6 +394,8 @@ def _write(plan: AcceptPlan, reports: list[RunReport], interrupted: Interrupted 
         from rich.console import Console
 
         Console().print(summary_table(report))
+    else:  # a job log gets the same table, in plain ASCII
+        typer.echo(summary_text(report))
     if interrupted is None and plan.record_baseline is not None:
         unfit = [r.verdict for r in reports if not r.verdict.passed]
         if unfit:

@@ -104,6 +104,7 @@ def show(
     as_json: bool = typer.Option(False, "--json", help="Print the stored report as JSON."),
 ) -> None:
     """One run: its checks and figures (or the whole report with --json)."""
+    from gpuaccept.naming import floor_verdict_text
     from gpuaccept.report.console import check_line, result_line
     from gpuaccept.results import device_label
 
@@ -120,7 +121,7 @@ def show(
         typer.echo(check_line(check))
         for m in check.measurements:
             device = device_label(m.device_index)
-            typer.echo(f"    {device} {m.name} {m.value:.4g} {m.unit} ({m.verdict.value})")
+            typer.echo(f"    {device} {m.name} {m.value:.4g} {m.unit} ({floor_verdict_text(m)})")
     typer.echo(result_line(report))
 
 

@@ -61,3 +61,17 @@ def summary_table(report: RunReport) -> Table:
             figures,
         )
     return table
+
+
+def summary_text(report: RunReport, width: int = 120) -> str:
+    """The summary table as plain ASCII for a job log (no colour, no box-drawing characters)."""
+    import io
+
+    from rich import box
+    from rich.console import Console
+
+    table = summary_table(report)
+    table.box = box.ASCII
+    buffer = io.StringIO()
+    Console(file=buffer, width=width, color_system=None, force_terminal=False).print(table)
+    return buffer.getvalue().rstrip("\n")

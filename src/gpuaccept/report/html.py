@@ -14,7 +14,13 @@ from datetime import datetime
 from html import escape
 from typing import Any
 
-from gpuaccept.naming import chart_title, format_number, metric_title, run_title
+from gpuaccept.naming import (
+    chart_title,
+    floor_verdict_text,
+    format_number,
+    metric_title,
+    run_title,
+)
 from gpuaccept.record.comparison import higher_is_better
 from gpuaccept.record.history import MetricPoint
 from gpuaccept.report.charts import load_chart_png, trend_chart_png
@@ -123,7 +129,8 @@ def _check_details(check: CheckResult) -> str:
                         _number(m.value),
                         _text(m.unit),
                         _number(m.reference.floor) if m.reference else "",
-                        f'<span class="{escape(m.verdict.value)}">{_text(m.verdict.value)}</span>',
+                        f'<span class="{escape(m.verdict.value)}">'
+                        f"{_text(floor_verdict_text(m))}</span>",
                     ]
                     for m in check.measurements
                 ],

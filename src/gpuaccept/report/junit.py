@@ -5,6 +5,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from gpuaccept.naming import floor_verdict_text
 from gpuaccept.output_files import write_text_atomically
 from gpuaccept.results import RunReport, Status
 
@@ -34,7 +35,10 @@ def render_junit(report: RunReport) -> str:
             ET.SubElement(case, "error", message=check.message).text = check.message
         elif check.status is Status.SKIP:
             ET.SubElement(case, "skipped", message=check.message)
-        lines = [f"{m.name} = {m.value:.6g} {m.unit} ({m.verdict})" for m in check.measurements]
+        lines = [
+            f"{m.name} = {m.value:.6g} {m.unit} ({floor_verdict_text(m)})"
+            for m in check.measurements
+        ]
         if lines:
             ET.SubElement(case, "system-out").text = "\n".join(lines)
     suites = ET.Element("testsuites")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuaccept.naming import run_title
+from gpuaccept.naming import floor_verdict_text, run_title
 from gpuaccept.results import RunReport, device_label
 
 # Markdown renders inline HTML, so report text (a check message, a level, a host name) could hide
@@ -73,7 +73,7 @@ def render_markdown(report: RunReport) -> str:
             f"{m.value:.4g}",
             m.unit,
             f"{m.reference.floor:.4g}" if m.reference else "",
-            m.verdict.value,
+            floor_verdict_text(m),
         ]
         for check in report.checks
         for m in check.measurements

@@ -21,6 +21,22 @@ def parse_size(text: str, flag: str) -> int:
     return value
 
 
+def size_text(size: int) -> str:
+    """A byte count as people write it, in the units the size flags take: 8 B, 64 KiB, 256 MiB,
+    1 GiB; a size that is no whole unit keeps its bytes (3000 B)."""
+    for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if size >= scale and size % scale == 0:
+            return f"{size // scale} {unit}"
+    return f"{size} B"
+
+
+def sweep_text(sizes: list[int]) -> str:
+    """`16 MiB..64 MiB`, or one size alone."""
+    if sizes[0] == sizes[-1]:
+        return size_text(sizes[0])
+    return f"{size_text(sizes[0])}..{size_text(sizes[-1])}"
+
+
 def size_sweep(begin: int, end: int, factor: int, begin_flag: str = "-b") -> list[int]:
     """begin, begin x factor, ... up to end (inclusive), as nccl-tests -b/-e/-f sweep."""
     if begin < 1:

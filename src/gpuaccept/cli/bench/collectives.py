@@ -27,6 +27,7 @@ from gpuaccept.cli.bench.common import (
 from gpuaccept.cli.options import finite_number
 from gpuaccept.cli.recording import HISTORY, NO_HISTORY, history_path, history_target
 from gpuaccept.errors import InputError
+from gpuaccept.sweeps.sizes import sweep_text
 
 if TYPE_CHECKING:
     import torch
@@ -88,7 +89,7 @@ def run_collectives(
         backend = "nccl" if device.type == "cuda" else "gloo"
         typer.echo(
             f"[BENCH] collectives {','.join(ops)}: {world} {backend} rank(s), "
-            f"{sizes[0]}..{sizes[-1]} bytes, -w {w} -n {n}"
+            f"{sweep_text(sizes)}, -w {w} -n {n}"
         )
         rows = {}
         with progress_bar(len(specs), f"collectives on {world} {backend} rank(s)") as advance:

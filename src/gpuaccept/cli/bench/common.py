@@ -76,17 +76,24 @@ def sweep_sizes(
     )
 
 
+LOG_PROGRESS_SECONDS = 10.0
+
+
 @contextlib.contextmanager
 def progress_bar(total: int, label: str) -> Iterator[Callable[[], None]]:
     """An advance() for each finished step: a Rich bar on a terminal; in a job log or a pipe, a
-    plain line per step with the time so far, so a long sweep is never silent."""
+    short line at most every LOG_PROGRESS_SECONDS, so a long sweep is never silent and a short
+    one adds nothing between its header and its table."""
     if not sys.stdout.isatty():
-        done, started = [0], time.monotonic()
+        done, started, said = [0], time.monotonic(), [time.monotonic()]
+        name = label.split(":", 1)[0]
 
         def advance() -> None:
             done[0] += 1
-            elapsed = time.monotonic() - started
-            typer.echo(f"[BENCH] {label}: step {done[0]} of {total} done, {elapsed:.1f} s")
+            now = time.monotonic()
+            if now - said[0] >= LOG_PROGRESS_SECONDS and done[0] < total:
+                said[0] = now
+                typer.echo(f"[BENCH] {name}: {done[0]} of {total} steps, {now - started:.0f} s")
 
         yield advance
         return

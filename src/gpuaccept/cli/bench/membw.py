@@ -19,6 +19,7 @@ from gpuaccept.cli.bench.common import (
     sweep_sizes,
 )
 from gpuaccept.cli.recording import HISTORY, NO_HISTORY
+from gpuaccept.sweeps.sizes import sweep_text
 
 
 def plan_membw(
@@ -35,7 +36,7 @@ def plan_membw(
     warmup, repeats = iterations_for(runs.device, w, r)
     runs.add(
         len(sizes) * 4,
-        f"membw: STREAM copy/scale/add/triad, arrays of {sizes[0]}..{sizes[-1]} bytes",
+        f"membw: STREAM copy/scale/add/triad, arrays of {sweep_text(sizes)}",
         lambda advance: run_membw(runs.device, sizes, warmup, repeats, advance),
     )
 

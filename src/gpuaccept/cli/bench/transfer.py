@@ -19,6 +19,7 @@ from gpuaccept.cli.bench.common import (
     sweep_sizes,
 )
 from gpuaccept.cli.recording import HISTORY, NO_HISTORY
+from gpuaccept.sweeps.sizes import sweep_text
 
 
 def plan_transfer(
@@ -35,7 +36,7 @@ def plan_transfer(
     warmup, repeats = iterations_for(runs.device, w, r)
     runs.add(
         len(sizes) * (4 if runs.device.type == "cuda" else 2),
-        f"transfer: h2d/d2h, pinned and pageable, {sizes[0]}..{sizes[-1]} bytes",
+        f"transfer: h2d/d2h, pinned and pageable, {sweep_text(sizes)}",
         lambda advance: run_transfer(runs.device, sizes, warmup, repeats, advance),
     )
 
