@@ -186,12 +186,14 @@ def test_report_from_run_id_and_from_file(tmp_path: Path) -> None:
     markdown = runner.invoke(app, ["report", str(files[3]), "--markdown", "-"])
     assert markdown.exit_code == 0
     assert markdown.stdout.startswith("## gpuaccept accept --level standard (GPU): PASS")
+    # no output named: the same summary on stdout, nothing written
+    plain = runner.invoke(app, ["report", str(files[3])])
+    assert (plain.exit_code, plain.stdout) == (0, markdown.stdout)
 
 
 def test_report_refusals(tmp_path: Path) -> None:
     good = _reports(tmp_path)[0]
     for args, message in (
-        (["report", str(good)], "nothing to write"),
         (["report", str(good), "--html", str(tmp_path)], "is a directory"),
         (["report", str(_write(tmp_path / "x.json", "[]")), "--markdown", "-"], "not a gpuaccept"),
         (["report", str(tmp_path / "missing.json"), "--markdown", "-"], "cannot read"),

@@ -85,3 +85,27 @@ def test_a_sweep_in_a_log_says_where_it_is_every_ten_seconds_not_every_step(
         "[BENCH] membw: 20 of 40 steps, 20 s",
         "[BENCH] membw: 30 of 40 steps, 30 s",
     ]  # the last step is followed by the table: nothing to say
+
+
+def test_accept_help_groups_its_options_and_shows_what_each_level_runs() -> None:
+    from typer.testing import CliRunner
+
+    from gpuaccept.cli import app
+    from gpuaccept.suite.selection import CHECKS, DEFAULT_TIMEOUT_SECONDS
+
+    text = CliRunner().invoke(app, ["accept", "--help"]).output
+    sections = [line for line in text.splitlines() if line.endswith(":") and line[0] != " "]
+    assert sections == [
+        "What to run:",
+        "Judging:",
+        "Outputs:",
+        "Across nodes:",
+        "History:",
+        "Other options:",
+    ]
+    assert text.index("--junit") > text.index("Outputs:") > text.index("--min-busbw")
+    for level, limit in DEFAULT_TIMEOUT_SECONDS.items():
+        [line] = [line for line in text.splitlines() if line.strip().startswith(f"{level} ")]
+        names = [spec.name for spec in CHECKS if level in spec.levels]
+        assert line.split(None, 1)[1] == f"{', '.join(names)} (each up to {limit:g} s)"
+    assert "dcgm" not in text.split("standard ")[-1].split("\n")[0]

@@ -22,8 +22,9 @@ import typer.core
 
 from gpuaccept import __version__
 from gpuaccept.cli import accept, bench, env, history, node_verdict, report, train
+from gpuaccept.cli.help_panels import PanelledCommand
 from gpuaccept.errors import GpuacceptError, Interrupted
-from gpuaccept.suite.selection import check_names
+from gpuaccept.suite.selection import check_names, levels_text
 
 
 class _ErrorMappingGroup(typer.core.TyperGroup):
@@ -51,13 +52,16 @@ _EXIT_CODES = """Exit codes (every command): 0 pass (warnings allowed); 1 a chec
 nothing could be judged; 2 usage or input error; 3 environment error (a required component is
 missing); 130 / 143 interrupted by SIGINT / SIGTERM (the report is still written)."""
 
+# \b keeps click from re-wrapping the lines of the table
+_ACCEPT_LEVELS = "\b\nLevels (--level) and their checks:\n" + levels_text()
+
 app = typer.Typer(
     cls=_ErrorMappingGroup,
     name="gpuaccept",
     help=_ROOT_HELP,
     epilog=_EXIT_CODES,
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion, --show-completion (bash, zsh, fish)
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -88,13 +92,23 @@ def _root(
     """
 
 
-app.command("accept")(accept.accept)
-app.add_typer(bench.app, name="bench")
-app.add_typer(train.app, name="train")
-app.command("env")(env.env)
-app.add_typer(history.app, name="history")
-app.command("report")(report.report)
-app.command("node-verdict")(node_verdict.node_verdict)
+# Each command's line in `gpuaccept --help`, short enough that click does not cut it off.
+app.command(
+    "accept",
+    cls=PanelledCommand,
+    epilog=_ACCEPT_LEVELS,
+    short_help="The acceptance suite on this process's GPUs.",
+)(accept.accept)
+app.add_typer(
+    bench.app, name="bench", short_help="Benchmarks: matmul, memory, transfers, NCCL, n-body."
+)
+app.add_typer(train.app, name="train", short_help="Train MNIST: a real PyTorch workload.")
+app.command("env", short_help="The stack, GPUs and scheduler this runs in.")(env.env)
+app.add_typer(history.app, name="history", short_help="Past runs of this node and a fleet.")
+app.command("report", short_help="A run as HTML, Markdown or Prometheus metrics.")(report.report)
+app.command("node-verdict", short_help="kubectl label/taint commands from reports.")(
+    node_verdict.node_verdict
+)
 
 _OUTPUT_GONE = (errno.EPIPE, errno.ENOSPC, errno.EBADF, errno.EIO)
 
@@ -148,6 +162,11 @@ def _plain_metavars(command: Any) -> None:
             param.metavar = (param.name or "value").upper()
             if hasattr(param, "display_type_rich"):
                 param.display_type_rich = lambda ctx=None: None
+            # and the usage line as click and man pages write it: `RUN`, `[RUN]`, `REPORT...`
+            # (Typer 0.29 writes a required argument `{RUN}`)
+            shown = param.metavar if param.required else f"[{param.metavar}]"
+            shown += "..." if param.nargs != 1 else ""
+            param._usage_display_name = lambda shown=shown: shown
         else:
             param.metavar = _METAVARS.get(_value_kind(param), "VALUE")
     for sub in getattr(command, "commands", {}).values():

@@ -25,7 +25,13 @@ from gpuaccept.cli.recording import (
     record_run,
 )
 from gpuaccept.errors import CheckFailed, InputError, Interrupted
-from gpuaccept.suite.selection import LEVELS, CheckSpec, check_names, select_checks
+from gpuaccept.suite.selection import (
+    DEFAULT_TIMEOUT_SECONDS,
+    LEVELS,
+    CheckSpec,
+    check_names,
+    select_checks,
+)
 
 if TYPE_CHECKING:
     from gpuaccept.probe.hardware import ExpectedGpus
@@ -54,6 +60,7 @@ def _finite_seconds(value: float | None) -> float | None:
 
 _CHECKS = ", ".join(check_names())
 _LEVELS = "[" + "|".join(LEVELS) + "]"
+_TIMEOUTS = ", ".join(f"{name} {limit:g}" for name, limit in DEFAULT_TIMEOUT_SECONDS.items())
 
 
 def accept(
@@ -62,18 +69,28 @@ def accept(
         "--level",
         metavar=_LEVELS,
         help="quick (seconds), standard (a minute) or full (stress, minutes).",
+        rich_help_panel="What to run",
     ),
     only: list[str] = typer.Option(
-        [], "--only", metavar="CHECK", help=f"Run only this check (repeatable): {_CHECKS}."
+        [],
+        "--only",
+        metavar="CHECK",
+        help=f"Run only this check (repeatable): {_CHECKS}.",
+        rich_help_panel="What to run",
     ),
     skip: list[str] = typer.Option(
-        [], "--skip", metavar="CHECK", help="Leave out this check (repeatable)."
+        [],
+        "--skip",
+        metavar="CHECK",
+        help="Leave out this check (repeatable).",
+        rich_help_panel="What to run",
     ),
     device: DeviceChoice = typer.Option(
         DeviceChoice.auto,
         "--device",
         metavar="[auto|cuda|cpu]",
         help="auto (GPU when usable), cuda, or cpu (the CPU twins).",
+        rich_help_panel="What to run",
     ),
     expect_gpus: int | None = typer.Option(
         None,
@@ -81,36 +98,48 @@ def accept(
         min=0,
         metavar="N",
         help="GPUs that must be usable; default: what the scheduler assigned.",
+        rich_help_panel="What to run",
     ),
     baseline: Path | None = typer.Option(
         None,
         "--baseline",
         metavar="FILE",
         help="TOML file of reference figures overriding the shipped ones.",
+        rich_help_panel="Judging",
     ),
     record_baseline: Path | None = typer.Option(
         None,
         "--record-baseline",
         metavar="FILE",
         help="Measure a known-good node and write its figures (median of runs) as a baseline.",
+        rich_help_panel="Judging",
     ),
     baseline_runs: int = typer.Option(
-        3, "--baseline-runs", min=1, metavar="N", help="Runs whose median --record-baseline takes."
+        3,
+        "--baseline-runs",
+        min=1,
+        metavar="N",
+        help="Runs whose median --record-baseline takes.",
+        rich_help_panel="Judging",
     ),
     report_dir: Path | None = typer.Option(
         None,
         "--report-dir",
         metavar="DIR",
         help="Write the JSON report (with environment capture) here, as a new file.",
+        rich_help_panel="Outputs",
     ),
-    junit: Path | None = typer.Option(None, "--junit", metavar="FILE", help="Write JUnit XML."),
+    junit: Path | None = typer.Option(
+        None, "--junit", metavar="FILE", help="Write JUnit XML.", rich_help_panel="Outputs"
+    ),
     check_timeout: float | None = typer.Option(
         None,
         "--check-timeout",
         min=1,
         metavar="SECONDS",
         callback=_finite_seconds,
-        help="Seconds each check may take (default per level).",
+        help=f"Seconds each check may take (default: {_TIMEOUTS}).",
+        rich_help_panel="What to run",
     ),
     dcgm: int | None = typer.Option(
         None,
@@ -120,6 +149,7 @@ def accept(
         metavar="N",
         help="Run DCGM's `dcgmi diag -r N` (1-4) and fold its tests in; 0: never. "
         "Default: -r 3 at level full, off otherwise.",
+        rich_help_panel="What to run",
     ),
     min_busbw: float | None = typer.Option(
         None,
@@ -130,12 +160,14 @@ def accept(
         help="Fail the all-reduce below 0.9 x this bus bandwidth (GB/s), like "
         "NCCL_TESTS_MIN_BW; accept runs one size, so it is nccl-tests -b SIZE -e SIZE "
         "(bench collectives compares the average over its sweep).",
+        rich_help_panel="Judging",
     ),
     pairwise: bool = typer.Option(
         False,
         "--pairwise",
         help="Across nodes (torchrun or srun): all-reduce between every pair of nodes and "
         "name the slow or failing node.",
+        rich_help_panel="Across nodes",
     ),
     history: Path | None = HISTORY,
     no_history: bool = NO_HISTORY,

@@ -19,8 +19,14 @@ HISTORY = typer.Option(
     "--history",
     help="SQLite history to record the run in (default: $GPUACCEPT_HISTORY, else "
     "~/.local/share/gpuaccept/history.sqlite).",
+    rich_help_panel="History",
 )
-NO_HISTORY = typer.Option(False, "--no-history", help="Do not record this run in the history.")
+NO_HISTORY = typer.Option(
+    False,
+    "--no-history",
+    help="Do not record this run in the history (nor compare it with the node's past).",
+    rich_help_panel="History",
+)
 DROP_TOLERANCE = typer.Option(
     None,
     "--drop-tolerance",
@@ -28,11 +34,13 @@ DROP_TOLERANCE = typer.Option(
     show_default="20 on a GPU, 50 on the CPU twins",
     help="Warn when a figure is more than PERCENT worse than the median of this node's last "
     "comparable runs in the history (docs/accept.md, 'Slower than it was').",
+    rich_help_panel="History",
 )
 FAIL_ON_DROP = typer.Option(
     False,
     "--fail-on-drop",
     help="Fail the run (exit 1), not only warn, when a figure dropped past --drop-tolerance.",
+    rich_help_panel="History",
 )
 
 

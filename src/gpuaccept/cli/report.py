@@ -59,13 +59,14 @@ def report(
         None, "--history", help="History database for run ids and trend charts."
     ),
 ) -> None:
-    """Render a run as HTML (with trend charts), Markdown or Prometheus metrics."""
+    """Render a run as HTML (with trend charts), Markdown or Prometheus metrics; with no output
+    named, the Markdown summary on stdout."""
     from gpuaccept.output_files import write_text_atomically
     from gpuaccept.record.history import History, default_history_path
     from gpuaccept.report.reading import load_report
 
     if html is None and markdown is None and prometheus is None:
-        raise InputError("nothing to write: give --html FILE, --markdown FILE or --prometheus FILE")
+        markdown = Path("-")  # no file named: the summary on stdout, as `history show` prints
     for path, flag in ((html, "--html"), (markdown, "--markdown"), (prometheus, "--prometheus")):
         _check_output(path, flag)
     from gpuaccept.output_files import refuse_collisions

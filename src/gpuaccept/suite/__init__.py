@@ -16,7 +16,7 @@ _WHERE = {
     "CheckSpec": "selection",
     "check_names": "selection",
     "select_checks": "selection",
-    "DEFAULT_TIMEOUT_SECONDS": "levels",
+    "DEFAULT_TIMEOUT_SECONDS": "selection",
     "level_settings": "levels",
     "SuiteOutcome": "runner",
     "merge_device_results": "runner",

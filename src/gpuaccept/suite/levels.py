@@ -11,7 +11,6 @@ from gpuaccept.suite.selection import LEVELS
 MiB = 1024**2
 GiB = 1024**3
 
-DEFAULT_TIMEOUT_SECONDS = {"quick": 180.0, "standard": 900.0, "full": 3600.0}
 
 _GPU_QUICK = Settings(
     matmul_size=8192,

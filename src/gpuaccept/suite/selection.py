@@ -8,6 +8,8 @@ from typing import Literal
 from gpuaccept.errors import InputError
 
 LEVELS = ("quick", "standard", "full")
+# Seconds a check may take at each level (accept --check-timeout overrides)
+DEFAULT_TIMEOUT_SECONDS = {"quick": 180.0, "standard": 900.0, "full": 3600.0}
 
 # node: once per run, in the first worker. device: in every device's worker at once (or one
 # device after another when `serial`). ranks: every worker is one rank of a process group.
@@ -84,6 +86,16 @@ CHECKS: tuple[CheckSpec, ...] = (
 
 def check_names() -> list[str]:
     return [spec.name for spec in CHECKS]
+
+
+def levels_text() -> str:
+    """Each level's checks and per-check time limit, one line each, for `accept --help`."""
+    lines = []
+    for level in LEVELS:
+        names = [spec.name for spec in CHECKS if level in spec.levels]
+        limit = DEFAULT_TIMEOUT_SECONDS[level]
+        lines.append(f"{level:<9} {', '.join(names)} (each up to {limit:g} s)")
+    return "\n".join(lines)
 
 
 def select_checks(
