@@ -313,3 +313,31 @@ def test_a_signal_inside_a_probe_stops_the_capture_instead_of_reading_as_unknown
         capture_environment()
     assert stopped.value.signum == signal.SIGTERM
     assert stopped.value.exit_code == 143
+
+
+def test_the_text_summary_says_what_the_json_says() -> None:
+    """`container none` while the JSON said docker; CPU, memory and kernel only in the JSON."""
+    from gpuaccept.cli.env import _summary_lines
+
+    system = {
+        "hostname": "n1",
+        "os": "Ubuntu 24.04",
+        "architecture": "x86_64",
+        "cores": 224,
+        "cpu_model": "Intel Xeon Platinum 8480+",
+        "memory_bytes": 2 * 1024**4,
+        "kernel": "6.8.0-45-generic",
+        "container_runtime": "docker",
+    }
+    lines = _summary_lines({"system": system})
+    assert (
+        "cpu       Intel Xeon Platinum 8480+, memory 2048.0 GiB, kernel 6.8.0-45-generic" in lines
+    )
+    assert "container docker (not a gpuaccept image)" in lines
+    ours = {"image": "ghcr.io/o/gpuaccept", "revision": "abc"}
+    assert "container ghcr.io/o/gpuaccept revision abc" in _summary_lines(
+        {"system": system, "container": ours}
+    )
+    bare = _summary_lines({"system": {**system, "container_runtime": None}})
+    assert "container none" in bare
+    assert "cpu       Intel Xeon Platinum 8480+, memory 2048.0 GiB, kernel 6.8.0-45-generic" in bare

@@ -31,9 +31,14 @@ def _summary_lines(capture: dict[str, Any]) -> list[str]:
         return "none" if value is None or value == "" else value
 
     gpus = capture.get("gpus") or []
+    memory = (capture.get("system") or {}).get("memory_bytes")
+    memory_text = f"{memory / 1024**3:.1f} GiB" if isinstance(memory, int | float) else "none"
+    runtime = (capture.get("system") or {}).get("container_runtime")
     lines = [
         f"host      {get('system', 'hostname')} ({get('system', 'os')}, "
         f"{get('system', 'architecture')}, {get('system', 'cores')} cores)",
+        f"cpu       {get('system', 'cpu_model')}, memory {memory_text}, "
+        f"kernel {get('system', 'kernel')}",
         f"python    {get('python', 'version')} {get('python', 'executable')}",
         f"torch     {get('torch', 'version')} (CUDA {get('cuda', 'runtime')}, "
         f"cuDNN {get('cuda', 'cudnn')}, NCCL {get('cuda', 'nccl')})",
@@ -46,7 +51,11 @@ def _summary_lines(capture: dict[str, Any]) -> list[str]:
         (
             f"container {get('container', 'image')} revision {get('container', 'revision')}"
             if capture.get("container")
-            else "container none (not run from a gpuaccept image)"
+            # the runtime the host section saw (docker, apptainer, ...): inside a container that
+            # is not one of our images, which is not the same as no container
+            else f"container {runtime} (not a gpuaccept image)"
+            if runtime
+            else "container none"
         ),
         f"packages  {len(capture.get('packages') or [])}",
     ]

@@ -20,11 +20,33 @@ def _cell(value: Any) -> str:
 
 
 def render_table(check: CheckResult) -> str:
-    """Right-aligned columns under a header line, nccl-tests style; empty when there are no rows."""
+    """Right-aligned columns under a header line, nccl-tests style; empty when there are no rows.
+
+    Rows of different kinds (the collectives: all_reduce runs in place only, all_gather both
+    ways) are printed as one table per value of their first column, each without the columns
+    that are empty in all of its rows, so no table carries columns of n/a.
+    """
     columns = check.details.get("columns") or []
     rows = check.details.get("rows") or []
     if not columns or not rows:
         return ""
+    first = columns[0][0]
+    kinds = list(dict.fromkeys(str(row.get(first)) for row in rows))
+    if len(kinds) > 1 and any(
+        all(row.get(key) is None for row in rows if str(row.get(first)) == kind)
+        for kind in kinds
+        for key, _ in columns
+    ):
+        return "\n\n".join(
+            _table(columns, [row for row in rows if str(row.get(first)) == kind], drop_empty=True)
+            for kind in kinds
+        )
+    return _table(columns, rows, drop_empty=False)
+
+
+def _table(columns: list[Any], rows: list[dict[str, Any]], *, drop_empty: bool) -> str:
+    if drop_empty:
+        columns = [c for c in columns if any(row.get(c[0]) is not None for row in rows)]
     cells = [[header for _, header in columns]]
     cells += [[_cell(row.get(key)) for key, _ in columns] for row in rows]
     widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]

@@ -89,7 +89,7 @@ def run_collectives(
         backend = "nccl" if device.type == "cuda" else "gloo"
         typer.echo(
             f"[BENCH] collectives {','.join(ops)}: {world} {backend} rank(s), "
-            f"{sweep_text(sizes)}, -w {w} -n {n}"
+            f"{sweep_text(sizes)}, -w {w} -n {n}; times in us, algbw and busbw in GB/s"
         )
         rows = {}
         with progress_bar(len(specs), f"collectives on {world} {backend} rank(s)") as advance:

@@ -57,7 +57,8 @@ def plan_nbody(
     warmup, repeats = min(warmup, 2), min(repeats, 10)  # one step is already N^2 work
     runs.add(
         len(counts) * len(dtypes),
-        f"nbody {','.join(dtypes)}: {counts} bodies, kernel {chosen_kernel}"
+        f"nbody {','.join(dtypes)}: {', '.join(f'{n:,}' for n in counts)} bodies, "
+        f"kernel {chosen_kernel}"
         + (f", tile {chosen_tile}" if chosen_kernel == "torch-tiled" else ""),
         lambda advance: run_nbody(
             runs.device,
