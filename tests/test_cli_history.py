@@ -221,3 +221,64 @@ def test_compare_of_runs_at_different_levels_judges_nothing(tmp_path: Path) -> N
     assert "worse" not in result.output  # -88% between a quick and a standard run is no verdict
     header = next(line for line in result.output.splitlines() if line.startswith("metric"))
     assert header.split()[-1] == "verdict"  # every column has a heading
+
+
+def test_trend_warns_when_its_figures_come_from_different_kinds_of_run(tmp_path: Path) -> None:
+    db = tmp_path / "h.sqlite"
+    quick = rejudged(gpu_report("n1", [400.0], hours=1), level="quick")
+    bench = gpu_report("n1", [900.0], hours=2, command="bench")
+    files = [
+        _write(tmp_path / f"{i}.json", r.model_dump_json())
+        for i, r in enumerate([gpu_report("n1", [800.0]), quick, bench])
+    ]
+    runner.invoke(app, ["history", "import", *map(str, files), "--history", str(db)])
+    trend = ["history", "trend", "compute/matmul_bf16_tflops", "--history", str(db)]
+    mixed = runner.invoke(app, trend)
+    assert mixed.exit_code == 0
+    assert mixed.stdout.startswith(
+        "[WARN] these figures come from 3 kinds of run (accept quick (cuda); accept standard "
+        "(cuda); bench standard (cuda))"
+    )
+    alike = runner.invoke(app, [*trend, "--command", "accept", "--level", "standard"])
+    assert "[WARN]" not in alike.stdout
+    assert len(alike.stdout.splitlines()) == 3  # header, rule, one run
+    assert "accept standard (cuda)" in alike.stdout
+    nothing = runner.invoke(app, [*trend, "--level", "full"])
+    assert nothing.exit_code == 2
+    assert "at level full" in _one_error_line(nothing)
+
+
+def test_list_compare_and_trend_speak_json(tmp_path: Path) -> None:
+    db = tmp_path / "h.sqlite"
+    files = _reports(tmp_path)
+    runner.invoke(app, ["history", "import", *map(str, files), "--history", str(db)])
+    listed = json.loads(
+        runner.invoke(app, ["history", "list", "--json", "--history", str(db)]).stdout
+    )
+    assert [(r["run"], r["node"], r["label"]) for r in listed][:2] == [
+        (4, "slow", "PASS"),
+        (3, "node2", "PASS"),
+    ]
+    assert listed[0]["verdict"]["outcome"] == "pass"
+    compared = json.loads(
+        runner.invoke(app, ["history", "compare", "1", "4", "--json", "--history", str(db)]).stdout
+    )
+    [gpu1] = [
+        f
+        for f in compared["figures"]
+        if f["metric"] == "compute/matmul_bf16_tflops" and f["device"] == "gpu1"
+    ]
+    assert (gpu1["value_a"], gpu1["value_b"], gpu1["worse"]) == (800.0, 690.0, True)
+    assert compared["judged"] is True
+    trend = json.loads(
+        runner.invoke(
+            app,
+            ["history", "trend", "compute/matmul_bf16_tflops", "--json", "--history", str(db)],
+        ).stdout
+    )
+    assert trend["kinds"] == ["accept standard (cuda)"]
+    assert len(trend["points"]) == 8
+    empty = runner.invoke(
+        app, ["history", "list", "--json", "--history", str(tmp_path / "none.sqlite")]
+    )
+    assert json.loads(empty.stdout) == []

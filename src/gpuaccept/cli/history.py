@@ -30,6 +30,7 @@ DATABASE = typer.Option(
 )
 COMMANDS = ("accept", "bench", "train-mnist")  # what the history records runs of
 NODE = typer.Option(None, "--node", help="Only this node (hostname as recorded).")
+AS_JSON = typer.Option(False, "--json", help="Print it as JSON on stdout (for scripts).")
 
 
 @contextmanager
@@ -64,6 +65,7 @@ def list_runs(
     limit: int = typer.Option(
         20, "--limit", min=1, max=1_000_000, metavar="N", help="Newest runs to show."
     ),
+    as_json: bool = AS_JSON,
 ) -> None:
     """Recorded runs, newest first."""
     from gpuaccept.record.history import default_history_path
@@ -72,10 +74,34 @@ def list_runs(
         raise InputError(f"--command must be one of {', '.join(COMMANDS)} (got {command!r})")
 
     if not (history or default_history_path()).exists():
+        if as_json:
+            typer.echo("[]")
+            return
         typer.echo(f"no runs recorded (no history at {history or default_history_path()} yet)")
         return
     with _open(history) as store:
         runs = store.list_runs(node=node, command=command, limit=limit)
+    if as_json:
+        typer.echo(
+            json.dumps(
+                [
+                    {
+                        "run": run.id,
+                        "started_at": run.started_at,
+                        "node": run.hostname,
+                        "command": run.command,
+                        "level": run.level,
+                        "device_mode": run.device_mode,
+                        "verdict": run.verdict.model_dump(mode="json"),
+                        "label": run.verdict.label,
+                        "duration_seconds": run.duration_seconds,
+                    }
+                    for run in runs
+                ],
+                indent=2,
+            )
+        )
+        return
     if not runs:
         typer.echo("no runs recorded" + (f" for node {node}" if node else ""))
         return
@@ -130,6 +156,7 @@ def compare(
     run_a: str = typer.Argument(..., help="The earlier (reference) run id."),
     run_b: str = typer.Argument(..., help="The run to compare with it."),
     history: Path | None = DATABASE,
+    as_json: bool = AS_JSON,
 ) -> None:
     """Every figure of two runs side by side, with the change in percent (B against A)."""
     from gpuaccept.naming import format_number, run_title
@@ -140,6 +167,29 @@ def compare(
     # Levels and modes size the work differently (a quick matmul is not a standard one): such
     # runs are shown side by side, but no change is called worse.
     alike = (a.command, a.level, a.device_mode) == (b.command, b.level, b.device_mode)
+    if as_json:
+        typer.echo(
+            json.dumps(
+                {
+                    "runs": [int(run_a), int(run_b)],
+                    "judged": alike,
+                    "figures": [
+                        {
+                            "metric": f.metric,
+                            "device": f.device,
+                            "unit": f.unit,
+                            "value_a": f.value_a,
+                            "value_b": f.value_b,
+                            "change_percent": f.change_percent,
+                            "worse": f.worse if alike else None,
+                        }
+                        for f in compare_reports(a, b)
+                    ],
+                },
+                indent=2,
+            )
+        )
+        return
     if not alike:
         typer.echo(
             f"[WARN] run {run_a} is `{run_title(a)}`, run {run_b} is `{run_title(b)}`: they "
@@ -171,24 +221,74 @@ def trend(
     metric: str = typer.Argument(..., help="A figure's name, or CHECK/NAME (e.g. matmul/..."),
     history: Path | None = DATABASE,
     node: str | None = NODE,
+    command: str | None = typer.Option(
+        None, "--command", metavar="[accept|bench|train-mnist]", help="Only runs of this command."
+    ),
+    level: str | None = typer.Option(
+        None,
+        "--level",
+        metavar="LEVEL",
+        help="Only runs of this level (accept: quick, standard, full; bench: the benchmark).",
+    ),
+    as_json: bool = AS_JSON,
 ) -> None:
     """A figure over time, oldest first, per node and GPU."""
     from gpuaccept.results import device_label
 
+    if command is not None and command not in COMMANDS:
+        raise InputError(f"--command must be one of {', '.join(COMMANDS)} (got {command!r})")
     with _open(history) as store:
-        points = store.points(metric, node=node)
+        points = store.points(metric, node=node, command=command, level=level)
+        kinds = {
+            run.id: f"{run.command} {run.level} ({run.device_mode})"
+            for run in store.list_runs(node=node, command=command)
+        }
     if not points:
         raise InputError(
             f"no figure named {metric!r} recorded"
             + (f" for node {node}" if node else "")
+            + (f" by {command} runs" if command else "")
+            + (f" at level {level}" if level else "")
             + " (`gpuaccept history show RUN` lists a run's figures)"
         )
+    mixed = sorted({kinds.get(p.run_id, "?") for p in points})
+    if as_json:
+        typer.echo(
+            json.dumps(
+                {
+                    "metric": metric,
+                    "kinds": mixed,
+                    "points": [
+                        {
+                            "started_at": p.started_at,
+                            "run": p.run_id,
+                            "kind": kinds.get(p.run_id),
+                            "node": p.hostname,
+                            "device": device_label(p.device_index),
+                            "metric": p.metric,
+                            "value": p.value,
+                            "unit": p.unit,
+                        }
+                        for p in points
+                    ],
+                },
+                indent=2,
+            )
+        )
+        return
+    if len(mixed) > 1:
+        # as `history compare` says: a quick run's figure is not a standard run's, nor a bench's
+        typer.echo(
+            f"[WARN] these figures come from {len(mixed)} kinds of run ({'; '.join(mixed)}), "
+            "which measure different sizes: compare like with like (--command, --level)"
+        )
     _echo_table(
-        ["started (UTC)", "run", "node", "device", "metric", "value", "unit"],
+        ["started (UTC)", "run", "kind", "node", "device", "metric", "value", "unit"],
         [
             [
                 p.started_at[:19],
                 str(p.run_id),
+                kinds.get(p.run_id, "?"),
                 str(p.hostname),
                 device_label(p.device_index),
                 p.metric,
