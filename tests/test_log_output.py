@@ -109,3 +109,18 @@ def test_accept_help_groups_its_options_and_shows_what_each_level_runs() -> None
         names = [spec.name for spec in CHECKS if level in spec.levels]
         assert line.split(None, 1)[1] == f"{', '.join(names)} (each up to {limit:g} s)"
     assert "dcgm" not in text.split("standard ")[-1].split("\n")[0]
+
+
+@pytest.mark.parametrize("benchmark", ["membw", "transfer", "collectives"])
+def test_bench_help_shows_each_sweeps_own_defaults(benchmark: str) -> None:
+    from typer.testing import CliRunner
+
+    from gpuaccept.cli import app
+    from gpuaccept.cli.bench.common import DEFAULT_SIZES
+
+    text = " ".join(CliRunner().invoke(app, ["bench", benchmark, "--help"]).output.split())
+    gpu, cpu = DEFAULT_SIZES[benchmark]["cuda"], DEFAULT_SIZES[benchmark]["cpu"]
+    assert f"-b, --begin SIZE Smallest size: 8, 64K, 256M, 1G (default {gpu[0]} on a GPU, " in text
+    assert f"-e, --end SIZE Largest size (default {gpu[1]} on a GPU, {cpu[1]} on the CPU)" in text
+    assert f"(default {gpu[2]} on a GPU, {cpu[2]} on the CPU)" in text
+    assert "TEXT" not in text

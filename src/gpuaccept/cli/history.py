@@ -29,7 +29,7 @@ DATABASE = typer.Option(
     "~/.local/share/gpuaccept/history.sqlite).",
 )
 COMMANDS = ("accept", "bench", "train-mnist")  # what the history records runs of
-NODE = typer.Option(None, "--node", help="Only this node (hostname as recorded).")
+NODE = typer.Option(None, "--node", metavar="NODE", help="Only this node (hostname as recorded).")
 AS_JSON = typer.Option(False, "--json", help="Print it as JSON on stdout (for scripts).")
 
 
@@ -328,6 +328,7 @@ def fleet(
         "--tolerance",
         min=0,
         max=100,
+        metavar="PERCENT",
         help="Flag a GPU more than this many percent worse than its model's fleet median.",
     ),
     min_gpus: int = typer.Option(

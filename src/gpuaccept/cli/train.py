@@ -98,7 +98,7 @@ def mnist(
         None, "--batch-size", min=1, help="Global batch size (default: the recipe's)."
     ),
     learning_rate: float | None = typer.Option(
-        None, "--lr", min=0, help="Peak learning rate (default: the recipe's)."
+        None, "--lr", min=0, metavar="RATE", help="Peak learning rate (default: the recipe's)."
     ),
     seed: int = typer.Option(
         0,
@@ -120,6 +120,7 @@ def mnist(
     target_accuracy: float | None = typer.Option(
         None,
         "--target-accuracy",
+        metavar="FRACTION",
         help="Exit 1 when the final test accuracy is below this (0.99 or 99 both mean 99%).",
     ),
     save_model: Path | None = typer.Option(

@@ -10,11 +10,8 @@ from typing import TYPE_CHECKING
 import typer
 
 from gpuaccept.cli.bench.common import (
-    BEGIN,
     CSV_OUT,
     DEVICE,
-    END,
-    FACTOR,
     JSON_OUT,
     check_outputs,
     finish,
@@ -22,6 +19,7 @@ from gpuaccept.cli.bench.common import (
     progress_bar,
     resolve_device,
     show,
+    sweep_options,
     sweep_sizes,
 )
 from gpuaccept.cli.options import finite_number
@@ -33,6 +31,9 @@ if TYPE_CHECKING:
     import torch
 
     from gpuaccept.results import CheckResult
+
+
+_BEGIN, _END, _FACTOR = sweep_options("collectives")
 
 
 def collective_names() -> tuple[str, ...]:
@@ -103,11 +104,12 @@ def collectives(
     op: list[str] = typer.Option(
         [],
         "--op",
-        help="all_reduce, all_gather, reduce_scatter, broadcast (repeatable; default all).",
+        metavar="[all_reduce|all_gather|reduce_scatter|broadcast]",
+        help="The collective to run (repeatable; default all four).",
     ),
-    begin: str | None = BEGIN,
-    end: str | None = END,
-    factor: int | None = FACTOR,
+    begin: str | None = _BEGIN,
+    end: str | None = _END,
+    factor: int | None = _FACTOR,
     warmup: int | None = typer.Option(None, "-w", "--warmup", min=0, help="Warm-up iterations."),
     iterations: int | None = typer.Option(
         None, "-n", "--iterations", min=1, help="Timed iterations per size."

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -268,9 +268,32 @@ def _allocation_failures(label: str) -> Iterator[None]:
         raise InputError(f"{label}: the sizes asked for do not fit in memory ({text})") from None
 
 
-BEGIN = typer.Option(None, "-b", "--begin", help="Smallest size: 8, 64K, 256M, 1G.")
-END = typer.Option(None, "-e", "--end", help="Largest size.")
-FACTOR = typer.Option(None, "-f", "--factor", help="Multiply the size by this each step.")
+def _defaults(benchmark: str, part: int) -> str:
+    gpu, cpu = (DEFAULT_SIZES[benchmark][kind][part] for kind in ("cuda", "cpu"))
+    return f"default {gpu} on a GPU, {cpu} on the CPU"
+
+
+def sweep_options(benchmark: str) -> tuple[Any, Any, Any]:
+    """-b/-e/-f for one benchmark's sweep, as nccl-tests takes them, with its defaults shown."""
+    return (
+        typer.Option(
+            None,
+            "-b",
+            "--begin",
+            metavar="SIZE",
+            help=f"Smallest size: 8, 64K, 256M, 1G ({_defaults(benchmark, 0)}).",
+        ),
+        typer.Option(
+            None, "-e", "--end", metavar="SIZE", help=f"Largest size ({_defaults(benchmark, 1)})."
+        ),
+        typer.Option(
+            None,
+            "-f",
+            "--factor",
+            metavar="N",
+            help=f"Multiply the size by this each step ({_defaults(benchmark, 2)}).",
+        ),
+    )
 
 
 def run_planned(

@@ -85,9 +85,16 @@ def matmul(
         metavar="[fp64|fp32|tf32|bf16|fp16|fp8]",
         help="Repeatable; default bf16 on GPU, fp32 on CPU.",
     ),
-    m: str | None = typer.Option(None, "--m", help="M values: N, N,M,... or START:STOP:STEP."),
-    n: str | None = typer.Option(None, "--n", help="N values (same forms)."),
-    k: str | None = typer.Option(None, "--k", help="K values (same forms)."),
+    m: str | None = typer.Option(
+        None, "--m", metavar="DIMS", help="M dimensions: N, N,M,... or START:STOP:STEP."
+    ),
+    n: str | None = typer.Option(
+        None,
+        "--n",
+        metavar="DIMS",
+        help="N dimensions (same forms; not -n, which is the timed iterations).",
+    ),
+    k: str | None = typer.Option(None, "--k", metavar="DIMS", help="K dimensions (same forms)."),
     preset: str = typer.Option(
         "quick", "--preset", metavar="[quick|full]", help="quick or full shape sweep."
     ),

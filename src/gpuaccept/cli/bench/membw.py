@@ -5,21 +5,21 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpuaccept.cli.bench.common import (
-    BEGIN,
     CSV_OUT,
     DEVICE,
-    END,
-    FACTOR,
     ITERATIONS,
     JSON_OUT,
     WARMUP,
     PlannedRuns,
     iterations_for,
     run_planned,
+    sweep_options,
     sweep_sizes,
 )
 from gpuaccept.cli.recording import HISTORY, NO_HISTORY
 from gpuaccept.sweeps.sizes import sweep_text
+
+_BEGIN, _END, _FACTOR = sweep_options("membw")
 
 
 def plan_membw(
@@ -42,9 +42,9 @@ def plan_membw(
 
 
 def membw(
-    begin: str | None = BEGIN,
-    end: str | None = END,
-    factor: int | None = FACTOR,
+    begin: str | None = _BEGIN,
+    end: str | None = _END,
+    factor: int | None = _FACTOR,
     warmup: int | None = WARMUP,
     iterations: int | None = ITERATIONS,
     device: str = DEVICE,

@@ -77,7 +77,9 @@ def nbody(
     dtype: list[str] = typer.Option(
         [], "--dtype", metavar="[fp32|fp64]", help="fp32 or fp64 (repeatable; default fp32)."
     ),
-    bodies: str | None = typer.Option(None, "--bodies", help="Body counts: N, N,M,... or a range."),
+    bodies: str | None = typer.Option(
+        None, "--bodies", metavar="COUNTS", help="Body counts: N, N,M,... or START:STOP:STEP."
+    ),
     tile: int | None = typer.Option(
         None, "--tile", help="Bodies per tile of the torch kernel (default: bounded memory)."
     ),
