@@ -164,7 +164,7 @@ def test_bad_input_exits_with_one_line_and_no_traceback(
     assert done.stdout == ""  # refused before any check ran
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
-    assert lines[0].startswith("gpuaccept: error: ")
+    assert lines[0].startswith("gpuaccept accept: error: ")
     assert text in lines[0]
 
 

@@ -183,7 +183,7 @@ def test_bad_arguments_exit_2_with_one_line(args: list[str], fragment: str) -> N
     assert result.exit_code == 2, result.output
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("gpuaccept: error: ")
+    assert lines[0].startswith(f"gpuaccept bench {args[0]}: error: ")
     assert fragment in lines[0]
     assert "[BENCH]" not in result.stdout  # refused before anything ran
 

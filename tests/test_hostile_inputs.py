@@ -25,7 +25,11 @@ def _refused(args: list[str], fragment: str) -> None:
     assert result.exit_code == 2, result.output
     assert "Traceback" not in result.output
     (line,) = result.stderr.strip().splitlines()
-    assert line.startswith("gpuaccept: error: "), line
+    # prefixed with the command as typed (`gpuaccept history show: error: ...`)
+    words = line.split(": error: ", 1)[0].split()
+    assert words[0] == "gpuaccept", line
+    assert words[1:] == args[: len(words) - 1], line
+    assert len(words) > 1, line
     assert fragment in line, line
 
 

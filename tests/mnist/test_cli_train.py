@@ -248,7 +248,7 @@ def test_bad_flags_exit_2(small_tarball: Path, args: list[str], fragment: str) -
     result = CliRunner().invoke(app, command)
     assert result.exit_code == 2, result.output
     (line,) = result.stderr.strip().splitlines()
-    assert line.startswith("gpuaccept: error: ")
+    assert line.startswith("gpuaccept train mnist: error: ")
     assert fragment in line
 
 

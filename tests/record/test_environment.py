@@ -260,7 +260,7 @@ def test_cli_env_json_and_output_file(tmp_path: Path) -> None:
     result = runner.invoke(app, ["env", "--output", str(tmp_path)])
     assert result.exit_code == 2
     assert result.stderr.strip().splitlines() == [
-        f"gpuaccept: error: --output {tmp_path}: is a directory, expected a file path"
+        f"gpuaccept env: error: --output {tmp_path}: is a directory, expected a file path"
     ]
 
 

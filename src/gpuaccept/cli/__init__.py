@@ -36,11 +36,25 @@ class _ErrorMappingGroup(typer.core.TyperGroup):
         _plain_metavars(self)
 
     def invoke(self, ctx: Any) -> Any:
+        # the words after `gpuaccept`, read now: the parser consumes them as it goes
+        words = [*getattr(ctx, "_protected_args", []), *getattr(ctx, "args", [])]
         try:
             return super().invoke(ctx)
         except (GpuacceptError, Interrupted) as error:
-            typer.echo(f"gpuaccept: error: {error}", err=True)
+            # prefixed with the command as typed, as the parser's own usage errors are
+            typer.echo(f"{self._command_path(ctx, words)}: error: {error}", err=True)
             raise typer.Exit(error.exit_code) from None
+
+    def _command_path(self, ctx: Any, words: list[str]) -> str:
+        """`gpuaccept bench matmul`: the root's name and the subcommands named on the line."""
+        path, command = [ctx.command_path or "gpuaccept"], self
+        for word in words:
+            commands = getattr(command, "commands", None)
+            if not isinstance(commands, dict) or word not in commands:
+                break
+            path.append(word)
+            command = commands[word]
+        return " ".join(path)
 
 
 _ROOT_HELP = f"""Is this GPU machine fit to run real PyTorch work, and as fast as it should be?
