@@ -295,3 +295,27 @@ def test_torchrun_ranks_agree_on_a_missed_target(small_tarball: Path, tmp_path: 
     )
     assert run.returncode == 1, (run.stdout[-2000:], run.stderr[-2000:])
     assert "[RESULT] FAILURE: mnist" in run.stdout
+
+
+def test_a_long_epoch_says_how_far_it_has_got(
+    small_tarball: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An epoch took 68 s on the development CPU with nothing printed: now a line at most every
+    TRAIN_PROGRESS_SECONDS (here: every step, to see them), none after the last step."""
+    from typer.testing import CliRunner
+
+    from gpuaccept.cli import app
+    from gpuaccept.cli import train as train_cli
+
+    monkeypatch.setattr(train_cli, "TRAIN_PROGRESS_SECONDS", 0.0)
+    command = ["train", "mnist", "--device", "cpu", "--data", str(small_tarball)]
+    result = CliRunner().invoke(app, [*command, "--epochs", "1", "--no-history"])
+    assert result.exit_code == 0, result.output
+    progress = [line for line in result.stdout.splitlines() if "% of epoch 1/1" in line]
+    assert progress
+    assert progress[-1] != "[TRAIN] 100% of epoch 1/1"
+    percents = [int(line.split("%")[0].rsplit(" ", 1)[1]) for line in progress]
+    assert percents == sorted(percents)
+    lines = result.stdout.splitlines()
+    first_epoch = next(i for i, line in enumerate(lines) if line.startswith("[TRAIN] epoch   1/1"))
+    assert lines.index(progress[-1]) < first_epoch  # progress comes before the epoch's line

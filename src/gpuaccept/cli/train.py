@@ -31,6 +31,8 @@ if TYPE_CHECKING:
     from gpuaccept.mnist.recipes import Recipe
     from gpuaccept.mnist.train import EpochRecord
 
+TRAIN_PROGRESS_SECONDS = 10.0
+
 app = typer.Typer(
     rich_markup_mode=None,
     help="Training workloads: a real PyTorch job as acceptance.",
@@ -293,6 +295,7 @@ def _train_and_report(
             typer.echo(f"[TRAIN] resuming from {checkpoint}")
 
     def show(record: EpochRecord) -> None:
+        said[0] = time.monotonic()
         if lead:
             typer.echo(
                 f"[TRAIN] epoch {record.epoch:>3}/{epochs}  loss {record.loss:.4f}  "
@@ -300,6 +303,15 @@ def _train_and_report(
                 f"{record.images_per_second:,.0f} images/s  epoch {record.epoch_seconds:.1f} s  "
                 f"elapsed {record.elapsed_seconds:.1f} s"
             )
+
+    said = [time.monotonic()]
+
+    def progress(epoch: int, done: int, steps: int) -> None:
+        # an epoch can take a minute on a CPU: say where it is every TRAIN_PROGRESS_SECONDS
+        now = time.monotonic()
+        if lead and now - said[0] >= TRAIN_PROGRESS_SECONDS and done < steps:
+            said[0] = now
+            typer.echo(f"[TRAIN] {done / steps:.0%} of epoch {epoch}/{epochs}")
 
     def stop_for_scheduler(epoch: int) -> None:
         if checkpoint_exit_code is not None:
@@ -321,6 +333,7 @@ def _train_and_report(
                 checkpoint=CheckpointPlan(checkpoint, checkpoint_every) if checkpoint else None,
                 on_epoch=show,
                 after_checkpoint=stop_for_scheduler,
+                on_step=progress,
             )
     except (Interrupted, KeyboardInterrupt) as error:
         # SIGTERM (preemption, scancel, an eviction without checkpoint_exit_code) or Ctrl-C: the

@@ -323,14 +323,17 @@ def train_mnist(
     checkpoint: CheckpointPlan | None = None,
     on_epoch: Callable[[EpochRecord], None] | None = None,
     after_checkpoint: Callable[[int], None] | None = None,
+    on_step: Callable[[int, int, int], None] | None = None,
 ) -> TrainOutcome:
     """Train `config.recipe` on `data` for `config.epochs`, resuming from `checkpoint` if present.
 
     `on_epoch` sees each epoch's record; `after_checkpoint` is called with the epoch number after
-    each checkpoint written (HTCondor's self-checkpointing exits the job there).
+    each checkpoint written (HTCondor's self-checkpointing exits the job there); `on_step` with
+    (epoch, steps done, steps per epoch) after each step is launched (not awaited: it must be
+    cheap, and says how far the host has got).
     """
     with _precision_as_asked(config):
-        return _train_mnist(data, config, device, checkpoint, on_epoch, after_checkpoint)
+        return _train_mnist(data, config, device, checkpoint, on_epoch, after_checkpoint, on_step)
 
 
 def _train_mnist(
@@ -340,6 +343,7 @@ def _train_mnist(
     checkpoint: CheckpointPlan | None,
     on_epoch: Callable[[EpochRecord], None] | None,
     after_checkpoint: Callable[[int], None] | None,
+    on_step: Callable[[int, int, int], None] | None = None,
 ) -> TrainOutcome:
     recipe = config.recipe
     rank, world = _rank_and_world()
@@ -446,8 +450,10 @@ def _train_mnist(
         counters.step_in_epoch.zero_()
         counters.loss_sum.zero_()
         trained.train()
-        for _ in range(steps_per_epoch):
+        for done in range(1, steps_per_epoch + 1):
             run_step()
+            if on_step is not None:
+                on_step(epoch + 1, done, steps_per_epoch)
         loss_sum = counters.loss_sum.clone()
         if world > 1:
             dist.all_reduce(loss_sum)
