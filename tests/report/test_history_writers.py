@@ -170,3 +170,31 @@ def test_the_html_page_draws_the_samples_taken_under_load() -> None:
     assert page.count('alt="gpu0 power and SM clock under load"') == 1
     assert "power_max_w" in page  # the summary the verdicts came from
     assert '"power_w"' not in page  # the raw samples stay in the JSON report
+
+
+def test_the_time_axis_fits_the_runs_not_a_day() -> None:
+    from datetime import timedelta
+
+    from gpuaccept.report.charts import time_axis
+
+    t0 = datetime(2026, 11, 1, 8, 0, tzinfo=UTC)
+    minutes_apart = [t0, t0 + timedelta(minutes=10), t0 + timedelta(minutes=20)]
+    start, end = time_axis(minutes_apart)
+    assert (start, end) == (t0 - timedelta(minutes=1.6), t0 + timedelta(minutes=21.6))
+    weeks = [t0, t0 + timedelta(days=14)]
+    assert time_axis(weeks)[1] - time_axis(weeks)[0] == timedelta(days=14 * 1.16)
+    alone = time_axis([t0])
+    assert alone[1] - alone[0] == timedelta(minutes=1.16)
+    assert alone[0] < t0 < alone[1]
+
+
+def test_a_first_run_gets_no_empty_charts_and_says_why(tmp_path: Path) -> None:
+    first = gpu_report("n1", [800.0])
+    with History.open(tmp_path / "h.sqlite") as history:
+        history.append([(first, "run")])
+        trends = {"compute/matmul_bf16_tflops": history.points("compute/matmul_bf16_tflops")}
+    page = render_html(first, trends)
+    parser = _Images()
+    parser.feed(page)
+    assert parser.sources == []
+    assert "First run of its kind on this node: no trend to draw yet" in page

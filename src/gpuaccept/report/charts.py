@@ -1,8 +1,9 @@
 """Trend charts (PNG) of figures over time, drawn with matplotlib's object API (no pyplot state).
 
-Honest axes: the y axis starts at zero (a 0.5% wobble looks like one), a single run or runs
-seconds apart get a day of time axis rather than a span of years or a scale of seconds, the run
-the page is about is marked, and the reference floor is drawn when there is one.
+Honest axes: the y axis starts at zero (a 0.5% wobble looks like one), the time axis spans the
+runs with a margin (runs minutes apart are spread over the axis, not a spike in a day-wide one;
+runs seconds apart get at least a minute), the run the page is about is marked, the reference
+floor is drawn when there is one, and the legend names only what is drawn.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-_MIN_SPAN = timedelta(days=1)
+_MIN_SPAN = timedelta(minutes=1)
+_MARGIN = 0.08  # of the runs' span, either side
 
 
 def _finite(value: Any) -> float | None:
@@ -33,6 +35,15 @@ def chartable(when: datetime) -> bool:
     return _CHARTABLE[0] <= moment <= _CHARTABLE[1]
 
 
+def time_axis(times: Sequence[datetime]) -> tuple[datetime, datetime]:
+    """The time axis for runs at `times`: their span (at least a minute) and a margin each side."""
+    start, end = min(times), max(times)
+    span = max(end - start, _MIN_SPAN)
+    middle = start + (end - start) / 2
+    half = span / 2 + span * _MARGIN
+    return middle - half, middle + half
+
+
 def trend_chart_png(
     title: str,
     unit: str,
@@ -46,13 +57,15 @@ def trend_chart_png(
     from matplotlib.figure import Figure
 
     series = {
-        label: [(when, value) for when, value in points if chartable(when)]
+        label: kept
         for label, points in series.items()
+        if (kept := [(when, value) for when, value in points if chartable(when)])
     }
     figure = Figure(figsize=(5.6, 2.8), dpi=100, layout="constrained")
     axes = figure.add_subplot()
     times = [when for points in series.values() for when, _ in points]
     values = [value for points in series.values() for _, value in points]
+    starred = False
     for label, points in sorted(series.items()):
         ordered = sorted(points)
         axes.plot(
@@ -74,15 +87,13 @@ def trend_chart_png(
                 marker="*",
                 markersize=11,
                 color="black",
-                label="this run" if label == sorted(series)[0] else None,
+                label=None if starred else "this run",
             )
+            starred = True
     if floor is not None:
         axes.axhline(floor, color="#b3261e", linestyle="--", linewidth=1, label="reference floor")
     if times:
-        start, end = min(times), max(times)
-        if end - start < _MIN_SPAN:
-            middle = start + (end - start) / 2
-            axes.set_xlim(date2num(middle - _MIN_SPAN / 2), date2num(middle + _MIN_SPAN / 2))
+        axes.set_xlim(*(date2num(when) for when in time_axis(times)))
     finite = [v for v in values if v == v] + ([floor] if floor is not None else [])
     if finite and min(finite) >= 0:
         axes.set_ylim(bottom=0, top=max(finite) * 1.1 or 1.0)
@@ -93,7 +104,7 @@ def trend_chart_png(
     axes.set_title(title, fontsize=10)
     axes.set_ylabel(unit.replace("$", r"\$"))
     axes.grid(True, alpha=0.3)
-    if len(series) > 1 or floor is not None or this_run is not None:
+    if len(series) > 1 or floor is not None or starred:
         axes.legend(fontsize=7, loc="lower left")
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png")

@@ -188,6 +188,14 @@ def _charts(trends: dict[str, list[MetricPoint]], report: RunReport) -> str:
         if m.reference is not None
     }
     this_run = datetime.fromisoformat(report.started_at)
+    # a figure measured in one run only has no trend: a panel with one star on an empty axis
+    # says nothing, so it is not drawn, and the page says why
+    key = [m for m in key if len({point.run_id for point in trends[m]}) > 1]
+    if not key:
+        return (
+            "<p>First run of its kind on this node: no trend to draw yet (the charts appear "
+            "from the second run on).</p>"
+        )
     figures = []
     for metric in key[:MAX_CHARTS]:
         points = trends[metric]
