@@ -46,11 +46,14 @@ def test_an_interrupted_bench_writes_its_report_and_history(
     )
     ranks: list[int] = []
 
-    def note_ranks() -> None:  # wait until the ranks run (they start after the header)
+    def note_ranks() -> None:  # wait until both ranks run (they start after the header)
         deadline = time.monotonic() + 60  # the forkserver imports torch first: slow when loaded
-        while not ranks and time.monotonic() < deadline:
-            ranks.extend(workers_of(process.pid))
+        while len(ranks) < 2 and time.monotonic() < deadline:
+            ranks[:] = workers_of(process.pid)
             time.sleep(0.05)
+        # a rank still starting when the run ends printed a forkserver traceback ("No such file
+        # or directory", once, under load): the signal comes once both ranks have started
+        time.sleep(0.5)
 
     # the header comes first; the ranks are seen running before the signal is sent
     stdout, stderr = stop_after(process, "[BENCH] collectives all_reduce", signum, note_ranks)

@@ -180,7 +180,16 @@ def test_report_from_run_id_and_from_file(tmp_path: Path) -> None:
         app, ["report", "4", "--html", str(html), "--prometheus", str(prom), "--history", str(db)]
     )
     assert result.exit_code == 0, result.output
-    assert html.read_text().count("data:image/png;base64,") == 1
+    # run 4 is node "slow"'s first: no trend to draw, and the page says so
+    assert html.read_text().count("data:image/png;base64,") == 0
+    assert "First run of its kind on this node" in html.read_text()
+    later = _write(
+        tmp_path / "later.json", gpu_report("slow", [800.0, 700.0], hours=9).model_dump_json()
+    )
+    runner.invoke(app, ["history", "import", str(later), "--history", str(db)])
+    again = runner.invoke(app, ["report", "5", "--html", str(html), "--history", str(db)])
+    assert again.exit_code == 0, again.output
+    assert html.read_text().count("data:image/png;base64,") == 1  # matmul, its two runs
     names = {f.name for f in text_string_to_metric_families(prom.read_text())}
     assert "gpuaccept_measurement_value" in names
     markdown = runner.invoke(app, ["report", str(files[3]), "--markdown", "-"])
