@@ -124,3 +124,28 @@ def test_bench_help_shows_each_sweeps_own_defaults(benchmark: str) -> None:
     assert f"-e, --end SIZE Largest size (default {gpu[1]} on a GPU, {cpu[1]} on the CPU)" in text
     assert f"(default {gpu[2]} on a GPU, {cpu[2]} on the CPU)" in text
     assert "TEXT" not in text
+
+
+def test_html_details_read_as_words_not_python() -> None:
+    from gpuaccept.naming import detail_title
+
+    assert detail_title("nvml_gpu_count") == "NVML GPU count"
+    assert detail_title("power_max_w") == "power max (W)"
+    assert detail_title("tolerance_percent") == "tolerance (%)"
+    assert detail_title("w") == "w"  # a lone word is no unit
+    check = CheckResult(
+        name="stack",
+        area="STACK",
+        status=Status.PASS,
+        message="ok",
+        details={"nvml_gpu_count": 8, "skipped_dtypes": {}, "cudnn_enabled": True, "tf32": False},
+    )
+    page = render_html(rejudged(gpu_report("n1", [782.0]), checks=[check]), {})
+    body = page.split("<h2>Environment capture</h2>")[0]
+    assert "<b>NVML GPU count</b></td><td>8" in body
+    assert "<b>skipped dtypes</b></td><td>none" in body
+    assert "<b>cudnn enabled</b></td><td>yes" in body
+    assert "<b>tf32</b></td><td>no" in body
+    assert "True" not in body
+    assert "False" not in body
+    assert "{}" not in body

@@ -109,3 +109,56 @@ def floor_verdict_text(measurement: Measurement) -> str:
     """A figure's verdict against its reference floor, as people read it: `pass`, `fail`, or
     `no reference` (stored as "unchecked", which read as if the figure had not been checked)."""
     return "no reference" if measurement.verdict.value == "unchecked" else measurement.verdict.value
+
+
+# words that are names, written as their owners write them
+_ACRONYMS = {
+    "nvml": "NVML",
+    "gpu": "GPU",
+    "gpus": "GPUs",
+    "cpu": "CPU",
+    "pcie": "PCIe",
+    "xid": "XID",
+    "ecc": "ECC",
+    "nccl": "NCCL",
+    "dcgm": "DCGM",
+    "mig": "MIG",
+    "sm": "SM",
+    "hbm": "HBM",
+    "uuid": "UUID",
+    "id": "id",
+    "dtypes": "dtypes",
+    "ddp": "DDP",
+    "nvlink": "NVLink",
+}
+
+
+# a key's last word when it is a unit, as the unit is written
+_UNIT_WORDS = {
+    "w": "W",
+    "mhz": "MHz",
+    "s": "s",
+    "seconds": "s",
+    "us": "us",
+    "ms": "ms",
+    "gbps": "GB/s",
+    "percent": "%",
+    "c": "°C",
+    "bytes": "bytes",
+    "mib": "MiB",
+    "gib": "GiB",
+    "tflops": "TFLOPS",
+}
+
+
+def detail_title(key: str) -> str:
+    """A details key as a label: `nvml_gpu_count` -> `NVML GPU count`, `power_max_w` ->
+    `power max (W)`."""
+    words = str(key).replace("_", " ").split()
+    if not words:
+        return str(key)
+    unit = _UNIT_WORDS.get(words[-1].lower()) if len(words) > 1 else None
+    if unit is not None:
+        words = words[:-1]
+    title = " ".join(_ACRONYMS.get(word.lower(), word) for word in words)
+    return f"{title} ({unit})" if unit else title

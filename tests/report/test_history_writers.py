@@ -168,7 +168,8 @@ def test_the_html_page_draws_the_samples_taken_under_load() -> None:
     )
     page = render_html(rejudged(report, checks=[compute, *report.checks[1:]]), {})
     assert page.count('alt="gpu0 power and SM clock under load"') == 1
-    assert "power_max_w" in page  # the summary the verdicts came from
+    assert "power max (W)" in page  # the summary the verdicts came from, labelled for people
+    assert "power_max_w" not in page.split("<details>")[0]  # (the raw JSON is at the end)
     assert '"power_w"' not in page  # the raw samples stay in the JSON report
 
 

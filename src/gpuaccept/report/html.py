@@ -16,6 +16,7 @@ from typing import Any
 
 from gpuaccept.naming import (
     chart_title,
+    detail_title,
     floor_verdict_text,
     format_number,
     metric_title,
@@ -45,6 +46,8 @@ th { background: #f3f3f3; }
 
 
 def _text(value: Any) -> str:
+    if isinstance(value, bool):  # a person reads yes/no, not Python's True/False
+        return "yes" if value else "no"
     return "n/a" if value is None else escape(str(value))
 
 
@@ -57,9 +60,12 @@ def _number(value: Any) -> str:
 def _value(value: Any, depth: int = 0) -> str:
     """A details value as a person reads it: scalars as text, objects as small tables, lists of
     scalars as one line; only what is nested deeper than that stays compact JSON."""
-    if isinstance(value, dict) and value and depth < 2:
+    if isinstance(value, dict | list) and not value:
+        return "none"
+    if isinstance(value, dict) and depth < 2:
         return _table(
-            None, [[f"<b>{_text(k)}</b>", _value(v, depth + 1)] for k, v in value.items()]
+            None,
+            [[f"<b>{_text(detail_title(k))}</b>", _value(v, depth + 1)] for k, v in value.items()],
         )
     if isinstance(value, list) and all(not isinstance(v, dict | list) for v in value):
         return ", ".join(_number(v) for v in value) or "none"
