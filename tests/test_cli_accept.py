@@ -331,3 +331,27 @@ def test_a_check_hung_in_nvml_times_out_and_the_rest_still_run(tmp_path: Path) -
     assert "timed out after 2 s" in stdout
     assert "[COMPUTE] PASS compute" in stdout
     assert stdout.splitlines()[-1] == "[RESULT] FAILURE: inventory"
+
+
+def test_json_puts_the_report_alone_on_stdout_pass_or_fail(tmp_path: Path) -> None:
+    done = accept(*QUICK_CPU_COMPUTE, "--no-history", "--json")
+    assert done.returncode == 0, done.stderr
+    report = RunReport.model_validate_json(done.stdout)  # nothing else on stdout
+    assert [c.name for c in report.checks] == ["compute"]
+    assert "[RESULT] SUCCESS in CPU mode" in done.stderr  # the run's lines went to stderr
+    failed = accept(
+        "--level",
+        "quick",
+        "--only",
+        "inventory",
+        "--expect-gpus",
+        "1",
+        "--no-history",
+        "--json",
+        extra_env=NO_GPU_ENV,
+    )
+    assert failed.returncode == 1
+    assert RunReport.model_validate_json(failed.stdout).verdict.failed_checks == ["inventory"]
+    refused = accept("--level", "nope", "--json")
+    assert refused.returncode == 2
+    assert refused.stdout == ""

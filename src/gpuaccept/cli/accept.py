@@ -169,6 +169,12 @@ def accept(
         "name the slow or failing node.",
         rich_help_panel="Across nodes",
     ),
+    as_json: bool = typer.Option(
+        False,
+        "--json",
+        help="Print the JSON report on stdout when the run ends (the run's lines go to stderr).",
+        rich_help_panel="Outputs",
+    ),
     history: Path | None = HISTORY,
     no_history: bool = NO_HISTORY,
     drop_tolerance: float | None = DROP_TOLERANCE,
@@ -198,6 +204,11 @@ def accept(
         no_history=no_history,
         drop=drop_policy(drop_tolerance, fail_on_drop),
     )
+    if plan.launch is not None and as_json:
+        raise InputError(
+            f"--json is for one node: under {plan.launch.launcher} each node writes its own "
+            "JSON report (--report-dir)"
+        )
     if plan.launch is not None:
         from gpuaccept.cli.multinode import accept_across_nodes
 
@@ -215,11 +226,23 @@ def accept(
             pairwise=plan.pairwise,
         )
         return
+    import contextlib
+    import sys
+
     from gpuaccept.cli.signals import interrupts_as_exceptions
 
-    with interrupts_as_exceptions():
-        reports, interrupted = _run(plan)
-        _write(plan, reports, interrupted)
+    stdout = sys.stdout
+    written: list[RunReport] = []
+    # with --json, stdout carries the report alone: every line of the run goes to stderr
+    lines_to = contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext()
+    try:
+        with lines_to, interrupts_as_exceptions():
+            reports, interrupted = _run(plan)
+            _write(plan, reports, interrupted, written)
+    finally:
+        if as_json and written:  # a failed or interrupted run is reported too
+            stdout.write(written[-1].model_dump_json(indent=2) + "\n")
+            stdout.flush()
 
 
 @dataclass(frozen=True)
@@ -400,9 +423,14 @@ def _run(plan: AcceptPlan) -> tuple[list[RunReport], Interrupted | None]:
     return reports, None
 
 
-def _write(plan: AcceptPlan, reports: list[RunReport], interrupted: Interrupted | None) -> None:
+def _write(
+    plan: AcceptPlan,
+    reports: list[RunReport],
+    interrupted: Interrupted | None,
+    written: list[RunReport],
+) -> None:
     """Every output the run was asked for, the history, the baseline, and the exit the
-    verdict gives."""
+    verdict gives; the final report is added to `written` as soon as it is complete."""
     import sys
 
     from gpuaccept import references as refs
@@ -411,6 +439,7 @@ def _write(plan: AcceptPlan, reports: list[RunReport], interrupted: Interrupted 
     if interrupted is None:
         reports = [compared_with_history(r, plan.history_path, plan.drop) for r in reports]
     report = reports[-1]
+    written.append(report)
     if plan.report_dir is not None:
         from gpuaccept.report.json_report import write_json_report
 
