@@ -99,6 +99,8 @@ def test_p2p_twin_copies_between_buffers_and_judges_the_pair() -> None:
     assert result.status is Status.PASS, result.message
     assert [m.name for m in result.measurements] == ["p2p_gbps"]
     assert result.details["rows"][0]["pair"] == "cpu buffer -> buffer"
+    # no GPU pair was measured, and the line says so
+    assert result.message == "a host buffer copied to another within the sanity floor (CPU twin)"
     failed = p2p.run(cpu_context(references={"p2p_gbps": impossible("GB/s")}))
     assert failed.status is Status.FAIL
     assert failed.message.startswith("cpu buffer -> buffer p2p_gbps")
