@@ -37,6 +37,10 @@ def test_min_busbw_fails_below_nine_tenths_of_the_floor() -> None:
     failed = collectives.conclude(replace(cpu_context(), min_busbw_gbps=busbw / 0.89), outcome)
     assert failed.status is Status.FAIL
     assert "below 0.9 x --min-busbw" in failed.message
+    # the floor that decided is kept for the charts to draw
+    floor = failed.details["floors"]["allreduce_busbw_gbps"]
+    assert floor == pytest.approx(0.9 * busbw / 0.89)
+    assert "floors" not in collectives.conclude(cpu_context(), outcome).details
 
 
 def test_collectives_wrong_sum_fails(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,12 +10,14 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpuaccept.record.history import History
 from gpuaccept.report.html import render_html
 from gpuaccept.report.markdown import render_markdown
 from gpuaccept.report.prometheus import render_prometheus, write_prometheus
+from gpuaccept.results import RunReport
 from tests.run_reports import gpu_report, rejudged
 
 HOSTILE_HOST = 'gpu"node\\7\n<script>alert(1)</script> ☃'
@@ -199,3 +201,37 @@ def test_a_first_run_gets_no_empty_charts_and_says_why(tmp_path: Path) -> None:
     parser.feed(page)
     assert parser.sources == []
     assert "First run of its kind on this node: no trend to draw yet" in page
+
+
+def test_the_floor_an_option_set_is_drawn_when_it_decided(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--min-busbw judged the all-reduce; the chart drew no floor (the figure has no reference)."""
+    import gpuaccept.report.html as html
+    from gpuaccept.results import CheckResult, Measurement, Status
+
+    def run(hours: int, busbw: float) -> RunReport:
+        check = CheckResult(
+            name="collectives",
+            area="COLLECTIVES",
+            status=Status.FAIL if busbw < 90 else Status.PASS,
+            message="m",
+            measurements=[Measurement(name="allreduce_busbw_gbps", value=busbw, unit="GB/s")],
+            details={"floors": {"allreduce_busbw_gbps": 90.0}},
+        )
+        return rejudged(gpu_report("n1", [800.0], hours=hours), checks=[check])
+
+    reports = [run(0, 120.0), run(1, 60.0)]
+    with History.open(tmp_path / "h.sqlite") as history:
+        history.append([(r, "run") for r in reports])
+        trends = {"collectives/allreduce_busbw_gbps": history.points("allreduce_busbw_gbps")}
+    drawn: list[object] = []
+    real = html.trend_chart_png
+
+    def spy(*args: object, **kwargs: object) -> bytes:
+        drawn.append(kwargs.get("floor"))
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(html, "trend_chart_png", spy)
+    html.render_html(reports[-1], trends)
+    assert drawn == [90.0]

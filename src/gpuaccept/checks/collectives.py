@@ -68,6 +68,11 @@ def conclude(context: CheckContext, outcome: RanksOutcome) -> CheckResult:
     if ranks > 1:
         findings.judge(context, target, "allreduce_busbw_gbps", figure.busbw_gbps, "GB/s")
         summary = f"busbw {figure.busbw_gbps:.2f} GB/s"
+        if context.min_busbw_gbps is not None:
+            # the floor the option sets, for the charts to draw beside the reference's
+            findings.details["floors"] = {
+                "allreduce_busbw_gbps": MIN_BUSBW_TOLERANCE * context.min_busbw_gbps
+            }
         if below_min_busbw(figure.busbw_gbps, context.min_busbw_gbps):
             # one size, so the sweep's average nccl-tests compares is this figure: as
             # nccl-tests -b SIZE -e SIZE (how aznhc runs it at 16 GiB) would judge it

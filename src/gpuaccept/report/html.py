@@ -193,6 +193,13 @@ def _charts(trends: dict[str, list[MetricPoint]], report: RunReport) -> str:
         for m in check.measurements
         if m.reference is not None
     }
+    # a floor an option set (--min-busbw) judges beside the reference: the higher one decided
+    for check in report.checks:
+        extra = check.details.get("floors")
+        for name, value in extra.items() if isinstance(extra, dict) else ():
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                metric = f"{check.name}/{name}"
+                floors[metric] = max(float(value), floors.get(metric, float("-inf")))
     this_run = datetime.fromisoformat(report.started_at)
     # a figure measured in one run only has no trend: a panel with one star on an empty axis
     # says nothing, so it is not drawn, and the page says why
