@@ -319,3 +319,6 @@ def test_a_long_epoch_says_how_far_it_has_got(
     lines = result.stdout.splitlines()
     first_epoch = next(i for i, line in enumerate(lines) if line.startswith("[TRAIN] epoch   1/1"))
     assert lines.index(progress[-1]) < first_epoch  # progress comes before the epoch's line
+    # how the steps run is said once, when known, before the first epoch's line
+    [mode] = [i for i, line in enumerate(lines) if line.startswith("[TRAIN] training step: ")]
+    assert mode < first_epoch

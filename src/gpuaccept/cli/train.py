@@ -313,6 +313,13 @@ def _train_and_report(
             said[0] = now
             typer.echo(f"[TRAIN] {done / steps:.0%} of epoch {epoch}/{epochs}")
 
+    mode_said: list[str] = []
+
+    def say_step_mode(mode: str) -> None:  # before the first epoch's line, not after the last
+        mode_said.append(mode)
+        if lead:
+            typer.echo(f"[TRAIN] training step: {mode}")
+
     def stop_for_scheduler(epoch: int) -> None:
         if checkpoint_exit_code is not None:
             if lead:
@@ -334,6 +341,7 @@ def _train_and_report(
                 on_epoch=show,
                 after_checkpoint=stop_for_scheduler,
                 on_step=progress,
+                on_step_mode=say_step_mode,
             )
     except (Interrupted, KeyboardInterrupt) as error:
         # SIGTERM (preemption, scancel, an eviction without checkpoint_exit_code) or Ctrl-C: the
@@ -350,7 +358,7 @@ def _train_and_report(
             report_dir=report_dir,
             history=history,
         )
-    if lead:
+    if lead and not mode_said:  # no epoch ran here (a finished checkpoint): say it now
         typer.echo(f"[TRAIN] training step: {outcome.step_mode}")
     # Every rank holds the same (all-reduced) accuracy, so every rank reaches the same verdict and
     # exits the same way; only rank 0 writes.

@@ -324,16 +324,20 @@ def train_mnist(
     on_epoch: Callable[[EpochRecord], None] | None = None,
     after_checkpoint: Callable[[int], None] | None = None,
     on_step: Callable[[int, int, int], None] | None = None,
+    on_step_mode: Callable[[str], None] | None = None,
 ) -> TrainOutcome:
     """Train `config.recipe` on `data` for `config.epochs`, resuming from `checkpoint` if present.
 
     `on_epoch` sees each epoch's record; `after_checkpoint` is called with the epoch number after
     each checkpoint written (HTCondor's self-checkpointing exits the job there); `on_step` with
     (epoch, steps done, steps per epoch) after each step is launched (not awaited: it must be
-    cheap, and says how far the host has got).
+    cheap, and says how far the host has got); `on_step_mode` once, with how the steps run
+    (a CUDA graph or eager, and why), as soon as the first epoch of this run has shown it.
     """
     with _precision_as_asked(config):
-        return _train_mnist(data, config, device, checkpoint, on_epoch, after_checkpoint, on_step)
+        return _train_mnist(
+            data, config, device, checkpoint, on_epoch, after_checkpoint, on_step, on_step_mode
+        )
 
 
 def _train_mnist(
@@ -344,6 +348,7 @@ def _train_mnist(
     on_epoch: Callable[[EpochRecord], None] | None,
     after_checkpoint: Callable[[int], None] | None,
     on_step: Callable[[int, int, int], None] | None = None,
+    on_step_mode: Callable[[str], None] | None = None,
 ) -> TrainOutcome:
     recipe = config.recipe
     rank, world = _rank_and_world()
@@ -459,6 +464,8 @@ def _train_mnist(
             dist.all_reduce(loss_sum)
             loss_sum /= world
         mean_loss = float(loss_sum.item()) / steps_per_epoch  # .item() synchronises the device
+        if on_step_mode is not None and epoch == start_epoch:
+            on_step_mode(run_step.mode)
         outcome.step_mode = run_step.mode
         train_seconds = time.perf_counter() - epoch_start
         accuracy = evaluate(model, test_images, test_labels, config)
