@@ -14,8 +14,9 @@ interrupted is no picture of the node as it should be. Figures are matched by ch
 device, and the device's model must agree. A stack change starts the comparison afresh: the
 reason is printed, and `history compare` shows the runs either side of the change.
 
-The tolerance (default 20%) is twice gpu-fryer's 10% homogeneity tolerance between GPUs of one
-node (huggingface/gpu-fryer, README "--tolerance"): runs of one node days apart also differ in
+The tolerance (default 20%) is twice gpu-fryer's 10% between the GPUs of one node (its
+`--tflops-tolerance`, default 10, a GPU's average against the best GPU's: huggingface/gpu-fryer
+src/main.rs:73-76 and 609-617 at 704ba85): runs of one node days apart also differ in
 clocks, temperature and what else the host was doing, so a drop past 20% is a change, not noise.
 On the CPU twins the default is 50%: they share the machine with whatever else runs there, and
 two quick accepts back to back on the 2-core development machine differed by 74% in the 1 MiB
