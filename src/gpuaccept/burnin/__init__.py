@@ -1,0 +1,1 @@
+"""Burn-in: hours of load, judged in windows across the GPUs of a node (issue #23)."""
