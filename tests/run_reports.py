@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from gpuaccept.results import CheckResult, Measurement, Reference, RunReport, Status
@@ -101,3 +102,12 @@ def gpu_report(
 
 def measurement_count(report: RunReport) -> int:
     return sum(len(check.measurements) for check in report.checks)
+
+
+def history_with(path: Path, *reports: RunReport) -> Path:
+    """A history database at `path` holding `reports` (imported as a test would)."""
+    from gpuaccept.record.history import History
+
+    with History.open(path) as history:
+        history.append([(report, "test") for report in reports])
+    return path

@@ -15,16 +15,13 @@ from typer.testing import CliRunner
 from gpuaccept.cli import app
 from gpuaccept.record.history import History
 from gpuaccept.results import Measurement, RunReport
-from tests.run_reports import rejudged
+from tests.run_reports import history_with, rejudged
 
 runner = CliRunner()
 
 
 def _history(tmp_path: Path, *reports: RunReport) -> Path:
-    path = tmp_path / "h.sqlite"
-    with History.open(path) as history:
-        history.append([(report, "test") for report in reports])
-    return path
+    return history_with(tmp_path / "h.sqlite", *reports)
 
 
 def _slowed(report: RunReport, factor: float) -> RunReport:

@@ -15,16 +15,13 @@ from gpuaccept.record.history import History
 from gpuaccept.record.self_comparison import compare_with_own_history, default_tolerance
 from gpuaccept.results import CheckResult, Measurement, RunReport
 from gpuaccept.verdict import Outcome, Status
-from tests.run_reports import gpu_report, rejudged
+from tests.run_reports import gpu_report, history_with, rejudged
 
 runner = CliRunner()
 
 
 def _history(tmp_path: Path, *reports: RunReport) -> Path:
-    path = tmp_path / "h.sqlite"
-    with History.open(path) as history:
-        history.append([(report, "test") for report in reports])
-    return path
+    return history_with(tmp_path / "h.sqlite", *reports)
 
 
 def _compare(path: Path, report: RunReport, **options: Any) -> Any:
