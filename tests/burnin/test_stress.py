@@ -1,0 +1,67 @@
+"""One burn-in window on the CPU twin: the same seed gives the same bits on every device, each
+window holds load for its time, and a device whose bits change within a window is caught."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuaccept.burnin import stress
+from gpuaccept.burnin.judging import judge_digests
+
+
+@pytest.mark.parametrize("stressor", ["gemm-bf16", "gemm-fp32", "hbm", "host-transfer"])
+def test_every_device_of_the_twin_computes_the_same_bits_for_the_same_seed(stressor: str) -> None:
+    works = [stress.run_window(stressor, 0.2, seed=11, device_index=None) for _ in range(2)]
+    for work in works:
+        assert work.stressor == stressor
+        assert work.iterations >= 1
+        assert work.seconds >= 0.2  # held for the window, then stopped
+        assert work.throughput > 0
+        assert work.unit == ("TFLOPS" if stressor.startswith("gemm") else "GB/s")
+        assert work.repeats_agree
+    assert judge_digests({f"cpu{i}": w.digest for i, w in enumerate(works)}).ok
+    assert works[0].row_digests == works[1].row_digests
+    other_seed = stress.run_window(stressor, 0.05, seed=12, device_index=None)
+    assert other_seed.digest != works[0].digest
+
+
+def test_a_device_whose_result_changes_within_the_window_is_caught(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import torch
+
+    real_matmul = torch.Tensor.__matmul__
+    calls = [0]
+
+    def flaky(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        calls[0] += 1
+        out = real_matmul(a, b)
+        if calls[0] > 1:  # every iteration after the first: one element off by a low bit
+            out = out.clone()
+            out.view(torch.int32)[3, 4] ^= 1
+        return out
+
+    monkeypatch.setattr(torch.Tensor, "__matmul__", flaky)
+    work = stress.run_window("gemm-fp32", 0.05, seed=11, device_index=None)
+    assert not work.repeats_agree
+    monkeypatch.setattr(torch.Tensor, "__matmul__", real_matmul)
+    healthy = stress.run_window("gemm-fp32", 0.05, seed=11, device_index=None)
+    assert stress.first_differing_row(work.row_digests, healthy.row_digests) == 3
+    assert stress.first_differing_row(healthy.row_digests, healthy.row_digests) is None
+
+
+def test_all_reduce_is_not_a_per_device_stressor() -> None:
+    with pytest.raises(ValueError, match="runs as ranks"):
+        stress.run_window("all-reduce", 0.01, seed=1, device_index=None)
+
+
+def test_tf32_is_off_during_a_window_and_restored_after() -> None:
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        with stress._tf32_off():
+            assert torch.backends.cuda.matmul.allow_tf32 is False
+        assert torch.backends.cuda.matmul.allow_tf32 is True
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = False
