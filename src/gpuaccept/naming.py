@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 
-from gpuaccept.results import Measurement, RunReport, device_label
+from gpuaccept.results import Measurement, RunReport, Verdict, device_label
 
 _DTYPE = r"(fp64|fp32|tf32|bf16|fp16|fp8)"
 _NAMED: list[tuple[str, str]] = [
@@ -108,7 +108,9 @@ def chart_title(metric: str) -> str:
 def floor_verdict_text(measurement: Measurement) -> str:
     """A figure's verdict against its reference floor, as people read it: `pass`, `fail`, or
     `no reference` (stored as "unchecked", which read as if the figure had not been checked)."""
-    return "no reference" if measurement.verdict.value == "unchecked" else measurement.verdict.value
+    if measurement.verdict is Verdict.UNCHECKED:
+        return "no reference"
+    return measurement.verdict.value
 
 
 # words that are names, written as their owners write them

@@ -125,3 +125,15 @@ def test_the_edges_of_the_tolerance_and_of_drift() -> None:
     assert drift_percent_per_hour([*line, (5400.0, float("nan"))]) == pytest.approx(-10.5263, 1e-3)
     assert drift_percent_per_hour([*line, (float("inf"), 1.0)]) == pytest.approx(-10.5263, 1e-3)
     assert drift_percent_per_hour(line[:2]) == pytest.approx(-10 / 97.5 * 100)  # two suffice
+
+
+def test_the_first_differing_row_of_two_digest_lists() -> None:
+    from gpuaccept.burnin.judging import first_differing_row
+
+    rows = ["a", "b", "c", "d"]
+    assert first_differing_row(rows, list(rows)) is None
+    assert first_differing_row(rows, ["a", "b", "x", "d"]) == 2
+    assert first_differing_row(rows, ["x", "b", "c", "y"]) == 0
+    # a result with fewer rows parts from the other where it ends, whichever is shorter
+    assert first_differing_row(rows[:3], rows) == 3
+    assert first_differing_row(rows, rows[:2]) == 2

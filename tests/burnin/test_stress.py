@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from gpuaccept.burnin import stress
-from gpuaccept.burnin.judging import judge_digests
+from gpuaccept.burnin.judging import first_differing_row, judge_digests
 
 
 @pytest.mark.parametrize("stressor", ["gemm-bf16", "gemm-fp32", "hbm", "host-transfer"])
@@ -46,8 +46,8 @@ def test_a_device_whose_result_changes_within_the_window_is_caught(
     assert not work.repeats_agree
     monkeypatch.setattr(torch.Tensor, "__matmul__", real_matmul)
     healthy = stress.run_window("gemm-fp32", 0.05, seed=11, device_index=None)
-    assert stress.first_differing_row(work.row_digests, healthy.row_digests) == 3
-    assert stress.first_differing_row(healthy.row_digests, healthy.row_digests) is None
+    assert first_differing_row(work.row_digests, healthy.row_digests) == 3
+    assert first_differing_row(healthy.row_digests, healthy.row_digests) is None
 
 
 def test_all_reduce_is_not_a_per_device_stressor() -> None:

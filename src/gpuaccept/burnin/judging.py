@@ -76,6 +76,15 @@ def first_difference(result: np.ndarray, expected: np.ndarray) -> Difference | N
     return Difference(index, float(result[index]), float(expected[index]))
 
 
+def first_differing_row(rows: list[str], expected: list[str]) -> int | None:
+    """The first row whose digest differs between two results' row digests (None when every
+    row agrees): where two devices part, without moving their whole results."""
+    for index, (row, other) in enumerate(zip(rows, expected, strict=False)):
+        if row != other:
+            return index
+    return None if len(rows) == len(expected) else min(len(rows), len(expected))
+
+
 @dataclass(frozen=True)
 class DigestVerdict:
     majority: str | None  # the digest most GPUs computed; None when no digest has a majority

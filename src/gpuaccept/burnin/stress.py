@@ -47,18 +47,6 @@ class WindowWork:
     row_digests: list[str]  # one per row of that result: where two devices first differ
     repeats_agree: bool  # the first and last iterations gave the same bits
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "stressor": self.stressor,
-            "iterations": self.iterations,
-            "seconds": self.seconds,
-            "throughput": self.throughput,
-            "unit": self.unit,
-            "digest": self.digest,
-            "row_digests": self.row_digests,
-            "repeats_agree": self.repeats_agree,
-        }
-
 
 def _device(device_index: int | None) -> torch.device:
     import torch
@@ -162,11 +150,3 @@ def _tf32_off() -> Iterator[None]:
         yield
     finally:
         torch.backends.cuda.matmul.allow_tf32 = kept
-
-
-def first_differing_row(rows: list[str], expected: list[str]) -> int | None:
-    """The first row whose digest differs (None when every row agrees)."""
-    for index, (row, other) in enumerate(zip(rows, expected, strict=False)):
-        if row != other:
-            return index
-    return None if len(rows) == len(expected) else min(len(rows), len(expected))

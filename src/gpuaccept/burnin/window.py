@@ -8,11 +8,12 @@ from collections.abc import Mapping
 
 from gpuaccept.burnin.judging import (
     DEFAULT_STRAGGLER_TOLERANCE_PERCENT,
+    first_differing_row,
     judge_digests,
     stragglers,
 )
 from gpuaccept.burnin.plan import WindowFigures
-from gpuaccept.burnin.stress import WindowWork, first_differing_row
+from gpuaccept.burnin.stress import WindowWork
 
 
 def judge_window(

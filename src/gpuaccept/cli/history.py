@@ -31,6 +31,15 @@ DATABASE = typer.Option(
 COMMANDS = ("accept", "bench", "train-mnist")  # what the history records runs of
 NODE = typer.Option(None, "--node", metavar="NODE", help="Only this node (hostname as recorded).")
 AS_JSON = typer.Option(False, "--json", help="Print it as JSON on stdout (for scripts).")
+COMMAND = typer.Option(
+    None, "--command", metavar="[accept|bench|train-mnist]", help="Only runs of this command."
+)
+
+
+def _known_command(command: str | None) -> None:
+    """Refuse a --command the history records no runs of (it would only say "no runs")."""
+    if command is not None and command not in COMMANDS:
+        raise InputError(f"--command must be one of {', '.join(COMMANDS)} (got {command!r})")
 
 
 @contextmanager
@@ -59,9 +68,7 @@ def _run_id(text: str) -> int:
 def list_runs(
     history: Path | None = DATABASE,
     node: str | None = NODE,
-    command: str | None = typer.Option(
-        None, "--command", metavar="[accept|bench|train-mnist]", help="Only runs of this command."
-    ),
+    command: str | None = COMMAND,
     limit: int = typer.Option(
         20, "--limit", min=1, max=1_000_000, metavar="N", help="Newest runs to show."
     ),
@@ -70,8 +77,7 @@ def list_runs(
     """Recorded runs, newest first."""
     from gpuaccept.record.history import default_history_path
 
-    if command is not None and command not in COMMANDS:
-        raise InputError(f"--command must be one of {', '.join(COMMANDS)} (got {command!r})")
+    _known_command(command)
 
     if not (history or default_history_path()).exists():
         if as_json:
@@ -221,9 +227,7 @@ def trend(
     metric: str = typer.Argument(..., help="A figure's name, or CHECK/NAME (e.g. matmul/..."),
     history: Path | None = DATABASE,
     node: str | None = NODE,
-    command: str | None = typer.Option(
-        None, "--command", metavar="[accept|bench|train-mnist]", help="Only runs of this command."
-    ),
+    command: str | None = COMMAND,
     level: str | None = typer.Option(
         None,
         "--level",
@@ -235,8 +239,7 @@ def trend(
     """A figure over time, oldest first, per node and GPU."""
     from gpuaccept.results import device_label
 
-    if command is not None and command not in COMMANDS:
-        raise InputError(f"--command must be one of {', '.join(COMMANDS)} (got {command!r})")
+    _known_command(command)
     with _open(history) as store:
         points = store.points(metric, node=node, command=command, level=level)
         kinds = {

@@ -294,6 +294,8 @@ def _train_and_report(
         if checkpoint is not None and checkpoint.exists():
             typer.echo(f"[TRAIN] resuming from {checkpoint}")
 
+    said = [time.monotonic()]  # when the log last heard of this run (an epoch or a step)
+
     def show(record: EpochRecord) -> None:
         said[0] = time.monotonic()
         if lead:
@@ -303,8 +305,6 @@ def _train_and_report(
                 f"{record.images_per_second:,.0f} images/s  epoch {record.epoch_seconds:.1f} s  "
                 f"elapsed {record.elapsed_seconds:.1f} s"
             )
-
-    said = [time.monotonic()]
 
     def progress(epoch: int, done: int, steps: int) -> None:
         # an epoch can take a minute on a CPU: say where it is every TRAIN_PROGRESS_SECONDS

@@ -201,10 +201,11 @@ def compare_with_own_history(
     if not candidates:
         return nothing(f"first passing {kind} run on {node}: nothing to compare with yet")
     stack = stack_sha256(report.environment)
-    chosen = []
+    chosen: list[tuple[int, RunReport]] = []  # (run id, its report), read once
     for run in candidates:
-        if stack_sha256(history.report(run.id).environment) == stack:
-            chosen.append(run)
+        past = history.report(run.id)
+        if stack_sha256(past.environment) == stack:
+            chosen.append((run.id, past))
             if len(chosen) == comparable_runs:
                 break
     if not chosen:
@@ -214,8 +215,8 @@ def compare_with_own_history(
             "shows the runs either side)"
         )
     values: dict[tuple[str, str, str], list[float]] = defaultdict(list)
-    for run in chosen:
-        for key, (value, _unit) in _figures(history.report(run.id)).items():
+    for _run_id, past in chosen:
+        for key, (value, _unit) in _figures(past).items():
             values[key].append(value)
     figures = [
         SelfFigure(key[0], key[1], unit, value, statistics.median(values[key]), len(values[key]))
@@ -224,7 +225,7 @@ def compare_with_own_history(
     ]
     if not figures:
         return nothing(f"no figure of this run was measured by the earlier {kind} runs")
-    return SelfComparison(tolerance_percent, [run.id for run in chosen], figures)
+    return SelfComparison(tolerance_percent, [run_id for run_id, _ in chosen], figures)
 
 
 def with_check(report: RunReport, check: CheckResult) -> RunReport:
