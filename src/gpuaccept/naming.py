@@ -89,11 +89,14 @@ def figure_text(measurement: Measurement) -> str:
 
 def run_title(report: RunReport) -> str:
     """What was run, as a person would have typed it: `gpuaccept accept --level standard`,
-    `gpuaccept bench nbody`, `gpuaccept bench` (every benchmark), `gpuaccept train mnist`."""
+    `gpuaccept bench nbody`, `gpuaccept bench` (every benchmark), `gpuaccept train mnist`,
+    `gpuaccept burnin --duration 24h`."""
     if report.command == "bench":
         what = "gpuaccept bench" if report.level == "all" else f"gpuaccept bench {report.level}"
     elif report.command == "train-mnist":
         what = f"gpuaccept train mnist --model {report.level}"
+    elif report.command == "burnin":
+        what = f"gpuaccept burnin --duration {report.level}"
     else:
         what = f"gpuaccept {report.command} --level {report.level}"
     mode = "CPU mode, not a GPU acceptance" if report.device_mode == "cpu" else "GPU"

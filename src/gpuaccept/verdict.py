@@ -63,7 +63,7 @@ class RunVerdict(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     outcome: Outcome
-    kind: str = Field(description="the command: accept, bench or train-mnist")
+    kind: str = Field(description="the command: accept, bench, train-mnist or burnin")
     mode: str = Field(description="'gpu', or 'cpu' for the CPU twins (never a GPU acceptance)")
     level: str
     judged: bool = Field(description="whether any check was judged (not every one skipped)")

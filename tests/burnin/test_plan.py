@@ -6,7 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from gpuaccept.burnin.plan import BurnInPlan, BurnInProgress, WindowFigures, parse_duration
+from gpuaccept.burnin.plan import (
+    BurnInPlan,
+    BurnInProgress,
+    WindowFigures,
+    parse_duration,
+    spoken_duration,
+)
 from gpuaccept.errors import InputError
 
 
@@ -46,10 +52,25 @@ def test_the_rotation_gives_each_window_its_stressor_and_the_last_window_what_is
     assert [plan.seconds_of(w) for w in (0, 11, 12)] == [300, 300, 120]
     assert BurnInPlan.build(600, 300, gpu_count=1).window_count == 2  # exact: no empty window
     assert plan.describe() == [
-        "[BURNIN] 1.03333 h of load in 13 window(s) of 5 min",
+        "[BURNIN] 1h2m of load in 13 window(s) of 5m",
         "[BURNIN] stressors in turn, one per window: gemm-bf16, gemm-fp32, hbm, host-transfer, "
         "all-reduce",
     ]
+
+
+def test_durations_are_spoken_as_they_are_written() -> None:
+    assert [spoken_duration(s) for s in (86400, 5400, 90, 30, 0.5, 259200)] == [
+        "24h",
+        "1h30m",
+        "1m30s",
+        "30s",
+        "0.5s",
+        "72h",
+    ]
+    for text in ("24h", "1h30m", "90s", "7d"):
+        assert parse_duration(spoken_duration(parse_duration(text, "--duration")), "x") == (
+            parse_duration(text, "--duration")
+        )
 
 
 def test_one_gpu_has_no_all_reduce_and_a_schedule_is_checked() -> None:

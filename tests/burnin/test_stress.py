@@ -55,13 +55,17 @@ def test_all_reduce_is_not_a_per_device_stressor() -> None:
         stress.run_window("all-reduce", 0.01, seed=1, device_index=None)
 
 
-def test_tf32_is_off_during_a_window_and_restored_after() -> None:
+def test_tf32_and_reduced_precision_sums_are_off_during_a_window_and_restored_after() -> None:
     import torch
 
-    torch.backends.cuda.matmul.allow_tf32 = True
+    matmul = torch.backends.cuda.matmul
+    kept = (matmul.allow_tf32, matmul.allow_bf16_reduced_precision_reduction)
+    matmul.allow_tf32, matmul.allow_bf16_reduced_precision_reduction = True, True
     try:
-        with stress._tf32_off():
-            assert torch.backends.cuda.matmul.allow_tf32 is False
-        assert torch.backends.cuda.matmul.allow_tf32 is True
+        with stress._reduced_precision_off():
+            assert matmul.allow_tf32 is False
+            assert matmul.allow_bf16_reduced_precision_reduction is False
+        assert matmul.allow_tf32 is True
+        assert matmul.allow_bf16_reduced_precision_reduction is True
     finally:
-        torch.backends.cuda.matmul.allow_tf32 = False
+        matmul.allow_tf32, matmul.allow_bf16_reduced_precision_reduction = kept

@@ -65,3 +65,54 @@ def test_the_straggler_tolerance_is_the_callers_and_no_device_is_no_failure() ->
     )
     empty = judge_window(0, "hbm", 300.0, {})
     assert (empty.failures, empty.throughput) == ([], {})
+
+
+def test_counter_growth_in_the_window_is_a_hard_event_of_that_window() -> None:
+    from gpuaccept.probe.nvml_health import CounterSnapshot, ErrorCounters
+
+    def snapshot(at: float, replay: int, ecc: int) -> CounterSnapshot:
+        return CounterSnapshot(
+            at,
+            (ErrorCounters("GPU-a", 0, ecc_uncorrected_volatile=ecc, nvlink={2: (0, replay, 0)}),),
+        )
+
+    quiet = judge_window(
+        4, "hbm", 300.0, _node(), counters=(snapshot(0, 5, 1), snapshot(300, 5, 1))
+    )
+    assert quiet.hardware == []
+    grown = judge_window(
+        4, "hbm", 300.0, _node(), counters=(snapshot(0, 5, 1), snapshot(300, 9, 3))
+    )
+    assert grown.hardware == [
+        "window 5 (hbm): NVML GPU 0 (GPU-a): 2 uncorrectable ECC error(s) in the run",
+        "window 5 (hbm): NVML GPU 0 (GPU-a): NVLink 2 replay errors grew by 4 in the run",
+    ]
+    gone = CounterSnapshot(300, ())
+    [lost] = judge_window(4, "hbm", 300.0, _node(), counters=(snapshot(0, 5, 1), gone)).hardware
+    assert lost.endswith("was read at the start but not at the end (lost?)")
+
+
+def test_a_hardware_slowdown_fails_and_a_weak_power_hold_warns() -> None:
+    node = _node(3)
+    node["gpu1"] = dataclasses.replace(
+        node["gpu1"],
+        load_failures=["gpu1: hardware slowdown under load in 12 of 3000 samples"],
+        load={"power_held_share": 0.5, "power_p90_w": 640.0, "samples": 3000},
+    )
+    node["gpu2"] = dataclasses.replace(node["gpu2"], load={"power_held_share": 0.95})
+    figures = judge_window(0, "gemm-bf16", 300.0, node)
+    assert figures.hardware == [
+        "window 1 (gemm-bf16): gpu1: hardware slowdown under load in 12 of 3000 samples"
+    ]
+    assert figures.warnings == [
+        "window 1 (gemm-bf16): gpu1 held 90% of its power limit in 50% of the samples (expected "
+        "90%): the stress is below what it should reach"
+    ]
+    assert figures.load["gpu1"] == {"power_held_share": 0.5, "power_p90_w": 640.0}
+
+
+def test_all_reduce_ranks_are_not_judged_as_stragglers() -> None:
+    node = _node()
+    node["gpu3"] = dataclasses.replace(node["gpu3"], throughput=50.0)
+    assert judge_window(0, "all-reduce", 300.0, node).stragglers == []
+    assert len(judge_window(0, "hbm", 300.0, node).stragglers) == 1

@@ -41,6 +41,20 @@ def parse_duration(text: str, flag: str) -> float:
     return seconds
 
 
+def spoken_duration(seconds: float) -> str:
+    """Seconds as burn-ins are written: 86400 -> `24h`, 5400 -> `1h30m`, 90 -> `1m30s` (hours,
+    never days: contracts say 24, 72 or 168 h)."""
+    whole = round(seconds)
+    if whole != seconds:
+        return f"{seconds:g}s"
+    parts = []
+    for unit, size in (("h", 3600), ("m", 60), ("s", 1)):
+        count, whole = divmod(whole, size)
+        if count:
+            parts.append(f"{count}{unit}")
+    return "".join(parts) or "0s"
+
+
 @dataclass(frozen=True)
 class BurnInPlan:
     duration_seconds: float
@@ -92,8 +106,8 @@ class BurnInPlan:
         """The schedule as printed when a burn-in starts."""
         rounds = ", ".join(self.stressors)
         return [
-            f"[BURNIN] {self.duration_seconds / 3600:g} h of load in {self.window_count} "
-            f"window(s) of {self.window_seconds / 60:g} min",
+            f"[BURNIN] {spoken_duration(self.duration_seconds)} of load in {self.window_count} "
+            f"window(s) of {spoken_duration(self.window_seconds)}",
             f"[BURNIN] stressors in turn, one per window: {rounds}",
         ]
 
@@ -103,15 +117,26 @@ class BurnInPlan:
 
 
 class WindowFigures(BaseModel):
-    """What one finished window measured, per GPU (the time series the report draws)."""
+    """What one finished window measured per device, and what it found (the time series the
+    report draws and the checks judge)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", ser_json_inf_nan="strings")
 
     window: int = Field(ge=0)
     stressor: str
     seconds: float = Field(ge=0, allow_inf_nan=False)
-    throughput: dict[str, float] = Field(default_factory=dict)  # GPU -> the stressor's rate
-    failures: list[str] = Field(default_factory=list)
+    unit: str = ""
+    throughput: dict[str, float] = Field(default_factory=dict)  # device -> the stressor's rate
+    load: dict[str, dict[str, float]] = Field(default_factory=dict)  # device -> power, clocks...
+    events: list[str] = Field(default_factory=list)  # NVML events seen in the window, described
+    correctness: list[str] = Field(default_factory=list)  # wrong bits, no majority, reference
+    hardware: list[str] = Field(default_factory=list)  # XID, ECC, NVLink, slowdown, lost device
+    stragglers: list[str] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+
+    @property
+    def failures(self) -> list[str]:
+        return [*self.correctness, *self.hardware, *self.stragglers]
 
 
 class BurnInProgress(BaseModel):
@@ -121,6 +146,7 @@ class BurnInProgress(BaseModel):
 
     schema_version: int = 1
     plan: str
+    devices: list[str] = Field(default_factory=list)  # the devices it ran on, as labelled
     windows: list[WindowFigures] = Field(default_factory=list)
 
     @property

@@ -1,10 +1,17 @@
 """A finished burn-in window judged across the node (issue #23): what every device did under one
-stressor becomes the window's figures and failures, in words that name the window, the
-stressor and the device."""
+stressor, the NVML events and error counters of the window, and the devices that were lost,
+become the window's figures and findings, in words that name the window, the stressor and the
+device.
+
+Hard events fail the window: a critical XID or another NVML event that condemns a GPU, error
+counters that grew as `checks.events` judges them over a whole accept (uncorrectable ECC, NVLink
+replay or recovery errors, CRC at DCGM's rate), a hardware slowdown under load
+(`checks.load_judging`), and a device whose worker died or hung (a GPU lost from the node).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from gpuaccept.burnin.judging import (
     DEFAULT_STRAGGLER_TOLERANCE_PERCENT,
@@ -13,7 +20,25 @@ from gpuaccept.burnin.judging import (
     stragglers,
 )
 from gpuaccept.burnin.plan import WindowFigures
-from gpuaccept.burnin.stress import WindowWork
+from gpuaccept.burnin.stress import POWER_HOLD_FRACTION, WindowWork
+from gpuaccept.checks.events import judge_events, judge_growth
+from gpuaccept.checks.judging import Findings
+from gpuaccept.probe.nvml_events import GpuEvent
+from gpuaccept.probe.nvml_health import CounterSnapshot
+
+# A collective runs at the pace of its slowest rank, so every rank measures the same rate: a slow
+# GPU or link slows the whole group and shows in the node's all-reduce figure over the run (drift,
+# the history), never as one straggler.
+UNJUDGED_FOR_STRAGGLERS = frozenset({"all-reduce"})
+
+# The load summary's figures kept per window (the rest of a summary is for one accept check).
+_LOAD_FIGURES = (
+    "power_p90_w",
+    "power_limit_w",
+    "power_held_share",
+    "temperature_max_c",
+    "sm_clock_median_mhz",
+)
 
 
 def judge_window(
@@ -22,15 +47,69 @@ def judge_window(
     seconds: float,
     works: Mapping[str, WindowWork],
     *,
+    lost: Mapping[str, str] | None = None,
+    events: Sequence[GpuEvent] = (),
+    counters: tuple[CounterSnapshot, CounterSnapshot] | None = None,
     straggler_tolerance_percent: float = DEFAULT_STRAGGLER_TOLERANCE_PERCENT,
 ) -> WindowFigures:
-    """The window's figures and failures from each device's work (device label -> work).
-
-    A failure: a device whose first and last iterations differed, a device whose bits differ
-    from the majority's (with the first differing row), no majority at all, or a straggler.
-    """
+    """The window's figures and findings from each device's work (device label -> work), the
+    devices that gave none (label -> why), its NVML events and its counters at start and end."""
     where = f"window {window + 1} ({stressor})"
-    failures = [
+    correctness = _correctness(where, works)
+    hardware = [
+        f"{where}: {device} was lost: {why}" for device, why in sorted((lost or {}).items())
+    ]
+    warnings: list[str] = []
+    found = Findings("burnin", "BURNIN")
+    judge_events(list(events), found)
+    if counters is not None:
+        judge_growth(*counters, found)
+    hardware += [f"{where}: {text}" for text in found.failures]
+    warnings += [f"{where}: {text}" for text in found.warnings]
+    for device, work in sorted(works.items()):
+        hardware += [f"{where}: {text}" for text in work.load_failures]
+        warnings += [f"{where}: {text}" for text in work.load_warnings]
+        held = work.load.get("power_held_share")
+        if held is not None and held < POWER_HOLD_FRACTION:
+            warnings.append(
+                f"{where}: {device} held {POWER_HOLD_FRACTION:.0%} of its power limit in "
+                f"{held:.0%} of the samples (expected {POWER_HOLD_FRACTION:.0%}): the stress is "
+                "below what it should reach"
+            )
+    # every rank of an all-reduce measures the group's one rate: no rank is a straggler alone
+    per_device = stressor not in UNJUDGED_FOR_STRAGGLERS
+    slow = stragglers(
+        {device: work.throughput for device, work in works.items() if per_device},
+        straggler_tolerance_percent,
+    )
+    units = {work.unit for work in works.values()}
+    unit = units.pop() if len(units) == 1 else ""
+    return WindowFigures(
+        window=window,
+        stressor=stressor,
+        seconds=seconds,
+        unit=unit,
+        throughput={device: work.throughput for device, work in sorted(works.items())},
+        load={
+            device: {k: float(work.load[k]) for k in _LOAD_FIGURES if work.load.get(k) is not None}
+            for device, work in sorted(works.items())
+        },
+        events=[event.describe() for event in events],
+        correctness=correctness,
+        hardware=hardware,
+        stragglers=[
+            f"{where}: {s.gpu} is a straggler, {s.value:.4g} {unit} is "
+            f"{s.deviation_percent:+.1f}% against the node's median {s.median:.4g}"
+            for s in slow
+        ],
+        warnings=warnings,
+    )
+
+
+def _correctness(where: str, works: Mapping[str, WindowWork]) -> list[str]:
+    """A device that changed its result within the window, one whose bits differ from the
+    majority (with the first differing row), no majority, and a result outside its reference."""
+    found = [
         f"{where}: {device} changed its result within the window (first and last iterations "
         "differ bit for bit)"
         for device, work in sorted(works.items())
@@ -38,7 +117,7 @@ def judge_window(
     ]
     verdict = judge_digests({device: work.digest for device, work in works.items()})
     if verdict.majority is None and verdict.differing:
-        failures.append(
+        found.append(
             f"{where}: the devices disagree with no majority ({', '.join(verdict.differing)}): "
             "the float64 reference must decide"
         )
@@ -46,24 +125,14 @@ def judge_window(
         reference = works[verdict.agreeing[0]]
         for device in verdict.differing:
             row = first_differing_row(works[device].row_digests, reference.row_digests)
-            failures.append(
+            found.append(
                 f"{where}: {device} computed other bits than the majority "
                 f"({', '.join(verdict.agreeing)}), first in row {row}"
             )
-    slow = stragglers(
-        {device: work.throughput for device, work in works.items()}, straggler_tolerance_percent
-    )
-    units = {work.unit for work in works.values()}
-    unit = units.pop() if len(units) == 1 else ""
-    failures.extend(
-        f"{where}: {s.gpu} is a straggler, {s.value:.4g} {unit} is {s.deviation_percent:+.1f}% "
-        f"against the node's median {s.median:.4g}"
-        for s in slow
-    )
-    return WindowFigures(
-        window=window,
-        stressor=stressor,
-        seconds=seconds,
-        throughput={device: work.throughput for device, work in sorted(works.items())},
-        failures=failures,
-    )
+    found += [
+        f"{where}: {device} is wrong against the reference ({work.reference.rule}): "
+        f"{work.reference.outside}"
+        for device, work in sorted(works.items())
+        if work.reference is not None and not work.reference.ok
+    ]
+    return found

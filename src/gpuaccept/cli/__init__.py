@@ -21,7 +21,7 @@ import typer
 import typer.core
 
 from gpuaccept import __version__
-from gpuaccept.cli import accept, bench, env, history, node_verdict, report, train
+from gpuaccept.cli import accept, bench, burnin, env, history, node_verdict, report, train
 from gpuaccept.cli.help_panels import PanelledCommand
 from gpuaccept.errors import GpuacceptError, Interrupted
 from gpuaccept.suite.selection import check_names, levels_text
@@ -113,6 +113,11 @@ app.command(
     epilog=_ACCEPT_LEVELS,
     short_help="The acceptance suite on this process's GPUs.",
 )(accept.accept)
+app.command(
+    "burnin",
+    cls=PanelledCommand,
+    short_help="Hours of load on every GPU, judged window by window.",
+)(burnin.burnin)
 app.add_typer(
     bench.app, name="bench", short_help="Benchmarks: matmul, memory, transfers, NCCL, n-body."
 )

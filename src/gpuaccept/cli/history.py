@@ -28,11 +28,14 @@ DATABASE = typer.Option(
     help="History database (default: $GPUACCEPT_HISTORY, else "
     "~/.local/share/gpuaccept/history.sqlite).",
 )
-COMMANDS = ("accept", "bench", "train-mnist")  # what the history records runs of
+COMMANDS = ("accept", "bench", "train-mnist", "burnin")  # what the history records runs of
 NODE = typer.Option(None, "--node", metavar="NODE", help="Only this node (hostname as recorded).")
 AS_JSON = typer.Option(False, "--json", help="Print it as JSON on stdout (for scripts).")
 COMMAND = typer.Option(
-    None, "--command", metavar="[accept|bench|train-mnist]", help="Only runs of this command."
+    None,
+    "--command",
+    metavar="[accept|bench|train-mnist|burnin]",
+    help="Only runs of this command.",
 )
 
 

@@ -168,3 +168,45 @@ def load_chart_png(
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png")
     return buffer.getvalue()
+
+
+def series_chart_png(
+    title: str,
+    unit: str,
+    lines: Mapping[str, Sequence[tuple[float, float]]],
+    *,
+    marked: Sequence[float] = (),
+    xlabel: str = "hours of load",
+) -> bytes:
+    """One line per device over the time of load (a burn-in's windows), y from zero; the
+    `marked` times (windows with a failure or an event) as red bands. PNG bytes."""
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(5.6, 2.8), dpi=100, layout="constrained")
+    axes = figure.add_subplot()
+    top = 1.0
+    for label, points in sorted(lines.items()):
+        kept = [
+            (x, y)
+            for x0, y0 in points
+            if (x := _finite(x0)) is not None and (y := _finite(y0)) is not None
+        ]
+        if not kept:
+            continue
+        top = max(top, *(y for _, y in kept))
+        axes.plot(
+            [x for x, _ in kept], [y for _, y in kept], marker=".", linewidth=1.2, label=label
+        )
+    for when in marked:
+        if _finite(when) is not None:
+            axes.axvline(when, color="#b3261e", alpha=0.35, linewidth=2)
+    axes.set_ylim(bottom=0, top=top * 1.15)
+    axes.set_xlabel(xlabel)
+    axes.set_ylabel(unit.replace("$", r"\$"))
+    axes.set_title(title + (" (red: a failure or event)" if marked else ""), fontsize=10)
+    axes.grid(True, alpha=0.3)
+    if axes.get_legend_handles_labels()[0]:
+        axes.legend(fontsize=7, loc="lower left")
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    return buffer.getvalue()

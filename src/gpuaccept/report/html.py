@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 from collections import defaultdict
 from collections.abc import Sequence
 from datetime import datetime
@@ -24,7 +25,7 @@ from gpuaccept.naming import (
 )
 from gpuaccept.record.comparison import higher_is_better
 from gpuaccept.record.history import MetricPoint
-from gpuaccept.report.charts import load_chart_png, trend_chart_png
+from gpuaccept.report.charts import load_chart_png, series_chart_png, trend_chart_png
 from gpuaccept.results import CheckResult, Outcome, RunReport, device_label
 
 MAX_CHARTS = 12
@@ -155,10 +156,102 @@ def _check_details(check: CheckResult) -> str:
     load = check.details.get("load")
     if isinstance(load, dict):
         parts.append(_load_charts(check.name, load))
-    rest = {k: v for k, v in check.details.items() if k not in ("columns", "rows", "load")}
+    series = check.details.get("series")
+    if isinstance(series, list) and series and all(isinstance(w, dict) for w in series):
+        parts.append(_burnin_charts(series))
+    hidden = ("columns", "rows", "load", "series")
+    rest = {k: v for k, v in check.details.items() if k not in hidden}
     if rest:
         parts.append(_value(rest))
     return "".join(parts) or "<p>No figures.</p>"
+
+
+# A burn-in window's load figures drawn over the run: (key, title, unit).
+_BURNIN_LOAD = (
+    ("power_p90_w", "power (90th percentile of the window)", "W"),
+    ("temperature_max_c", "temperature (window maximum)", "°C"),
+    ("sm_clock_median_mhz", "SM clock (window median)", "MHz"),
+)
+
+
+def _burnin_charts(series: list[dict[str, Any]]) -> str:
+    """A burn-in's time series: per-device lines over hours of load for each stressor's
+    throughput, then power, temperature and clocks, with the windows that failed or saw an
+    NVML event marked (the figures themselves stay in the JSON report)."""
+
+    ends = [
+        w["start_seconds"] + w["seconds"]
+        for w in series
+        if isinstance(w.get("start_seconds"), int | float)
+        and isinstance(w.get("seconds"), int | float)
+    ]
+    # a burn-in of minutes is drawn in minutes, one of hours in hours
+    scale, xlabel = (
+        (3600, "hours of load") if max(ends, default=0) >= 7200 else (60, "minutes of load")
+    )
+
+    def hours(window: dict[str, Any]) -> float:
+        start, seconds = window.get("start_seconds"), window.get("seconds")
+        if not isinstance(start, int | float) or not isinstance(seconds, int | float):
+            return math.nan
+        return (start + seconds / 2) / scale
+
+    def found(window: dict[str, Any]) -> bool:
+        return any(window.get(k) for k in ("correctness", "hardware", "stragglers", "events"))
+
+    marked = [hours(w) for w in series if found(w)]
+    charts: list[tuple[str, str, dict[str, list[tuple[float, float]]]]] = []
+    for stressor in dict.fromkeys(str(w.get("stressor")) for w in series):
+        lines: dict[str, list[tuple[float, float]]] = {}
+        unit = ""
+        for window in series:
+            rates = window.get("throughput")
+            if str(window.get("stressor")) != stressor or not isinstance(rates, dict):
+                continue
+            unit = str(window.get("unit") or unit)
+            for device, value in rates.items():
+                lines.setdefault(str(device), []).append((hours(window), value))
+        charts.append((f"{stressor} throughput", unit, lines))
+    for key, title, unit in _BURNIN_LOAD:
+        lines = {}
+        for window in series:
+            load = window.get("load")
+            for device, figures in load.items() if isinstance(load, dict) else []:
+                if isinstance(figures, dict) and key in figures:
+                    lines.setdefault(str(device), []).append((hours(window), figures[key]))
+        if lines:
+            charts.append((title, unit, lines))
+    figures = []
+    for title, unit, lines in charts:
+        png = series_chart_png(f"burn-in: {title}", unit, lines, marked=marked, xlabel=xlabel)
+        encoded = base64.b64encode(png).decode("ascii")
+        figures.append(
+            f'<figure><img alt="burn-in {escape(title)} per device" '
+            f'src="data:image/png;base64,{encoded}"></figure>'
+        )
+    found_windows = [w for w in series if found(w)]
+    table = (
+        _table(
+            ["window", "stressor", "findings"],
+            [
+                [
+                    _text(int(w["window"]) + 1 if isinstance(w.get("window"), int) else "?"),
+                    _text(w.get("stressor")),
+                    _text(
+                        "; ".join(
+                            str(t)
+                            for k in ("correctness", "hardware", "stragglers", "events")
+                            for t in (w.get(k) or [])
+                        )
+                    ),
+                ]
+                for w in found_windows
+            ],
+        )
+        if found_windows
+        else "<p>No window found anything.</p>"
+    )
+    return f'<div class="charts">{"".join(figures)}</div>{table}'
 
 
 def _load_charts(check: str, load: dict[str, Any]) -> str:

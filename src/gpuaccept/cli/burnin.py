@@ -1,0 +1,358 @@
+"""`gpuaccept burnin`: hours of load on every GPU of the node, judged window by window."""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from gpuaccept.burnin.plan import spoken_duration
+from gpuaccept.cli.accept import DeviceChoice
+from gpuaccept.cli.recording import HISTORY, NO_HISTORY, drop_policy, history_target
+from gpuaccept.errors import InputError, Interrupted
+
+if TYPE_CHECKING:
+    from gpuaccept.burnin.plan import BurnInPlan, BurnInProgress, WindowFigures
+    from gpuaccept.burnin.run import BurnInSettings
+    from gpuaccept.results import RunReport
+
+_STRESSORS = "gemm-bf16, gemm-fp32, hbm, host-transfer, all-reduce"
+# The CPU twin's workers share the machine's cores and memory: equal workers measured ±15% apart
+# in the memory windows on the 2-core development machine (GEMMs within 2%), so its default
+# tolerance is wider than a GPU's 10%.
+CPU_STRAGGLER_TOLERANCE_PERCENT = 25.0
+
+
+def burnin(
+    duration: str = typer.Option(
+        ...,
+        "--duration",
+        metavar="DURATION",
+        help="How long to load the GPUs: 10m, 24h, 1h30m, 3d (72 h).",
+        rich_help_panel="What to run",
+    ),
+    window: str = typer.Option(
+        "5m",
+        "--window",
+        metavar="DURATION",
+        help="Length of one judged window; each window runs one stressor.",
+        rich_help_panel="What to run",
+    ),
+    schedule: str | None = typer.Option(
+        None,
+        "--schedule",
+        metavar="S1,S2,...",
+        help=f"The stressors' rotation, one per window (default: all of {_STRESSORS}; "
+        "all-reduce only with several GPUs).",
+        rich_help_panel="What to run",
+    ),
+    device: DeviceChoice = typer.Option(
+        DeviceChoice.auto,
+        "--device",
+        metavar="[auto|cuda|cpu]",
+        help="auto (GPU when usable), cuda, or cpu (the CPU twin).",
+        rich_help_panel="What to run",
+    ),
+    cpu_devices: int = typer.Option(
+        3,
+        "--cpu-devices",
+        min=2,
+        max=64,
+        metavar="N",
+        help="CPU twin: how many workers stand in for GPUs (3 have a majority and a median).",
+        rich_help_panel="What to run",
+    ),
+    seed: int = typer.Option(
+        0,
+        "--seed",
+        min=0,
+        max=2**31 - 1,
+        metavar="N",
+        help="Seed of every device's work.",
+        rich_help_panel="What to run",
+    ),
+    checkpoint: Path | None = typer.Option(
+        None,
+        "--checkpoint",
+        metavar="FILE",
+        help="Save progress here after each window; a restarted job given the same file "
+        "resumes at the next window (HTCondor eviction, Slurm preemption).",
+        rich_help_panel="Outputs",
+    ),
+    straggler_tolerance: float | None = typer.Option(
+        None,
+        "--straggler-tolerance",
+        metavar="PERCENT",
+        show_default="10 on GPUs (gpu-fryer's), 25 on the CPU twin",
+        help="A device this much below the node's median in a window is a straggler; also "
+        "the most a device's rate may drift down over the run.",
+        rich_help_panel="Judging",
+    ),
+    report_dir: Path | None = typer.Option(
+        None,
+        "--report-dir",
+        metavar="DIR",
+        help="Write the JSON report (with the time series) here, as a new file.",
+        rich_help_panel="Outputs",
+    ),
+    junit: Path | None = typer.Option(
+        None, "--junit", metavar="FILE", help="Write JUnit XML.", rich_help_panel="Outputs"
+    ),
+    history: Path | None = HISTORY,
+    no_history: bool = NO_HISTORY,
+) -> None:
+    """Keep every GPU of the node busy for --duration with a rotation of stressors, and judge
+    each window: wrong bits, hard events, lost GPUs, stragglers, drift.
+
+    Exit 0: passed (warnings allowed); 1: a window failed; 2: bad input; 3: environment error;
+    130/143: interrupted (the report says so; the checkpoint keeps the finished windows).
+    """
+    from gpuaccept.cli.signals import interrupts_as_exceptions
+
+    job = _plan(
+        duration=duration,
+        window=window,
+        schedule=schedule,
+        device=device.value,
+        cpu_devices=cpu_devices,
+        seed=seed,
+        checkpoint=checkpoint,
+        straggler_tolerance=straggler_tolerance,
+        report_dir=report_dir,
+        junit=junit,
+        history=history,
+        no_history=no_history,
+    )
+    with interrupts_as_exceptions():
+        report, stop = _run(job)
+        _write(job, report, stop)
+
+
+@dataclass(frozen=True)
+class BurnInJob:
+    """Everything a burn-in needs, checked before anything runs."""
+
+    settings: BurnInSettings
+    progress: BurnInProgress
+    names: dict[str, str]
+    report_dir: Path | None
+    junit: Path | None
+    history_path: Path | None
+
+
+def _plan(
+    *,
+    duration: str,
+    window: str,
+    schedule: str | None,
+    device: str,
+    cpu_devices: int,
+    seed: int,
+    checkpoint: Path | None,
+    straggler_tolerance: float | None,
+    report_dir: Path | None,
+    junit: Path | None,
+    history: Path | None,
+    no_history: bool,
+) -> BurnInJob:
+    """Refuse every input that could be wrong, before any work (exit 2 with one line)."""
+    from gpuaccept.burnin.judging import DEFAULT_STRAGGLER_TOLERANCE_PERCENT
+    from gpuaccept.burnin.plan import BurnInPlan, BurnInProgress, parse_duration
+    from gpuaccept.burnin.run import BurnInSettings
+    from gpuaccept.cli.recording import history_path as recorded_in
+    from gpuaccept.output_files import check_output_directory, check_output_file, refuse_collisions
+    from gpuaccept.probe.hardware import list_cuda_gpus, resolve_device_mode
+
+    duration_seconds = parse_duration(duration, "--duration")
+    window_seconds = parse_duration(window, "--window")
+    rotation = None
+    if schedule is not None:
+        rotation = [name.strip() for name in schedule.split(",")]
+        if not all(rotation):
+            raise InputError(f"--schedule {schedule!r}: an empty stressor name")
+    if straggler_tolerance is not None and not (
+        math.isfinite(straggler_tolerance) and 0 < straggler_tolerance < 100
+    ):
+        raise InputError(
+            f"--straggler-tolerance {straggler_tolerance:g}: give a percentage above 0 and "
+            "below 100"
+        )
+    if report_dir is not None:
+        check_output_directory(report_dir, "--report-dir")
+    if junit is not None:
+        check_output_file(junit, "--junit")
+    if checkpoint is not None:
+        check_output_file(checkpoint, "--checkpoint")
+    refuse_collisions(
+        {
+            "--history": recorded_in(history, no_history),
+            "--junit": junit,
+            "--checkpoint": checkpoint,
+        }
+    )
+    mode = resolve_device_mode(device)
+    gpus = list_cuda_gpus() if mode == "cuda" else []
+    plan = BurnInPlan.build(
+        duration_seconds, window_seconds, len(gpus) if mode == "cuda" else cpu_devices, rotation
+    )
+    tolerance = straggler_tolerance or (
+        CPU_STRAGGLER_TOLERANCE_PERCENT if mode == "cpu" else DEFAULT_STRAGGLER_TOLERANCE_PERCENT
+    )
+    settings = BurnInSettings(
+        plan=plan,
+        device_mode=mode,
+        gpus=[(gpu.index, gpu.uuid) for gpu in gpus],
+        cpu_devices=cpu_devices,
+        seed=seed,
+        straggler_tolerance_percent=tolerance,
+        checkpoint=checkpoint,
+    )
+    if checkpoint is not None:
+        progress = BurnInProgress.resume(checkpoint, plan)
+        if progress.windows and progress.devices != settings.devices:
+            raise InputError(
+                f"--checkpoint {checkpoint} was written on {', '.join(progress.devices)}, this "
+                f"burn-in runs on {', '.join(settings.devices)}: give another checkpoint file"
+            )
+    else:
+        progress = BurnInProgress(plan=plan.fingerprint())
+    progress.devices = settings.devices
+    from gpuaccept.distributed.children import start_server
+
+    start_server()  # its torch import runs beside this process's own
+    return BurnInJob(
+        settings=settings,
+        progress=progress,
+        names={f"gpu{gpu.index}": gpu.name for gpu in gpus},
+        report_dir=report_dir,
+        junit=junit,
+        history_path=history_target(history, no_history),
+    )
+
+
+class _Lines:
+    """The burn-in's progress in the job log: a line as each window starts and ends."""
+
+    def __init__(self, plan: BurnInPlan) -> None:
+        self.plan = plan
+
+    def window_started(self, window: int, stressor: str, seconds: float) -> None:
+        typer.echo(
+            f"[BURNIN] window {window + 1}/{self.plan.window_count}: {stressor} for "
+            f"{spoken_duration(seconds)}"
+        )
+
+    def window_finished(self, figures: WindowFigures, load_seconds: float) -> None:
+        rates = figures.throughput
+        if rates:
+            slowest = min(rates, key=lambda d: rates[d])
+            median = sorted(rates.values())[len(rates) // 2]
+            said = f"median {median:.4g} {figures.unit}, slowest {slowest} {rates[slowest]:.4g}"
+        else:
+            said = "no device reported"
+        found = len(figures.failures)
+        typer.echo(
+            f"[BURNIN] window {figures.window + 1}/{self.plan.window_count} {figures.stressor}: "
+            f"{said}; {found} failure(s), {len(figures.warnings)} warning(s); "
+            f"{spoken_duration(round(load_seconds))} of "
+            f"{spoken_duration(self.plan.duration_seconds)} done"
+        )
+        for text in figures.failures:
+            typer.echo(f"[BURNIN]   FAIL {text}")
+
+
+def _run(job: BurnInJob) -> tuple[RunReport, Interrupted | None]:
+    """The windows not done yet, and the report of the whole burn-in so far."""
+    from gpuaccept.burnin.checks import burnin_checks
+    from gpuaccept.burnin.run import run_burnin
+    from gpuaccept.record.environment import capture_environment
+    from gpuaccept.report.console import CPU_MODE_LINE, environment_line
+    from gpuaccept.results import RunReport
+
+    settings, progress, plan = job.settings, job.progress, job.settings.plan
+    started, clock = datetime.now(UTC), time.monotonic()
+    stopped: Interrupted | None = None
+    environment: dict[str, Any] = {}
+    try:
+        environment = capture_environment()
+    except Interrupted as error:
+        stopped = error
+    if stopped is None:
+        typer.echo(
+            environment_line(
+                f"gpuaccept burnin --duration {spoken_duration(plan.duration_seconds)}", environment
+            )
+        )
+        if settings.device_mode == "cpu":
+            typer.echo(CPU_MODE_LINE)
+        for line in plan.describe():
+            typer.echo(line)
+        typer.echo(f"[BURNIN] on {', '.join(settings.devices)}, seed {settings.seed}")
+        if progress.next_window >= plan.window_count:
+            typer.echo("[BURNIN] the checkpoint holds every window of this plan: judging them")
+        elif progress.windows:
+            typer.echo(
+                f"[BURNIN] resuming at window {progress.next_window + 1} of {plan.window_count}: "
+                f"{spoken_duration(round(progress.load_seconds))} of load done before"
+            )
+        stop = run_burnin(settings, progress, _Lines(plan))
+        if stop is not None:
+            stopped = stop.error
+            where = f" in window {stop.window + 1}" if stop.window is not None else ""
+            kept = (
+                f"; {settings.checkpoint} keeps the {len(progress.windows)} finished window(s)"
+                if settings.checkpoint is not None
+                else ""
+            )
+            typer.echo(f"[BURNIN] {stopped}{where}: stopped, writing what finished{kept}")
+    checks = burnin_checks(
+        progress,
+        plan,
+        device_mode=settings.device_mode,
+        straggler_tolerance_percent=settings.straggler_tolerance_percent,
+        names=job.names,
+        seconds=time.monotonic() - clock,
+    )
+    report = RunReport.completed(
+        command="burnin",
+        level=spoken_duration(plan.duration_seconds),
+        device_mode=settings.device_mode,
+        started=started,
+        monotonic_start=clock,
+        checks=checks,
+        environment=environment,
+        interrupted_by=None if stopped is None else stopped.signum,
+    )
+    return report, stopped
+
+
+def _write(job: BurnInJob, report: RunReport, stopped: Interrupted | None) -> None:
+    import sys
+
+    from gpuaccept.cli.recording import compared_with_history, record_run
+    from gpuaccept.report.console import check_line, result_line, summary_text
+
+    for check in report.checks:
+        typer.echo(check_line(check))
+    if stopped is None:
+        report = compared_with_history(report, job.history_path, drop_policy(None, False))
+    if job.report_dir is not None:
+        from gpuaccept.report.json_report import write_json_report
+
+        typer.echo(f"[REPORT] {write_json_report(report, job.report_dir)}")
+    if job.junit is not None:
+        from gpuaccept.report.junit import write_junit
+
+        write_junit(report, job.junit)
+        typer.echo(f"[REPORT] {job.junit}")
+    record_run(report, job.history_path)
+    if not sys.stdout.isatty():
+        typer.echo(summary_text(report))
+    typer.echo(result_line(report))
+    if report.verdict.exit_code:
+        raise typer.Exit(report.verdict.exit_code)
