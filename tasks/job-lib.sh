@@ -87,13 +87,16 @@ gpuaccept_ensure_report() {
 }
 
 # Slurm jobs: this node's report path, $GPUACCEPT_RESULTS (default results/) as
-# accept-JOBID-NODE.json, in slurm_report; a scratch directory in slurm_work, removed on exit.
+# KIND-JOBID-NODE.json (KIND: accept unless given), in slurm_report; its stem in slurm_stem; a
+# scratch directory in slurm_work, removed on exit.
 gpuaccept_slurm_paths() {
   local results=${GPUACCEPT_RESULTS:-results}
   local node=${SLURMD_NODENAME:-$(hostname -s)}
   mkdir -p "$results"
   # shellcheck disable=SC2034  # read by the sourcing job script
-  slurm_report="$results/accept-${SLURM_JOB_ID:-local}-$node.json"
+  slurm_stem="$results/${1:-accept}-${SLURM_JOB_ID:-local}-$node"
+  # shellcheck disable=SC2034
+  slurm_report="$slurm_stem.json"
   slurm_work=$(mktemp -d)
   trap 'rm -rf "$slurm_work"' EXIT
 }

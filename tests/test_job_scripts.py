@@ -173,3 +173,25 @@ def test_a_multinode_step_without_its_rendezvous_writes_a_report_saying_so(
     report = load_report(results / "accept-78-n2.json")
     assert report.verdict.outcome == "fail"
     assert "GPUACCEPT_RDZV_ENDPOINT was not set" in report.checks[0].message
+
+
+def test_burn_in_job_exits_85_at_each_checkpoint_and_resumes_until_its_report(
+    tmp_path: Path,
+) -> None:
+    # HTCondor's self-checkpointing as the submit file sets it up: exit 85 means "save
+    # burnin.ckpt and run me again"; the job is run again in the same sandbox until it ends
+    box = sandbox(tmp_path, "burnin.sh")
+    runs = []
+    for _ in range(4):
+        done = run_job(box, "burnin.sh", "4s", "1s", "2")
+        runs.append(done.returncode)
+        if done.returncode != 85:
+            break
+        assert not (box / "report.json").exists()  # a checkpoint, not an outcome
+    assert runs == [85, 0], done.stdout + done.stderr
+    assert "[BURNIN] resuming at window 3 of 4" in done.stdout
+    report = load_report(box / "report.json")
+    assert report.command == "burnin"
+    assert report.verdict.passed
+    throughput = next(c for c in report.checks if c.name == "burnin-throughput")
+    assert [w["window"] for w in throughput.details["series"]] == [0, 1, 2, 3]

@@ -59,6 +59,32 @@ def test_manifests_validate_against_kubernetes(
     kubernetes_validate.validate(document, version, strict=True)
 
 
+def test_the_burn_in_job_resumes_after_disruption_and_stops_on_a_verdict() -> None:
+    (_, job) = next((n, d) for n, d in documents() if n == "burnin-job.yaml:Job")
+    rules = job["spec"]["podFailurePolicy"]["rules"]
+    assert rules[0]["action"] == "FailJob"
+    assert rules[0]["onExitCodes"]["values"] == [1, 2, 3]
+    assert rules[1] == {
+        "action": "Ignore",
+        "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
+    }
+    spec = job["spec"]["template"]["spec"]
+    assert spec["restartPolicy"] == "Never"  # podFailurePolicy requires it
+    assert "kubernetes.io/hostname" in spec["nodeSelector"]  # a burn-in is of one node
+    [container] = spec["containers"]
+    args = container["args"]
+    checkpoint = args[args.index("--checkpoint") + 1]
+    assert checkpoint.startswith("/results/")  # on the volume, so a new pod finds it
+    assert any(
+        m["mountPath"] == "/results" and "subPathExpr" in m for m in container["volumeMounts"]
+    )
+    from tests.cli_paths import resolve_cli
+
+    path, options = resolve_cli(args[1:])
+    assert path == ["gpuaccept", "burnin"]
+    assert options["duration"] == "24h"
+
+
 def test_the_validator_rejects_a_broken_manifest() -> None:
     (_, job) = next((n, d) for n, d in documents() if n == "accept-job.yaml:Job")
     broken = yaml.safe_load(yaml.safe_dump(job))

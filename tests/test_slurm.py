@@ -348,3 +348,28 @@ def test_a_drain_that_slurm_refuses_is_said_not_hidden(slurm: dict[str, str]) ->
         "no-such-node failed (gpuaccept quick: inventory) but could not be drained" in failed.stderr
     )
     assert _node_state(slurm) == ("idle", "none")  # the real node was never touched
+
+
+def test_a_burn_in_requeued_mid_run_resumes_at_its_next_window(slurm: dict[str, str]) -> None:
+    # preemption as Slurm does it: `scontrol requeue` ends the running job (SIGTERM) and queues
+    # it again under the same id; the checkpoint in results/ carries the finished windows over
+    job = sbatch(slurm, "slurm/burnin.sbatch", "8s", "1s")
+    checkpoint = Path(slurm["GPUACCEPT_RESULTS"]) / f"burnin-{job}-{_node()}.ckpt"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if checkpoint.exists() and '"window": 2' in checkpoint.read_text():
+            break
+        time.sleep(0.5)
+    else:
+        raise AssertionError(f"no third window checkpointed: {_out(slurm, job)}")
+    subprocess.run(["scontrol", "requeue", job], env=slurm, check=True, timeout=STEP_TIMEOUT)
+    assert wait_for(slurm, job, timeout=200) == ("COMPLETED", "0:0"), _out(slurm, job)
+    out = _out(slurm, job)
+    assert "[BURNIN] interrupted by SIGTERM" in out  # the first run, kept by --open-mode=append
+    assert "[BURNIN] resuming at window " in out
+    path = Path(slurm["GPUACCEPT_RESULTS"]) / f"burnin-{job}-{_node()}.json"
+    report = RunReport.model_validate_json(path.read_text())
+    assert report.verdict.passed, report.verdict
+    throughput = next(c for c in report.checks if c.name == "burnin-throughput")
+    assert [w["window"] for w in throughput.details["series"]] == list(range(8))
+    assert throughput.details["load_seconds"] < 8.5  # the windows run, not the time away

@@ -24,7 +24,14 @@ import htcondor
 
 REPO = Path(__file__).resolve().parents[2]
 SUBMIT_DIR = REPO / "htcondor"
-CONTAINER_JOBS = ["accept.sub", "train-mnist.sub", "bench.sub", "bench-multigpu.sub", "sweep.sub"]
+CONTAINER_JOBS = [
+    "accept.sub",
+    "train-mnist.sub",
+    "bench.sub",
+    "bench-multigpu.sub",
+    "sweep.sub",
+    "burnin.sub",
+]
 ALL_JOBS = [*CONTAINER_JOBS, "accept-vanilla.sub"]
 TARGETS = ("cuda12", "gb10")
 IMAGE = "docker://ghcr.io/acme/gpuaccept@sha256:" + "0" * 64

@@ -50,7 +50,7 @@ REFUSED = {
 
 
 def _node(target: str, job: str, **changes: Any) -> Any:
-    gpus = 8 if job == "bench-multigpu.sub" else 1
+    gpus = 8 if job in ("bench-multigpu.sub", "burnin.sub") else 1
     return machine_ad(**{"gpus": gpus, **GOOD[target], **changes})
 
 
@@ -175,3 +175,15 @@ def test_environment_tells_the_job_its_target() -> None:
     ad = _job("accept.sub", "gb10")
     assert re.search(r"GPUACCEPT_TARGET=gb10", ad["Env"] if "Env" in ad else ad["Environment"])
     assert os.environ["CONDOR_CONFIG"] == "/dev/null"
+
+
+def test_burn_in_takes_the_whole_node_and_checkpoints_itself() -> None:
+    ad = _job("burnin.sub", "cuda12")
+    assert ad["RequestGPUs"] == 8
+    assert ad["SuccessCheckpointExitCode"] == 85
+    assert ad["TransferCheckpoint"] == "burnin.ckpt"
+    assert ad["Args"].split() == ["24h", "5m", "12"]
+    assert "report.json = results/burnin-" in ad["TransferOutputRemaps"]
+    [short] = expand("burnin.sub", DURATION="10m", WINDOW="1m", WINDOWS_PER_RUN="5", GPUS="1")
+    assert short["Args"].split() == ["10m", "1m", "5"]
+    assert short["RequestGPUs"] == 1

@@ -49,6 +49,7 @@ class BurnInSettings:
     seed: int = 0
     straggler_tolerance_percent: float = DEFAULT_STRAGGLER_TOLERANCE_PERCENT
     checkpoint: Path | None = None
+    windows_per_run: int | None = None  # stop after this many (a scheduler's checkpoint)
     # Injected faults, for the CPU twin's tests: (window, device) -> fault, window -> events.
     faults: Mapping[tuple[int, str], Fault] = field(default_factory=dict)
     injected_events: Mapping[int, list[GpuEvent]] = field(default_factory=dict)
@@ -184,8 +185,9 @@ def run_burnin(
     progress: BurnInProgress,
     observer: WindowObserver | None = None,
 ) -> BurnInStop | None:
-    """Run the windows `progress` has not done yet, recording (and checkpointing) each as it
-    ends; the interruption that stopped the run, if one did (its window is not recorded)."""
+    """Run the windows `progress` has not done yet (at most `windows_per_run`), recording (and
+    checkpointing) each as it ends; the interruption that stopped the run, if one did (its window
+    is not recorded)."""
     plan = settings.plan
     loop = _Loop(settings)
     current: int | None = None
@@ -193,7 +195,10 @@ def run_burnin(
     try:
         loop.pool.await_ready(loop.slots)  # a worker that did not start is its window's loss
         before = loop.snapshot()
-        for window in range(progress.next_window, plan.window_count):
+        last = plan.window_count
+        if settings.windows_per_run is not None:
+            last = min(last, progress.next_window + settings.windows_per_run)
+        for window in range(progress.next_window, last):
             current = window
             stressor, seconds = plan.stressor(window), plan.seconds_of(window)
             if observer is not None:

@@ -36,10 +36,11 @@ def burnin(
         help="How long to load the GPUs: 10m, 24h, 1h30m, 3d (72 h).",
         rich_help_panel="What to run",
     ),
-    window: str = typer.Option(
-        "5m",
+    window: str | None = typer.Option(
+        None,
         "--window",
         metavar="DURATION",
+        show_default="5m, or the whole --duration when shorter",
         help="Length of one judged window; each window runs one stressor.",
         rich_help_panel="What to run",
     ),
@@ -84,6 +85,25 @@ def burnin(
         "resumes at the next window (HTCondor eviction, Slurm preemption).",
         rich_help_panel="Outputs",
     ),
+    checkpoint_every: int | None = typer.Option(
+        None,
+        "--checkpoint-every",
+        min=1,
+        metavar="N",
+        help="With --checkpoint-exit-code: windows run before each exit.",
+        rich_help_panel="Outputs",
+    ),
+    checkpoint_exit_code: int | None = typer.Option(
+        None,
+        "--checkpoint-exit-code",
+        min=4,
+        max=255,
+        metavar="CODE",
+        help="After every --checkpoint-every windows (but the last), exit CODE with the "
+        "checkpoint written (HTCondor's checkpoint_exit_code: the job is restarted and "
+        "resumes).",
+        rich_help_panel="Outputs",
+    ),
     straggler_tolerance: float | None = typer.Option(
         None,
         "--straggler-tolerance",
@@ -122,6 +142,8 @@ def burnin(
         cpu_devices=cpu_devices,
         seed=seed,
         checkpoint=checkpoint,
+        checkpoint_every=checkpoint_every,
+        checkpoint_exit_code=checkpoint_exit_code,
         straggler_tolerance=straggler_tolerance,
         report_dir=report_dir,
         junit=junit,
@@ -130,6 +152,8 @@ def burnin(
     )
     with interrupts_as_exceptions():
         report, stop = _run(job)
+        if report is None:  # a scheduler's checkpoint, not an outcome: no report yet
+            raise typer.Exit(job.checkpoint_exit_code)
         _write(job, report, stop)
 
 
@@ -143,17 +167,20 @@ class BurnInJob:
     report_dir: Path | None
     junit: Path | None
     history_path: Path | None
+    checkpoint_exit_code: int | None = None
 
 
 def _plan(
     *,
     duration: str,
-    window: str,
+    window: str | None,
     schedule: str | None,
     device: str,
     cpu_devices: int,
     seed: int,
     checkpoint: Path | None,
+    checkpoint_every: int | None,
+    checkpoint_exit_code: int | None,
     straggler_tolerance: float | None,
     report_dir: Path | None,
     junit: Path | None,
@@ -162,14 +189,23 @@ def _plan(
 ) -> BurnInJob:
     """Refuse every input that could be wrong, before any work (exit 2 with one line)."""
     from gpuaccept.burnin.judging import DEFAULT_STRAGGLER_TOLERANCE_PERCENT
-    from gpuaccept.burnin.plan import BurnInPlan, BurnInProgress, parse_duration
+    from gpuaccept.burnin.plan import (
+        DEFAULT_WINDOW_SECONDS,
+        BurnInPlan,
+        BurnInProgress,
+        parse_duration,
+    )
     from gpuaccept.burnin.run import BurnInSettings
     from gpuaccept.cli.recording import history_path as recorded_in
     from gpuaccept.output_files import check_output_directory, check_output_file, refuse_collisions
     from gpuaccept.probe.hardware import list_cuda_gpus, resolve_device_mode
 
     duration_seconds = parse_duration(duration, "--duration")
-    window_seconds = parse_duration(window, "--window")
+    window_seconds = (
+        min(DEFAULT_WINDOW_SECONDS, duration_seconds)
+        if window is None
+        else parse_duration(window, "--window")
+    )
     rotation = None
     if schedule is not None:
         rotation = [name.strip() for name in schedule.split(",")]
@@ -182,6 +218,10 @@ def _plan(
             f"--straggler-tolerance {straggler_tolerance:g}: give a percentage above 0 and "
             "below 100"
         )
+    if checkpoint_exit_code is not None and checkpoint is None:
+        raise InputError("--checkpoint-exit-code needs --checkpoint")
+    if (checkpoint_every is None) != (checkpoint_exit_code is None):
+        raise InputError("--checkpoint-every and --checkpoint-exit-code go together")
     if report_dir is not None:
         check_output_directory(report_dir, "--report-dir")
     if junit is not None:
@@ -211,6 +251,7 @@ def _plan(
         seed=seed,
         straggler_tolerance_percent=tolerance,
         checkpoint=checkpoint,
+        windows_per_run=checkpoint_every,
     )
     if checkpoint is not None:
         progress = BurnInProgress.resume(checkpoint, plan)
@@ -232,6 +273,7 @@ def _plan(
         report_dir=report_dir,
         junit=junit,
         history_path=history_target(history, no_history),
+        checkpoint_exit_code=checkpoint_exit_code,
     )
 
 
@@ -266,8 +308,9 @@ class _Lines:
             typer.echo(f"[BURNIN]   FAIL {text}")
 
 
-def _run(job: BurnInJob) -> tuple[RunReport, Interrupted | None]:
-    """The windows not done yet, and the report of the whole burn-in so far."""
+def _run(job: BurnInJob) -> tuple[RunReport | None, Interrupted | None]:
+    """The windows not done yet, and the report of the whole burn-in so far (None when the run
+    stopped for the scheduler's checkpoint, with windows left to run)."""
     from gpuaccept.burnin.checks import burnin_checks
     from gpuaccept.burnin.run import run_burnin
     from gpuaccept.record.environment import capture_environment
@@ -310,6 +353,12 @@ def _run(job: BurnInJob) -> tuple[RunReport, Interrupted | None]:
                 else ""
             )
             typer.echo(f"[BURNIN] {stopped}{where}: stopped, writing what finished{kept}")
+        elif progress.next_window < plan.window_count:
+            typer.echo(
+                f"[BURNIN] checkpoint after window {progress.next_window} written; exiting "
+                f"{job.checkpoint_exit_code} so the scheduler saves it and restarts the job"
+            )
+            return None, None
     checks = burnin_checks(
         progress,
         plan,
