@@ -153,6 +153,7 @@ def burnin(
     with interrupts_as_exceptions():
         report, stop = _run(job)
         if report is None:  # a scheduler's checkpoint, not an outcome: no report yet
+            assert job.checkpoint_exit_code is not None, "only --checkpoint-every stops early"
             raise typer.Exit(job.checkpoint_exit_code)
         _write(job, report, stop)
 
