@@ -387,6 +387,8 @@ def _write(job: BurnInJob, report: RunReport, stopped: Interrupted | None) -> No
     from gpuaccept.cli.recording import compared_with_history, record_run
     from gpuaccept.report.console import check_line, result_line, summary_text
 
+    if stopped is None and report.verdict.judged and job.history_path is not None:
+        report = _compared_with_fleet(report, job)
     for check in report.checks:
         typer.echo(check_line(check))
     if stopped is None:
@@ -406,3 +408,24 @@ def _write(job: BurnInJob, report: RunReport, stopped: Interrupted | None) -> No
     typer.echo(result_line(report))
     if report.verdict.exit_code:
         raise typer.Exit(report.verdict.exit_code)
+
+
+def _compared_with_fleet(report: RunReport, job: BurnInJob) -> RunReport:
+    """The report with its GPUs held against the same model on other nodes (the history)."""
+    from gpuaccept.record.fleet_comparison import CHECK_NAME, compare_with_fleet
+    from gpuaccept.record.history import History, HistoryError
+    from gpuaccept.record.self_comparison import with_check
+    from gpuaccept.results import CheckResult, Status
+
+    assert job.history_path is not None
+    try:
+        with History.open(job.history_path) as history:
+            check = compare_with_fleet(report, history, job.settings.straggler_tolerance_percent)
+    except HistoryError as error:
+        check = CheckResult(
+            name=CHECK_NAME,
+            area="BURNIN",
+            status=Status.SKIP,
+            message=f"not compared with other nodes: {error}",
+        )
+    return with_check(report, check)

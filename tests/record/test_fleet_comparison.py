@@ -1,0 +1,119 @@
+"""A burn-in's GPUs against the same GPU model on other nodes (the history's passing burn-ins):
+a GPU more than the tolerance below their median fails, named with its model and the peers."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+from gpuaccept.burnin.checks import burnin_checks
+from gpuaccept.burnin.plan import BurnInPlan, BurnInProgress, WindowFigures
+from gpuaccept.record.fleet_comparison import compare_with_fleet
+from gpuaccept.record.history import History
+from gpuaccept.results import RunReport
+from gpuaccept.verdict import Status
+from tests.run_reports import T0, history_with, judged_report
+
+PLAN = BurnInPlan.build(600, 300, 2, ["gemm-bf16"])
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+def burnin_report(
+    host: str,
+    rates: list[float],
+    *,
+    model: str = H100,
+    hours: float = 0.0,
+    correct: bool = True,
+    mode: str = "cuda",
+) -> RunReport:
+    devices = [f"gpu{i}" for i in range(len(rates))]
+    progress = BurnInProgress(plan=PLAN.fingerprint(), devices=devices)
+    for window in range(2):
+        progress.record(
+            WindowFigures(
+                window=window,
+                stressor="gemm-bf16",
+                seconds=300,
+                unit="TFLOPS",
+                throughput=dict(zip(devices, rates, strict=True)),
+                correctness=[] if correct else ["window 1 (gemm-bf16): gpu0 computed other bits"],
+            )
+        )
+    checks = burnin_checks(
+        progress,
+        PLAN,
+        device_mode=mode,
+        straggler_tolerance_percent=10,
+        names=dict.fromkeys(devices, model),
+    )
+    started = T0 + timedelta(hours=hours)
+    return judged_report(
+        command="burnin",
+        level="10m",
+        device_mode=mode,
+        started_at=started.isoformat(),
+        finished_at=(started + timedelta(minutes=10)).isoformat(),
+        duration_seconds=600.0,
+        checks=checks,
+        environment={"system": {"hostname": host}},
+    )
+
+
+def _compare(tmp_path: Path, report: RunReport, *past: RunReport) -> object:
+    with History.open(history_with(tmp_path / "h.sqlite", *past)) as history:
+        return compare_with_fleet(report, history, 10.0)
+
+
+def test_a_node_whose_gpus_are_all_equally_slow_is_caught_against_other_nodes(
+    tmp_path: Path,
+) -> None:
+    fleet = [burnin_report(f"node{i}", [700.0, 705.0]) for i in range(2)]
+    slow_node = burnin_report("node9", [600.0, 600.0], hours=1)  # no straggler within the node
+    assert all(c.status is Status.PASS for c in slow_node.checks)
+    check = _compare(tmp_path, slow_node, *fleet)
+    assert check.status is Status.FAIL
+    assert check.message == (
+        "gpu0 burnin_gemm_bf16 600 TFLOPS is -14.6% against the median 702.5 of 4 "
+        f"{H100} GPUs on other nodes; gpu1 burnin_gemm_bf16 600 TFLOPS is -14.6% against the "
+        f"median 702.5 of 4 {H100} GPUs on other nodes"
+    )
+    healthy = burnin_report("node8", [690.0, 710.0], hours=1)
+    assert _compare(tmp_path / "b", healthy, *fleet).status is Status.PASS
+
+
+def test_only_other_nodes_passing_gpu_burn_ins_of_the_same_model_count(tmp_path: Path) -> None:
+    this = burnin_report("node9", [600.0], hours=1)
+    past = [
+        burnin_report("node9", [700.0, 700.0, 700.0, 700.0]),  # this node's own past
+        burnin_report("node1", [700.0, 700.0], correct=False),  # a failed burn-in
+        burnin_report("node2", [700.0, 700.0], model="NVIDIA A100-SXM4-80GB"),
+        burnin_report("node3", [700.0, 700.0], mode="cpu"),
+        burnin_report("node4", [700.0, 700.0]),  # two peers: not enough for a median
+    ]
+    check = _compare(tmp_path, this, *past)
+    assert check.status is Status.SKIP
+    assert check.message == (
+        f"not compared with other nodes: fewer than 3 GPUs of {H100} on other nodes in the "
+        "history's passing burn-ins"
+    )
+    # one more passing node of the model makes three peers: now it is judged
+    more = [*past, burnin_report("node5", [700.0])]
+    assert _compare(tmp_path / "b", this, *more).status is Status.FAIL
+
+
+def test_the_newest_burn_in_of_each_node_is_its_figure(tmp_path: Path) -> None:
+    this = burnin_report("node9", [650.0], hours=5)
+    past = [burnin_report(f"node{i}", [600.0], hours=0) for i in range(3)] + [
+        burnin_report(f"node{i}", [750.0], hours=1) for i in range(3)
+    ]
+    check = _compare(tmp_path, this, *past)
+    assert check.status is Status.FAIL  # against 750 (the newest), not 600 or a mix
+    assert "against the median 750 of 3" in check.message
+
+
+def test_the_cpu_twin_is_not_compared(tmp_path: Path) -> None:
+    twin = burnin_report("node9", [1.0, 1.0], mode="cpu")
+    check = _compare(tmp_path, twin)
+    assert check.status is Status.SKIP
+    assert check.message.startswith("CPU mode")
