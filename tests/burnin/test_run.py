@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from gpuaccept.burnin.checks import burnin_checks
-from gpuaccept.burnin.plan import BurnInPlan, BurnInProgress
+from gpuaccept.burnin.plan import BurnInPlan, BurnInProgress, window_seed
 from gpuaccept.burnin.run import BurnInSettings, run_burnin
 from gpuaccept.burnin.stress import Fault
 from gpuaccept.probe.nvml_events import GpuEvent
@@ -63,8 +63,10 @@ def test_a_healthy_burn_in_finds_nothing_and_passes(healthy: BurnInProgress) -> 
         "host-transfer",
         "all-reduce",
     ]
-    for window in healthy.windows:
+    for number, window in enumerate(healthy.windows):
         assert window.failures == [], window.failures
+        assert window.seed == window_seed(7, number)  # the run's --seed 7, new every window
+        assert window.digest is not None  # the bits all three workers agreed on
         assert sorted(window.throughput) == ["cpu0", "cpu1", "cpu2"]
         assert all(rate > 0 for rate in window.throughput.values())
     plan = BurnInPlan.build(5 * WINDOW, WINDOW, 3)

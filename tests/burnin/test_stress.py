@@ -69,3 +69,17 @@ def test_tf32_and_reduced_precision_sums_are_off_during_a_window_and_restored_af
         assert matmul.allow_bf16_reduced_precision_reduction is True
     finally:
         matmul.allow_tf32, matmul.allow_bf16_reduced_precision_reduction = kept
+
+
+def test_clock_events_are_counted_over_the_loaded_samples_only() -> None:
+    from gpuaccept.probe.load_sampler import LoadSample, LoadTrace
+
+    trace = LoadTrace(
+        samples=[
+            LoadSample(seconds=0.1, reasons=("hardware slowdown",)),  # still ramping up
+            LoadSample(seconds=0.6, reasons=("hardware slowdown", "software power cap")),
+            LoadSample(seconds=0.7, reasons=("software power cap",)),
+            LoadSample(seconds=0.8),
+        ]
+    )
+    assert stress.clock_event_counts(trace) == {"hardware slowdown": 1, "software power cap": 2}

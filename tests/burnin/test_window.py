@@ -21,6 +21,14 @@ def test_a_healthy_window_has_its_figures_and_no_failure() -> None:
     assert (figures.window, figures.stressor, figures.seconds) == (2, "gemm-fp32", 300.0)
 
 
+def test_the_window_keeps_the_majoritys_bits_and_none_without_a_majority() -> None:
+    node = _node(3)
+    assert judge_window(0, "gemm-fp32", 300.0, node).digest == node["gpu0"].digest
+    other = run_window("gemm-fp32", 0.05, seed=6, device_index=None)
+    split = {"gpu0": node["gpu0"], "gpu1": other}
+    assert judge_window(0, "gemm-fp32", 300.0, split).digest is None
+
+
 def test_a_device_with_other_bits_is_named_with_the_window_and_the_first_row() -> None:
     node = _node()
     other = run_window("gemm-fp32", 0.05, seed=6, device_index=None)  # not the node's work
@@ -87,6 +95,10 @@ def test_counter_growth_in_the_window_is_a_hard_event_of_that_window() -> None:
         "window 5 (hbm): NVML GPU 0 (GPU-a): 2 uncorrectable ECC error(s) in the run",
         "window 5 (hbm): NVML GPU 0 (GPU-a): NVLink 2 replay errors grew by 4 in the run",
     ]
+    assert grown.counter_growth == [
+        {"uuid": "GPU-a", "index": 0, "grew": {"ecc_uncorrected": 2, "nvlink2_replay": 4}}
+    ]
+    assert quiet.counter_growth == []
     gone = CounterSnapshot(300, ())
     [lost] = judge_window(4, "hbm", 300.0, _node(), counters=(snapshot(0, 5, 1), gone)).hardware
     assert lost.endswith("was read at the start but not at the end (lost?)")
@@ -98,6 +110,7 @@ def test_a_hardware_slowdown_fails_and_a_weak_power_hold_warns() -> None:
         node["gpu1"],
         load_failures=["gpu1: hardware slowdown under load in 12 of 3000 samples"],
         load={"power_held_share": 0.5, "power_p90_w": 640.0, "samples": 3000},
+        clock_events={"hardware slowdown": 12, "software power cap": 2900},
     )
     node["gpu2"] = dataclasses.replace(node["gpu2"], load={"power_held_share": 0.95})
     figures = judge_window(0, "gemm-bf16", 300.0, node)
@@ -109,6 +122,7 @@ def test_a_hardware_slowdown_fails_and_a_weak_power_hold_warns() -> None:
         "90%): the stress is below what it should reach"
     ]
     assert figures.load["gpu1"] == {"power_held_share": 0.5, "power_p90_w": 640.0}
+    assert figures.clock_events == {"gpu1": {"hardware slowdown": 12, "software power cap": 2900}}
 
 
 def test_all_reduce_ranks_are_not_judged_as_stragglers() -> None:

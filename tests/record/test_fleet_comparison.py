@@ -7,7 +7,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from gpuaccept.burnin.checks import burnin_checks
-from gpuaccept.burnin.plan import BurnInPlan, BurnInProgress, WindowFigures
+from gpuaccept.burnin.plan import BurnInPlan, BurnInProgress, WindowFigures, window_seed
 from gpuaccept.record.fleet_comparison import compare_with_fleet
 from gpuaccept.record.history import History
 from gpuaccept.results import RunReport
@@ -26,6 +26,8 @@ def burnin_report(
     hours: float = 0.0,
     correct: bool = True,
     mode: str = "cuda",
+    digests: tuple[str, str] = ("a" * 64, "b" * 64),
+    stack: str = "2.13.0",
 ) -> RunReport:
     devices = [f"gpu{i}" for i in range(len(rates))]
     progress = BurnInProgress(plan=PLAN.fingerprint(), devices=devices)
@@ -37,6 +39,8 @@ def burnin_report(
                 seconds=300,
                 unit="TFLOPS",
                 throughput=dict(zip(devices, rates, strict=True)),
+                digest=digests[window],
+                seed=window_seed(0, window),
                 correctness=[] if correct else ["window 1 (gemm-bf16): gpu0 computed other bits"],
             )
         )
@@ -56,7 +60,11 @@ def burnin_report(
         finished_at=(started + timedelta(minutes=10)).isoformat(),
         duration_seconds=600.0,
         checks=checks,
-        environment={"system": {"hostname": host}},
+        environment={
+            "system": {"hostname": host},
+            "torch": {"version": stack},
+            "gpus": [{"name": model} for _ in devices],
+        },
     )
 
 
@@ -117,3 +125,37 @@ def test_the_cpu_twin_is_not_compared(tmp_path: Path) -> None:
     check = _compare(tmp_path, twin)
     assert check.status is Status.SKIP
     assert check.message.startswith("CPU mode")
+
+
+def test_a_node_whose_gpus_agree_on_wrong_bits_is_caught_by_the_other_nodes(
+    tmp_path: Path,
+) -> None:
+    fleet = [burnin_report(f"node{i}", [700.0]) for i in range(3)]
+    wrong = burnin_report("node9", [700.0], hours=1, digests=("a" * 64, "c" * 64))
+    check = _compare(tmp_path, wrong, *fleet)
+    assert check.status is Status.FAIL
+    assert check.message == (
+        "window 2 (gemm-bf16): this node's GPUs computed other bits than 3 other nodes (node0, "
+        "node1, node2) on the same stack"
+    )
+    assert check.details["windows_compared_bit_for_bit"] == 2
+    right = burnin_report("node8", [700.0], hours=1)
+    assert _compare(tmp_path / "b", right, *fleet).message == (
+        "1 figure(s) within 10% of the same GPU model and 2 window(s) bit for bit equal on "
+        "other nodes"
+    )
+
+
+def test_one_other_node_that_disagrees_warns_and_another_stack_is_not_compared(
+    tmp_path: Path,
+) -> None:
+    wrong = burnin_report("node9", [700.0], hours=1, digests=("a" * 64, "c" * 64))
+    check = _compare(tmp_path, wrong, burnin_report("node0", [700.0]))
+    assert check.status is Status.WARN
+    assert check.message.startswith(
+        "window 2 (gemm-bf16): this node's GPUs computed other bits than node0 on the same stack"
+    )
+    other_stack = [burnin_report(f"node{i}", [700.0], stack="2.12.0") for i in range(3)]
+    unmatched = _compare(tmp_path / "b", wrong, *other_stack)
+    assert unmatched.details["windows_compared_bit_for_bit"] == 0
+    assert unmatched.status is Status.PASS  # the rates were compared; the bits could not be

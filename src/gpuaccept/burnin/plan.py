@@ -13,6 +13,7 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -116,6 +117,12 @@ class BurnInPlan:
         return f"{self.duration_seconds:g}s/{self.window_seconds:g}s/{','.join(self.stressors)}"
 
 
+def window_seed(seed: int, window: int) -> int:
+    """The seed of a window's work: the same on every device (and on every node run with the
+    same --seed), new each window."""
+    return seed * 100_003 + window
+
+
 class WindowFigures(BaseModel):
     """What one finished window measured per device, and what it found (the time series the
     report draws and the checks judge)."""
@@ -127,7 +134,11 @@ class WindowFigures(BaseModel):
     seconds: float = Field(ge=0, allow_inf_nan=False)
     unit: str = ""
     throughput: dict[str, float] = Field(default_factory=dict)  # device -> the stressor's rate
+    digest: str | None = None  # the result bits most devices computed (None: no majority)
+    seed: int | None = None  # of the window's work (`window_seed`): the same work, the same bits
     load: dict[str, dict[str, float]] = Field(default_factory=dict)  # device -> power, clocks...
+    clock_events: dict[str, dict[str, int]] = Field(default_factory=dict)  # device -> reason -> n
+    counter_growth: list[dict[str, Any]] = Field(default_factory=list)  # per GPU, as NVML counts
     events: list[str] = Field(default_factory=list)  # NVML events seen in the window, described
     correctness: list[str] = Field(default_factory=list)  # wrong bits, no majority, reference
     hardware: list[str] = Field(default_factory=list)  # XID, ECC, NVLink, slowdown, lost device

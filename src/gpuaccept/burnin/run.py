@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from gpuaccept.burnin.judging import DEFAULT_STRAGGLER_TOLERANCE_PERCENT
-from gpuaccept.burnin.plan import BurnInPlan, BurnInProgress, WindowFigures
+from gpuaccept.burnin.plan import BurnInPlan, BurnInProgress, WindowFigures, window_seed
 from gpuaccept.burnin.stress import Fault, WindowWork
 from gpuaccept.burnin.window import judge_window
 from gpuaccept.errors import Interrupted
@@ -108,7 +108,7 @@ class _Loop:
     ) -> tuple[WindowFigures, CounterSnapshot | None]:
         """The window run on every device and judged; the counters as it ended."""
         settings = self.settings
-        seed = settings.seed * 100_003 + window  # the same work on every device, new each window
+        seed = window_seed(settings.seed, window)
         name = f"burnin window {window + 1} ({stressor})"
         timeout = seconds + WINDOW_GRACE_SECONDS + _STARTUP_SLACK_SECONDS
         faults = {slot: settings.faults.get((window, self.labels[slot])) for slot in self.slots}
@@ -156,7 +156,7 @@ class _Loop:
             counters=(before, after) if before is not None and after is not None else None,
             straggler_tolerance_percent=settings.straggler_tolerance_percent,
         )
-        return figures, after
+        return figures.model_copy(update={"seed": seed}), after
 
     def _ranks(
         self, name: str, seconds: float, seed: int, timeout: float, faults: dict[int, Any]

@@ -97,6 +97,20 @@ class WindowWork:
     load: dict[str, Any] = field(default_factory=dict)  # the samples' summary (GPU only)
     load_failures: list[str] = field(default_factory=list)
     load_warnings: list[str] = field(default_factory=list)
+    clock_events: dict[str, int] = field(default_factory=dict)  # reason -> loaded samples
+
+
+def clock_event_counts(trace: LoadTrace) -> dict[str, int]:
+    """How many samples under load carried each clock-event reason (the window's record of
+    throttling, judged or not)."""
+    from gpuaccept.checks.load_judging import RAMP_SECONDS
+
+    counts: dict[str, int] = {}
+    for sample in trace.samples:
+        if sample.seconds >= RAMP_SECONDS:
+            for reason in sample.reasons:
+                counts[reason] = counts.get(reason, 0) + 1
+    return counts
 
 
 def _device(device_index: int | None) -> torch.device:
@@ -316,6 +330,7 @@ def run_window(
         load=load,
         load_failures=verdict.failures,
         load_warnings=verdict.warnings,
+        clock_events=clock_event_counts(sampler.trace),
     )
 
 
@@ -471,4 +486,5 @@ def run_all_reduce_window(
         load=dict(verdict.summary),
         load_failures=verdict.failures,
         load_warnings=verdict.warnings,
+        clock_events=clock_event_counts(sampler.trace),
     )

@@ -55,15 +55,14 @@ def judge_window(
     """The window's figures and findings from each device's work (device label -> work), the
     devices that gave none (label -> why), its NVML events and its counters at start and end."""
     where = f"window {window + 1} ({stressor})"
-    correctness = _correctness(where, works)
+    correctness, majority = _correctness(where, works)
     hardware = [
         f"{where}: {device} was lost: {why}" for device, why in sorted((lost or {}).items())
     ]
     warnings: list[str] = []
     found = Findings("burnin", "BURNIN")
     judge_events(list(events), found)
-    if counters is not None:
-        judge_growth(*counters, found)
+    growth = judge_growth(*counters, found) if counters is not None else []
     hardware += [f"{where}: {text}" for text in found.failures]
     warnings += [f"{where}: {text}" for text in found.warnings]
     for device, work in sorted(works.items()):
@@ -90,10 +89,17 @@ def judge_window(
         seconds=seconds,
         unit=unit,
         throughput={device: work.throughput for device, work in sorted(works.items())},
+        digest=majority,
         load={
             device: {k: float(work.load[k]) for k in _LOAD_FIGURES if work.load.get(k) is not None}
             for device, work in sorted(works.items())
         },
+        clock_events={
+            device: dict(work.clock_events)
+            for device, work in sorted(works.items())
+            if work.clock_events
+        },
+        counter_growth=growth,
         events=[event.describe() for event in events],
         correctness=correctness,
         hardware=hardware,
@@ -106,9 +112,10 @@ def judge_window(
     )
 
 
-def _correctness(where: str, works: Mapping[str, WindowWork]) -> list[str]:
+def _correctness(where: str, works: Mapping[str, WindowWork]) -> tuple[list[str], str | None]:
     """A device that changed its result within the window, one whose bits differ from the
-    majority (with the first differing row), no majority, and a result outside its reference."""
+    majority (with the first differing row), no majority, and a result outside its reference;
+    and the majority's digest."""
     found = [
         f"{where}: {device} changed its result within the window (first and last iterations "
         "differ bit for bit)"
@@ -135,4 +142,4 @@ def _correctness(where: str, works: Mapping[str, WindowWork]) -> list[str]:
         for device, work in sorted(works.items())
         if work.reference is not None and not work.reference.ok
     ]
-    return found
+    return found, verdict.majority

@@ -7,12 +7,22 @@ holds, from burn-ins that passed on the GPU: a GPU more than the straggler toler
 median is a straggler of the fleet (the same 10% as within a node: gpu-fryer's, cited in
 `burnin.judging`). Fewer than three such GPUs make no median: the GPU is not compared, and the
 check says so (SKIP when nothing was compared), never a pass.
+
+Bits across nodes. A window's work is fixed by its stressor and seed, so the result bits the
+node's GPUs agreed on (the window's majority digest) must equal those of every other node that
+ran the same window's work on the same stack and GPU models (`stack_sha256`: the library picks
+its algorithm per model and version). Against the newest passing burn-in of each such node: bits
+that differ from what at least two other nodes agree on fail (this node's GPUs share a fault
+their own majority cannot see); bits that differ from a single other node warn (no majority
+across nodes: the CPU reference each window ran decides).
 """
 
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
 
 from gpuaccept.record.history import History
 from gpuaccept.results import CheckResult, RunReport, Status
@@ -22,6 +32,7 @@ CHECK_NAME = "burnin-fleet"
 MIN_PEERS = 3
 _COMMAND = "burnin"
 _CHECK = "burnin-throughput"
+_RUNS_READ = 50  # newest burn-ins read for other nodes' bits
 
 
 @dataclass(frozen=True)
@@ -79,12 +90,29 @@ def compare_with_fleet(
                 len(peers),
             )
         )
+    slow = [f for f in compared if f.change_percent < -tolerance_percent]
+    failures = [
+        f"{f.gpu} {f.metric} {f.value:.4g} {f.unit} is {f.change_percent:+.1f}% against "
+        f"the median {f.median:.4g} of {f.peers} {f.model} GPUs on other nodes"
+        for f in slow
+    ]
+    bits = compare_bits(report, history)
+    failures += bits.failures
     details = {
         "tolerance_percent": tolerance_percent,
         "figures": [f.__dict__ | {"change_percent": f.change_percent} for f in compared],
         "not_compared": sorted(uncompared),
+        "windows_compared_bit_for_bit": bits.compared,
     }
-    if not compared:
+    if failures or bits.warnings:
+        return CheckResult(
+            name=CHECK_NAME,
+            area="BURNIN",
+            status=Status.FAIL if failures else Status.WARN,
+            message="; ".join(failures or bits.warnings),
+            details=details,
+        )
+    if not compared and not bits.compared:
         why = (
             f"fewer than {MIN_PEERS} GPUs of {', '.join(sorted(uncompared))} on other nodes in "
             "the history's passing burn-ins"
@@ -92,27 +120,87 @@ def compare_with_fleet(
             else "no per-GPU figure to compare"
         )
         return _skip(f"not compared with other nodes: {why}", details)
-    slow = [f for f in compared if f.change_percent < -tolerance_percent]
-    if slow:
-        return CheckResult(
-            name=CHECK_NAME,
-            area="BURNIN",
-            status=Status.FAIL,
-            message="; ".join(
-                f"{f.gpu} {f.metric} {f.value:.4g} {f.unit} is {f.change_percent:+.1f}% against "
-                f"the median {f.median:.4g} of {f.peers} {f.model} GPUs on other nodes"
-                for f in slow
-            ),
-            details=details,
-        )
+    said = [f"{len(compared)} figure(s) within {tolerance_percent:g}% of the same GPU model"]
+    if bits.compared:
+        said.append(f"{bits.compared} window(s) bit for bit equal")
     return CheckResult(
         name=CHECK_NAME,
         area="BURNIN",
         status=Status.PASS,
-        message=f"{len(compared)} figure(s) within {tolerance_percent:g}% of the same GPU model "
-        "on other nodes",
+        message=" and ".join(said) + " on other nodes",
         details=details,
     )
+
+
+@dataclass
+class BitComparison:
+    compared: int = 0  # windows whose bits another node's run of the same work could check
+    failures: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def _window_digests(report: RunReport) -> dict[tuple[str, int], tuple[int, str]]:
+    """(stressor, work seed) -> (window, majority digest) of a burn-in report's windows."""
+    throughput = next((c for c in report.checks if c.name == _CHECK), None)
+    series = throughput.details.get("series") if throughput is not None else None
+    found: dict[tuple[str, int], tuple[int, str]] = {}
+    for window in series if isinstance(series, list) else []:
+        if not isinstance(window, dict):
+            continue
+        stressor, seed, digest = window.get("stressor"), window.get("seed"), window.get("digest")
+        number = window.get("window")
+        if isinstance(stressor, str) and isinstance(seed, int) and isinstance(digest, str):
+            found[(stressor, seed)] = (number if isinstance(number, int) else -1, digest)
+    return found
+
+
+def compare_bits(report: RunReport, history: History) -> BitComparison:
+    """This run's window bits against other nodes' passing GPU burn-ins of the same work on the
+    same stack (the newest run of each node)."""
+    from gpuaccept.record.environment import stack_sha256
+
+    result = BitComparison()
+    mine = _window_digests(report)
+    if not mine or report.device_mode == "cpu":
+        return result
+    stack, host = stack_sha256(report.environment), report.hostname
+    theirs: dict[tuple[str, int], dict[str, str]] = {}
+    seen_hosts: set[Any] = set()
+    for row in history.list_runs(command=_COMMAND, limit=_RUNS_READ):
+        if (
+            row.hostname == host
+            or row.hostname in seen_hosts
+            or row.device_mode == "cpu"
+            or row.verdict.outcome is not Outcome.PASS
+        ):
+            continue
+        past = history.report(row.id)
+        if stack_sha256(past.environment) != stack:
+            continue
+        seen_hosts.add(row.hostname)
+        for key, (_, digest) in _window_digests(past).items():
+            theirs.setdefault(key, {})[str(row.hostname)] = digest
+    for key, (window, digest) in sorted(mine.items(), key=lambda item: item[1][0]):
+        others = theirs.get(key)
+        if not others:
+            continue
+        result.compared += 1
+        (common, agreeing), *_ = Counter(others.values()).most_common(1)
+        if digest == common:
+            continue
+        nodes = sorted(host for host, d in others.items() if d == common)
+        where = f"window {window + 1} ({key[0]})"
+        if agreeing >= 2:
+            result.failures.append(
+                f"{where}: this node's GPUs computed other bits than {agreeing} other nodes "
+                f"({', '.join(nodes)}) on the same stack"
+            )
+        else:
+            result.warnings.append(
+                f"{where}: this node's GPUs computed other bits than {nodes[0]} on the same "
+                "stack (no majority across nodes: the CPU reference of each window decides)"
+            )
+    return result
 
 
 def _skip(message: str, details: dict[str, object] | None = None) -> CheckResult:
