@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
+
 
 from gpuaccept.burnin.checks import burnin_checks
 from gpuaccept.burnin.plan import BurnInPlan, BurnInProgress, WindowFigures, window_seed
@@ -26,20 +28,24 @@ def burnin_report(
     hours: float = 0.0,
     correct: bool = True,
     mode: str = "cuda",
-    digests: tuple[str, str] = ("a" * 64, "b" * 64),
+    digests: tuple[str | None, str | None] = ("a" * 64, "b" * 64),
     stack: str = "2.13.0",
+    hbm: list[float] | None = None,
+    named: bool = True,
+    models: list[str] | None = None,
 ) -> RunReport:
     devices = [f"gpu{i}" for i in range(len(rates))]
     progress = BurnInProgress(plan=PLAN.fingerprint(), devices=devices)
-    for window in range(2):
+    rounds = [("gemm-bf16", "TFLOPS", rates)] * 2 + ([("hbm", "GB/s", hbm)] if hbm else [])
+    for window, (stressor, unit, values) in enumerate(rounds):
         progress.record(
             WindowFigures(
                 window=window,
-                stressor="gemm-bf16",
+                stressor=stressor,
                 seconds=300,
-                unit="TFLOPS",
-                throughput=dict(zip(devices, rates, strict=True)),
-                digest=digests[window],
+                unit=unit,
+                throughput=dict(zip(devices, values, strict=True)),
+                digest=digests[window] if window < 2 else None,
                 seed=window_seed(0, window),
                 correctness=[] if correct else ["window 1 (gemm-bf16): gpu0 computed other bits"],
             )
@@ -49,7 +55,7 @@ def burnin_report(
         PLAN,
         device_mode=mode,
         straggler_tolerance_percent=10,
-        names=dict.fromkeys(devices, model),
+        names=dict(zip(devices, models or [model] * len(devices), strict=True)) if named else {},
     )
     started = T0 + timedelta(hours=hours)
     return judged_report(
@@ -68,9 +74,9 @@ def burnin_report(
     )
 
 
-def _compare(tmp_path: Path, report: RunReport, *past: RunReport) -> object:
+def _compare(tmp_path: Path, report: RunReport, *past: RunReport, tolerance: float = 10.0) -> Any:
     with History.open(history_with(tmp_path / "h.sqlite", *past)) as history:
-        return compare_with_fleet(report, history, 10.0)
+        return compare_with_fleet(report, history, tolerance)
 
 
 def test_a_node_whose_gpus_are_all_equally_slow_is_caught_against_other_nodes(
@@ -159,3 +165,84 @@ def test_one_other_node_that_disagrees_warns_and_another_stack_is_not_compared(
     unmatched = _compare(tmp_path / "b", wrong, *other_stack)
     assert unmatched.details["windows_compared_bit_for_bit"] == 0
     assert unmatched.status is Status.PASS  # the rates were compared; the bits could not be
+
+
+def test_each_figure_is_compared_with_its_own_metric_and_model_and_the_tolerance_is_a_bound(
+    tmp_path: Path,
+) -> None:
+    fleet = [burnin_report(f"node{i}", [700.0], hbm=[1000.0]) for i in range(3)]
+    # gpu0 is a model no other node has (left out); gpu1 is exactly 25% below the H100s' 700
+    mixed = burnin_report(
+        "node9", [100.0, 525.0], models=["NVIDIA B200", H100], digests=(None, None), hours=1
+    )
+    check = _compare(tmp_path, mixed, *fleet, tolerance=25.0)
+    assert check.area == "BURNIN"
+    assert check.status is Status.PASS, check.message  # at the bound: within it
+    assert check.details["figures"] == [
+        {
+            "metric": "burnin_gemm_bf16",
+            "gpu": "gpu1",
+            "model": H100,
+            "value": 525.0,
+            "unit": "TFLOPS",
+            "median": 700.0,  # the gemm figures only, not the hbm ones beside them
+            "peers": 3,
+            "change_percent": -25.0,
+        }
+    ]
+    assert check.details["not_compared"] == ["NVIDIA B200"]
+    assert check.details["tolerance_percent"] == 25.0
+    below = burnin_report(
+        "node9", [100.0, 524.0], models=["NVIDIA B200", H100], digests=(None, None), hours=1
+    )
+    failed = _compare(tmp_path / "b", below, *fleet, tolerance=25.0)
+    assert failed.status is Status.FAIL
+    assert failed.message == (
+        f"gpu1 burnin_gemm_bf16 524 TFLOPS is -25.1% against the median 700 of 3 {H100} GPUs on "
+        "other nodes"
+    )
+
+
+def test_gpus_without_a_model_name_and_reports_without_figures_are_not_compared(
+    tmp_path: Path,
+) -> None:
+    fleet = [burnin_report(f"node{i}", [700.0]) for i in range(3)]
+    nameless = burnin_report("node9", [100.0], named=False, hours=1, digests=(None, None))
+    check = _compare(tmp_path, nameless, *fleet)
+    assert check.status is Status.SKIP
+    assert check.message == "not compared with other nodes: no per-GPU figure to compare"
+    assert check.details["not_compared"] == []
+    not_a_burnin = burnin_report("node9", [100.0], hours=1).model_copy(update={"checks": []})
+    assert not_a_burnin.checks == []
+    assert _compare(tmp_path / "b", not_a_burnin, *fleet).status is Status.SKIP
+
+
+def test_bits_are_held_against_each_other_nodes_newest_passing_run_only(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    wrong = ("a" * 64, "c" * 64)
+    past = [
+        burnin_report("node0", [700.0], digests=wrong),  # node0's older run: superseded
+        burnin_report("node0", [700.0], hours=1),
+        burnin_report("node1", [700.0], hours=1),
+        burnin_report("node2", [700.0], hours=2, digests=wrong, correct=False),  # failed
+    ]
+    this = burnin_report("node9", [700.0], hours=3, digests=wrong)
+    check = _compare(tmp_path, this, *past)
+    assert check.status is Status.FAIL
+    assert check.message == (
+        "window 2 (gemm-bf16): this node's GPUs computed other bits than 2 other nodes (node0, "
+        "node1) on the same stack"
+    )
+    # only the newest runs are read: accept runs after the burn-ins do not push them out, and
+    # a node whose burn-ins are all past the limit is not compared
+    monkeypatch.setattr("gpuaccept.record.fleet_comparison._RUNS_READ", 2)
+    accepts = [
+        burnin_report("node5", [700.0], hours=4).model_copy(update={"command": "accept"})
+        for _ in range(1)
+    ]
+    limited = _compare(tmp_path / "b", this, *past, *accepts)
+    assert limited.status is Status.WARN  # node2 (failed) and node1 read: one node, no majority
+    assert limited.message.startswith(
+        "window 2 (gemm-bf16): this node's GPUs computed other bits than node1 on the same stack"
+    )

@@ -57,15 +57,11 @@ def compare_with_fleet(
     if report.device_mode == "cpu":
         return _skip("CPU mode: the twin's figures are the machine's, not a GPU model's")
     host = report.hostname
-    passing = {
-        row.id
-        for row in history.list_runs(command=_COMMAND)
-        if row.verdict.outcome is Outcome.PASS and row.device_mode != "cpu"
-    }
-    throughput = next((c for c in report.checks if c.name == _CHECK), None)
+    # CPU twins' figures name no GPU model: the model match below leaves them out
+    passing = {row.id for row in history.list_runs() if row.verdict.outcome is Outcome.PASS}
     compared: list[FleetFigure] = []
     uncompared: set[str] = set()
-    for m in throughput.measurements if throughput is not None else []:
+    for m in _throughput(report).measurements:
         if m.device_index is None or m.device_name is None:
             continue
         peers = [
@@ -139,18 +135,23 @@ class BitComparison:
     warnings: list[str] = field(default_factory=list)
 
 
-def _window_digests(report: RunReport) -> dict[tuple[str, int], tuple[int, str]]:
-    """(stressor, work seed) -> (window, majority digest) of a burn-in report's windows."""
-    throughput = next((c for c in report.checks if c.name == _CHECK), None)
-    series = throughput.details.get("series") if throughput is not None else None
-    found: dict[tuple[str, int], tuple[int, str]] = {}
-    for window in series if isinstance(series, list) else []:
-        if not isinstance(window, dict):
-            continue
-        stressor, seed, digest = window.get("stressor"), window.get("seed"), window.get("digest")
-        number = window.get("window")
-        if isinstance(stressor, str) and isinstance(seed, int) and isinstance(digest, str):
-            found[(stressor, seed)] = (number if isinstance(number, int) else -1, digest)
+def _throughput(report: RunReport) -> CheckResult:
+    """The report's burnin-throughput check (an empty one where it has none)."""
+    empty = CheckResult(name=_CHECK, area="BURNIN", status=Status.SKIP, message="")
+    return next((c for c in report.checks if c.name == _CHECK), empty)
+
+
+def _window_digests(report: RunReport) -> dict[tuple[Any, Any], tuple[int, str]]:
+    """(stressor, work seed) -> (window, majority digest) of a burn-in report's windows that
+    have both (a window without a majority has no bits to compare)."""
+    series = _throughput(report).details.get("series")
+    found: dict[tuple[Any, Any], tuple[int, str]] = {}
+    windows = [w for w in series if isinstance(w, dict)] if isinstance(series, list) else []
+    for window in windows:
+        key = (window.get("stressor"), window.get("seed"))
+        number, digest = window.get("window"), window.get("digest")
+        if isinstance(digest, str) and isinstance(number, int):
+            found[key] = (number, digest)
     return found
 
 
@@ -161,18 +162,13 @@ def compare_bits(report: RunReport, history: History) -> BitComparison:
 
     result = BitComparison()
     mine = _window_digests(report)
-    if not mine or report.device_mode == "cpu":
-        return result
     stack, host = stack_sha256(report.environment), report.hostname
-    theirs: dict[tuple[str, int], dict[str, str]] = {}
+    theirs: dict[tuple[Any, Any], dict[str, str]] = {}
     seen_hosts: set[Any] = set()
     for row in history.list_runs(command=_COMMAND, limit=_RUNS_READ):
-        if (
-            row.hostname == host
-            or row.hostname in seen_hosts
-            or row.device_mode == "cpu"
-            or row.verdict.outcome is not Outcome.PASS
-        ):
+        # newest first: each node's newest passing run of the same stack (a CPU twin's has no
+        # GPUs in its stack, so never matches)
+        if row.hostname in (host, *seen_hosts) or row.verdict.outcome is not Outcome.PASS:
             continue
         past = history.report(row.id)
         if stack_sha256(past.environment) != stack:
