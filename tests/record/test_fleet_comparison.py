@@ -7,7 +7,6 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-
 from gpuaccept.burnin.checks import burnin_checks
 from gpuaccept.burnin.plan import BurnInPlan, BurnInProgress, WindowFigures, window_seed
 from gpuaccept.record.fleet_comparison import compare_with_fleet
