@@ -92,17 +92,19 @@ def test_quick_cpu_run_writes_a_valid_report_and_junit(
     assert [c.name for c in report.checks] == [
         "inventory",
         "stack",
+        "fabric",  # no InfiniBand here: skipped, and it says so
         "health",
         "compute",
         "train",
         "collectives",
+        "fabric-errors",
         "events",
         "history",  # this node's first quick run: nothing to compare with, and it says so
     ]
     assert report.checks[-1].status is Status.SKIP
     suite = ET.parse(out / "junit.xml").getroot().find("testsuite")
     assert suite is not None
-    assert suite.get("tests") == "8"
+    assert suite.get("tests") == "10"
 
 
 def test_expecting_a_gpu_here_fails_with_a_one_line_reason() -> None:

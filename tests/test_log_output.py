@@ -99,6 +99,7 @@ def test_accept_help_groups_its_options_and_shows_what_each_level_runs() -> None
         "What to run:",
         "Judging:",
         "Outputs:",
+        "The node beyond its GPUs:",
         "Across nodes:",
         "History:",
         "Other options:",

@@ -130,3 +130,30 @@ def test_all_reduce_ranks_are_not_judged_as_stragglers() -> None:
     node["gpu3"] = dataclasses.replace(node["gpu3"], throughput=50.0)
     assert judge_window(0, "all-reduce", 300.0, node).stragglers == []
     assert len(judge_window(0, "hbm", 300.0, node).stragglers) == 1
+
+
+def test_a_lost_device_and_an_event_in_one_window_are_both_hard_findings() -> None:
+    from gpuaccept.probe.nvml_events import GpuEvent
+
+    node = _node(3)
+    del node["gpu2"]
+    event = GpuEvent("xid", "GPU-c", "2026-11-24T00:00:00+00:00", xid=79)
+    figures = judge_window(
+        1, "hbm", 300.0, node, lost={"gpu2": "worker process died"}, events=[event]
+    )
+    assert figures.hardware == [
+        "window 2 (hbm): gpu2 was lost: worker process died",
+        "window 2 (hbm): NVML event GPU-c: XID 79: GPU has fallen off the bus at "
+        "2026-11-24T00:00:00+00:00",
+    ]
+    assert figures.events == [event.describe()]
+    assert figures.unit == "TFLOPS"  # the work's own unit (the CPU twin's gemm here)
+
+
+def test_power_held_exactly_at_the_expectation_and_a_work_without_reference_pass() -> None:
+    node = _node(3)
+    node["gpu0"] = dataclasses.replace(node["gpu0"], load={"power_held_share": 0.9})
+    node["gpu1"] = dataclasses.replace(node["gpu1"], reference=None)
+    figures = judge_window(0, "gemm-bf16", 300.0, node)
+    assert figures.warnings == []
+    assert figures.correctness == []

@@ -14,7 +14,17 @@ def names(specs: list[suite.CheckSpec]) -> list[str]:
 
 def test_quick_runs_inventory_stack_compute_train_collectives_and_events_last() -> None:
     quick = names(suite.select_checks("quick", [], []))
-    assert quick == ["inventory", "stack", "health", "compute", "train", "collectives", "events"]
+    assert quick == [
+        "inventory",
+        "stack",
+        "fabric",
+        "health",
+        "compute",
+        "train",
+        "collectives",
+        "fabric-errors",
+        "events",
+    ]
 
 
 def test_standard_runs_every_check_but_dcgm_and_full_runs_every_check() -> None:
@@ -25,7 +35,7 @@ def test_standard_runs_every_check_but_dcgm_and_full_runs_every_check() -> None:
 
 def test_dcgm_joins_any_level_when_asked_for_in_its_place() -> None:
     quick = names(suite.select_checks("quick", [], [], also=("dcgm",)))
-    assert quick[-2:] == ["dcgm", "events"]
+    assert quick[-3:] == ["dcgm", "fabric-errors", "events"]
     assert "dcgm" not in names(suite.select_checks("quick", [], ["dcgm"], also=("dcgm",)))
 
 

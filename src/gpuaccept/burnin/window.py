@@ -59,12 +59,11 @@ def judge_window(
     hardware = [
         f"{where}: {device} was lost: {why}" for device, why in sorted((lost or {}).items())
     ]
-    warnings: list[str] = []
-    found = Findings("burnin", "BURNIN")
+    found = Findings("burnin", "BURNIN")  # its name and area are not read: only its findings
     judge_events(list(events), found)
     growth = judge_growth(*counters, found) if counters is not None else []
     hardware += [f"{where}: {text}" for text in found.failures]
-    warnings += [f"{where}: {text}" for text in found.warnings]
+    warnings = [f"{where}: {text}" for text in found.warnings]
     for device, work in sorted(works.items()):
         hardware += [f"{where}: {text}" for text in work.load_failures]
         warnings += [f"{where}: {text}" for text in work.load_warnings]
@@ -81,8 +80,8 @@ def judge_window(
         {device: work.throughput for device, work in works.items() if per_device},
         straggler_tolerance_percent,
     )
-    units = {work.unit for work in works.values()}
-    unit = units.pop() if len(units) == 1 else ""
+    # one stressor in a window: one unit
+    unit = next((work.unit for work in works.values()), "")
     return WindowFigures(
         window=window,
         stressor=stressor,

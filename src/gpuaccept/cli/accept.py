@@ -34,6 +34,7 @@ from gpuaccept.suite.selection import (
 )
 
 if TYPE_CHECKING:
+    from gpuaccept.checks.context import FabricExpectation
     from gpuaccept.probe.hardware import ExpectedGpus
     from gpuaccept.references import ReferenceTable
     from gpuaccept.results import RunReport
@@ -162,6 +163,31 @@ def accept(
         "(bench collectives compares the average over its sweep).",
         rich_help_panel="Judging",
     ),
+    expect_nics: int | None = typer.Option(
+        None,
+        "--expect-nics",
+        min=0,
+        metavar="N",
+        help="InfiniBand/RoCE ports that must be ACTIVE (e.g. 8 on an HGX H100 node).",
+        rich_help_panel="The node beyond its GPUs",
+    ),
+    expect_nic_rate: float | None = typer.Option(
+        None,
+        "--expect-nic-rate",
+        min=0,
+        metavar="GBPS",
+        callback=finite_number,
+        help="Rate every such port must run at, Gb/s (400 for NDR).",
+        rich_help_panel="The node beyond its GPUs",
+    ),
+    expect_nvme: int | None = typer.Option(
+        None,
+        "--expect-nvme",
+        min=0,
+        metavar="N",
+        help="NVMe controllers the node must have.",
+        rich_help_panel="The node beyond its GPUs",
+    ),
     pairwise: bool = typer.Option(
         False,
         "--pairwise",
@@ -203,6 +229,7 @@ def accept(
         history=history,
         no_history=no_history,
         drop=drop_policy(drop_tolerance, fail_on_drop),
+        fabric=_fabric_expectation(expect_nics, expect_nic_rate, expect_nvme),
     )
     if plan.launch is not None and as_json:
         raise InputError(
@@ -245,6 +272,16 @@ def accept(
             stdout.flush()
 
 
+def _fabric_expectation(
+    nics: int | None, rate_gbps: float | None, nvme: int | None
+) -> FabricExpectation | None:
+    from gpuaccept.checks.context import FabricExpectation
+
+    if nics is None and rate_gbps is None and nvme is None:
+        return None
+    return FabricExpectation(nics=nics, nic_rate_gbps=rate_gbps, nvme=nvme)
+
+
 @dataclass(frozen=True)
 class AcceptPlan:
     """Everything an accept run needs, checked before anything runs (plan -> run -> write)."""
@@ -265,6 +302,7 @@ class AcceptPlan:
     min_busbw: float | None
     pairwise: bool
     drop: DropPolicy  # how the run is held against this node's own history
+    fabric: FabricExpectation | None = None
 
 
 def _plan(
@@ -286,6 +324,7 @@ def _plan(
     history: Path | None,
     no_history: bool,
     drop: DropPolicy,
+    fabric: FabricExpectation | None = None,
 ) -> AcceptPlan:
     """Refuse every input that could be wrong, before any work (exit 2 with one line)."""
     from gpuaccept import references as refs
@@ -359,6 +398,7 @@ def _plan(
         min_busbw=min_busbw,
         pairwise=pairwise,
         drop=drop,
+        fabric=fabric,
     )
 
 
@@ -385,6 +425,7 @@ def _run(plan: AcceptPlan) -> tuple[list[RunReport], Interrupted | None]:
         expected=plan.expected,
         dcgm_level=plan.dcgm,
         min_busbw_gbps=plan.min_busbw,
+        fabric=plan.fabric,
     )
     reports: list[RunReport] = []
     capture_started, capture_clock = datetime.now(UTC), time.monotonic()

@@ -168,7 +168,7 @@ class SuiteRun:
 
     def read_start_counters(self) -> None:
         """Error counters as the run starts, read in the first worker (NVML stays out of this
-        process), for the final check to compare with."""
+        process): the GPUs' and the InfiniBand/RoCE ports', for the final checks to compare with."""
         outcomes = self.pool.run(
             {0: Job("check", "start", "gpuaccept.probe.nvml_health:read_snapshot")},
             self.timeout_seconds,
@@ -177,6 +177,12 @@ class SuiteRun:
         outcome = outcomes[0]
         if isinstance(outcome, Reply) and outcome.ok:
             self.context = replace(self.context, start_counters=outcome.value)
+        ports = self.pool.run(
+            {0: Job("check", "start", "gpuaccept.checks.fabric:read_start")},
+            self.timeout_seconds,
+        )[0]
+        if isinstance(ports, Reply) and ports.ok:
+            self.context = replace(self.context, start_fabric_counters=ports.value)
 
     def _gather_events(self) -> None:
         """Every live worker's events so far, so a final check sees all of them and none is

@@ -43,6 +43,7 @@ _STANDARD_UP = frozenset({"standard", "full"})
 CHECKS: tuple[CheckSpec, ...] = (
     CheckSpec("inventory", "INVENTORY", "gpuaccept.checks.inventory:run", _ALL, "node", False),
     CheckSpec("stack", "STACK", "gpuaccept.checks.stack:run", _ALL, "node", False),
+    CheckSpec("fabric", "FABRIC", "gpuaccept.checks.fabric:run", _ALL, "node", False),
     CheckSpec("health", "HEALTH", "gpuaccept.checks.health:run", _ALL, "device", False),
     CheckSpec("compute", "COMPUTE", "gpuaccept.checks.compute:run", _ALL),
     CheckSpec("memory", "MEMORY", "gpuaccept.checks.memory:run", _STANDARD_UP),
@@ -64,6 +65,7 @@ CHECKS: tuple[CheckSpec, ...] = (
         "ranks",
         conclude="gpuaccept.checks.ddp:conclude",
     ),
+    CheckSpec("network", "FABRIC", "gpuaccept.checks.network:run", _STANDARD_UP, "node", False),
     # every pair from one process, which makes a context on every GPU: it runs with the GPU
     # workers stopped (in exclusive-process compute mode a GPU takes one context at a time, so
     # it failed "busy or unavailable" beside them), after every check that needs them
@@ -80,6 +82,16 @@ CHECKS: tuple[CheckSpec, ...] = (
         False,
         gpus_idle=True,
     ),
+    CheckSpec(
+        "fabric-errors",
+        "FABRIC",
+        "gpuaccept.checks.fabric:run_errors",
+        _ALL,
+        "node",
+        False,
+        final=True,
+    ),
+    # last: it hears every worker's NVML events of the whole run
     CheckSpec("events", "HEALTH", "gpuaccept.checks.events:run", _ALL, "node", False, final=True),
 )
 

@@ -1,0 +1,262 @@
+"""fabric: the node beyond its GPUs (issue #24), read from sysfs (`probe.fabric`).
+
+Rules, each with where it comes from:
+- A port not `ACTIVE` / `LinkUp` fails with its name: NHC's `check_hw_ib` requires exactly that
+  state and physical state (mej/nhc scripts/lbnl_hw.nhc, 02ffddc).
+- A port below the expected rate fails (`--expect-nic-rate`, as aznhc's `check_hw_ib 400
+  mlx5_ib0:1` for an ND H100 v5 node: Azure/azurehpc-health-checks conf/nd96isr_h100_v5.conf:
+  19-26); without an expectation, a port slower than the node's fastest port of the same link
+  layer warns (a cable that trained at half rate).
+- Fewer ACTIVE InfiniBand/RoCE ports than `--expect-nics`, or NVMe controllers than
+  `--expect-nvme` (aznhc `check_nvme_count 8`, the same conf:39), fails.
+- PKeys: an InfiniBand port whose partition keys differ from the node's other ports warns
+  (ClusterMAX's expectation of PKey consistency, as issue #24 quotes it).
+- GPUDirect RDMA: GPUs and RDMA ports but no `nvidia_peermem` module warns (dma-buf, the other
+  route, is not checked).
+- Topology: each GPU's nearest RDMA port is on its PCIe switch, else on its NUMA node; a GPU
+  with neither, or an RDMA port on a NUMA node without GPUs, warns. (The worker that drives a
+  GPU already runs on the GPU's NUMA node: `probe.numa.run_near`.)
+- Nothing to look at (no port, no NVMe expected, no expectation given): SKIP, never a pass.
+
+`fabric-errors` (`run_errors`, at the end of the run) judges the growth of each port's error
+counters since the run started. Growth of `link_downed` (the link went down: "failed the link
+error recovery process and downed the link"), `link_error_recovery`,
+`local_link_integrity_errors` or `excessive_buffer_overrun_errors` fails; growth of
+`symbol_error`, `port_rcv_errors`, `port_rcv_remote_physical_errors` or `port_xmit_discards`
+warns (minor errors, or congestion). The meanings are the kernel's
+(Documentation/ABI/stable/sysfs-class-infiniband); the split follows Oracle's note 2195792.1,
+which counts the first group's physical-link errors as harmful. A counter at its maximum (they
+are 4 to 16 bits wide) has stopped and is reported as such.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import asdict
+from typing import Any
+
+from gpuaccept.checks.context import CheckContext
+from gpuaccept.checks.judging import Findings
+from gpuaccept.probe.fabric import (
+    ERROR_COUNTERS,
+    NodeInventory,
+    read_inventory,
+    read_port_counters,
+)
+from gpuaccept.results import CheckResult, Status
+
+FAILING_GROWTH = (
+    "link_downed",
+    "link_error_recovery",
+    "local_link_integrity_errors",
+    "excessive_buffer_overrun_errors",
+)
+WARNING_GROWTH = (
+    "symbol_error",
+    "port_rcv_errors",
+    "port_rcv_remote_physical_errors",
+    "port_xmit_discards",
+)
+
+
+def judge_ports(
+    inventory: NodeInventory,
+    findings: Findings,
+    *,
+    expect_nics: int | None = None,
+    nic_rate_gbps: float | None = None,
+) -> None:
+    ports = inventory.ports
+    for port in ports:
+        if port.state != "ACTIVE" or port.phys_state != "LinkUp":
+            findings.failures.append(
+                f"{port.name} is {port.state or 'unreadable'} ({port.phys_state or 'unreadable'}),"
+                " expected ACTIVE (LinkUp)"
+            )
+    for port in ports:
+        if nic_rate_gbps is not None and (port.rate_gbps or 0) < nic_rate_gbps:
+            findings.failures.append(
+                f"{port.name} runs at {port.rate_gbps:g} Gb/s, below the expected "
+                f"{nic_rate_gbps:g} Gb/s"
+                if port.rate_gbps is not None
+                else f"{port.name}: rate unreadable, expected {nic_rate_gbps:g} Gb/s"
+            )
+    if nic_rate_gbps is None:
+        for layer in sorted({p.link_layer or "" for p in ports}):
+            same = [p for p in ports if (p.link_layer or "") == layer and p.rate_gbps]
+            best = max((p.rate_gbps or 0.0 for p in same), default=0.0)
+            findings.warnings += [
+                f"{p.name} runs at {p.rate_gbps:g} Gb/s while the node's fastest {layer} port "
+                f"runs at {best:g} (give --expect-nic-rate to require a rate)"
+                for p in same
+                if (p.rate_gbps or 0.0) < best
+            ]
+    active = [p for p in ports if p.state == "ACTIVE" and p.phys_state == "LinkUp"]
+    if expect_nics is not None and len(active) < expect_nics:
+        findings.failures.append(
+            f"{len(active)} ACTIVE InfiniBand/RoCE port(s), {expect_nics} expected (--expect-nics)"
+        )
+    ib = [p for p in ports if p.link_layer == "InfiniBand"]
+    tables = Counter(p.pkeys for p in ib)
+    if len(tables) > 1:
+        common, _ = tables.most_common(1)[0]
+        findings.warnings += [
+            f"{p.name} has PKeys {', '.join(p.pkeys) or 'none'}, the node's other ports "
+            f"{', '.join(common)}"
+            for p in ib
+            if p.pkeys != common
+        ]
+
+
+def _same_switch(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
+    """Whether two devices share a bridge below their root port (a PCIe switch)."""
+    return len(a) > 1 and len(b) > 1 and a[0] == b[0] and a[1] == b[1]
+
+
+def affinity_map(inventory: NodeInventory) -> list[dict[str, Any]]:
+    """Each GPU's nearest RDMA port: on its PCIe switch, else on its NUMA node, else none."""
+    rows = []
+    for gpu in inventory.gpus:
+        ports = [p for p in inventory.ports if p.place is not None]
+        switch = [p.name for p in ports if _same_switch(gpu.place.bridges, p.place.bridges)]  # type: ignore[union-attr]
+        numa = [
+            p.name
+            for p in ports
+            if gpu.place.numa_node is not None and p.place.numa_node == gpu.place.numa_node  # type: ignore[union-attr]
+        ]
+        nearest, via = (
+            (switch, "PCIe switch") if switch else (numa, "NUMA node") if numa else ([], "none")
+        )
+        rows.append(
+            {"gpu": gpu.address, "numa_node": gpu.place.numa_node, "nics": nearest, "via": via}
+        )
+    return rows
+
+
+def judge_topology(inventory: NodeInventory, findings: Findings) -> list[dict[str, Any]]:
+    rows = affinity_map(inventory)
+    if not inventory.ports or not inventory.gpus:
+        return rows
+    findings.warnings += [
+        f"GPU {row['gpu']} (NUMA node {row['numa_node']}) has no RDMA port on its PCIe switch or "
+        "NUMA node"
+        for row in rows
+        if row["via"] == "none"
+    ]
+    gpu_nodes = {g.place.numa_node for g in inventory.gpus}
+    findings.warnings += [
+        f"{p.name} is on NUMA node {p.place.numa_node}, where no GPU is"
+        for p in inventory.ports
+        if p.place is not None
+        and p.place.numa_node is not None
+        and p.place.numa_node not in gpu_nodes
+    ]
+    if not inventory.peermem_loaded:
+        findings.warnings.append(
+            "GPUDirect RDMA: the nvidia_peermem module is not loaded (dma-buf not checked): NCCL "
+            "may stage GPU data through host memory"
+        )
+    return rows
+
+
+def _expectations(context: CheckContext) -> tuple[int | None, float | None, int | None]:
+    expect = context.fabric
+    if expect is None:
+        return None, None, None
+    return expect.nics, expect.nic_rate_gbps, expect.nvme
+
+
+def run(context: CheckContext) -> CheckResult:
+    inventory = read_inventory()
+    findings = Findings("fabric", "FABRIC")
+    nics, rate, nvme = _expectations(context)
+    if not inventory.ports and nics is None and nvme is None:
+        return CheckResult(
+            name="fabric",
+            area="FABRIC",
+            status=Status.SKIP,
+            message="no InfiniBand/RoCE port in /sys/class/infiniband (--expect-nics N requires "
+            "some)",
+            details={"inventory": asdict(inventory)},
+        )
+    judge_ports(inventory, findings, expect_nics=nics, nic_rate_gbps=rate)
+    if nvme is not None and len(inventory.nvme) < nvme:
+        findings.failures.append(
+            f"{len(inventory.nvme)} NVMe controller(s), {nvme} expected (--expect-nvme)"
+        )
+    rows = judge_topology(inventory, findings)
+    findings.details = {"inventory": asdict(inventory), "affinity": rows}
+    active = sum(1 for p in inventory.ports if p.state == "ACTIVE")
+    rates = sorted({p.rate_gbps for p in inventory.ports if p.rate_gbps})
+    said = ", ".join(f"{r:g}" for r in rates) or "no"
+    return findings.conclude(
+        f"{active} of {len(inventory.ports)} RDMA port(s) ACTIVE at {said} Gb/s; "
+        f"{len(inventory.nvme)} NVMe; every GPU has an RDMA port near it"
+        if inventory.gpus
+        else f"{active} of {len(inventory.ports)} RDMA port(s) ACTIVE at {said} Gb/s; "
+        f"{len(inventory.nvme)} NVMe"
+    )
+
+
+def judge_counter_growth(
+    start: dict[str, dict[str, int | None]],
+    end: dict[str, dict[str, int | None]],
+    findings: Findings,
+) -> list[dict[str, Any]]:
+    """Each port's error counters now against the start; the growth per port for the report."""
+    growth = []
+    for port, before in sorted(start.items()):
+        after = end.get(port)
+        if after is None:
+            findings.failures.append(f"{port} was read at the start but not at the end (gone?)")
+            continue
+        grew: dict[str, int] = {}
+        for name, bits in ERROR_COUNTERS.items():
+            was, now = before.get(name), after.get(name)
+            if was is None or now is None:
+                continue
+            if was >= (1 << bits) - 1:
+                findings.warnings.append(
+                    f"{port} {name} is at its maximum ({was}): it no longer counts (reset the "
+                    "port counters, e.g. perfquery -R)"
+                )
+                continue
+            if now > was:
+                grew[name] = now - was
+        for name, delta in grew.items():
+            text = f"{port} {name} grew by {delta} in the run"
+            if name in FAILING_GROWTH:
+                findings.failures.append(text)
+            elif name in WARNING_GROWTH:
+                findings.warnings.append(text)
+        if grew:
+            growth.append({"port": port, "grew": grew})
+    return growth
+
+
+def read_start() -> dict[str, dict[str, int | None]]:
+    """The ports' counters as the run starts (the suite keeps them for `run_errors`)."""
+    return read_port_counters()
+
+
+def run_errors(context: CheckContext) -> CheckResult:
+    start = context.start_fabric_counters
+    end = read_port_counters()
+    if not end and not start:
+        return CheckResult(
+            name="fabric-errors",
+            area="FABRIC",
+            status=Status.SKIP,
+            message="no InfiniBand/RoCE port to read counters from",
+        )
+    findings = Findings("fabric-errors", "FABRIC")
+    if start is None:
+        return CheckResult(
+            name="fabric-errors",
+            area="FABRIC",
+            status=Status.SKIP,
+            message="no port counters from the start of the run to compare with",
+        )
+    growth = judge_counter_growth(start, end, findings)
+    findings.details = {"growth": growth, "ports": sorted(end)}
+    return findings.conclude(f"{len(end)} port(s): no error counter grew in the run")

@@ -1,0 +1,73 @@
+"""network: the write bandwidth of every ACTIVE InfiniBand/RoCE port, loopback with perftest
+(issue #24), when perftest is installed; SKIP with the reason when it is not, never a pass.
+
+A port fails below 0.95 x its line rate: aznhc expects 380 Gb/s of a 400 Gb/s NDR port
+(`check_ib_bw_gdr 380`, Azure/azurehpc-health-checks conf/nd96isr_h100_v5.conf:60 at 0e0a1ac).
+On a GPU node each port's buffers live on its nearest GPU (`--use_cuda`, GPUDirect RDMA, as
+aznhc's check_ib_bw_gdr runs it), so the path measured is the one NCCL takes.
+"""
+
+from __future__ import annotations
+
+from gpuaccept.checks.context import CheckContext
+from gpuaccept.checks.fabric import affinity_map
+from gpuaccept.checks.judging import Findings
+from gpuaccept.measure.perftest import PerftestError, ib_write_bw_path, loopback
+from gpuaccept.probe.fabric import NodeInventory, read_inventory
+from gpuaccept.results import CheckResult, Status
+
+LINE_RATE_FRACTION = 0.95
+
+
+def _nearest_cuda(inventory: NodeInventory, cpu_mode: bool) -> dict[str, int]:
+    """Port name -> the CUDA index of the first GPU that has it as its nearest port."""
+    if cpu_mode:
+        return {}
+    from gpuaccept.probe.hardware import list_cuda_gpus
+
+    by_address = {(gpu.pci_bus_id or "").lower()[-12:]: gpu.index for gpu in list_cuda_gpus()}
+    nearest: dict[str, int] = {}
+    for row in affinity_map(inventory):
+        index = by_address.get(str(row["gpu"]).lower()[-12:])
+        for port in row["nics"] if index is not None else []:
+            nearest.setdefault(port, index)  # type: ignore[arg-type]
+    return nearest
+
+
+def run(context: CheckContext) -> CheckResult:
+    def skip(why: str) -> CheckResult:
+        return CheckResult(name="network", area="FABRIC", status=Status.SKIP, message=why)
+
+    if ib_write_bw_path() is None:
+        return skip("perftest's ib_write_bw is not on PATH: the network was not measured")
+    inventory = read_inventory()
+    active = [p for p in inventory.ports if p.state == "ACTIVE" and p.phys_state == "LinkUp"]
+    if not active:
+        return skip("no ACTIVE InfiniBand/RoCE port to measure")
+    cuda = _nearest_cuda(inventory, context.cpu_mode)
+    findings = Findings("network", "FABRIC")
+    for port in active:
+        try:
+            result = loopback(
+                port.device,
+                port.port,
+                infiniband=port.link_layer == "InfiniBand",
+                cuda_index=cuda.get(port.name),
+            )
+        except PerftestError as error:
+            findings.failures.append(str(error))
+            continue
+        findings.record_node(f"ib_write_bw_{port.device}_p{port.port}_gbps", result.gbps, "Gb/s")
+        if port.rate_gbps and result.gbps < LINE_RATE_FRACTION * port.rate_gbps:
+            findings.failures.append(
+                f"{port.name} ib_write_bw {result.gbps:.4g} Gb/s, below {LINE_RATE_FRACTION:g} x "
+                f"its {port.rate_gbps:g} Gb/s line rate"
+            )
+    findings.details = {
+        "gpudirect": {name: index for name, index in sorted(cuda.items())},
+        "line_rate_fraction": LINE_RATE_FRACTION,
+    }
+    return findings.conclude(
+        f"{len(active)} port(s) at {LINE_RATE_FRACTION:g} x line rate or above (ib_write_bw, "
+        "loopback)"
+    )

@@ -1,0 +1,252 @@
+"""What the node's fabric and host look like in sysfs (issue #24): every InfiniBand/RoCE port,
+network interface, NVMe controller and GPU with its PCIe path and NUMA node, and the error
+counters of each port.
+
+Read, never judged here (`checks.fabric` judges). Everything is read under a root
+(`GPUACCEPT_SYSFS_ROOT`, default `/`), so the tests drive the same code over fixture trees laid
+out as the kernel documents them:
+
+- Documentation/ABI/stable/sysfs-class-infiniband (torvalds/linux 031616c): per device `fw_ver`;
+  per port `state` ("4: ACTIVE"), `phys_state` ("5: LinkUp"), `rate` ("400 Gb/sec (4X NDR)"),
+  `link_layer` (InfiniBand or Ethernet), `counters/*`, `pkeys/<n>`, `gid_attrs/ndevs/<n>`.
+  drivers/infiniband/core/sysfs.c prints those formats; a counter without a PMA reads
+  "N/A (no PMA)", and the PortCounters are 4 to 16 bits wide and stop at their maximum.
+- Documentation/ABI/testing/sysfs-bus-pci: `numa_node`, `local_cpulist`, `vendor`, `class`.
+- /sys/class/net/<if>/{operstate,speed}, /sys/class/nvme/<ctrl>/model,
+  /sys/devices/system/node/node<N>/cpulist, and /sys/module/<name> for loaded modules.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# The PortCounters the run judges (Documentation/ABI/stable/sysfs-class-infiniband), with their
+# width in bits (drivers/infiniband/core/sysfs.c PORT_PMA_ATTR): a counter at its maximum has
+# stopped counting and cannot show growth.
+ERROR_COUNTERS = {
+    "symbol_error": 16,
+    "link_error_recovery": 8,
+    "link_downed": 8,
+    "port_rcv_errors": 16,
+    "port_rcv_remote_physical_errors": 16,
+    "port_xmit_discards": 16,
+    "local_link_integrity_errors": 4,
+    "excessive_buffer_overrun_errors": 4,
+}
+NVIDIA_VENDOR = "0x10de"
+_RATE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*Gb/sec")
+
+
+def sysfs_root() -> Path:
+    """Where /sys is read from: `GPUACCEPT_SYSFS_ROOT` (a fixture tree), else the real one."""
+    return Path(os.environ.get("GPUACCEPT_SYSFS_ROOT") or "/")
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(errors="replace").strip()
+    except OSError:
+        return None
+
+
+def _int(path: Path) -> int | None:
+    text = _read(path)
+    try:
+        return int(text, 0) if text is not None else None
+    except ValueError:
+        return None
+
+
+def _after_colon(text: str | None) -> str | None:
+    """'4: ACTIVE' -> 'ACTIVE' (the kernel's state and phys_state format)."""
+    if text is None:
+        return None
+    return text.split(":", 1)[1].strip() if ":" in text else text
+
+
+def parse_rate_gbps(text: str | None) -> float | None:
+    """'400 Gb/sec (4X NDR)' -> 400.0; '2.5 Gb/sec (1X SDR)' -> 2.5; None when unreadable."""
+    match = _RATE.match(text or "")
+    return float(match.group(1)) if match else None
+
+
+@dataclass(frozen=True)
+class PciPlace:
+    """Where a PCI device sits: its address, NUMA node and the bridges above it (root first)."""
+
+    address: str
+    numa_node: int | None
+    bridges: tuple[str, ...]
+
+
+def pci_place(device_link: Path) -> PciPlace | None:
+    """The PCI place of a class device's `device` link (None when it has no PCI device)."""
+    try:
+        resolved = device_link.resolve(strict=True)
+    except OSError:
+        return None
+    parts = [
+        p
+        for p in resolved.parts
+        if re.fullmatch(r"[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]", p)
+    ]
+    if not parts:
+        return None
+    numa = _int(resolved / "numa_node")
+    return PciPlace(parts[-1], numa if numa is not None and numa >= 0 else None, tuple(parts[:-1]))
+
+
+@dataclass(frozen=True)
+class IbPort:
+    device: str  # mlx5_0
+    port: int
+    state: str | None  # ACTIVE, DOWN, INIT, ARMED
+    phys_state: str | None  # LinkUp, Polling, Disabled
+    rate_gbps: float | None
+    link_layer: str | None  # InfiniBand or Ethernet (RoCE)
+    firmware: str | None
+    netdev: str | None  # the RoCE port's interface (gid_attrs/ndevs/0)
+    pkeys: tuple[str, ...]
+    place: PciPlace | None
+
+    @property
+    def name(self) -> str:
+        return f"{self.device}:{self.port}"
+
+    @property
+    def roce(self) -> bool:
+        return self.link_layer == "Ethernet"
+
+
+@dataclass(frozen=True)
+class NetInterface:
+    name: str
+    operstate: str | None
+    speed_mbps: int | None  # -1 (unknown) read as None
+    place: PciPlace | None
+
+
+@dataclass(frozen=True)
+class NvmeController:
+    name: str
+    model: str | None
+    place: PciPlace | None
+
+
+@dataclass(frozen=True)
+class PciGpu:
+    address: str
+    place: PciPlace
+
+
+@dataclass(frozen=True)
+class NodeInventory:
+    ports: list[IbPort] = field(default_factory=list)
+    interfaces: list[NetInterface] = field(default_factory=list)
+    nvme: list[NvmeController] = field(default_factory=list)
+    gpus: list[PciGpu] = field(default_factory=list)
+    numa_cpus: dict[int, str] = field(default_factory=dict)  # node -> cpulist
+    peermem_loaded: bool = False
+
+
+def _pkeys(port_dir: Path) -> tuple[str, ...]:
+    """The port's PKey table, without empty entries (0x0000), in index order."""
+    directory = port_dir / "pkeys"
+    try:
+        names = sorted((p for p in directory.iterdir()), key=lambda p: int(p.name))
+    except (OSError, ValueError):
+        return ()
+    keys = (_read(p) for p in names)
+    return tuple(k for k in keys if k and int(k, 16) & 0x7FFF)
+
+
+def read_ib_ports(root: Path) -> list[IbPort]:
+    base = root / "sys" / "class" / "infiniband"
+    ports = []
+    for device_dir in sorted(base.iterdir()) if base.is_dir() else []:
+        place = pci_place(device_dir / "device")
+        firmware = _read(device_dir / "fw_ver")
+        ports_dir = device_dir / "ports"
+        numbers = (
+            sorted(int(p.name) for p in ports_dir.iterdir() if p.name.isdigit())
+            if ports_dir.is_dir()
+            else []
+        )
+        for number in numbers:
+            port_dir = ports_dir / str(number)
+            ports.append(
+                IbPort(
+                    device=device_dir.name,
+                    port=number,
+                    state=_after_colon(_read(port_dir / "state")),
+                    phys_state=_after_colon(_read(port_dir / "phys_state")),
+                    rate_gbps=parse_rate_gbps(_read(port_dir / "rate")),
+                    link_layer=_read(port_dir / "link_layer"),
+                    firmware=firmware,
+                    netdev=_read(port_dir / "gid_attrs" / "ndevs" / "0") or None,
+                    pkeys=_pkeys(port_dir),
+                    place=place,
+                )
+            )
+    return ports
+
+
+def read_port_counters(root: Path | None = None) -> dict[str, dict[str, int | None]]:
+    """Every port's error counters now ('mlx5_0:1' -> counter -> value; None: not readable)."""
+    root = root or sysfs_root()
+    base = root / "sys" / "class" / "infiniband"
+    found: dict[str, dict[str, int | None]] = {}
+    for device_dir in sorted(base.iterdir()) if base.is_dir() else []:
+        ports_dir = device_dir / "ports"
+        for port_dir in sorted(ports_dir.iterdir()) if ports_dir.is_dir() else []:
+            found[f"{device_dir.name}:{port_dir.name}"] = {
+                name: _int(port_dir / "counters" / name) for name in ERROR_COUNTERS
+            }
+    return found
+
+
+def read_inventory(root: Path | None = None) -> NodeInventory:
+    """The node as sysfs describes it under `root` (default: `sysfs_root()`)."""
+    root = root or sysfs_root()
+    net_base = root / "sys" / "class" / "net"
+    interfaces = []
+    for if_dir in sorted(net_base.iterdir()) if net_base.is_dir() else []:
+        speed = _int(if_dir / "speed")
+        interfaces.append(
+            NetInterface(
+                if_dir.name,
+                _read(if_dir / "operstate"),
+                speed if speed is not None and speed > 0 else None,
+                pci_place(if_dir / "device"),
+            )
+        )
+    nvme_base = root / "sys" / "class" / "nvme"
+    nvme = [
+        NvmeController(d.name, _read(d / "model"), pci_place(d / "device"))
+        for d in (sorted(nvme_base.iterdir()) if nvme_base.is_dir() else [])
+    ]
+    gpus = []
+    pci_base = root / "sys" / "bus" / "pci" / "devices"
+    for dev in sorted(pci_base.iterdir()) if pci_base.is_dir() else []:
+        klass = _read(dev / "class") or ""
+        if _read(dev / "vendor") == NVIDIA_VENDOR and klass.startswith(("0x0300", "0x0302")):
+            place = pci_place(dev)
+            if place is not None:
+                gpus.append(PciGpu(place.address, place))
+    node_base = root / "sys" / "devices" / "system" / "node"
+    numa = {}
+    for node in sorted(node_base.glob("node[0-9]*")) if node_base.is_dir() else []:
+        cpus = _read(node / "cpulist")
+        if cpus is not None:
+            numa[int(node.name[4:])] = cpus
+    return NodeInventory(
+        ports=read_ib_ports(root),
+        interfaces=interfaces,
+        nvme=nvme,
+        gpus=gpus,
+        numa_cpus=numa,
+        peermem_loaded=(root / "sys" / "module" / "nvidia_peermem").is_dir(),
+    )

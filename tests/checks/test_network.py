@@ -1,0 +1,95 @@
+"""The network check with a stand-in ib_write_bw on PATH (tests/fake_tools) that prints
+perftest's own result table: a port below 0.95 x its line rate fails, a port whose run fails is
+named, and without perftest nothing is measured and nothing passes."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from gpuaccept.checks import network
+from gpuaccept.checks.context import CheckContext
+from gpuaccept.measure.perftest import PerftestError, parse_average_gbps
+from gpuaccept.references import load_shipped_references
+from gpuaccept.suite.levels import level_settings
+from gpuaccept.verdict import Status
+from tests.fabric_tree import hgx_tree, port_dir
+
+FAKES = Path(__file__).resolve().parents[1] / "fake_tools"
+
+
+@pytest.fixture
+def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = hgx_tree(tmp_path / "node")
+    monkeypatch.setenv("GPUACCEPT_SYSFS_ROOT", str(root))
+    monkeypatch.setenv("PATH", f"{FAKES}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr("gpuaccept.measure.perftest.SERVER_START_SECONDS", 0.05)
+    return root
+
+
+def _context() -> CheckContext:
+    return CheckContext(
+        level="standard",
+        device_mode="cpu",
+        settings=level_settings("standard", "cpu"),
+        references=load_shipped_references(),
+    )
+
+
+def test_every_port_at_line_rate_passes_with_its_figure(node: Path) -> None:
+    result = network.run(_context())
+    assert result.status is Status.PASS, result.message
+    assert [(m.name, m.value, m.unit) for m in result.measurements][:2] == [
+        ("ib_write_bw_mlx5_0_p1_gbps", 392.0, "Gb/s"),
+        ("ib_write_bw_mlx5_1_p1_gbps", 392.0, "Gb/s"),
+    ]
+    assert len(result.measurements) == 8
+
+
+def test_a_slow_port_and_a_failing_port_are_named(
+    node: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_IB_BW", "mlx5_3=379.9,*=392")
+    monkeypatch.setenv("FAKE_IB_FAIL", "mlx5_6")
+    (port_dir(node, 7) / "state").write_text("1: DOWN\n")  # not measured: fabric names it
+    result = network.run(_context())
+    assert result.status is Status.FAIL
+    assert result.message == (
+        "mlx5_3:1 ib_write_bw 379.9 Gb/s, below 0.95 x its 400 Gb/s line rate; ib_write_bw on "
+        "mlx5_6:1 exited 1: Couldn't connect to localhost:18515"
+    )
+    assert len(result.measurements) == 6  # 8 ports, one down, one failed
+
+
+def test_at_exactly_the_fraction_a_port_passes(node: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAKE_IB_BW", "*=380")
+    assert network.run(_context()).status is Status.PASS
+
+
+def test_without_perftest_or_without_an_active_port_nothing_is_measured(
+    node: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")
+    skipped = network.run(_context())
+    assert skipped.status is Status.SKIP
+    assert skipped.message == "perftest's ib_write_bw is not on PATH: the network was not measured"
+    monkeypatch.setenv("PATH", f"{FAKES}{os.pathsep}/usr/bin:/bin")
+    for hca in range(8):
+        (port_dir(node, hca) / "state").write_text("1: DOWN\n")
+    assert network.run(_context()).message == "no ACTIVE InfiniBand/RoCE port to measure"
+
+
+def test_perftests_table_is_read_at_the_message_size() -> None:
+    output = (
+        " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]\n"
+        " 65536      5000           98.12              97.55\t\t   0.186\n"
+        " 8388608    5000           392.40              391.87\t\t   0.005839\n"
+    )
+    assert parse_average_gbps(output) == 391.87
+    assert parse_average_gbps(output, 65536) == 97.55
+    with pytest.raises(PerftestError, match="no 8388608-byte result"):
+        parse_average_gbps(output.replace("8388608", "4194304"))
+    with pytest.raises(PerftestError):
+        parse_average_gbps("ib_write_bw: command not found\n")
