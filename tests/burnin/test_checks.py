@@ -220,6 +220,11 @@ def test_findings_are_spelled_out_three_at_a_time() -> None:
 def test_no_window_finished_says_so_in_every_check() -> None:
     empty = BurnInProgress(plan=PLAN.fingerprint())
     checks = burnin_checks(empty, PLAN, device_mode="cuda", straggler_tolerance_percent=10)
+    assert {c.duration_seconds for c in checks} == {0.0}
+    untimed = burnin_checks(
+        _three([700.0], [60]), PLAN, device_mode="cuda", straggler_tolerance_percent=10
+    )
+    assert {c.duration_seconds for c in untimed} == {0.0}
     assert [(c.name, c.message) for c in checks] == [
         ("burnin-correctness", "no window finished"),
         ("burnin-hardware", "no window finished"),

@@ -160,3 +160,20 @@ def test_the_faulty_run_fails_each_check_for_its_own_findings(faulty: BurnInProg
     assert correctness.message.endswith("(and 1 more: see the details)")
     assert hardware.details["events"] == {"3": faulty.windows[2].events}
     assert throughput.details["failures"] == faulty.windows[5].stragglers
+
+
+def test_the_ports_counters_are_read_around_every_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    reads = []
+
+    def counters() -> dict[str, dict[str, int | None]]:
+        reads.append(len(reads))
+        # the link goes down once during the second window (after the third read)
+        return {"mlx5_0:1": {"link_downed": 0 if len(reads) < 3 else 1}}
+
+    monkeypatch.setattr("gpuaccept.burnin.run.read_port_counters", counters)
+    progress, _ = _burnin(2, straggler_tolerance_percent=25.0)
+    assert len(reads) == 3  # before the first window, after each
+    assert progress.windows[0].hardware == []
+    assert progress.windows[1].hardware == [
+        "window 2 (gemm-fp32): mlx5_0:1 link_downed grew by 1 in the run"
+    ]

@@ -157,3 +157,17 @@ def test_power_held_exactly_at_the_expectation_and_a_work_without_reference_pass
     figures = judge_window(0, "gemm-bf16", 300.0, node)
     assert figures.warnings == []
     assert figures.correctness == []
+
+
+def test_port_counter_growth_in_the_window_is_judged_as_over_a_run() -> None:
+    before = {"mlx5_0:1": {"link_downed": 0, "symbol_error": 3}}
+    after = {"mlx5_0:1": {"link_downed": 2, "symbol_error": 3}}
+    figures = judge_window(2, "all-reduce", 300.0, _node(), port_counters=(before, after))
+    assert figures.hardware == ["window 3 (all-reduce): mlx5_0:1 link_downed grew by 2 in the run"]
+    assert figures.counter_growth == [{"port": "mlx5_0:1", "grew": {"link_downed": 2}}]
+
+
+def test_a_window_where_every_device_was_lost_has_no_unit_and_no_rate() -> None:
+    figures = judge_window(0, "hbm", 300.0, {}, lost={"gpu0": "worker died"})
+    assert (figures.unit, figures.throughput, figures.digest) == ("", {}, None)
+    assert figures.hardware == ["window 1 (hbm): gpu0 was lost: worker died"]

@@ -10,15 +10,16 @@ from pathlib import Path
 import pytest
 
 from gpuaccept.checks import fabric
-from gpuaccept.checks.context import CheckContext, FabricExpectation
+from gpuaccept.checks.context import CheckContext
 from gpuaccept.checks.judging import Findings
+from gpuaccept.node_profile import NodeExpectation
 from gpuaccept.probe.fabric import read_inventory, read_port_counters
 from gpuaccept.references import load_shipped_references
 from gpuaccept.suite.levels import level_settings
 from gpuaccept.verdict import Status
 from tests.fabric_tree import hgx_tree, port_dir
 
-HGX = FabricExpectation(nics=8, nic_rate_gbps=400, nvme=2)
+HGX = NodeExpectation(nics=8, nic_rate_gbps=400, nvme=2)
 
 
 @pytest.fixture
@@ -28,13 +29,13 @@ def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return root
 
 
-def _context(expect: FabricExpectation | None = HGX, **more: object) -> CheckContext:
+def _context(expect: NodeExpectation | None = HGX, **more: object) -> CheckContext:
     return CheckContext(
         level="quick",
         device_mode="cpu",
         settings=level_settings("quick", "cpu"),
         references=load_shipped_references(),
-        fabric=expect,
+        node=expect,
         **more,  # type: ignore[arg-type]
     )
 
@@ -74,7 +75,7 @@ def test_a_port_that_trained_at_half_rate_fails_against_the_expectation_or_warns
     failed = fabric.run(_context())
     assert failed.status is Status.FAIL
     assert failed.message == "mlx5_5:1 runs at 200 Gb/s, below the expected 400 Gb/s"
-    warned = fabric.run(_context(FabricExpectation(nics=8)))
+    warned = fabric.run(_context(NodeExpectation(nics=8)))
     assert warned.status is Status.WARN
     assert warned.message == (
         "mlx5_5:1 runs at 200 Gb/s while the node's fastest InfiniBand port runs at 400 (give "
@@ -97,7 +98,7 @@ def test_pkeys_that_differ_and_gpudirect_without_peermem_warn(node: Path) -> Non
 def test_missing_nvme_and_missing_hcas_fail_only_when_expected(
     tmp_path: Path, node: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    result = fabric.run(_context(FabricExpectation(nvme=8)))
+    result = fabric.run(_context(NodeExpectation(nvme=8)))
     assert result.status is Status.FAIL
     assert result.message == "2 NVMe controller(s), 8 expected (--expect-nvme)"
     bare = tmp_path / "bare"
@@ -106,7 +107,7 @@ def test_missing_nvme_and_missing_hcas_fail_only_when_expected(
     skipped = fabric.run(_context(None))
     assert skipped.status is Status.SKIP
     assert skipped.message.startswith("no InfiniBand/RoCE port in /sys/class/infiniband")
-    required = fabric.run(_context(FabricExpectation(nics=8)))
+    required = fabric.run(_context(NodeExpectation(nics=8)))
     assert required.status is Status.FAIL
     assert required.message == "0 ACTIVE InfiniBand/RoCE port(s), 8 expected (--expect-nics)"
 
@@ -200,3 +201,150 @@ def test_accept_judges_the_fabric_it_is_told_to_expect(tmp_path: Path) -> None:
     assert "[FABRIC] FAIL fabric" in done.stdout
     assert "mlx5_3:1 is DOWN (LinkUp), expected ACTIVE (LinkUp)" in done.stdout
     assert done.stdout.splitlines()[-1] == "[RESULT] FAILURE: fabric"
+
+
+def _port(name: str = "mlx5_0", **fields: object) -> object:
+    from gpuaccept.probe.fabric import IbPort, PciPlace
+
+    base: dict[str, object] = {
+        "device": name,
+        "port": 1,
+        "state": "ACTIVE",
+        "phys_state": "LinkUp",
+        "rate_gbps": 400.0,
+        "link_layer": "InfiniBand",
+        "firmware": "28.39.1002",
+        "netdev": None,
+        "pkeys": ("0xffff",),
+        "place": PciPlace("0000:19:00.0", 0, ("0000:00:01.0", "0000:10:00.0")),
+    }
+    return IbPort(**{**base, **fields})  # type: ignore[arg-type]
+
+
+def _judge_ports(ports: list[object], **expect: object) -> Findings:
+    from gpuaccept.probe.fabric import NodeInventory
+
+    findings = Findings("fabric", "FABRIC")
+    fabric.judge_ports(NodeInventory(ports=ports), findings, **expect)  # type: ignore[arg-type]
+    return findings
+
+
+def test_each_half_of_a_ports_state_is_required_and_unreadable_is_said() -> None:
+    found = _judge_ports(
+        [
+            _port("mlx5_0", phys_state="Polling"),
+            _port("mlx5_1", state="INIT"),
+            _port("mlx5_2", state=None, phys_state=None),
+        ],
+        expect_nics=1,
+    )
+    assert found.failures == [
+        "mlx5_0:1 is ACTIVE (Polling), expected ACTIVE (LinkUp)",
+        "mlx5_1:1 is INIT (LinkUp), expected ACTIVE (LinkUp)",
+        "mlx5_2:1 is unreadable (unreadable), expected ACTIVE (LinkUp)",
+        "0 ACTIVE InfiniBand/RoCE port(s), 1 expected (--expect-nics)",
+    ]
+
+
+def test_rates_are_compared_within_a_link_layer_and_an_unreadable_rate_is_said() -> None:
+    found = _judge_ports(
+        [
+            _port("mlx5_0"),
+            _port("mlx5_1", rate_gbps=None),
+            _port("mlx5_2", link_layer="Ethernet", rate_gbps=200.0, pkeys=()),
+            _port("mlx5_3", link_layer="Ethernet", rate_gbps=100.0, pkeys=()),
+        ]
+    )
+    assert found.warnings == [
+        "mlx5_3:1 runs at 100 Gb/s while the node's fastest Ethernet port runs at 200 (give "
+        "--expect-nic-rate to require a rate)"
+    ]
+    expected = _judge_ports(
+        [_port("mlx5_0", rate_gbps=None), _port("mlx5_1", rate_gbps=0.5)], nic_rate_gbps=1.0
+    )
+    assert expected.failures == [
+        "mlx5_0:1: rate unreadable, expected 1 Gb/s",
+        "mlx5_1:1 runs at 0.5 Gb/s, below the expected 1 Gb/s",
+    ]
+
+
+def test_a_port_without_pkeys_among_ports_with_them_is_named() -> None:
+    found = _judge_ports([_port("mlx5_0"), _port("mlx5_1"), _port("mlx5_2", pkeys=())])
+    assert found.warnings == ["mlx5_2:1 has PKeys none, the node's other ports 0xffff"]
+    assert _judge_ports([_port("mlx5_0"), _port("mlx5_1")]).warnings == []
+
+
+def test_a_pcie_switch_is_a_bridge_below_the_root_port() -> None:
+    from gpuaccept.probe.fabric import NodeInventory, PciGpu, PciPlace
+
+    def gpu(*bridges: str) -> PciGpu:
+        return PciGpu("0000:18:00.0", PciPlace("0000:18:00.0", 0, bridges))
+
+    hca = _port(place=PciPlace("0000:19:00.0", 0, ("0000:00:01.0", "0000:10:00.0")))
+    behind_switch = NodeInventory(ports=[hca], gpus=[gpu("0000:00:01.0", "0000:10:00.0")])
+    assert fabric.affinity_map(behind_switch)[0]["via"] == "PCIe switch"
+    on_root_port = NodeInventory(ports=[hca], gpus=[gpu("0000:00:01.0")])
+    assert fabric.affinity_map(on_root_port)[0]["via"] == "NUMA node"
+    findings = Findings("fabric", "FABRIC")
+    fabric.judge_topology(NodeInventory(ports=[hca]), findings)  # a node without GPUs
+    assert findings.warnings == []
+
+
+def test_fabric_results_are_named_and_placed_and_say_what_they_saw(
+    node: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    passed = fabric.run(_context())
+    assert (passed.name, passed.area) == ("fabric", "FABRIC")
+    errors = fabric.run_errors(_context(start_fabric_counters=read_port_counters(node)))
+    assert (errors.name, errors.area, errors.status) == ("fabric-errors", "FABRIC", Status.PASS)
+    assert errors.message == "8 port(s): no error counter grew in the run"
+    assert errors.details == {"growth": [], "ports": [f"mlx5_{i}:1" for i in range(8)]}
+    bare = tmp_path / "bare"
+    (bare / "sys").mkdir(parents=True)
+    monkeypatch.setenv("GPUACCEPT_SYSFS_ROOT", str(bare))
+    skipped = fabric.run(_context(None))
+    assert (skipped.name, skipped.area) == ("fabric", "FABRIC")
+    assert skipped.message == (
+        "no InfiniBand/RoCE port in /sys/class/infiniband (--expect-nics N requires some)"
+    )
+    assert skipped.details["inventory"]["ports"] == []
+    no_ports = fabric.run_errors(_context())
+    assert (no_ports.name, no_ports.area, no_ports.status, no_ports.message) == (
+        "fabric-errors",
+        "FABRIC",
+        Status.SKIP,
+        "no InfiniBand/RoCE port to read counters from",
+    )
+    # every port gone since the start: that is a failure, not nothing to read
+    gone = fabric.run_errors(_context(start_fabric_counters={"mlx5_0:1": {"link_downed": 0}}))
+    assert gone.status is Status.FAIL
+    assert gone.message == "mlx5_0:1 was read at the start but not at the end (gone?)"
+    expected_only = fabric.run(_context(NodeExpectation(nvme=0)))
+    assert expected_only.status is Status.PASS
+    assert expected_only.message == "0 of 0 RDMA port(s) ACTIVE at no Gb/s; 0 NVMe"
+
+
+def test_each_port_and_counter_is_judged_on_its_own() -> None:
+    start = {
+        "mlx5_0:1": {"link_downed": 0},
+        "mlx5_1:1": {"symbol_error": None, "link_downed": 3, "port_rcv_errors": 65534},
+        "mlx5_2:1": {"symbol_error": 5},
+    }
+    end = {
+        "mlx5_1:1": {"symbol_error": 9, "link_downed": 5, "port_rcv_errors": 65535},
+        "mlx5_2:1": {"symbol_error": 12},
+    }
+    findings = Findings("fabric-errors", "FABRIC")
+    growth = fabric.judge_counter_growth(start, end, findings)
+    assert findings.failures == [
+        "mlx5_0:1 was read at the start but not at the end (gone?)",
+        "mlx5_1:1 link_downed grew by 2 in the run",
+    ]
+    assert findings.warnings == [
+        "mlx5_1:1 port_rcv_errors grew by 1 in the run",
+        "mlx5_2:1 symbol_error grew by 7 in the run",
+    ]
+    assert growth == [
+        {"port": "mlx5_1:1", "grew": {"link_downed": 2, "port_rcv_errors": 1}},
+        {"port": "mlx5_2:1", "grew": {"symbol_error": 7}},
+    ]

@@ -341,3 +341,14 @@ def test_the_text_summary_says_what_the_json_says() -> None:
     bare = _summary_lines({"system": {**system, "container_runtime": None}})
     assert "container none" in bare
     assert "cpu       Intel Xeon Platinum 8480+, memory 2048.0 GiB, kernel 6.8.0-45-generic" in bare
+
+
+def test_nccls_settings_are_captured_and_make_another_stack() -> None:
+    from gpuaccept.record.environment import nccl_settings, stack_sha256
+
+    assert nccl_settings(
+        {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1", "PATH": "/bin", "XNCCL_X": "0"}
+    ) == {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}
+    plain = {"python": {"version": "3.11"}, "gpus": [{"name": "H100"}]}
+    assert stack_sha256({**plain, "nccl_env": {}}) == stack_sha256(plain)
+    assert stack_sha256({**plain, "nccl_env": {"NCCL_P2P_DISABLE": "1"}}) != stack_sha256(plain)

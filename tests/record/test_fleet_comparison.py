@@ -31,7 +31,7 @@ def burnin_report(
     stack: str = "2.13.0",
     hbm: list[float] | None = None,
     named: bool = True,
-    models: list[str] | None = None,
+    models: list[str | None] | None = None,
 ) -> RunReport:
     devices = [f"gpu{i}" for i in range(len(rates))]
     progress = BurnInProgress(plan=PLAN.fingerprint(), devices=devices)
@@ -54,7 +54,13 @@ def burnin_report(
         PLAN,
         device_mode=mode,
         straggler_tolerance_percent=10,
-        names=dict(zip(devices, models or [model] * len(devices), strict=True)) if named else {},
+        names={
+            device: name
+            for device, name in zip(devices, models or [model] * len(devices), strict=True)
+            if name is not None
+        }
+        if named
+        else {},
     )
     started = T0 + timedelta(hours=hours)
     return judged_report(
@@ -245,3 +251,25 @@ def test_bits_are_held_against_each_other_nodes_newest_passing_run_only(
     assert limited.message.startswith(
         "window 2 (gemm-bf16): this node's GPUs computed other bits than node1 on the same stack"
     )
+
+
+def test_a_gpu_without_a_name_is_skipped_and_the_next_one_still_compared(tmp_path: Path) -> None:
+    fleet = [burnin_report(f"node{i}", [700.0]) for i in range(3)]
+    this = burnin_report("node9", [100.0, 600.0], models=[None, H100], digests=(None, None))
+    check = _compare(tmp_path, this, *fleet)
+    assert check.status is Status.FAIL
+    assert check.area == "BURNIN"
+    assert check.message.startswith("gpu1 burnin_gemm_bf16 600 TFLOPS is -14.3% against")
+
+
+def test_a_window_no_other_node_ran_is_passed_over_for_the_next(tmp_path: Path) -> None:
+    fleet = [burnin_report(f"node{i}", [700.0], digests=(None, "b" * 64)) for i in range(2)]
+    this = burnin_report("node9", [700.0], hours=1, digests=("a" * 64, "c" * 64))
+    check = _compare(tmp_path, this, *fleet)
+    assert check.details["windows_compared_bit_for_bit"] == 1
+    assert check.status is Status.FAIL
+    assert check.message.startswith("window 2 (gemm-bf16): this node's GPUs computed other bits")
+    skipped = _compare(
+        tmp_path / "b", burnin_report("node9", [700.0], named=False, digests=(None, None))
+    )
+    assert (skipped.area, skipped.status) == ("BURNIN", Status.SKIP)

@@ -26,8 +26,9 @@ from typing import Any, Protocol
 from gpuaccept.burnin.judging import DEFAULT_STRAGGLER_TOLERANCE_PERCENT
 from gpuaccept.burnin.plan import BurnInPlan, BurnInProgress, WindowFigures, window_seed
 from gpuaccept.burnin.stress import Fault, WindowWork
-from gpuaccept.burnin.window import judge_window
+from gpuaccept.burnin.window import PortCounters, judge_window
 from gpuaccept.errors import Interrupted
+from gpuaccept.probe.fabric import read_port_counters
 from gpuaccept.probe.nvml_events import GpuEvent
 from gpuaccept.probe.nvml_health import CounterSnapshot
 from gpuaccept.suite.pool import Failure, Outcome, WorkerPool
@@ -104,9 +105,15 @@ class _Loop:
         return outcome.value if isinstance(outcome, Reply) and outcome.ok else None
 
     def window(
-        self, window: int, stressor: str, seconds: float, before: CounterSnapshot | None
-    ) -> tuple[WindowFigures, CounterSnapshot | None]:
-        """The window run on every device and judged; the counters as it ended."""
+        self,
+        window: int,
+        stressor: str,
+        seconds: float,
+        before: CounterSnapshot | None,
+        ports_before: PortCounters,
+    ) -> tuple[WindowFigures, CounterSnapshot | None, PortCounters]:
+        """The window run on every device and judged; the GPUs' and the ports' counters as it
+        ended (read here: sysfs needs no NVML)."""
         settings = self.settings
         seed = window_seed(settings.seed, window)
         name = f"burnin window {window + 1} ({stressor})"
@@ -145,7 +152,7 @@ class _Loop:
                 works[label] = outcome.value
             else:
                 lost[label] = f"its stressor raised {outcome.value}"
-        after = self.snapshot()
+        after, ports_after = self.snapshot(), read_port_counters()
         figures = judge_window(
             window,
             stressor,
@@ -154,9 +161,10 @@ class _Loop:
             lost=lost,
             events=events,
             counters=(before, after) if before is not None and after is not None else None,
+            port_counters=(ports_before, ports_after) if ports_before else None,
             straggler_tolerance_percent=settings.straggler_tolerance_percent,
         )
-        return figures.model_copy(update={"seed": seed}), after
+        return figures.model_copy(update={"seed": seed}), after, ports_after
 
     def _ranks(
         self, name: str, seconds: float, seed: int, timeout: float, faults: dict[int, Any]
@@ -194,7 +202,7 @@ def run_burnin(
     stopped: BurnInStop | None = None
     try:
         loop.pool.await_ready(loop.slots)  # a worker that did not start is its window's loss
-        before = loop.snapshot()
+        before, ports = loop.snapshot(), read_port_counters()
         last = plan.window_count
         if settings.windows_per_run is not None:
             last = min(last, progress.next_window + settings.windows_per_run)
@@ -203,7 +211,7 @@ def run_burnin(
             stressor, seconds = plan.stressor(window), plan.seconds_of(window)
             if observer is not None:
                 observer.window_started(window, stressor, seconds)
-            figures, before = loop.window(window, stressor, seconds, before)
+            figures, before, ports = loop.window(window, stressor, seconds, before, ports)
             progress.record(figures)
             if settings.checkpoint is not None:
                 progress.save(settings.checkpoint)

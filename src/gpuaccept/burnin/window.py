@@ -1,6 +1,7 @@
 """A finished burn-in window judged across the node (issue #23): what every device did under one
-stressor, the NVML events and error counters of the window, and the devices that were lost,
-become the window's figures and findings, in words that name the window, the stressor and the
+stressor, the NVML events and error counters of the window, the devices that were lost,
+and the growth of the InfiniBand/RoCE ports' error counters, become the window's figures and
+findings, in words that name the window, the stressor and the
 device.
 
 Hard events fail the window: a critical XID or another NVML event that condemns a GPU, error
@@ -22,9 +23,12 @@ from gpuaccept.burnin.judging import (
 from gpuaccept.burnin.plan import WindowFigures
 from gpuaccept.burnin.stress import POWER_HOLD_FRACTION, WindowWork
 from gpuaccept.checks.events import judge_events, judge_growth
+from gpuaccept.checks.fabric import judge_counter_growth
 from gpuaccept.checks.judging import Findings
 from gpuaccept.probe.nvml_events import GpuEvent
 from gpuaccept.probe.nvml_health import CounterSnapshot
+
+PortCounters = dict[str, dict[str, int | None]]  # InfiniBand/RoCE port -> counter -> value
 
 # A collective runs at the pace of its slowest rank, so every rank measures the same rate: a slow
 # GPU or link slows the whole group and shows in the node's all-reduce figure over the run (drift,
@@ -50,6 +54,7 @@ def judge_window(
     lost: Mapping[str, str] | None = None,
     events: Sequence[GpuEvent] = (),
     counters: tuple[CounterSnapshot, CounterSnapshot] | None = None,
+    port_counters: tuple[PortCounters, PortCounters] | None = None,
     straggler_tolerance_percent: float = DEFAULT_STRAGGLER_TOLERANCE_PERCENT,
 ) -> WindowFigures:
     """The window's figures and findings from each device's work (device label -> work), the
@@ -62,6 +67,8 @@ def judge_window(
     found = Findings("burnin", "BURNIN")  # its name and area are not read: only its findings
     judge_events(list(events), found)
     growth = judge_growth(*counters, found) if counters is not None else []
+    if port_counters is not None:
+        growth += judge_counter_growth(*port_counters, found)
     hardware += [f"{where}: {text}" for text in found.failures]
     warnings = [f"{where}: {text}" for text in found.warnings]
     for device, work in sorted(works.items()):

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from gpuaccept.node_profile import NodeExpectation
 from gpuaccept.probe.hardware import ExpectedGpus
 from gpuaccept.probe.nvml_events import GpuEvent
 from gpuaccept.probe.nvml_health import CounterSnapshot
@@ -42,16 +43,6 @@ class Settings:
 
 
 @dataclass(frozen=True)
-class FabricExpectation:
-    """What the operator says the node has (accept --expect-nics, --expect-nic-rate,
-    --expect-nvme); None: not required."""
-
-    nics: int | None = None
-    nic_rate_gbps: float | None = None
-    nvme: int | None = None
-
-
-@dataclass(frozen=True)
 class CheckContext:
     level: str
     device_mode: str  # "cuda" or "cpu"
@@ -65,7 +56,7 @@ class CheckContext:
     start_counters: CounterSnapshot | None = None  # error counters when the run started
     dcgm_level: int | None = None  # dcgmi diag -r N; None: the level's default, 0: never
     min_busbw_gbps: float | None = None  # the operator's all-reduce floor (fails below 0.9 x)
-    fabric: FabricExpectation | None = None
+    node: NodeExpectation | None = None  # what the node must have beyond its GPUs
     # InfiniBand/RoCE port error counters when the run started ('mlx5_0:1' -> counter -> value)
     start_fabric_counters: dict[str, dict[str, int | None]] | None = None
 

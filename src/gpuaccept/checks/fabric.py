@@ -160,7 +160,7 @@ def judge_topology(inventory: NodeInventory, findings: Findings) -> list[dict[st
 
 
 def _expectations(context: CheckContext) -> tuple[int | None, float | None, int | None]:
-    expect = context.fabric
+    expect = context.node
     if expect is None:
         return None, None, None
     return expect.nics, expect.nic_rate_gbps, expect.nvme

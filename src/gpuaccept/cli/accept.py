@@ -34,7 +34,7 @@ from gpuaccept.suite.selection import (
 )
 
 if TYPE_CHECKING:
-    from gpuaccept.checks.context import FabricExpectation
+    from gpuaccept.node_profile import NodeExpectation
     from gpuaccept.probe.hardware import ExpectedGpus
     from gpuaccept.references import ReferenceTable
     from gpuaccept.results import RunReport
@@ -163,6 +163,14 @@ def accept(
         "(bench collectives compares the average over its sweep).",
         rich_help_panel="Judging",
     ),
+    node_profile: Path | None = typer.Option(
+        None,
+        "--node-profile",
+        metavar="FILE",
+        help="TOML of what the node must have beyond its GPUs: NICs and their rate, NVMe, CPUs, "
+        "host memory and scratch bandwidth (docs/fabric.md); the --expect-* options override it.",
+        rich_help_panel="The node beyond its GPUs",
+    ),
     expect_nics: int | None = typer.Option(
         None,
         "--expect-nics",
@@ -229,7 +237,7 @@ def accept(
         history=history,
         no_history=no_history,
         drop=drop_policy(drop_tolerance, fail_on_drop),
-        fabric=_fabric_expectation(expect_nics, expect_nic_rate, expect_nvme),
+        node=_node_expectation(node_profile, expect_nics, expect_nic_rate, expect_nvme),
     )
     if plan.launch is not None and as_json:
         raise InputError(
@@ -272,14 +280,15 @@ def accept(
             stdout.flush()
 
 
-def _fabric_expectation(
-    nics: int | None, rate_gbps: float | None, nvme: int | None
-) -> FabricExpectation | None:
-    from gpuaccept.checks.context import FabricExpectation
+def _node_expectation(
+    profile: Path | None, nics: int | None, rate_gbps: float | None, nvme: int | None
+) -> NodeExpectation | None:
+    """The node profile's expectations with the options that override it; None: none given."""
+    from gpuaccept.node_profile import NodeExpectation, load_node_profile
 
-    if nics is None and rate_gbps is None and nvme is None:
-        return None
-    return FabricExpectation(nics=nics, nic_rate_gbps=rate_gbps, nvme=nvme)
+    base = load_node_profile(profile) if profile is not None else NodeExpectation()
+    expected = base.with_overrides(nics=nics, nic_rate_gbps=rate_gbps, nvme=nvme)
+    return None if expected.empty else expected
 
 
 @dataclass(frozen=True)
@@ -302,7 +311,7 @@ class AcceptPlan:
     min_busbw: float | None
     pairwise: bool
     drop: DropPolicy  # how the run is held against this node's own history
-    fabric: FabricExpectation | None = None
+    node: NodeExpectation | None = None
 
 
 def _plan(
@@ -324,7 +333,7 @@ def _plan(
     history: Path | None,
     no_history: bool,
     drop: DropPolicy,
-    fabric: FabricExpectation | None = None,
+    node: NodeExpectation | None = None,
 ) -> AcceptPlan:
     """Refuse every input that could be wrong, before any work (exit 2 with one line)."""
     from gpuaccept import references as refs
@@ -398,7 +407,7 @@ def _plan(
         min_busbw=min_busbw,
         pairwise=pairwise,
         drop=drop,
-        fabric=fabric,
+        node=node,
     )
 
 
@@ -425,7 +434,7 @@ def _run(plan: AcceptPlan) -> tuple[list[RunReport], Interrupted | None]:
         expected=plan.expected,
         dcgm_level=plan.dcgm,
         min_busbw_gbps=plan.min_busbw,
-        fabric=plan.fabric,
+        node=plan.node,
     )
     reports: list[RunReport] = []
     capture_started, capture_clock = datetime.now(UTC), time.monotonic()

@@ -503,8 +503,16 @@ def capture_environment() -> dict[str, Any]:
         "packages": _probe(_packages),
         "container": _probe(lambda: _container(scheduler)),
         "scheduler": scheduler,
+        # how NCCL was steered (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 make an all-reduce the
+        # network's alone): a figure is only comparable with one measured the same way
+        "nccl_env": nccl_settings(os.environ),
     }
     return dict(json_safe(capture))
+
+
+def nccl_settings(environ: Mapping[str, str]) -> dict[str, str]:
+    """The NCCL_* variables of this process (NCCL's settings; none of them holds a secret)."""
+    return {key: value for key, value in sorted(environ.items()) if key.startswith("NCCL_")}
 
 
 def stack_sha256(environment: dict[str, Any]) -> str:
@@ -521,5 +529,7 @@ def stack_sha256(environment: dict[str, Any]) -> str:
         "pixi_lock_sha256": (environment.get("pixi") or {}).get("lock_sha256"),
         "gpus": sorted(str((gpu or {}).get("name")) for gpu in (environment.get("gpus") or [])),
     }
+    if environment.get("nccl_env"):  # steered NCCL measures something else (kept out when unset,
+        stack["nccl_env"] = environment["nccl_env"]  # so earlier captures keep their digest)
     canonical = json.dumps(stack, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()

@@ -66,6 +66,7 @@ CHECKS: tuple[CheckSpec, ...] = (
         conclude="gpuaccept.checks.ddp:conclude",
     ),
     CheckSpec("network", "FABRIC", "gpuaccept.checks.network:run", _STANDARD_UP, "node", False),
+    CheckSpec("host", "HOST", "gpuaccept.checks.host:run", _STANDARD_UP, "node", False),
     # every pair from one process, which makes a context on every GPU: it runs with the GPU
     # workers stopped (in exclusive-process compute mode a GPU takes one context at a time, so
     # it failed "busy or unavailable" beside them), after every check that needs them

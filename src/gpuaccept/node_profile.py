@@ -1,0 +1,79 @@
+"""What a node must have beyond its GPUs (issue #24): a node profile, a TOML file an operator
+writes once per node type, and the `accept` options that override it.
+
+```toml
+# hgx-h100.toml
+nics = 8                  # InfiniBand/RoCE ports that must be ACTIVE
+nic_rate_gbps = 400       # the rate each must run at (NDR)
+nvme = 8                  # NVMe controllers
+cpus = 224                # logical CPUs
+min_cpu_mhz = 2000        # every CPU's current frequency at least this
+min_memory_gbps = 150     # host memory copy bandwidth, per NUMA node
+scratch_dir = "/scratch"  # where checkpoints are written
+min_scratch_write_gbps = 2.0
+min_scratch_read_gbps = 4.0
+max_fsync_ms = 5.0        # 99th percentile of a 4 KiB write + fsync
+```
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from gpuaccept.errors import InputError
+
+_MAX_PROFILE_BYTES = 64 * 1024
+
+
+class NodeExpectation(BaseModel):
+    """Every expectation is optional: what is not given is not required (and says so)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    nics: int | None = Field(default=None, ge=0, le=1024)
+    nic_rate_gbps: float | None = Field(default=None, gt=0, le=1e5, allow_inf_nan=False)
+    nvme: int | None = Field(default=None, ge=0, le=1024)
+    cpus: int | None = Field(default=None, ge=1, le=1 << 16)
+    min_cpu_mhz: float | None = Field(default=None, gt=0, le=1e5, allow_inf_nan=False)
+    min_memory_gbps: float | None = Field(default=None, gt=0, le=1e5, allow_inf_nan=False)
+    scratch_dir: Path | None = None
+    min_scratch_write_gbps: float | None = Field(default=None, gt=0, le=1e4, allow_inf_nan=False)
+    min_scratch_read_gbps: float | None = Field(default=None, gt=0, le=1e4, allow_inf_nan=False)
+    max_fsync_ms: float | None = Field(default=None, gt=0, le=1e5, allow_inf_nan=False)
+
+    def with_overrides(self, **given: object) -> NodeExpectation:
+        """This profile with the options that were given (None: keep the profile's)."""
+        return self.model_copy(update={k: v for k, v in given.items() if v is not None})
+
+    @property
+    def empty(self) -> bool:
+        return all(value is None for value in self.model_dump().values())
+
+
+def load_node_profile(path: Path) -> NodeExpectation:
+    """Read and validate a node profile; any fault is one InputError naming the file."""
+    from gpuaccept.input_files import read_input_bytes
+    from gpuaccept.references import _first_error
+
+    data = read_input_bytes(path, "node profile", _MAX_PROFILE_BYTES)
+    try:
+        raw = tomllib.loads(data.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+        raise InputError(f"--node-profile {path}: not valid TOML: {error}") from None
+    except RecursionError:
+        raise InputError(f"--node-profile {path}: nested too deeply to be a profile") from None
+    try:
+        profile = NodeExpectation.model_validate(raw)
+    except ValidationError as error:
+        raise InputError(f"--node-profile {path}: {_first_error(error)}") from None
+    scratch = profile.scratch_dir
+    if scratch is not None and not (scratch.is_dir() and os.access(scratch, os.W_OK | os.X_OK)):
+        raise InputError(
+            f"--node-profile {path}: scratch_dir {scratch} is not a directory this user can "
+            "write in"
+        )
+    return profile
