@@ -363,6 +363,26 @@ def test_a_burn_in_requeued_mid_run_resumes_at_its_next_window(slurm: dict[str, 
     else:
         raise AssertionError(f"no third window checkpointed: {_out(slurm, job)}")
     subprocess.run(["scontrol", "requeue", job], env=slurm, check=True, timeout=STEP_TIMEOUT)
+    # a requeued job is pending with a begin time Slurm sets minutes ahead: once it is pending
+    # again, let it start now
+    for _ in range(120):
+        shown = subprocess.run(
+            ["scontrol", "show", "job", job, "-o"],
+            env=slurm,
+            capture_output=True,
+            text=True,
+            timeout=STEP_TIMEOUT,
+        ).stdout
+        if "JobState=PENDING" in shown:
+            subprocess.run(
+                ["scontrol", "update", f"JobId={job}", "StartTime=now"],
+                env=slurm,
+                capture_output=True,
+                timeout=STEP_TIMEOUT,
+                check=False,
+            )
+            break
+        time.sleep(0.5)
     assert wait_for(slurm, job, timeout=200) == ("COMPLETED", "0:0"), _out(slurm, job)
     out = _out(slurm, job)
     assert "[BURNIN] interrupted by SIGTERM" in out  # the first run, kept by --open-mode=append
