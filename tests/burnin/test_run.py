@@ -51,7 +51,7 @@ def faulty() -> BurnInProgress:
 
 @pytest.fixture(scope="module")
 def healthy() -> BurnInProgress:
-    progress, _ = _burnin(5, straggler_tolerance_percent=25.0)
+    progress, _ = _burnin(5, straggler_tolerance_percent=50.0)
     return progress
 
 
@@ -70,7 +70,7 @@ def test_a_healthy_burn_in_finds_nothing_and_passes(healthy: BurnInProgress) -> 
         assert sorted(window.throughput) == ["cpu0", "cpu1", "cpu2"]
         assert all(rate > 0 for rate in window.throughput.values())
     plan = BurnInPlan.build(5 * WINDOW, WINDOW, 3)
-    checks = burnin_checks(healthy, plan, device_mode="cpu", straggler_tolerance_percent=25.0)
+    checks = burnin_checks(healthy, plan, device_mode="cpu", straggler_tolerance_percent=50.0)
     assert [c.status for c in checks] == [Status.PASS] * 3
     assert {m.name for m in checks[2].measurements} == {
         "burnin_gemm_bf16",
@@ -174,7 +174,7 @@ def test_the_ports_counters_are_read_around_every_window(monkeypatch: pytest.Mon
         return {"mlx5_0:1": {"link_downed": 0 if len(reads) < 3 else 1}}
 
     monkeypatch.setattr("gpuaccept.burnin.run.read_port_counters", counters)
-    progress, _ = _burnin(2, straggler_tolerance_percent=25.0)
+    progress, _ = _burnin(2, straggler_tolerance_percent=50.0)
     assert len(reads) == 3  # before the first window, after each
     assert progress.windows[0].hardware == []
     assert progress.windows[1].hardware == [

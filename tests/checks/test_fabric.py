@@ -348,3 +348,25 @@ def test_each_port_and_counter_is_judged_on_its_own() -> None:
         {"port": "mlx5_1:1", "grew": {"link_downed": 2, "port_rcv_errors": 1}},
         {"port": "mlx5_2:1", "grew": {"symbol_error": 7}},
     ]
+
+
+def test_a_roce_ports_retransmissions_warn_and_a_connection_that_gave_up_fails(
+    node: Path,
+) -> None:
+    roce = port_dir(node, 0)
+    (roce / "link_layer").write_text("Ethernet\n")
+    hw = roce / "hw_counters"
+    hw.mkdir()
+    for name in ("out_of_sequence", "local_ack_timeout_err", "req_transport_retries_exceeded"):
+        (hw / name).write_text("10\n")
+    (port_dir(node, 1) / "hw_counters").mkdir()  # an InfiniBand port's hw_counters: not read
+    (port_dir(node, 1) / "hw_counters" / "out_of_sequence").write_text("10\n")
+    start = read_port_counters(node)
+    assert start["mlx5_0:1"]["out_of_sequence"] == 10
+    assert "out_of_sequence" not in start["mlx5_1:1"]
+    (hw / "out_of_sequence").write_text("250\n")
+    (hw / "req_transport_retries_exceeded").write_text("11\n")
+    findings = Findings("fabric-errors", "FABRIC")
+    fabric.judge_counter_growth(start, read_port_counters(node), findings)
+    assert findings.failures == ["mlx5_0:1 req_transport_retries_exceeded grew by 1 in the run"]
+    assert findings.warnings == ["mlx5_0:1 out_of_sequence grew by 240 in the run"]

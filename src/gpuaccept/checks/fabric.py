@@ -26,7 +26,10 @@ error recovery process and downed the link"), `link_error_recovery`,
 warns (minor errors, or congestion). The meanings are the kernel's
 (Documentation/ABI/stable/sysfs-class-infiniband); the split follows Oracle's note 2195792.1,
 which counts the first group's physical-link errors as harmful. A counter at its maximum (they
-are 4 to 16 bits wide) has stopped and is reported as such.
+are 4 to 16 bits wide) has stopped and is reported as such. On a RoCE port, the driver's
+hw_counters are judged too (`probe.fabric.ROCE_COUNTERS`): retransmissions and drops
+(`out_of_sequence`, `packet_seq_err`, `local_ack_timeout_err`, ...) warn, and
+`req_transport_retries_exceeded` (a connection that gave up) fails.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from gpuaccept.checks.context import CheckContext
 from gpuaccept.checks.judging import Findings
 from gpuaccept.probe.fabric import (
     ERROR_COUNTERS,
+    ROCE_COUNTERS,
     NodeInventory,
     read_inventory,
     read_port_counters,
@@ -50,13 +54,22 @@ FAILING_GROWTH = (
     "link_error_recovery",
     "local_link_integrity_errors",
     "excessive_buffer_overrun_errors",
+    "req_transport_retries_exceeded",  # RoCE: a connection gave up (its retries ran out)
 )
 WARNING_GROWTH = (
     "symbol_error",
     "port_rcv_errors",
     "port_rcv_remote_physical_errors",
     "port_xmit_discards",
+    # RoCE: packets lost and sent again on a lossy (or badly tuned) Ethernet fabric
+    "out_of_buffer",
+    "out_of_sequence",
+    "packet_seq_err",
+    "implied_nak_seq_err",
+    "local_ack_timeout_err",
+    "rnr_nak_retry_err",
 )
+_WIDTHS = {**ERROR_COUNTERS, **ROCE_COUNTERS}
 
 
 def judge_ports(
@@ -211,7 +224,7 @@ def judge_counter_growth(
             findings.failures.append(f"{port} was read at the start but not at the end (gone?)")
             continue
         grew: dict[str, int] = {}
-        for name, bits in ERROR_COUNTERS.items():
+        for name, bits in _WIDTHS.items():
             was, now = before.get(name), after.get(name)
             if was is None or now is None:
                 continue

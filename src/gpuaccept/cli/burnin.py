@@ -23,9 +23,10 @@ if TYPE_CHECKING:
 
 _STRESSORS = "gemm-bf16, gemm-fp32, hbm, host-transfer, all-reduce"
 # The CPU twin's workers share the machine's cores and memory: equal workers measured ±15% apart
-# in the memory windows on the 2-core development machine (GEMMs within 2%), so its default
-# tolerance is wider than a GPU's 10%.
-CPU_STRAGGLER_TOLERANCE_PERCENT = 25.0
+# in the memory windows on the 2-core development machine (GEMMs within 2%), and 26.8% apart in
+# CI while the rest of the suite ran beside them, so its default tolerance is 50%, as the CPU
+# twins' drop tolerance against the history is (record/self_comparison.py).
+CPU_STRAGGLER_TOLERANCE_PERCENT = 50.0
 
 
 def burnin(
@@ -108,7 +109,7 @@ def burnin(
         None,
         "--straggler-tolerance",
         metavar="PERCENT",
-        show_default="10 on GPUs (gpu-fryer's), 25 on the CPU twin",
+        show_default="10 on GPUs (gpu-fryer's), 50 on the CPU twin",
         help="A device this much below the node's median in a window is a straggler; also "
         "the most a device's rate may drift down over the run.",
         rich_help_panel="Judging",

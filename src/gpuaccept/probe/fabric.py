@@ -36,6 +36,19 @@ ERROR_COUNTERS = {
     "local_link_integrity_errors": 4,
     "excessive_buffer_overrun_errors": 4,
 }
+# RoCE has no PortCounters of its own to tell retransmissions: mlx5 exposes its queue counters in
+# the port's hw_counters directory (the ABI's hw_counters section; names from
+# drivers/infiniband/hw/mlx5/counters.c, meanings from the commits that added them: 0ad17a8 "Add
+# port protocol stats", b339e0a "Add Qcounters req_transport_retries_exceeded"). 64-bit.
+ROCE_COUNTERS = {
+    "out_of_buffer": 64,
+    "out_of_sequence": 64,
+    "packet_seq_err": 64,
+    "implied_nak_seq_err": 64,
+    "local_ack_timeout_err": 64,
+    "rnr_nak_retry_err": 64,
+    "req_transport_retries_exceeded": 64,
+}
 NVIDIA_VENDOR = "0x10de"
 _RATE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*Gb/sec")
 
@@ -195,16 +208,22 @@ def read_ib_ports(root: Path) -> list[IbPort]:
 
 
 def read_port_counters(root: Path | None = None) -> dict[str, dict[str, int | None]]:
-    """Every port's error counters now ('mlx5_0:1' -> counter -> value; None: not readable)."""
+    """Every port's error counters now ('mlx5_0:1' -> counter -> value; None: not readable):
+    the PortCounters, and on a RoCE (Ethernet) port its hw_counters that a driver exposes."""
     root = root or sysfs_root()
     base = root / "sys" / "class" / "infiniband"
     found: dict[str, dict[str, int | None]] = {}
     for device_dir in sorted(base.iterdir()) if base.is_dir() else []:
         ports_dir = device_dir / "ports"
         for port_dir in sorted(ports_dir.iterdir()) if ports_dir.is_dir() else []:
-            found[f"{device_dir.name}:{port_dir.name}"] = {
-                name: _int(port_dir / "counters" / name) for name in ERROR_COUNTERS
-            }
+            counters = {name: _int(port_dir / "counters" / name) for name in ERROR_COUNTERS}
+            if _read(port_dir / "link_layer") == "Ethernet":
+                counters |= {
+                    name: value
+                    for name in ROCE_COUNTERS
+                    if (value := _int(port_dir / "hw_counters" / name)) is not None
+                }
+            found[f"{device_dir.name}:{port_dir.name}"] = counters
     return found
 
 
