@@ -26,6 +26,8 @@ HGX = NodeExpectation(nics=8, nic_rate_gbps=400, nvme=2)
 def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     root = hgx_tree(tmp_path / "node")
     monkeypatch.setenv("GPUACCEPT_SYSFS_ROOT", str(root))
+    (tmp_path / "quiet.log").write_text("")  # this machine's own kernel log stays out
+    monkeypatch.setenv("GPUACCEPT_KERNEL_LOG", str(tmp_path / "quiet.log"))
     return root
 
 
@@ -187,13 +189,15 @@ def test_accept_judges_the_fabric_it_is_told_to_expect(tmp_path: Path) -> None:
 
     root = hgx_tree(tmp_path / "node")
     (port_dir(root, 3) / "state").write_text("1: DOWN\n")
+    quiet = tmp_path / "quiet.log"
+    quiet.write_text("")
     command = [sys.executable, "-m", "gpuaccept", "accept", "--level", "quick", "--device"]
     command += ["cpu", "--only", "fabric", "--expect-nics", "8", "--expect-nic-rate", "400"]
     done = subprocess.run(
         [*command, "--no-history"],
         capture_output=True,
         text=True,
-        env=os.environ | {"GPUACCEPT_SYSFS_ROOT": str(root)},
+        env=os.environ | {"GPUACCEPT_SYSFS_ROOT": str(root), "GPUACCEPT_KERNEL_LOG": str(quiet)},
         timeout=300,
         check=False,
     )
@@ -370,3 +374,54 @@ def test_a_roce_ports_retransmissions_warn_and_a_connection_that_gave_up_fails(
     fabric.judge_counter_growth(start, read_port_counters(node), findings)
     assert findings.failures == ["mlx5_0:1 req_transport_retries_exceeded grew by 1 in the run"]
     assert findings.warnings == ["mlx5_0:1 out_of_sequence grew by 240 in the run"]
+
+
+def test_link_flaps_in_the_last_day_are_counted_per_interface_as_aznhc_does() -> None:
+    from gpuaccept.probe.kernel_log import KernelLogScan, parse_link_flaps
+
+    uptime = 200_000.0
+    lines = [
+        f"[{uptime - 60 * i:.6f}] mlx5_core 0000:19:00.0 ibp3s0: Link down, lost carrier"
+        for i in range(5)
+    ]  # aznhc takes the first ib... word: the interface
+    lines += [
+        f"[{uptime - 100.0:.6f}] IPoIB ib1: lost carrier",
+        f"[{uptime - 25 * 3600:.6f}] IPoIB ib1: Lost Carrier",  # a day and more ago: not counted
+        "IPoIB ib2: lost carrier",  # no stamp (a saved log): counted as recent
+        f"[{uptime - 5:.6f}] eth0: lost carrier",  # not InfiniBand
+        f"[{uptime - 5:.6f}] ib0: link up",
+    ]
+    scan = KernelLogScan(
+        readable=True,
+        source="dmesg",
+        flaps=tuple(parse_link_flaps("\n".join(lines))),
+        uptime_seconds=uptime,
+    )
+    findings = Findings("fabric", "FABRIC")
+    counts = fabric.judge_link_flaps(scan, findings)
+    assert counts == {"ibp3s0": 5, "ib1": 1, "ib2": 1}
+    assert findings.failures == [
+        "ibp3s0: 5 link flap(s) (lost carrier) in the kernel log in 24 h, aznhc fails at 5"
+    ]
+    assert findings.warnings == [
+        "ib1: 1 link flap(s) (lost carrier) in the kernel log in 24 h",
+        "ib2: 1 link flap(s) (lost carrier) in the kernel log in 24 h",
+    ]
+    four = KernelLogScan(True, "dmesg", flaps=scan.flaps[:4], uptime_seconds=uptime)
+    quiet = Findings("fabric", "FABRIC")
+    fabric.judge_link_flaps(four, quiet)
+    assert quiet.failures == []
+
+
+def test_the_fabric_check_reads_flaps_from_the_kernel_log(
+    node: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = tmp_path / "kernel.log"
+    log.write_text("".join("IPoIB ib4: lost carrier\n" for _ in range(6)))
+    monkeypatch.setenv("GPUACCEPT_KERNEL_LOG", str(log))
+    result = fabric.run(_context())
+    assert result.status is Status.FAIL
+    assert result.message == (
+        "ib4: 6 link flap(s) (lost carrier) in the kernel log in 24 h, aznhc fails at 5"
+    )
+    assert result.details["link_flaps"] == {"ib4": 6}

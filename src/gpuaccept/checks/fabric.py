@@ -16,6 +16,10 @@ Rules, each with where it comes from:
 - Topology: each GPU's nearest RDMA port is on its PCIe switch, else on its NUMA node; a GPU
   with neither, or an RDMA port on a NUMA node without GPUs, warns. (The worker that drives a
   GPU already runs on the GPU's NUMA node: `probe.numa.run_near`.)
+- Link flaps: "lost carrier" lines for an InfiniBand interface in the kernel log within the last
+  24 hours, 5 or more per interface, fail; fewer warn (aznhc's `check_ib_link_flapping` defaults
+  and its `-ge` comparison: customTests/azure_ib_link_flapping.nhc:73-74, 145 at 0e0a1ac). A
+  line whose age is unknown (a saved log) counts as recent.
 - Nothing to look at (no port, no NVMe expected, no expectation given): SKIP, never a pass.
 
 `fabric-errors` (`run_errors`, at the end of the run) judges the growth of each port's error
@@ -47,6 +51,7 @@ from gpuaccept.probe.fabric import (
     read_inventory,
     read_port_counters,
 )
+from gpuaccept.probe.kernel_log import KernelLogScan, scan_kernel_log
 from gpuaccept.results import CheckResult, Status
 
 FAILING_GROWTH = (
@@ -172,6 +177,27 @@ def judge_topology(inventory: NodeInventory, findings: Findings) -> list[dict[st
     return rows
 
 
+FLAP_WINDOW_SECONDS = 24 * 3600.0
+FLAP_THRESHOLD = 5
+
+
+def judge_link_flaps(scan: KernelLogScan, findings: Findings) -> dict[str, int]:
+    """Count each interface's recent link flaps; 5 or more fail, fewer warn."""
+    counts: dict[str, int] = {}
+    for flap in scan.flaps:
+        stamp, uptime = flap.seconds_since_boot, scan.uptime_seconds
+        if stamp is not None and uptime is not None and uptime - stamp > FLAP_WINDOW_SECONDS:
+            continue
+        counts[flap.interface] = counts.get(flap.interface, 0) + 1
+    for interface, count in sorted(counts.items()):
+        text = f"{interface}: {count} link flap(s) (lost carrier) in the kernel log in 24 h"
+        if count >= FLAP_THRESHOLD:
+            findings.failures.append(f"{text}, aznhc fails at {FLAP_THRESHOLD}")
+        else:
+            findings.warnings.append(text)
+    return counts
+
+
 def _expectations(context: CheckContext) -> tuple[int | None, float | None, int | None]:
     expect = context.node
     if expect is None:
@@ -193,12 +219,13 @@ def run(context: CheckContext) -> CheckResult:
             details={"inventory": asdict(inventory)},
         )
     judge_ports(inventory, findings, expect_nics=nics, nic_rate_gbps=rate)
+    flaps = judge_link_flaps(scan_kernel_log(), findings) if inventory.ports else {}
     if nvme is not None and len(inventory.nvme) < nvme:
         findings.failures.append(
             f"{len(inventory.nvme)} NVMe controller(s), {nvme} expected (--expect-nvme)"
         )
     rows = judge_topology(inventory, findings)
-    findings.details = {"inventory": asdict(inventory), "affinity": rows}
+    findings.details = {"inventory": asdict(inventory), "affinity": rows, "link_flaps": flaps}
     active = sum(1 for p in inventory.ports if p.state == "ACTIVE")
     rates = sorted({p.rate_gbps for p in inventory.ports if p.rate_gbps})
     said = ", ".join(f"{r:g}" for r in rates) or "no"

@@ -30,10 +30,20 @@ class KernelXid:
 
 
 @dataclass(frozen=True)
+class LinkFlap:
+    """A kernel log line saying an InfiniBand interface lost its carrier (a link flap)."""
+
+    interface: str
+    line: str
+    seconds_since_boot: float | None = None
+
+
+@dataclass(frozen=True)
 class KernelLogScan:
     readable: bool
     source: str  # "dmesg", a file path, or why nothing could be read
     xids: tuple[KernelXid, ...] = ()
+    flaps: tuple[LinkFlap, ...] = ()
     uptime_seconds: float | None = None  # this boot's, when the log is this boot's (dmesg)
 
 
@@ -50,6 +60,30 @@ def parse_kernel_log(text: str) -> list[KernelXid]:
                 KernelXid(
                     int(match["xid"]),
                     match["pci"].lower(),
+                    line.strip()[:300],
+                    float(stamp["seconds"]) if stamp else None,
+                )
+            )
+    return found
+
+
+# aznhc's check_ib_link_flapping counts lines with "lost carrier" (case-insensitive) and takes
+# the interface as the first match of ib[0-9a-zA-Z_]+ (customTests/azure_ib_link_flapping.nhc:
+# 22, 63-66 at 0e0a1ac).
+_IB_INTERFACE = re.compile(r"ib[0-9a-zA-Z_]+")
+
+
+def parse_link_flaps(text: str) -> list[LinkFlap]:
+    found = []
+    for line in text.splitlines():
+        if "lost carrier" not in line.lower():
+            continue
+        interface = _IB_INTERFACE.search(line)
+        if interface:
+            stamp = _STAMP.match(line.strip())
+            found.append(
+                LinkFlap(
+                    interface.group(0),
                     line.strip()[:300],
                     float(stamp["seconds"]) if stamp else None,
                 )
@@ -143,6 +177,7 @@ def scan_kernel_log(read: Callable[[], str | None] | None = None) -> KernelLogSc
         readable=True,
         source=source,
         xids=tuple(parse_kernel_log(text)),
+        flaps=tuple(parse_link_flaps(text)),
         # dmesg's stamps count from this boot; a saved file's may come from another one
         uptime_seconds=read_uptime_seconds() if source == "dmesg" else None,
     )
