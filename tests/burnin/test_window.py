@@ -171,3 +171,22 @@ def test_a_window_where_every_device_was_lost_has_no_unit_and_no_rate() -> None:
     figures = judge_window(0, "hbm", 300.0, {}, lost={"gpu0": "worker died"})
     assert (figures.unit, figures.throughput, figures.digest) == ("", {}, None)
     assert figures.hardware == ["window 1 (hbm): gpu0 was lost: worker died"]
+
+
+def test_gpu_and_port_counter_growth_are_both_kept() -> None:
+    from gpuaccept.probe.nvml_health import CounterSnapshot, ErrorCounters
+
+    before = CounterSnapshot(0, (ErrorCounters("GPU-a", 0, ecc_uncorrected_volatile=1),))
+    after = CounterSnapshot(300, (ErrorCounters("GPU-a", 0, ecc_uncorrected_volatile=2),))
+    figures = judge_window(
+        0,
+        "hbm",
+        300.0,
+        _node(),
+        counters=(before, after),
+        port_counters=({"mlx5_0:1": {"symbol_error": 0}}, {"mlx5_0:1": {"symbol_error": 4}}),
+    )
+    assert figures.counter_growth == [
+        {"uuid": "GPU-a", "index": 0, "grew": {"ecc_uncorrected": 1}},
+        {"port": "mlx5_0:1", "grew": {"symbol_error": 4}},
+    ]

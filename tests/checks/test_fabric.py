@@ -425,3 +425,38 @@ def test_the_fabric_check_reads_flaps_from_the_kernel_log(
         "ib4: 6 link flap(s) (lost carrier) in the kernel log in 24 h, aznhc fails at 5"
     )
     assert result.details["link_flaps"] == {"ib4": 6}
+
+
+def test_rate_and_pkey_warnings_are_all_kept_and_a_port_on_a_root_port_is_no_switch_peer() -> None:
+    found = _judge_ports(
+        [_port("mlx5_0"), _port("mlx5_1", rate_gbps=200.0), _port("mlx5_2", pkeys=())]
+    )
+    assert found.warnings == [
+        "mlx5_1:1 runs at 200 Gb/s while the node's fastest InfiniBand port runs at 400 (give "
+        "--expect-nic-rate to require a rate)",
+        "mlx5_2:1 has PKeys none, the node's other ports 0xffff",
+    ]
+    from gpuaccept.probe.fabric import NodeInventory, PciGpu, PciPlace
+
+    gpu = PciGpu("0000:18:00.0", PciPlace("0000:18:00.0", 0, ("0000:00:01.0", "0000:10:00.0")))
+    root_port_hca = _port(place=PciPlace("0000:19:00.0", 1, ("0000:00:01.0",)))
+    rows = fabric.affinity_map(NodeInventory(ports=[root_port_hca], gpus=[gpu]))
+    assert rows[0]["via"] == "none"
+
+
+def test_a_stopped_counter_does_not_hide_the_next_ones() -> None:
+    start = {"mlx5_0:1": {"symbol_error": 65535, "link_downed": 1}}
+    end = {"mlx5_0:1": {"symbol_error": 65535, "link_downed": 2}}
+    findings = Findings("fabric-errors", "FABRIC")
+    fabric.judge_counter_growth(start, end, findings)
+    assert findings.failures == ["mlx5_0:1 link_downed grew by 1 in the run"]
+
+
+def test_without_start_counters_the_errors_check_says_so(node: Path) -> None:
+    result = fabric.run_errors(_context())
+    assert (result.name, result.area, result.status, result.message) == (
+        "fabric-errors",
+        "FABRIC",
+        Status.SKIP,
+        "no port counters from the start of the run to compare with",
+    )

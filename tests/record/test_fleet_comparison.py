@@ -273,3 +273,15 @@ def test_a_window_no_other_node_ran_is_passed_over_for_the_next(tmp_path: Path) 
         tmp_path / "b", burnin_report("node9", [700.0], named=False, digests=(None, None))
     )
     assert (skipped.area, skipped.status) == ("BURNIN", Status.SKIP)
+
+
+def test_a_node_on_another_stack_does_not_stop_the_others_being_read(tmp_path: Path) -> None:
+    past = [
+        burnin_report("node0", [700.0]),
+        burnin_report("node1", [700.0]),
+        burnin_report("node2", [700.0], hours=2, stack="2.12.0"),  # the newest: another stack
+    ]
+    this = burnin_report("node9", [700.0], hours=3, digests=("a" * 64, "c" * 64))
+    check = _compare(tmp_path, this, *past)
+    assert check.details["windows_compared_bit_for_bit"] == 2
+    assert check.status is Status.FAIL
