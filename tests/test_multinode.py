@@ -35,6 +35,7 @@ def run_nodes(
     faults: dict[str, str] | None = None,
     level: str = "quick",
     stop_after: str | None = None,
+    extra_env: dict[str, dict[str, str]] | None = None,
 ) -> dict[str, tuple[int, str, RunReport]]:
     """Start one torchrun agent per stand-in node; (exit code, output, report) per node.
 
@@ -46,6 +47,7 @@ def run_nodes(
     for rank, name in enumerate(names):
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "WORLD_SIZE"))}
         env["GPUACCEPT_NODE_NAME"] = name
+        env |= (extra_env or {}).get(name, {})
         if faults and name in faults:
             env["PYTHONPATH"] = os.pathsep.join(
                 [str(FAULTS / faults[name]), env.get("PYTHONPATH", "")]
@@ -291,3 +293,31 @@ def test_nodes_started_with_different_checks_are_refused_at_once(tmp_path: Path)
         assert "the ranks were started with different plans" in output, output
         assert "node-a runs --level=quick --device=cpu collectives" in output
     assert time.monotonic() - started < 150
+
+
+def test_pairwise_ib_write_bw_names_the_node_slow_on_a_rail(tmp_path: Path) -> None:
+    # every stand-in node reads the same HGX sysfs tree and runs perftest's stand-in, which
+    # reports the rate the client node's FAKE_IB_BW gives (node-c: rail mlx5_3 at 190 Gb/s)
+    from tests.fabric_tree import hgx_tree
+
+    root = hgx_tree(tmp_path / "sysfs")
+    fakes = Path(__file__).resolve().parent / "fake_tools"
+    common = {
+        "GPUACCEPT_SYSFS_ROOT": str(root),
+        "PATH": f"{fakes}{os.pathsep}{os.environ['PATH']}",
+        "GPUACCEPT_LOCAL_ADDR": "127.0.0.1",
+    }
+    names = ["node-a", "node-b", "node-c"]
+    env = {name: dict(common) for name in names}
+    env["node-c"]["FAKE_IB_BW"] = "mlx5_3=190,*=392"
+    outcomes = run_nodes(tmp_path, names, 1, ["--only", "collectives", "--pairwise"], extra_env=env)
+    for code, output, report in outcomes.values():
+        assert code == 1, output
+        pairs = next(c for c in report.checks if c.name == "pairwise-ib")
+        assert pairs.status is Status.FAIL
+        assert pairs.message == (
+            "node-a mlx5_3:1 <- node-c: 190 Gb/s, below 0.95 x 400 Gb/s; node-b mlx5_3:1 <- "
+            "node-c: 190 Gb/s, below 0.95 x 400 Gb/s; node-c is slow on rail mlx5_3 with all 2 "
+            "peers"
+        )
+        assert len(pairs.details["rows"]) == 3 * 8  # every pair of nodes, every rail

@@ -93,3 +93,28 @@ def test_perftests_table_is_read_at_the_message_size() -> None:
         parse_average_gbps(output.replace("8388608", "4194304"))
     with pytest.raises(PerftestError):
         parse_average_gbps("ib_write_bw: command not found\n")
+
+
+def test_ib_pairs_are_judged_rail_by_rail_against_the_slower_end() -> None:
+    from gpuaccept.checks.network import judge_ib_pairs
+
+    rails = {
+        0: [("mlx5_0", 1, True, 400.0), ("mlx5_1", 1, True, 400.0)],
+        1: [("mlx5_0", 1, True, 200.0), ("mlx5_1", 1, True, 400.0)],
+    }
+    measured = {(0, 1, "mlx5_0:1"): 190.0, (0, 1, "mlx5_1:1"): "ib_write_bw exited 1"}
+    result = judge_ib_pairs(measured, ["a", "b"], rails)
+    assert (result.name, result.area, result.status) == ("pairwise-ib", "FABRIC", Status.FAIL)
+    assert result.message == "a mlx5_1:1 <- b: ib_write_bw exited 1"  # 190 >= 0.95 x 200
+    assert result.details["rows"] == [
+        {"pair": "a mlx5_0:1 <- b", "gbps": 190.0, "error": ""},
+        {"pair": "a mlx5_1:1 <- b", "gbps": None, "error": "ib_write_bw exited 1"},
+    ]
+    ok = judge_ib_pairs({(0, 1, "mlx5_0:1"): 380.0}, ["a", "b"], {0: rails[0], 1: rails[0]})
+    assert ok.status is Status.PASS
+    assert ok.message == ("1 rail(s) between node pairs at 0.95 x line rate or above (ib_write_bw)")
+    skipped = judge_ib_pairs({}, ["a", "b"], {0: rails[0], 1: []})
+    assert skipped.status is Status.SKIP
+    assert skipped.message == (
+        "not measured: perftest's ib_write_bw missing, or no ACTIVE InfiniBand/RoCE port, on b"
+    )

@@ -9,6 +9,8 @@ aznhc's check_ib_bw_gdr runs it), so the path measured is the one NCCL takes.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from gpuaccept.checks.context import CheckContext
 from gpuaccept.checks.fabric import affinity_map
 from gpuaccept.checks.judging import Findings
@@ -70,4 +72,83 @@ def run(context: CheckContext) -> CheckResult:
     return findings.conclude(
         f"{len(active)} port(s) at {LINE_RATE_FRACTION:g} x line rate or above (ib_write_bw, "
         "loopback)"
+    )
+
+
+# A rail: (device, port, InfiniBand?, line rate in Gb/s), in the node's port order.
+Rail = tuple[str, int, bool, float | None]
+
+
+def pair_ports() -> list[Rail]:
+    """This node's ACTIVE InfiniBand/RoCE ports, as the pairwise test pairs them by order."""
+    return [
+        (p.device, p.port, p.link_layer == "InfiniBand", p.rate_gbps)
+        for p in read_inventory().ports
+        if p.state == "ACTIVE" and p.phys_state == "LinkUp"
+    ]
+
+
+def judge_ib_pairs(
+    measured: Mapping[tuple[int, int, str], float | str],
+    names: list[str],
+    rails: Mapping[int, list[Rail]],
+) -> CheckResult:
+    """ib_write_bw between every pair of nodes, rail by rail: a pair's rail below 0.95 x the
+    slower end's line rate fails, named by both nodes and the port; a node slow on a rail with
+    every peer (three nodes or more) is named as the slow one."""
+    if not measured:
+        why = (
+            "perftest's ib_write_bw missing, or no ACTIVE InfiniBand/RoCE port, on "
+            + ", ".join(names[n] for n, ports in sorted(rails.items()) if not ports)
+            if any(not ports for ports in rails.values())
+            else "no pair of nodes"
+        )
+        return CheckResult(
+            name="pairwise-ib", area="FABRIC", status=Status.SKIP, message=f"not measured: {why}"
+        )
+    failures: list[str] = []
+    rows: list[dict[str, object]] = []
+    slow: dict[tuple[int, str], int] = {}
+    for (a, b, rail), figure in sorted(measured.items()):
+        pair = f"{names[a]} {rail} <- {names[b]}"
+        index = next((k for k, r in enumerate(rails.get(a, [])) if f"{r[0]}:{r[1]}" == rail), 0)
+        line = [r[3] for n in (a, b) for r in rails.get(n, [])[index : index + 1] if r[3]]
+        if isinstance(figure, str):
+            failures.append(f"{pair}: {figure}")
+            rows.append({"pair": pair, "gbps": None, "error": figure})
+            continue
+        rows.append({"pair": pair, "gbps": figure, "error": ""})
+        if line and figure < LINE_RATE_FRACTION * min(line):
+            failures.append(
+                f"{pair}: {figure:.4g} Gb/s, below {LINE_RATE_FRACTION:g} x {min(line):g} Gb/s"
+            )
+            for node in (a, b):
+                slow[(node, rail.split(":")[0])] = slow.get((node, rail.split(":")[0]), 0) + 1
+    peers = len(names) - 1
+    if len(names) >= 3:
+        failures += [
+            f"{names[node]} is slow on rail {rail} with all {peers} peers"
+            for (node, rail), count in sorted(slow.items())
+            if count >= peers
+        ]
+    details = {
+        "columns": [["pair", "pair (server <- client)"], ["gbps", "Gb/s"], ["error", "error"]],
+        "rows": rows,
+        "line_rate_fraction": LINE_RATE_FRACTION,
+    }
+    if failures:
+        return CheckResult(
+            name="pairwise-ib",
+            area="FABRIC",
+            status=Status.FAIL,
+            message="; ".join(failures),
+            details=details,
+        )
+    return CheckResult(
+        name="pairwise-ib",
+        area="FABRIC",
+        status=Status.PASS,
+        message=f"{len(rows)} rail(s) between node pairs at {LINE_RATE_FRACTION:g} x line rate or "
+        "above (ib_write_bw)",
+        details=details,
     )

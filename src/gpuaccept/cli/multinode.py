@@ -92,9 +92,11 @@ def accept_across_nodes(
                 for spec in specs:
                     if spec.final and pairwise:
                         run.run_pairwise()
+                        run.run_ib_pairs()
                     run.run_check(spec)
                 if pairwise and not any(spec.final for spec in specs):
                     run.run_pairwise()
+                    run.run_ib_pairs()
             except KeyboardInterrupt:
                 raise Interrupted(signal.SIGINT) from None
     except Interrupted as error:

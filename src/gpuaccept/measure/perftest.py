@@ -62,6 +62,68 @@ class LoopbackResult:
     gpudirect_gpu: int | None  # the CUDA device the buffers lived on (GPUDirect RDMA)
 
 
+def _arguments(
+    program: str, device: str, port: int, tcp: int, infiniband: bool, cuda_index: int | None
+) -> list[str]:
+    arguments = [program, "-d", device, "-i", str(port), "-p", str(tcp), "-s", str(MESSAGE_BYTES)]
+    arguments += ["-F", "--report_gbits"]
+    if infiniband:
+        arguments += ["-x", "0"]  # GID index 0, as aznhc gives it on InfiniBand
+    if cuda_index is not None:
+        arguments.append(f"--use_cuda={cuda_index}")
+    return arguments
+
+
+def _program() -> str:
+    program = ib_write_bw_path()
+    if program is None:
+        raise PerftestError("ib_write_bw (perftest) is not on PATH")
+    return program
+
+
+def start_server(
+    device: str, port: int, tcp: int, *, infiniband: bool, cuda_index: int | None = None
+) -> subprocess.Popen[str]:
+    """An ib_write_bw server on `device` port `port`, waiting for one client on TCP `tcp`."""
+    arguments = _arguments(_program(), device, port, tcp, infiniband, cuda_index)
+    return subprocess.Popen(arguments, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def stop_server(server: subprocess.Popen[str]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        server.kill()
+    server.wait(timeout=10)
+
+
+def run_client(
+    host: str,
+    device: str,
+    port: int,
+    tcp: int,
+    *,
+    infiniband: bool,
+    cuda_index: int | None = None,
+    timeout_seconds: float = 120.0,
+) -> float:
+    """Write bandwidth (Gb/s) from `device` port `port` to the server at `host`:`tcp`."""
+    arguments = [*_arguments(_program(), device, port, tcp, infiniband, cuda_index), host]
+    try:
+        client = subprocess.run(
+            arguments, capture_output=True, text=True, timeout=timeout_seconds, check=False
+        )
+    except subprocess.TimeoutExpired:
+        raise PerftestError(
+            f"ib_write_bw on {device}:{port} did not finish in {timeout_seconds:g} s"
+        ) from None
+    if client.returncode != 0:
+        last = (client.stderr or client.stdout).strip().splitlines()
+        raise PerftestError(
+            f"ib_write_bw on {device}:{port} exited {client.returncode}"
+            + (f": {last[-1]}" if last else "")
+        )
+    return parse_average_gbps(client.stdout)
+
+
 def loopback(
     device: str,
     port: int,
@@ -71,19 +133,8 @@ def loopback(
     timeout_seconds: float = 120.0,
 ) -> LoopbackResult:
     """Write bandwidth through `device` port `port`, server and client on this host."""
-    program = ib_write_bw_path()
-    if program is None:
-        raise PerftestError("ib_write_bw (perftest) is not on PATH")
     tcp = _free_port()
-    arguments = [program, "-d", device, "-i", str(port), "-p", str(tcp), "-s", str(MESSAGE_BYTES)]
-    arguments += ["-F", "--report_gbits"]
-    if infiniband:
-        arguments += ["-x", "0"]  # GID index 0, as aznhc gives it on InfiniBand
-    if cuda_index is not None:
-        arguments.append(f"--use_cuda={cuda_index}")
-    server = subprocess.Popen(
-        arguments, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
-    )
+    server = start_server(device, port, tcp, infiniband=infiniband, cuda_index=cuda_index)
     try:
         time.sleep(SERVER_START_SECONDS)
         if server.poll() is not None:
@@ -92,26 +143,15 @@ def loopback(
                 f"ib_write_bw server on {device}:{port} exited {server.returncode}"
                 + (f": {why[-1]}" if why else "")
             )
-        try:
-            client = subprocess.run(
-                [*arguments, "localhost"],
-                capture_output=True,
-                text=True,
-                timeout=timeout_seconds,
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
-            raise PerftestError(
-                f"ib_write_bw on {device}:{port} did not finish in {timeout_seconds:g} s"
-            ) from None
-        if client.returncode != 0:
-            last = (client.stderr or client.stdout).strip().splitlines()
-            raise PerftestError(
-                f"ib_write_bw on {device}:{port} exited {client.returncode}"
-                + (f": {last[-1]}" if last else "")
-            )
-        return LoopbackResult(device, port, parse_average_gbps(client.stdout), cuda_index)
+        gbps = run_client(
+            "localhost",
+            device,
+            port,
+            tcp,
+            infiniband=infiniband,
+            cuda_index=cuda_index,
+            timeout_seconds=timeout_seconds,
+        )
+        return LoopbackResult(device, port, gbps, cuda_index)
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            server.kill()
-        server.wait(timeout=10)
+        stop_server(server)

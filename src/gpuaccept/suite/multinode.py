@@ -455,6 +455,65 @@ class MultiNodeRun:
             result = judge_pairs(measured, self.node_names)
             self._record(result.model_copy(update={"duration_seconds": time.monotonic() - started}))
 
+    def run_ib_pairs(self) -> None:
+        """ib_write_bw between every pair of nodes, port k of one to port k of the other (the
+        rails of a rail-optimised fabric): the lower node of each pair serves, the other
+        connects to it. Every rank takes part in the barriers; each node's local rank 0 runs
+        perftest. Without perftest or ACTIVE ports anywhere: SKIP, with the reason."""
+        from gpuaccept.checks.network import judge_ib_pairs, pair_ports
+        from gpuaccept.measure.perftest import (
+            SERVER_START_SECONDS,
+            PerftestError,
+            ib_write_bw_path,
+            run_client,
+            start_server,
+            stop_server,
+        )
+
+        launch = self.launch
+        lead = launch.local_rank == 0
+        started = time.monotonic()
+        mine = pair_ports() if lead and ib_write_bw_path() is not None else []
+        address = os.environ.get("GPUACCEPT_LOCAL_ADDR") or socket.gethostname()
+        me = _Share(launch.rank, launch.node_rank, launch.node_name, launch.local_rank)
+        shares = self._share(replace(me, value=(address, mine) if lead else None))
+        nodes = {s.node_rank: s.value for s in shares if s.local_rank == 0}
+        figures: dict[tuple[int, int, str], float | str] = {}
+        if all(value[1] for value in nodes.values()):
+            base = 18515  # perftest's DEF_PORT (src/perftest_parameters.h), then one per rail
+            for round_pairs in pair_rounds(launch.nodes):
+                pair = next((p for p in round_pairs if launch.node_rank in p), None)
+                servers = []
+                if lead and pair is not None and pair[0] == launch.node_rank:
+                    for k, (device, port, infiniband, _) in enumerate(mine):
+                        servers.append(start_server(device, port, base + k, infiniband=infiniband))
+                    time.sleep(SERVER_START_SECONDS)
+                self.barrier()  # every server of the round is up
+                if lead and pair is not None and pair[1] == launch.node_rank:
+                    host = nodes[pair[0]][0]
+                    theirs = nodes[pair[0]][1]
+                    for k, (device, port, infiniband, _) in enumerate(mine[: len(theirs)]):
+                        try:
+                            figures[(pair[0], pair[1], f"{theirs[k][0]}:{theirs[k][1]}")] = (
+                                run_client(host, device, port, base + k, infiniband=infiniband)
+                            )
+                        except PerftestError as error:
+                            figures[(pair[0], pair[1], f"{theirs[k][0]}:{theirs[k][1]}")] = str(
+                                error
+                            )
+                self.barrier()  # every client of the round is done
+                for server in servers:
+                    stop_server(server)
+        gathered = self._share(replace(me, value=figures))
+        if not lead:
+            return
+        measured: dict[tuple[int, int, str], float | str] = {}
+        for share in gathered:
+            measured.update(share.value or {})
+        rates = {node: value[1] for node, value in nodes.items()}
+        result = judge_ib_pairs(measured, self.node_names, rates)
+        self._record(result.model_copy(update={"duration_seconds": time.monotonic() - started}))
+
     # --- the report -----------------------------------------------------------------------
     def report(
         self,
