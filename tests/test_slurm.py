@@ -393,3 +393,46 @@ def test_a_burn_in_requeued_mid_run_resumes_at_its_next_window(slurm: dict[str, 
     throughput = next(c for c in report.checks if c.name == "burnin-throughput")
     assert [w["window"] for w in throughput.details["series"]] == list(range(8))
     assert throughput.details["load_seconds"] < 8.5  # the windows run, not the time away
+
+
+def test_the_health_check_drains_a_node_whose_infiniband_port_is_down(
+    slurm: dict[str, str], tmp_path: Path
+) -> None:
+    from tests.fabric_tree import hgx_tree, port_dir
+
+    root = hgx_tree(tmp_path / "sysfs")
+    (port_dir(root, 5) / "state").write_text("1: DOWN\n")
+    quiet = tmp_path / "kernel.log"
+    quiet.write_text("")
+    profile = tmp_path / "hgx.toml"
+    profile.write_text("nics = 8\nnic_rate_gbps = 400\n")
+    try:
+        failed = subprocess.run(
+            [str(REPO / "slurm" / "healthcheck.sh")],
+            capture_output=True,
+            text=True,
+            check=False,
+            env=slurm
+            | {
+                "GPUACCEPT_HEALTHCHECK_ARGS": f"--only fabric --node-profile {profile}",
+                "GPUACCEPT_SYSFS_ROOT": str(root),
+                "GPUACCEPT_KERNEL_LOG": str(quiet),
+            },
+            timeout=300,
+        )
+        assert failed.returncode == 1, failed.stdout + failed.stderr
+        assert "mlx5_5:1 is DOWN (LinkUp), expected ACTIVE (LinkUp)" in failed.stdout
+        state, reason = _node_state(slurm)
+        assert state in ("drained", "draining")
+        assert reason == "gpuaccept quick: fabric"
+    finally:
+        subprocess.run(
+            ["scontrol", "update", f"NodeName={_node()}", "State=RESUME"],
+            env=slurm,
+            check=False,
+            timeout=STEP_TIMEOUT,
+        )
+    deadline = time.monotonic() + 60
+    while _node_state(slurm)[0] != "idle" and time.monotonic() < deadline:
+        time.sleep(1)
+    assert _node_state(slurm) == ("idle", "none")

@@ -460,3 +460,73 @@ def test_without_start_counters_the_errors_check_says_so(node: Path) -> None:
         Status.SKIP,
         "no port counters from the start of the run to compare with",
     )
+
+
+def test_a_fabric_failure_reaches_prometheus_and_the_html_page(tmp_path: Path) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+    from typer.testing import CliRunner
+
+    from gpuaccept.cli import app
+    from gpuaccept.results import CheckResult, RunReport
+    from tests.run_reports import T0, judged_report
+
+    check = CheckResult(
+        name="fabric", area="FABRIC", status=Status.FAIL, message="mlx5_3:1 is DOWN (Polling)"
+    )
+    report: RunReport = judged_report(
+        command="accept",
+        level="quick",
+        device_mode="cuda",
+        started_at=T0.isoformat(),
+        finished_at=T0.isoformat(),
+        duration_seconds=1.0,
+        checks=[check],
+        environment={"system": {"hostname": "gpu017"}},
+    )
+    path = tmp_path / "report.json"
+    path.write_text(report.model_dump_json())
+    prom, html = tmp_path / "m.prom", tmp_path / "r.html"
+    result = CliRunner().invoke(
+        app, ["report", str(path), "--prometheus", str(prom), "--html", str(html)]
+    )
+    assert result.exit_code == 0, result.output
+    samples = [
+        s
+        for family in text_string_to_metric_families(prom.read_text())
+        for s in family.samples
+        if s.labels.get("check") == "fabric" and s.value == 1.0
+    ]
+    assert any(s.labels.get("status") == "fail" for s in samples), samples
+    assert "mlx5_3:1 is DOWN (Polling)" in html.read_text()
+
+
+def test_a_flap_exactly_a_day_old_counts_and_no_port_means_no_flap_judged(
+    node: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gpuaccept.probe.kernel_log import KernelLogScan, LinkFlap
+
+    day_old = KernelLogScan(
+        True, "dmesg", flaps=(LinkFlap("ib0", "x", 100.0),), uptime_seconds=100.0 + 24 * 3600
+    )
+    findings = Findings("fabric", "FABRIC")
+    assert fabric.judge_link_flaps(day_old, findings) == {"ib0": 1}
+    log = tmp_path / "flappy.log"
+    log.write_text("IPoIB ib4: lost carrier\n" * 6)
+    monkeypatch.setenv("GPUACCEPT_KERNEL_LOG", str(log))
+    bare = tmp_path / "bare"
+    (bare / "sys").mkdir(parents=True)
+    monkeypatch.setenv("GPUACCEPT_SYSFS_ROOT", str(bare))
+    quiet = fabric.run(_context(NodeExpectation(nvme=0)))  # no port: its flaps are not judged
+    assert quiet.status is Status.PASS, quiet.message
+
+
+def test_the_rates_seen_are_listed(node: Path) -> None:
+    (port_dir(node, 6) / "rate").write_text("200 Gb/sec (4X HDR)\n")
+    result = fabric.run(_context(NodeExpectation(nics=8)))
+    assert result.status is Status.WARN
+    assert result.details["inventory"]["ports"][6]["rate_gbps"] == 200.0
+    (port_dir(node, 6) / "rate").write_text("400 Gb/sec (4X NDR)\n")
+    (port_dir(node, 7) / "link_layer").write_text("Ethernet\n")
+    (port_dir(node, 7) / "rate").write_text("200 Gb/sec (4X HDR)\n")
+    mixed = fabric.run(_context(NodeExpectation(nics=8)))
+    assert mixed.message.startswith("8 of 8 RDMA port(s) ACTIVE at 200, 400 Gb/s;")
