@@ -321,3 +321,28 @@ def test_pairwise_ib_write_bw_names_the_node_slow_on_a_rail(tmp_path: Path) -> N
             "peers"
         )
         assert len(pairs.details["rows"]) == 3 * 8  # every pair of nodes, every rail
+
+
+def test_every_node_judges_its_own_fabric_against_the_expectation(tmp_path: Path) -> None:
+    # each node fails (torchrun's agents wait at their exit barrier for agents whose workers
+    # ended otherwise): node-a on mlx5_1, node-b on mlx5_2, each naming its own port
+    from tests.fabric_tree import hgx_tree, port_dir
+
+    quiet = tmp_path / "kernel.log"
+    quiet.write_text("")
+    env = {}
+    for name, down in (("node-a", 1), ("node-b", 2)):
+        root = hgx_tree(tmp_path / f"sysfs-{name}")
+        (port_dir(root, down) / "state").write_text("1: DOWN\n")
+        env[name] = {"GPUACCEPT_SYSFS_ROOT": str(root), "GPUACCEPT_KERNEL_LOG": str(quiet)}
+    outcomes = run_nodes(
+        tmp_path, ["node-a", "node-b"], 1, ["--only", "fabric", "--expect-nics", "8"], extra_env=env
+    )
+    for name, down in (("node-a", 1), ("node-b", 2)):
+        code, output, report = outcomes[name]
+        assert code == 1, output
+        fabric = next(c for c in report.checks if c.name == "fabric")
+        assert fabric.message == (
+            f"mlx5_{down}:1 is DOWN (LinkUp), expected ACTIVE (LinkUp); 7 ACTIVE InfiniBand/RoCE "
+            "port(s), 8 expected (--expect-nics)"
+        )

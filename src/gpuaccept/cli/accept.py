@@ -259,6 +259,7 @@ def accept(
             dcgm=plan.dcgm,
             min_busbw=plan.min_busbw,
             pairwise=plan.pairwise,
+            node=plan.node,
         )
         return
     import contextlib

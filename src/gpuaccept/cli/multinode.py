@@ -20,6 +20,7 @@ from gpuaccept.cli.signals import interrupts_as_exceptions
 from gpuaccept.errors import Interrupted
 
 if TYPE_CHECKING:
+    from gpuaccept.node_profile import NodeExpectation
     from gpuaccept.probe.hardware import ExpectedGpus
     from gpuaccept.references import ReferenceTable
     from gpuaccept.suite.multinode import Launch
@@ -39,6 +40,7 @@ def accept_across_nodes(
     dcgm: int | None,
     min_busbw: float | None,
     pairwise: bool,
+    node: NodeExpectation | None = None,
 ) -> None:
     from gpuaccept.checks.context import CheckContext
     from gpuaccept.errors import EnvironmentProblem
@@ -63,6 +65,7 @@ def accept_across_nodes(
         expected=expected,
         dcgm_level=dcgm,
         min_busbw_gbps=min_busbw,
+        node=node,
     )
     run = MultiNodeRun(context, launch, say=typer.echo if leader else None)
     started, clock = datetime.now(UTC), time.monotonic()

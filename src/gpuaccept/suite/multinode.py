@@ -215,9 +215,14 @@ class MultiNodeRun:
         self.node_names = [by_node[n] for n in sorted(by_node)]
         self._start_watcher()
         if self.launch.local_rank == 0:
+            from gpuaccept.probe.fabric import read_port_counters
             from gpuaccept.probe.nvml_health import read_snapshot
 
-            self.context = replace(self.context, start_counters=read_snapshot())
+            self.context = replace(
+                self.context,
+                start_counters=read_snapshot(),
+                start_fabric_counters=read_port_counters(),
+            )
 
     def _start_watcher(self) -> None:
         from gpuaccept.probe.hardware import list_cuda_gpus, load_nvml
