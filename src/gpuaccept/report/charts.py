@@ -184,7 +184,7 @@ def series_chart_png(
 
     figure = Figure(figsize=(5.6, 2.8), dpi=100, layout="constrained")
     axes = figure.add_subplot()
-    top = 1.0
+    top = 0.0
     for label, points in sorted(lines.items()):
         kept = [
             (x, y)
@@ -200,7 +200,7 @@ def series_chart_png(
     for when in marked:
         if _finite(when) is not None:
             axes.axvline(when, color="#b3261e", alpha=0.35, linewidth=2)
-    axes.set_ylim(bottom=0, top=top * 1.15)
+    axes.set_ylim(bottom=0, top=(top or 1.0) * 1.15)  # an empty or all-zero chart still has an axis
     axes.set_xlabel(xlabel)
     axes.set_ylabel(unit.replace("$", r"\$"))
     axes.set_title(title + (" (red: a failure or event)" if marked else ""), fontsize=10)
