@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import stat
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from gpuaccept.errors import InputError
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
 
 _KINDS = (
     (stat.S_ISFIFO, "a FIFO (named pipe)"),
@@ -55,3 +59,24 @@ def read_input_bytes(path: Path, what: str, max_bytes: int) -> bytes:
     if len(data) > max_bytes:
         raise InputError(f"{what} {path}: larger than {max_bytes} bytes; not a {what} file")
     return data
+
+
+def read_toml_input(path: Path, what: str, shown: str, max_bytes: int) -> dict[str, Any]:
+    """A TOML file a user hands in, parsed; any fault is one InputError that starts `shown`
+    (e.g. "baseline FILE") and calls the file `what` ("baseline")."""
+    import tomllib
+
+    data = read_input_bytes(path, what, max_bytes)
+    try:
+        return tomllib.loads(data.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+        raise InputError(f"{shown}: not valid TOML: {error}") from None
+    except RecursionError:
+        raise InputError(f"{shown}: nested too deeply to be a {what}") from None
+
+
+def first_validation_error(error: ValidationError) -> str:
+    """`where: what` of the first fault pydantic found, for a one-line InputError."""
+    first = error.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or "top level"
+    return f"{where}: {first['msg']}"

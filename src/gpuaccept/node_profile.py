@@ -19,7 +19,6 @@ max_fsync_ms = 5.0        # 99th percentile of a 4 KiB write + fsync
 from __future__ import annotations
 
 import os
-import tomllib
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -56,20 +55,14 @@ class NodeExpectation(BaseModel):
 
 def load_node_profile(path: Path) -> NodeExpectation:
     """Read and validate a node profile; any fault is one InputError naming the file."""
-    from gpuaccept.input_files import read_input_bytes
-    from gpuaccept.references import _first_error
+    from gpuaccept.input_files import first_validation_error, read_toml_input
 
-    data = read_input_bytes(path, "node profile", _MAX_PROFILE_BYTES)
-    try:
-        raw = tomllib.loads(data.decode("utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
-        raise InputError(f"--node-profile {path}: not valid TOML: {error}") from None
-    except RecursionError:
-        raise InputError(f"--node-profile {path}: nested too deeply to be a profile") from None
+    shown = f"--node-profile {path}"
+    raw = read_toml_input(path, "node profile", shown, _MAX_PROFILE_BYTES)
     try:
         profile = NodeExpectation.model_validate(raw)
     except ValidationError as error:
-        raise InputError(f"--node-profile {path}: {_first_error(error)}") from None
+        raise InputError(f"{shown}: {first_validation_error(error)}") from None
     scratch = profile.scratch_dir
     if scratch is not None and not (scratch.is_dir() and os.access(scratch, os.W_OK | os.X_OK)):
         raise InputError(

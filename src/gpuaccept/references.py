@@ -125,30 +125,18 @@ class _BaselineFile(BaseModel):
     models: dict[str, dict[str, _BaselineEntry]]
 
 
-def _first_error(error: ValidationError) -> str:
-    first = error.errors()[0]
-    where = ".".join(str(part) for part in first["loc"]) or "top level"
-    return f"{where}: {first['msg']}"
-
-
 _MAX_BASELINE_BYTES = 16 * 1024 * 1024  # thousands of models; a larger file is not a baseline
 
 
 def load_baseline(path: Path) -> dict[str, dict[str, Reference]]:
     """Read and validate a baseline TOML file; any fault raises InputError naming the file."""
-    from gpuaccept.input_files import read_input_bytes
+    from gpuaccept.input_files import first_validation_error, read_toml_input
 
-    data = read_input_bytes(path, "baseline", _MAX_BASELINE_BYTES)
-    try:
-        raw = tomllib.loads(data.decode("utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
-        raise InputError(f"baseline {path}: not valid TOML: {error}") from None
-    except RecursionError:
-        raise InputError(f"baseline {path}: nested too deeply to be a baseline") from None
+    raw = read_toml_input(path, "baseline", f"baseline {path}", _MAX_BASELINE_BYTES)
     try:
         parsed = _BaselineFile.model_validate(raw)
     except ValidationError as error:
-        raise InputError(f"baseline {path}: {_first_error(error)}") from None
+        raise InputError(f"baseline {path}: {first_validation_error(error)}") from None
     if not parsed.models:
         raise InputError(f"baseline {path}: [models] holds no model")
     overrides: dict[str, dict[str, Reference]] = {}

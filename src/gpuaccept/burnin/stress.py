@@ -29,7 +29,7 @@ import math
 import os
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -259,9 +259,7 @@ def run_window(
     """Run `stressor` for about `seconds` on the device (None: the CPU twin), sampled."""
     import torch
 
-    from gpuaccept.checks.load_judging import judge_load
     from gpuaccept.probe.load_sampler import sampler_for
-    from gpuaccept.results import device_label
 
     fault = fault or Fault()
     if fault.die:
@@ -307,15 +305,45 @@ def run_window(
         flip_row = 0
     else:
         raise ValueError(f"{stressor!r} does not run per device (all-reduce runs as ranks)")
-    label = device_label(device_index)
     gemm = stressor.startswith("gemm")
     with _reduced_precision_off(), sampler_for(device_index, gpu_uuid) as sampler:
         looped = _hold(step, seconds, kind, device, fault)
     first, last = (_flip_one_bit(b, flip_row) if fault.flip_bit else b for b in looped.bits)
-    verdict = judge_load(sampler.trace, None, label, clocks=gemm)
+    return _window_work(
+        stressor,
+        replace(looped, bits=(first, last)),
+        work_per_step,
+        unit,
+        reference(last),
+        sampler.trace,
+        device_index,
+        gemm=gemm,
+    )
+
+
+def _window_work(
+    stressor: str,
+    looped: _Looped,
+    work_per_step: float,
+    unit: str,
+    reference: ReferenceCheck,
+    trace: LoadTrace,
+    device_index: int | None,
+    *,
+    gemm: bool,
+) -> WindowWork:
+    """What a device did in its window, from its loop and its load samples (judged as
+    `accept` judges them: clocks for compute load; the power hold for a GEMM)."""
+    from gpuaccept.checks.load_judging import judge_load
+    from gpuaccept.results import device_label
+
+    first, last = looped.bits
+    verdict = judge_load(trace, None, device_label(device_index), clocks=gemm)
     load = dict(verdict.summary)
     if gemm:
-        load.update(_held_power(sampler.trace))
+        load.update(_held_power(trace))
+    # an all-reduce's flat buffer is located by 64 slices of it, a matrix by its rows
+    rows = last.reshape(64, -1) if stressor == "all-reduce" and last.size % 64 == 0 else last
     return WindowWork(
         stressor=stressor,
         iterations=looped.iterations,
@@ -324,13 +352,13 @@ def run_window(
         throughput=work_per_step * looped.iterations / looped.device_seconds,
         unit=unit,
         digest=result_digest(last),
-        row_digests=_row_digests(last),
+        row_digests=_row_digests(rows),
         repeats_agree=result_digest(first) == result_digest(last),
-        reference=reference(last),
+        reference=reference,
         load=load,
         load_failures=verdict.failures,
         load_warnings=verdict.warnings,
-        clock_events=clock_event_counts(sampler.trace),
+        clock_events=clock_event_counts(trace),
     )
 
 
@@ -467,24 +495,13 @@ def run_all_reduce_window(
         last = _bits(buffer)
     if fault.flip_bit:
         first, last = _flip_one_bit(first, 0), _flip_one_bit(last, 0)
-    from gpuaccept.checks.load_judging import judge_load
-    from gpuaccept.results import device_label
-
-    verdict = judge_load(sampler.trace, None, device_label(device_index), clocks=False)
-    bus_factor = 2 * (world - 1) / world
-    return WindowWork(
-        stressor="all-reduce",
-        iterations=iterations,
-        seconds=wall,
-        device_seconds=elapsed,
-        throughput=bus_factor * count * 4 * iterations / elapsed / 1e9,
-        unit="GB/s",
-        digest=result_digest(last),
-        row_digests=_row_digests(last.reshape(64, -1) if last.size % 64 == 0 else last),
-        repeats_agree=result_digest(first) == result_digest(last),
-        reference=check_exact(last, _bits(expected), "the exact sum"),
-        load=dict(verdict.summary),
-        load_failures=verdict.failures,
-        load_warnings=verdict.warnings,
-        clock_events=clock_event_counts(sampler.trace),
+    return _window_work(
+        "all-reduce",
+        _Looped(iterations, wall, elapsed, (first, last)),
+        2 * (world - 1) / world * count * 4 / 1e9,  # bus bytes per iteration, in GB
+        "GB/s",
+        check_exact(last, _bits(expected), "the exact sum"),
+        sampler.trace,
+        device_index,
+        gemm=False,
     )
