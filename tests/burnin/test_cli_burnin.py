@@ -10,9 +10,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from gpuaccept.burnin.plan import BurnInProgress, WindowFigures
+from gpuaccept.burnin.checkpoint import CheckpointFile, save_checkpoint
+from gpuaccept.burnin.plan import BurnInPlan, BurnInProgress
+from gpuaccept.burnin.window import judge_record
 from gpuaccept.cli import app
 from gpuaccept.results import RunReport
+from tests.burnin.records import binding, device, record
 from tests.signal_runs import start_cli, stop_after
 
 ARGS = ["burnin", "--duration", "6s", "--window", "1s", "--device", "cpu"]
@@ -37,7 +40,7 @@ def test_an_evicted_burn_in_resumes_at_the_next_window_with_honest_load_time(
     assert evicted.returncode == 143, out + err
     assert "Traceback" not in err
     assert "[BURNIN] interrupted by SIGTERM in window 4: stopped, writing what finished;" in out
-    kept = BurnInProgress.model_validate_json(checkpoint.read_text())
+    kept = CheckpointFile.model_validate_json(checkpoint.read_text())
     assert [w.window for w in kept.windows] == [0, 1, 2]
     assert kept.devices == ["cpu0", "cpu1", "cpu2"]
     stopped = _report(first)
@@ -48,7 +51,8 @@ def test_an_evicted_burn_in_resumes_at_the_next_window_with_honest_load_time(
         app, [*ARGS, "--checkpoint", str(checkpoint), "--report-dir", str(second), *history]
     )
     assert resumed.exit_code == 0, resumed.output
-    assert "[BURNIN] resuming at window 4 of 6: 3s of load done before" in resumed.output
+    resuming = "[BURNIN] resuming at window 4 of 6: 3s of load done before, its 3 window(s) judged"
+    assert resuming in resumed.output
     assert "[BURNIN] window 1/6" not in resumed.output  # nothing ran twice
     report = _report(second)
     assert report.verdict.outcome == "pass"
@@ -56,7 +60,9 @@ def test_an_evicted_burn_in_resumes_at_the_next_window_with_honest_load_time(
     series = throughput.details["series"]
     assert [w["window"] for w in series] == list(range(6))
     # the windows run before the eviction are reported as they were measured
-    assert [w["throughput"] for w in series[:3]] == [w.throughput for w in kept.windows]
+    assert [w["throughput"] for w in series[:3]] == [
+        {device: work.throughput for device, work in w.devices.items()} for w in kept.windows
+    ]
     # load time: six windows of a second, not the wall time since the first start
     assert throughput.details["load_seconds"] == pytest.approx(6.0)
     assert [w["start_seconds"] for w in series] == pytest.approx([0, 1, 2, 3, 4, 5])
@@ -91,9 +97,12 @@ def test_a_checkpoint_of_another_plan_or_other_devices_or_damaged_is_refused(
     damaged = runner.invoke(app, [*base, "--duration", "1m"])
     assert damaged.exit_code == 2
     assert f"--checkpoint {checkpoint}: not a burn-in checkpoint" in damaged.output
-    progress = BurnInProgress(plan="60s/60s/gemm-bf16", devices=["cpu0", "cpu1", "cpu2"])
-    progress.record(_window())
-    progress.save(checkpoint)
+    plan = BurnInPlan.build(60, 60, 3, ["gemm-bf16"])
+    cpus = ["cpu0", "cpu1", "cpu2"]
+    written = record(plan, 0, {d: device() for d in cpus})
+    progress = BurnInProgress(plan=plan.fingerprint(), devices=cpus)
+    progress.record(judge_record(written), written)
+    save_checkpoint(checkpoint, progress, binding(plan, cpus))
     other_plan = runner.invoke(app, [*base, "--duration", "2m", "--schedule", "gemm-bf16"])
     assert other_plan.exit_code == 2
     assert "was written by a burn-in planned as 60s/60s/gemm-bf16, not 120s/" in other_plan.output
@@ -116,7 +125,3 @@ def test_a_checkpoint_of_another_plan_or_other_devices_or_damaged_is_refused(
         other_devices.output
     )
     assert json.loads(checkpoint.read_text())["windows"][0]["window"] == 0  # left as it was
-
-
-def _window() -> WindowFigures:
-    return WindowFigures(window=0, stressor="gemm-bf16", seconds=60.0, throughput={"cpu0": 1.0})

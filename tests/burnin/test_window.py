@@ -108,11 +108,18 @@ def test_a_hardware_slowdown_fails_and_a_weak_power_hold_warns() -> None:
     node = _node(3)
     node["gpu1"] = dataclasses.replace(
         node["gpu1"],
-        load_failures=["gpu1: hardware slowdown under load in 12 of 3000 samples"],
-        load={"power_held_share": 0.5, "power_p90_w": 640.0, "samples": 3000},
+        load={
+            "power_held_share": 0.5,
+            "power_p90_w": 640.0,
+            "samples": 3010,
+            "loaded_samples": 3000,
+            "reason_hits": {"hardware slowdown": 12},
+        },
         clock_events={"hardware slowdown": 12, "software power cap": 2900},
     )
-    node["gpu2"] = dataclasses.replace(node["gpu2"], load={"power_held_share": 0.95})
+    node["gpu2"] = dataclasses.replace(
+        node["gpu2"], load={"power_held_share": 0.95, "samples": 3010, "loaded_samples": 3000}
+    )
     figures = judge_window(0, "gemm-bf16", 300.0, node)
     assert figures.hardware == [
         "window 1 (gemm-bf16): gpu1: hardware slowdown under load in 12 of 3000 samples"

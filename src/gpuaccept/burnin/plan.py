@@ -2,9 +2,10 @@
 stressor each window runs, and what a restarted job resumes from.
 
 The plan is printed at the start and stored with the progress; a checkpoint written under one
-plan is refused under another (a different duration, window or rotation would make the windows
-done mean something else). The load time a burn-in reports is the sum of the windows it ran, so
-an eviction and a restart neither count the time the job was away nor start the count over.
+plan is refused under another, by `burnin.checkpoint` (a different duration, window or rotation
+would make the windows done mean something else). The load time a burn-in reports is the sum
+of the windows it ran, so an eviction and a restart neither count the time the job was away nor
+start the count over.
 """
 
 from __future__ import annotations
@@ -12,11 +13,11 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
+from gpuaccept.burnin.evidence import WindowRecord
 from gpuaccept.errors import InputError
 
 # The stressors in their default rotation. all-reduce joins only where there are several GPUs.
@@ -26,6 +27,12 @@ DEFAULT_WINDOW_SECONDS = 300.0  # five minutes, as the issue asks
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
 _MAX_SECONDS = 30 * 86400.0  # a month: longer than any burn-in contract (168 h at the most)
+# A window shorter than a second measures its own start-up (the first GEMM, the sampler's first
+# reading), not load; and `--duration 0.001s` would pass with "0s of load".
+MIN_SECONDS = 1.0
+# A week of one-minute windows. Every window is a checkpoint write and a line of the report's
+# series; 30 days of 0.01 s windows (2.6e8 of them) would never finish writing either.
+MAX_WINDOWS = 7 * 24 * 60
 
 
 def parse_duration(text: str, flag: str) -> float:
@@ -39,6 +46,10 @@ def parse_duration(text: str, flag: str) -> float:
         raise InputError(f"{flag} {text!r}: expected a duration such as 90, 30s, 5m, 24h or 1h30m")
     if not (math.isfinite(seconds) and 0 < seconds <= _MAX_SECONDS):
         raise InputError(f"{flag} {text!r}: must be above 0 and at most 30 days")
+    if seconds < MIN_SECONDS:
+        raise InputError(
+            f"{flag} {text!r}: at least 1s (a shorter window measures start-up, not load)"
+        )
     return seconds
 
 
@@ -72,10 +83,18 @@ class BurnInPlan:
     ) -> BurnInPlan:
         """The plan for `gpu_count` GPUs; `schedule` names the rotation (default: every
         stressor that applies). Refuses a window longer than the burn-in, an unknown stressor,
-        and all-reduce on one GPU."""
+        all-reduce on one GPU, and more than `MAX_WINDOWS` windows."""
         if window_seconds > duration_seconds:
             raise InputError(
                 f"--window {window_seconds:g} s is longer than --duration {duration_seconds:g} s"
+            )
+        windows = math.ceil(duration_seconds / window_seconds - 1e-9)
+        if windows > MAX_WINDOWS:
+            raise InputError(
+                f"--duration {spoken_duration(duration_seconds)} in windows of "
+                f"{spoken_duration(window_seconds)} is {windows} windows, more than the "
+                f"{MAX_WINDOWS} a burn-in keeps (a week of one-minute windows): give a longer "
+                "--window"
             )
         if schedule:
             unknown = [name for name in schedule if name not in STRESSORS]
@@ -151,14 +170,16 @@ class WindowFigures(BaseModel):
 
 
 class BurnInProgress(BaseModel):
-    """A burn-in's checkpoint: the plan it ran under and every finished window."""
+    """A burn-in's progress: the plan it runs under and every finished window, judged, with the
+    record each was judged from (what `burnin.checkpoint` saves; a resumed run judges the
+    records again, never reads a verdict back)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: int = 1
     plan: str
     devices: list[str] = Field(default_factory=list)  # the devices it ran on, as labelled
     windows: list[WindowFigures] = Field(default_factory=list)
+    records: list[WindowRecord] = Field(default_factory=list, exclude=True)
 
     @property
     def load_seconds(self) -> float:
@@ -169,34 +190,11 @@ class BurnInProgress(BaseModel):
     def next_window(self) -> int:
         return len(self.windows)
 
-    def record(self, figures: WindowFigures) -> None:
-        if figures.window != self.next_window:
+    def record(self, figures: WindowFigures, record: WindowRecord | None = None) -> None:
+        """Add a finished window (without its record, the progress can be judged and reported
+        but not checkpointed)."""
+        if figures.window != self.next_window or (record and record.window != figures.window):
             raise ValueError(f"window {figures.window} recorded after {self.next_window - 1}")
         self.windows.append(figures)
-
-    def save(self, path: Path) -> None:
-        """Written whole or not at all: an eviction mid-write leaves the previous checkpoint."""
-        from gpuaccept.output_files import write_text_atomically
-
-        write_text_atomically(path, self.model_dump_json(indent=2) + "\n")
-
-    @classmethod
-    def resume(cls, path: Path, plan: BurnInPlan) -> BurnInProgress:
-        """The progress saved at `path` (a fresh one when there is none), refused when it was
-        written under another plan or cannot be read."""
-        if not path.exists():
-            return cls(plan=plan.fingerprint())
-        try:
-            progress = cls.model_validate_json(path.read_bytes())
-        except (OSError, ValidationError, ValueError) as error:
-            reason = getattr(error, "strerror", None) or str(error).splitlines()[0]
-            raise InputError(f"--checkpoint {path}: not a burn-in checkpoint ({reason})") from None
-        if progress.plan != plan.fingerprint():
-            raise InputError(
-                f"--checkpoint {path} was written by a burn-in planned as {progress.plan}, not "
-                f"{plan.fingerprint()}: give the same --duration, --window and --schedule, or "
-                "another checkpoint file"
-            )
-        if [w.window for w in progress.windows] != list(range(len(progress.windows))):
-            raise InputError(f"--checkpoint {path}: its windows are not in order")
-        return progress
+        if record is not None:
+            self.records.append(record)

@@ -17,16 +17,19 @@ checkpoints are tested on a machine without a GPU.
 
 from __future__ import annotations
 
+import socket
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from gpuaccept.burnin.checkpoint import NodeIdentity, RunBinding, save_checkpoint
+from gpuaccept.burnin.evidence import PortCounters, WindowRecord, record_window
 from gpuaccept.burnin.judging import DEFAULT_STRAGGLER_TOLERANCE_PERCENT
 from gpuaccept.burnin.plan import BurnInPlan, BurnInProgress, WindowFigures, window_seed
 from gpuaccept.burnin.stress import Fault, WindowWork
-from gpuaccept.burnin.window import PortCounters, judge_window
+from gpuaccept.burnin.window import judge_record
 from gpuaccept.errors import Interrupted
 from gpuaccept.probe.fabric import read_port_counters
 from gpuaccept.probe.nvml_events import GpuEvent
@@ -54,6 +57,7 @@ class BurnInSettings:
     # Injected faults, for the CPU twin's tests: (window, device) -> fault, window -> events.
     faults: Mapping[tuple[int, str], Fault] = field(default_factory=dict)
     injected_events: Mapping[int, list[GpuEvent]] = field(default_factory=dict)
+    hostname: str = field(default_factory=socket.gethostname)
 
     @property
     def devices(self) -> list[str]:
@@ -61,6 +65,18 @@ class BurnInSettings:
         if self.device_mode == "cuda":
             return [f"gpu{index}" for index, _ in self.gpus]
         return [f"cpu{slot}" for slot in range(self.cpu_devices)]
+
+    @property
+    def binding(self) -> RunBinding:
+        """What a checkpoint of this run is bound to (and must match to be resumed)."""
+        uuids = [uuid for _, uuid in self.gpus] if self.device_mode == "cuda" else []
+        return RunBinding(
+            plan=self.plan,
+            seed=self.seed,
+            node=NodeIdentity(hostname=self.hostname, gpu_uuids=uuids),
+            devices=self.devices,
+            straggler_tolerance_percent=self.straggler_tolerance_percent,
+        )
 
 
 class WindowObserver(Protocol):
@@ -111,9 +127,9 @@ class _Loop:
         seconds: float,
         before: CounterSnapshot | None,
         ports_before: PortCounters,
-    ) -> tuple[WindowFigures, CounterSnapshot | None, PortCounters]:
-        """The window run on every device and judged; the GPUs' and the ports' counters as it
-        ended (read here: sysfs needs no NVML)."""
+    ) -> tuple[WindowFigures, WindowRecord, CounterSnapshot | None, PortCounters]:
+        """The window run on every device, recorded and judged; the GPUs' and the ports'
+        counters as it ended (read here: sysfs needs no NVML)."""
         settings = self.settings
         seed = window_seed(settings.seed, window)
         name = f"burnin window {window + 1} ({stressor})"
@@ -153,18 +169,19 @@ class _Loop:
             else:
                 lost[label] = f"its stressor raised {outcome.value}"
         after, ports_after = self.snapshot(), read_port_counters()
-        figures = judge_window(
+        record = record_window(
             window,
             stressor,
             seconds,
+            seed,
             works,
             lost=lost,
             events=events,
             counters=(before, after) if before is not None and after is not None else None,
             port_counters=(ports_before, ports_after) if ports_before else None,
-            straggler_tolerance_percent=settings.straggler_tolerance_percent,
         )
-        return figures.model_copy(update={"seed": seed}), after, ports_after
+        figures = judge_record(record, settings.straggler_tolerance_percent)
+        return figures, record, after, ports_after
 
     def _ranks(
         self, name: str, seconds: float, seed: int, timeout: float, faults: dict[int, Any]
@@ -211,10 +228,10 @@ def run_burnin(
             stressor, seconds = plan.stressor(window), plan.seconds_of(window)
             if observer is not None:
                 observer.window_started(window, stressor, seconds)
-            figures, before, ports = loop.window(window, stressor, seconds, before, ports)
-            progress.record(figures)
+            figures, record, before, ports = loop.window(window, stressor, seconds, before, ports)
+            progress.record(figures, record)
             if settings.checkpoint is not None:
-                progress.save(settings.checkpoint)
+                save_checkpoint(settings.checkpoint, progress, settings.binding)
             current = None
             if observer is not None:
                 observer.window_finished(figures, progress.load_seconds)

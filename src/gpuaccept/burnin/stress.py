@@ -94,9 +94,8 @@ class WindowWork:
     row_digests: list[str]  # one per row of that result: where two devices first differ
     repeats_agree: bool  # the first and last iterations gave the same bits
     reference: ReferenceCheck | None = None
-    load: dict[str, Any] = field(default_factory=dict)  # the samples' summary (GPU only)
-    load_failures: list[str] = field(default_factory=list)
-    load_warnings: list[str] = field(default_factory=list)
+    # the samples' summary (`load_judging.summarise_trace`; GPU only), judged with the window
+    load: dict[str, Any] = field(default_factory=dict)
     clock_events: dict[str, int] = field(default_factory=dict)  # reason -> loaded samples
 
 
@@ -316,7 +315,6 @@ def run_window(
         unit,
         reference(last),
         sampler.trace,
-        device_index,
         gemm=gemm,
     )
 
@@ -328,18 +326,15 @@ def _window_work(
     unit: str,
     reference: ReferenceCheck,
     trace: LoadTrace,
-    device_index: int | None,
     *,
     gemm: bool,
 ) -> WindowWork:
-    """What a device did in its window, from its loop and its load samples (judged as
-    `accept` judges them: clocks for compute load; the power hold for a GEMM)."""
-    from gpuaccept.checks.load_judging import judge_load
-    from gpuaccept.results import device_label
+    """What a device did in its window, from its loop and its load samples (summarised as
+    `accept` summarises them, with the power hold for a GEMM; judged with the window)."""
+    from gpuaccept.checks.load_judging import summarise_trace
 
     first, last = looped.bits
-    verdict = judge_load(trace, None, device_label(device_index), clocks=gemm)
-    load = dict(verdict.summary)
+    load = summarise_trace(trace)
     if gemm:
         load.update(_held_power(trace))
     # an all-reduce's flat buffer is located by 64 slices of it, a matrix by its rows
@@ -356,8 +351,6 @@ def _window_work(
         repeats_agree=result_digest(first) == result_digest(last),
         reference=reference,
         load=load,
-        load_failures=verdict.failures,
-        load_warnings=verdict.warnings,
         clock_events=clock_event_counts(trace),
     )
 
@@ -502,6 +495,5 @@ def run_all_reduce_window(
         "GB/s",
         check_exact(last, _bits(expected), "the exact sum"),
         sampler.trace,
-        device_index,
         gemm=False,
     )

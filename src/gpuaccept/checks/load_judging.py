@@ -77,71 +77,123 @@ def judge_load(
     """Judge one GPU's samples taken while a check loaded it: `clocks` for compute load (a copy
     engine at work leaves the SMs idle), `power_phase` for the phase that aims at the power
     limit, `pcie_loaded` for host transfers."""
-    verdict = LoadVerdict()
+    return judge_load_summary(
+        summarise_trace(trace, pcie_loaded=pcie_loaded),
+        model,
+        label,
+        full=full,
+        clocks=clocks,
+        power_phase=power_phase,
+        pcie_loaded=pcie_loaded,
+    )
+
+
+def summarise_trace(trace: LoadTrace, *, pcie_loaded: bool = False) -> dict[str, Any]:
+    """Everything `judge_load_summary` reads of a trace, in a few numbers: what a burn-in keeps
+    of each window so that a resumed run judges the window again instead of trusting a verdict
+    (the samples themselves are too many to keep for days of windows)."""
     if not trace.samples:
-        verdict.summary = {"samples": 0, "why": trace.problem or "no sample taken"}
-        return verdict
+        return {"samples": 0, "why": trace.problem or "no sample taken"}
     loaded = _loaded(trace.samples)
     summary: dict[str, Any] = {
         "samples": len(trace.samples),
         "seconds": trace.samples[-1].seconds,
         "sm_clock_max_mhz": trace.sm_clock_max_mhz,
+        "loaded_samples": len(loaded),
     }
-    for reason in FAILING_REASONS + WARNING_REASONS:
-        hits = sum(1 for s in loaded if reason in s.reasons)
-        if not hits:
-            continue
-        text = f"{label}: {reason} under load in {hits} of {len(loaded)} samples"
-        (verdict.failures if reason in FAILING_REASONS else verdict.warnings).append(text)
+    hits = {r: sum(1 for s in loaded if r in s.reasons) for r in FAILING_REASONS + WARNING_REASONS}
+    if any(hits.values()):
+        summary["reason_hits"] = {reason: n for reason, n in hits.items() if n}
     sm_clocks = _values(loaded, "sm_clock_mhz")
-    clock_fraction = model.clock_load_fraction if model else DEFAULT_CLOCK_LOAD_FRACTION
-    if clocks and sm_clocks and trace.sm_clock_max_mhz:
-        median_clock = statistics.median(sm_clocks)
-        summary["sm_clock_median_mhz"] = median_clock
-        if median_clock < clock_fraction * trace.sm_clock_max_mhz:
-            text = (
-                f"{label}: SM clock under load {median_clock:.0f} MHz (median), below "
-                f"{clock_fraction:g} x its {trace.sm_clock_max_mhz:.0f} MHz maximum"
-            )
-            (verdict.failures if full else verdict.warnings).append(text)
+    if sm_clocks and trace.sm_clock_max_mhz:
+        summary["sm_clock_median_mhz"] = statistics.median(sm_clocks)
     powers, limits = _values(loaded, "power_w"), _values(loaded, "power_limit_w")
     if powers:
         summary["power_max_w"] = max(powers)
         summary["power_p90_w"] = _percentile(powers, 0.9)
     if limits:
         summary["power_limit_w"] = statistics.median(limits)
-    if power_phase and powers and limits:
+    temperatures = _values(loaded, "temperature_c")
+    if temperatures:
+        summary["temperature_max_c"] = max(temperatures)
+    if pcie_loaded:
+        # the best link seen while the copies ran: a healthy link trains up as soon as data
+        # moves (and may drop again between copies), a downtrained one never reaches the model's
+        gens, widths = _values(trace.samples, "pcie_gen"), _values(trace.samples, "pcie_width")
+        summary["pcie_gen_loaded"] = int(max(gens)) if gens else None
+        summary["pcie_width_loaded"] = int(max(widths)) if widths else None
+    readings = [s for s in trace.samples if s.pcie_replays is not None]
+    if len(readings) >= 2:
+        summary["pcie_replays_grown"] = int(readings[-1].pcie_replays or 0) - int(
+            readings[0].pcie_replays or 0
+        )
+        # DCGM counts replays over a minute: a shorter phase is judged as if it lasted one
+        summary["pcie_replay_minutes"] = max(readings[-1].seconds - readings[0].seconds, 60.0) / 60
+        summary["pcie_replay_gen"] = next(
+            (s.pcie_gen for s in reversed(readings) if s.pcie_gen), None
+        )
+        summary["pcie_replay_width"] = next(
+            (s.pcie_width for s in reversed(readings) if s.pcie_width), None
+        )
+    return summary
+
+
+def judge_load_summary(
+    summary: dict[str, Any],
+    model: ModelReferences | None,
+    label: str,
+    *,
+    full: bool = False,
+    clocks: bool = True,
+    power_phase: bool = False,
+    pcie_loaded: bool = False,
+) -> LoadVerdict:
+    """The verdict on a `summarise_trace` summary (the summary returned with it, and the power
+    phase's reached fraction added)."""
+    verdict = LoadVerdict(summary=dict(summary))
+    summary = verdict.summary
+    if not summary.get("samples"):
+        return verdict
+    loaded = summary.get("loaded_samples", 0)
+    for reason, hits in (summary.get("reason_hits") or {}).items():
+        text = f"{label}: {reason} under load in {hits} of {loaded} samples"
+        if reason in FAILING_REASONS:
+            verdict.failures.append(text)
+        elif reason in WARNING_REASONS:
+            verdict.warnings.append(text)
+    clock_fraction = model.clock_load_fraction if model else DEFAULT_CLOCK_LOAD_FRACTION
+    median_clock, top = summary.get("sm_clock_median_mhz"), summary.get("sm_clock_max_mhz")
+    if not clocks:
+        summary.pop("sm_clock_median_mhz", None)
+    elif median_clock is not None and top and median_clock < clock_fraction * top:
+        text = (
+            f"{label}: SM clock under load {median_clock:.0f} MHz (median), below "
+            f"{clock_fraction:g} x its {top:.0f} MHz maximum"
+        )
+        (verdict.failures if full else verdict.warnings).append(text)
+    reached, limit = summary.get("power_p90_w"), summary.get("power_limit_w")
+    if power_phase and reached is not None and limit:
         power_fraction = model.power_load_fraction if model else DEFAULT_POWER_LOAD_FRACTION
-        reached, limit = summary["power_p90_w"], summary["power_limit_w"]
         summary["power_reached_fraction"] = reached / limit
         if reached < power_fraction * limit:
             verdict.failures.append(
                 f"{label}: power phase reached {reached:.0f} W (90th percentile), below "
                 f"{power_fraction:g} x the {limit:.0f} W limit"
             )
-    temperatures = _values(loaded, "temperature_c")
-    if temperatures:
-        summary["temperature_max_c"] = max(temperatures)
     if pcie_loaded:
-        _judge_pcie(trace.samples, model, label, verdict, summary)
-    _judge_replays(trace.samples, label, verdict, summary)
-    verdict.summary = summary
+        gen, width = summary.get("pcie_gen_loaded"), summary.get("pcie_width_loaded")
+        _judge_pcie(gen, width, model, label, verdict)
+    _judge_replays(summary, label, verdict)
     return verdict
 
 
 def _judge_pcie(
-    samples: list[LoadSample],
+    gen: int | None,
+    width: int | None,
     model: ModelReferences | None,
     label: str,
     verdict: LoadVerdict,
-    summary: dict[str, Any],
 ) -> None:
-    """The best link seen while the copies ran: a healthy link trains up as soon as data moves
-    (and may drop again between copies), a downtrained one never reaches the model's."""
-    gens, widths = _values(samples, "pcie_gen"), _values(samples, "pcie_width")
-    gen = int(max(gens)) if gens else None
-    width = int(max(widths)) if widths else None
-    summary["pcie_gen_loaded"], summary["pcie_width_loaded"] = gen, width
     if model is None:
         return
     if gen is not None and model.pcie_gen is not None and gen < model.pcie_gen:
@@ -154,19 +206,11 @@ def _judge_pcie(
         )
 
 
-def _judge_replays(
-    samples: list[LoadSample], label: str, verdict: LoadVerdict, summary: dict[str, Any]
-) -> None:
-    readings = [s for s in samples if s.pcie_replays is not None]
-    if len(readings) < 2:
-        return
-    grown = int(readings[-1].pcie_replays or 0) - int(readings[0].pcie_replays or 0)
-    # DCGM counts replays over a minute: a shorter phase is judged as if it lasted one
-    minutes = max(readings[-1].seconds - readings[0].seconds, 60.0) / 60
-    summary["pcie_replays_grown"] = grown
-    gen = next((s.pcie_gen for s in reversed(readings) if s.pcie_gen), None)
-    width = next((s.pcie_width for s in reversed(readings) if s.pcie_width), None)
-    if grown <= 0 or gen is None or width is None:
+def _judge_replays(summary: dict[str, Any], label: str, verdict: LoadVerdict) -> None:
+    grown = summary.get("pcie_replays_grown")
+    minutes = summary.get("pcie_replay_minutes")
+    gen, width = summary.get("pcie_replay_gen"), summary.get("pcie_replay_width")
+    if not grown or grown <= 0 or not minutes or gen is None or width is None:
         return
     limit = replay_rate_limit(gen, width)
     rate = grown / minutes

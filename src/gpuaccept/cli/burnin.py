@@ -17,6 +17,7 @@ from gpuaccept.cli.recording import HISTORY, NO_HISTORY, drop_policy, history_ta
 from gpuaccept.errors import InputError, Interrupted
 
 if TYPE_CHECKING:
+    from gpuaccept.burnin.checkpoint import CheckpointLock
     from gpuaccept.burnin.plan import BurnInPlan, BurnInProgress, WindowFigures
     from gpuaccept.burnin.run import BurnInSettings
     from gpuaccept.results import RunReport
@@ -170,6 +171,7 @@ class BurnInJob:
     junit: Path | None
     history_path: Path | None
     checkpoint_exit_code: int | None = None
+    lock: CheckpointLock | None = None  # held until the process ends
 
 
 def _plan(
@@ -255,16 +257,18 @@ def _plan(
         checkpoint=checkpoint,
         windows_per_run=checkpoint_every,
     )
+    lock = None
     if checkpoint is not None:
-        progress = BurnInProgress.resume(checkpoint, plan)
-        if progress.windows and progress.devices != settings.devices:
-            raise InputError(
-                f"--checkpoint {checkpoint} was written on {', '.join(progress.devices)}, this "
-                f"burn-in runs on {', '.join(settings.devices)}: give another checkpoint file"
-            )
+        from gpuaccept.burnin.checkpoint import CheckpointLock, resume
+
+        lock = CheckpointLock(checkpoint).acquire()  # before reading: no one writes it meanwhile
+        try:
+            progress = resume(checkpoint, settings.binding)
+        except InputError:
+            lock.release()
+            raise
     else:
-        progress = BurnInProgress(plan=plan.fingerprint())
-    progress.devices = settings.devices
+        progress = BurnInProgress(plan=plan.fingerprint(), devices=settings.devices)
     from gpuaccept.distributed.children import start_server
 
     start_server()  # its torch import runs beside this process's own
@@ -276,6 +280,7 @@ def _plan(
         junit=junit,
         history_path=history_target(history, no_history),
         checkpoint_exit_code=checkpoint_exit_code,
+        lock=lock,
     )
 
 
@@ -339,11 +344,15 @@ def _run(job: BurnInJob) -> tuple[RunReport | None, Interrupted | None]:
             typer.echo(line)
         typer.echo(f"[BURNIN] on {', '.join(settings.devices)}, seed {settings.seed}")
         if progress.next_window >= plan.window_count:
-            typer.echo("[BURNIN] the checkpoint holds every window of this plan: judging them")
+            typer.echo(
+                "[BURNIN] the checkpoint holds every window of this plan: judged again from "
+                "their figures"
+            )
         elif progress.windows:
             typer.echo(
                 f"[BURNIN] resuming at window {progress.next_window + 1} of {plan.window_count}: "
-                f"{spoken_duration(round(progress.load_seconds))} of load done before"
+                f"{spoken_duration(round(progress.load_seconds))} of load done before, its "
+                f"{len(progress.windows)} window(s) judged again from their figures"
             )
         stop = run_burnin(settings, progress, _Lines(plan))
         if stop is not None:

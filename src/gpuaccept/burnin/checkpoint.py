@@ -1,0 +1,249 @@
+"""A burn-in's checkpoint on disk (issues #23, #30): what a restarted job resumes from, and
+nothing a resumed run could mistake for a burn-in it did not do.
+
+The file binds the run: the plan, the seed, the devices, and the node (its GPUs' UUIDs on a GPU
+node, its hostname for the CPU twin: a container restarted on the same GPUs may have a new
+hostname, and the GPUs are what a burn-in certifies). It holds each window's `WindowRecord`, never
+a verdict: a resumed run judges every stored window again (`window.judge_record`), so findings
+deleted from the file come back, and a window the plan could not have run (beyond the plan,
+another stressor, another length, another seed, a device the run does not have) refuses the
+file. Read as every user-handed file is: regular files only, size capped before reading.
+
+Two burn-ins writing one checkpoint would interleave windows of two runs: the file is locked
+for the run (an flock on `<checkpoint>.lock`, which names the holder's pid; the lock is the
+kernel's, so a holder that dies releases it, and the stale file is harmless).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import math
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from gpuaccept.burnin.evidence import WindowRecord
+from gpuaccept.burnin.plan import BurnInPlan, BurnInProgress, window_seed
+from gpuaccept.errors import InputError
+
+SCHEMA_VERSION: Literal[2] = 2
+# A week of one-minute windows on eight GPUs with their NVLink counters is about 100 MiB of
+# JSON; a file past this cap is not a checkpoint this version writes.
+MAX_CHECKPOINT_BYTES = 256 * 1024 * 1024
+FLAG = "--checkpoint"
+
+
+class NodeIdentity(BaseModel):
+    """The node a burn-in runs on: its GPUs by UUID (None on the CPU twin) and its hostname."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    hostname: str = Field(max_length=255)
+    gpu_uuids: list[str | None] = Field(default_factory=list)
+
+
+class CheckpointFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: Literal[2]
+    plan: str = Field(max_length=4096)
+    seed: int
+    node: NodeIdentity
+    devices: list[str]
+    windows: list[WindowRecord]
+
+
+@dataclass(frozen=True)
+class RunBinding:
+    """What the run resuming a checkpoint is: the file must have been written by the same."""
+
+    plan: BurnInPlan
+    seed: int
+    node: NodeIdentity
+    devices: list[str]
+    straggler_tolerance_percent: float
+
+    @property
+    def on_gpus(self) -> bool:
+        return any(uuid is not None for uuid in self.node.gpu_uuids)
+
+
+def save_checkpoint(path: Path, progress: BurnInProgress, binding: RunBinding) -> None:
+    """Written whole or not at all: an eviction mid-write leaves the previous checkpoint."""
+    from gpuaccept.output_files import write_text_atomically
+
+    if len(progress.records) != len(progress.windows):
+        raise ValueError("a window without its record cannot be checkpointed")
+    saved = CheckpointFile(
+        schema_version=SCHEMA_VERSION,
+        plan=binding.plan.fingerprint(),
+        seed=binding.seed,
+        node=binding.node,
+        devices=binding.devices,
+        windows=progress.records,
+    )
+    write_text_atomically(path, saved.model_dump_json() + "\n")
+
+
+def resume(path: Path, binding: RunBinding) -> BurnInProgress:
+    """The progress saved at `path`, every window judged again from its record (a fresh
+    progress when there is no file); InputError naming the file when it is not this run's."""
+    from gpuaccept.burnin.window import judge_record
+    from gpuaccept.input_files import first_validation_error, read_input_bytes
+
+    fresh = BurnInProgress(plan=binding.plan.fingerprint(), devices=list(binding.devices))
+    if not path.exists() and not path.is_symlink():
+        return fresh
+    data = read_input_bytes(path, FLAG, MAX_CHECKPOINT_BYTES)
+    shown = f"{FLAG} {path}"
+    try:
+        raw = json.loads(data)
+    except (ValueError, RecursionError) as error:
+        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise InputError(f"{shown}: not a burn-in checkpoint ({reason})") from None
+    if not isinstance(raw, dict) or "windows" not in raw:
+        raise InputError(f"{shown}: not a burn-in checkpoint (no windows in it)")
+    version = raw.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise InputError(
+            f"{shown}: written by another version of gpuaccept (checkpoint schema "
+            f"{version!r}, this one reads {SCHEMA_VERSION}): give another checkpoint file"
+        )
+    try:
+        saved = CheckpointFile.model_validate(raw)
+    except ValidationError as error:
+        raise InputError(
+            f"{shown}: not a burn-in checkpoint ({first_validation_error(error)})"
+        ) from None
+    _refuse_another_run(shown, saved, binding)
+    records = saved.windows
+    _refuse_impossible_windows(shown, records, binding)
+    tolerance = binding.straggler_tolerance_percent
+    return BurnInProgress(
+        plan=fresh.plan,
+        devices=fresh.devices,
+        windows=[judge_record(record, tolerance) for record in records],
+        records=list(records),
+    )
+
+
+def _refuse_another_run(shown: str, saved: CheckpointFile, binding: RunBinding) -> None:
+    plan = binding.plan.fingerprint()
+    if saved.plan != plan:
+        raise InputError(
+            f"{shown} was written by a burn-in planned as {saved.plan}, not {plan}: give the "
+            "same --duration, --window and --schedule, or another checkpoint file"
+        )
+    if saved.seed != binding.seed:
+        raise InputError(
+            f"{shown} was written with --seed {saved.seed}, not {binding.seed}: give the same "
+            "--seed, or another checkpoint file"
+        )
+    node = binding.node
+    if binding.on_gpus and saved.node.gpu_uuids != node.gpu_uuids:
+        raise InputError(
+            f"{shown} was written on other GPUs ({_uuids(saved.node)} on "
+            f"{saved.node.hostname}), this node has {_uuids(node)}: a burn-in certifies the "
+            "GPUs it loaded; give another checkpoint file"
+        )
+    if not binding.on_gpus and (saved.node.hostname, saved.node.gpu_uuids) != (
+        node.hostname,
+        node.gpu_uuids,
+    ):
+        raise InputError(
+            f"{shown} was written on {saved.node.hostname}, this is {node.hostname}: a "
+            "burn-in certifies the node it ran on; give another checkpoint file"
+        )
+    if saved.devices != binding.devices:
+        raise InputError(
+            f"{shown} was written on {', '.join(saved.devices) or 'no device'}, this burn-in "
+            f"runs on {', '.join(binding.devices)}: give another checkpoint file"
+        )
+
+
+def _uuids(node: NodeIdentity) -> str:
+    return ", ".join(uuid or "?" for uuid in node.gpu_uuids) or "no GPU"
+
+
+def _refuse_impossible_windows(
+    shown: str, records: list[WindowRecord], binding: RunBinding
+) -> None:
+    """A window this run's plan could not have produced refuses the file: a damaged or edited
+    checkpoint is said to be one, never judged as if it were a burn-in."""
+    plan, devices = binding.plan, set(binding.devices)
+    if len(records) > plan.window_count:
+        raise InputError(
+            f"{shown}: holds {len(records)} windows, the plan has {plan.window_count}: not "
+            "this burn-in's checkpoint"
+        )
+    for index, record in enumerate(records):
+        where = f"{shown}: window {index + 1}"
+        if record.window != index:
+            raise InputError(f"{shown}: its windows are not in order")
+        if record.stressor != plan.stressor(index):
+            raise InputError(
+                f"{where} ran {record.stressor!r}, the plan runs {plan.stressor(index)!r} there"
+            )
+        if not math.isclose(record.seconds, plan.seconds_of(index), rel_tol=1e-9):
+            raise InputError(
+                f"{where} lasted {record.seconds:g} s, the plan's window is "
+                f"{plan.seconds_of(index):g} s"
+            )
+        if record.seed != window_seed(binding.seed, index):
+            raise InputError(f"{where} ran under another seed than --seed {binding.seed}'s")
+        named = set(record.devices) | set(record.lost)
+        if named != devices or set(record.devices) & set(record.lost):
+            raise InputError(
+                f"{where} accounts for {', '.join(sorted(named)) or 'no device'}, this burn-in "
+                f"runs on {', '.join(binding.devices)}, each either measured or lost"
+            )
+
+
+class CheckpointLock:
+    """The checkpoint held by this process for the run (released when the process ends)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path.with_name(path.name + ".lock")
+        self._fd: int | None = None
+
+    def acquire(self) -> CheckpointLock:
+        """Hold the lock, or InputError naming the burn-in that holds it."""
+        flags = os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            fd = os.open(self.path, flags, 0o644)
+        except OSError as error:
+            raise InputError(
+                f"{FLAG}: cannot lock it with {self.path}: {error.strerror or error}"
+            ) from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise InputError(f"{FLAG}: {self.path} is not a regular file; cannot lock with it")
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as error:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            if error.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                raise InputError(
+                    f"{FLAG} {self.path.with_name(self.path.name.removesuffix('.lock'))}: in "
+                    f"use by another burn-in (pid {holder}); wait for it, or give another "
+                    "checkpoint file"
+                ) from None
+            raise InputError(f"{FLAG}: cannot lock {self.path}: {error.strerror}") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._fd = fd
+        return self
+
+    def release(self) -> None:
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self._fd = None

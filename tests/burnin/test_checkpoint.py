@@ -1,0 +1,228 @@
+"""A burn-in checkpoint is not a pass (issue #30 §1): bound to its run and its node, refused
+when a run could not have written it, and every window judged again from its figures."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from gpuaccept.burnin.checkpoint import CheckpointLock, resume, save_checkpoint
+from gpuaccept.burnin.evidence import StoredLoad, StoredReference, WindowRecord
+from gpuaccept.burnin.plan import BurnInPlan, BurnInProgress
+from gpuaccept.burnin.window import judge_record
+from gpuaccept.cli import app
+from gpuaccept.errors import InputError
+from gpuaccept.probe.nvml_events import GpuEvent
+from tests.burnin.records import BAD, GOOD, binding, device, record
+
+PLAN = BurnInPlan.build(1500, 300, gpu_count=3, schedule=["gemm-bf16", "hbm"])
+DEVICES = ["gpu0", "gpu1", "gpu2"]
+UUIDS: list[str | None] = ["GPU-0a", "GPU-1b", "GPU-2c"]
+BOUND = binding(PLAN, DEVICES, uuids=UUIDS)
+
+
+def _healthy(window: int) -> WindowRecord:
+    return record(PLAN, window, {d: device(800.0 - i) for i, d in enumerate(DEVICES)})
+
+
+def _save(path: Path, records: list[WindowRecord], bound: Any = BOUND) -> None:
+    progress = BurnInProgress(plan=PLAN.fingerprint(), devices=bound.devices)
+    for stored in records:
+        progress.record(judge_record(stored), stored)
+    save_checkpoint(path, progress, bound)
+
+
+def test_an_evicted_burn_in_resumes_where_it_stopped_with_its_load_time_honest(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "burnin.json"
+    assert resume(path, BOUND).next_window == 0  # no checkpoint yet: a fresh start
+    _save(path, [_healthy(w) for w in range(3)])
+    again = resume(path, BOUND)
+    assert again.next_window == 3
+    assert again.load_seconds == 900.0  # three windows of load, not the wall time since the start
+    assert again.windows[2].throughput == {"gpu0": 800.0, "gpu1": 799.0, "gpu2": 798.0}
+    assert not any(w.failures for w in again.windows)
+    with pytest.raises(ValueError, match="window 4 recorded after 2"):
+        again.record(judge_record(_healthy(4)), _healthy(4))
+
+
+def test_the_file_holds_figures_only_and_a_resume_judges_them_again(tmp_path: Path) -> None:
+    """The failing run whose findings were deleted by hand: there are none to delete, and the
+    figures bring every finding back."""
+    path = tmp_path / "burnin.json"
+    slowed = StoredLoad(samples=60, loaded_samples=50, reason_hits={"hardware slowdown": 40})
+    wrong = StoredReference(rule="within the bound", checked=8, worst_ratio=3.0, outside="row 2")
+    xid = GpuEvent(kind="xid", gpu_uuid="GPU-1b", at="2026-11-25T00:00:00+00:00", xid=79)
+    records = [
+        record(PLAN, 0, {"gpu0": device(), "gpu1": device(), "gpu2": device(digest=BAD)}),
+        record(
+            PLAN,
+            1,
+            {"gpu0": device(), "gpu1": device(load=slowed), "gpu2": device(500.0)},
+            events=[xid],
+        ),
+        record(PLAN, 2, {"gpu0": device(), "gpu1": device(reference=wrong)}, lost={"gpu2": "?"}),
+    ]
+    records[0] = records[0].model_copy(
+        update={"devices": {**records[0].devices, "gpu2": device(digest=BAD, differing_row=17)}}
+    )
+    _save(path, records)
+    stored = json.loads(path.read_text())["windows"]
+    verdicts = {"correctness", "hardware", "stragglers", "warnings", "failures"}
+    assert all(not verdicts & set(window) for window in stored)
+    windows = resume(path, BOUND).windows
+    assert windows[0].correctness == [
+        "window 1 (gemm-bf16): gpu2 computed other bits than the majority (gpu0, gpu1), "
+        "first in row 17"
+    ]
+    assert "gpu1: hardware slowdown under load in 40 of 50 samples" in windows[1].hardware[-1]
+    assert any("XID 79" in text or "Xid 79" in text for text in windows[1].hardware)
+    [slow] = windows[1].stragglers
+    assert "gpu2 is a straggler" in slow
+    assert windows[2].hardware == ["window 3 (gemm-bf16): gpu2 was lost: ?"]
+    assert (
+        "gpu1 is wrong against the reference (within the bound): row 2"
+        in (windows[2].correctness[0])
+    )
+
+
+def _edited(path: Path, change: Any) -> None:
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data))
+
+
+def _set(where: list[Any], value: Any) -> Any:
+    def change(data: Any) -> None:
+        for key in where[:-1]:
+            data = data[key]
+        data[where[-1]] = value
+
+    return change
+
+
+def _rename_device(data: Any) -> None:
+    window = data["windows"][0]["devices"]
+    window["gpu7"] = window.pop("gpu2")
+
+
+def _beyond_the_plan(data: Any) -> None:
+    first = data["windows"][0]
+    data["windows"] = [{**first, "window": i, "seed": i} for i in range(PLAN.window_count + 1)]
+
+
+def _a_verdict_added(data: Any) -> None:
+    data["windows"][0]["correctness"] = []
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        (_beyond_the_plan, "holds 6 windows, the plan has 5"),
+        (_set(["windows", 0, "seconds"], 1e308), "window 1 lasted 1e+308 s, the plan's window"),
+        (_set(["windows", 0, "stressor"], "gpu-burn"), "window 1 ran 'gpu-burn', the plan runs"),
+        (_set(["windows", 0, "seed"], 99), "window 1 ran under another seed"),
+        (_rename_device, "window 1 accounts for gpu0, gpu1, gpu7, this burn-in runs on"),
+        (_set(["windows", 0, "devices", "gpu0", "throughput"], float("nan")), "throughput"),
+        (_set(["windows", 0, "devices", "gpu0", "throughput"], -800.0), "throughput"),
+        (_set(["windows", 0, "devices", "gpu0", "throughput"], 0.0), "throughput"),
+        (_set(["windows", 0, "devices", "gpu0", "digest"], "same"), "digest"),
+        (_set(["windows", 0, "devices", "gpu0", "load", "power_p90_w"], 1e400), "power_p90_w"),
+        (_set(["schema_version"], 1), "another version of gpuaccept (checkpoint schema 1,"),
+        (_set(["schema_version"], 99), "checkpoint schema 99, this one reads 2"),
+        (_set(["schema_version"], "2"), "checkpoint schema '2'"),
+        (_set(["seed"], 3), "was written with --seed 3, not 0"),
+        (_set(["node", "gpu_uuids"], ["GPU-0a", "GPU-1b", "GPU-9z"]), "written on other GPUs"),
+        (_set(["devices"], ["gpu0", "gpu1"]), "was written on gpu0, gpu1, this burn-in runs"),
+        (_a_verdict_added, "Extra inputs are not permitted"),
+        (lambda data: data.clear(), "not a burn-in checkpoint (no windows in it)"),
+    ],
+)
+def test_a_checkpoint_this_run_could_not_have_written_is_refused(
+    tmp_path: Path, change: Any, says: str
+) -> None:
+    path = tmp_path / "burnin.json"
+    _save(path, [_healthy(0), _healthy(1)])
+    _edited(path, change)
+    with pytest.raises(InputError, match=r"^--checkpoint ") as refused:
+        resume(path, BOUND)
+    assert says in str(refused.value)
+    assert "\n" not in str(refused.value)
+
+
+def test_another_nodes_checkpoint_is_refused_on_the_cpu_twin_by_its_hostname(
+    tmp_path: Path,
+) -> None:
+    cpus = ["cpu0", "cpu1", "cpu2"]
+    theirs = binding(PLAN, cpus, hostname="node-a")
+    path = tmp_path / "burnin.json"
+    _save(path, [record(PLAN, 0, {d: device() for d in cpus})], theirs)
+    with pytest.raises(InputError, match="was written on node-a, this is node-b"):
+        resume(path, binding(PLAN, cpus, hostname="node-b"))
+    assert resume(path, theirs).next_window == 1
+
+
+def test_the_same_gpus_under_a_new_hostname_resume(tmp_path: Path) -> None:
+    """A container restarted on the same GPUs has a new hostname; the GPUs are the node."""
+    path = tmp_path / "burnin.json"
+    _save(path, [_healthy(0)])
+    moved = binding(PLAN, DEVICES, uuids=UUIDS, hostname="container-2")
+    assert resume(path, moved).next_window == 1
+
+
+def test_a_second_holder_of_the_lock_is_refused_with_the_first_ones_pid(tmp_path: Path) -> None:
+    path = tmp_path / "burnin.json"
+    held = CheckpointLock(path).acquire()
+    try:
+        with pytest.raises(InputError, match=rf"in use by another burn-in \(pid {os.getpid()}\)"):
+            CheckpointLock(path).acquire()
+    finally:
+        held.release()
+    CheckpointLock(path).acquire().release()  # released: the next run takes it
+
+
+CLI = ["burnin", "--duration", "3s", "--window", "1s", "--schedule", "gemm-bf16"]
+CLI_PLAN = BurnInPlan.build(3, 1, gpu_count=3, schedule=["gemm-bf16"])
+CPUS = ["cpu0", "cpu1", "cpu2"]
+
+
+def _bits(window: int, cpu: str) -> Any:
+    return device(digest=BAD if (window, cpu) == (1, "cpu2") else GOOD)
+
+
+def test_a_complete_checkpoint_with_a_wrong_window_fails_without_running_anything(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "burnin.json"
+    records = [record(CLI_PLAN, w, {d: _bits(w, d) for d in CPUS}) for w in range(3)]
+    progress = BurnInProgress(plan=CLI_PLAN.fingerprint(), devices=CPUS)
+    for stored in records:
+        progress.record(judge_record(stored), stored)
+    save_checkpoint(path, progress, binding(CLI_PLAN, CPUS))
+    result = CliRunner().invoke(
+        app, [*CLI, "--device", "cpu", "--no-history", "--checkpoint", str(path)]
+    )
+    assert result.exit_code == 1, result.output
+    assert "judged again from their figures" in result.output
+    assert "[BURNIN] window 1/3: gemm-bf16" not in result.output  # nothing ran
+    assert "window 2 (gemm-bf16): cpu2 computed other bits than the majority" in result.output
+
+
+def test_a_held_checkpoint_is_refused_by_the_cli_in_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "burnin.json"
+    held = CheckpointLock(path).acquire()
+    try:
+        result = CliRunner().invoke(
+            app, [*CLI, "--device", "cpu", "--no-history", "--checkpoint", str(path)]
+        )
+    finally:
+        held.release()
+    assert result.exit_code == 2, result.output
+    (line,) = result.stderr.strip().splitlines()
+    assert f"in use by another burn-in (pid {os.getpid()})" in line
