@@ -59,6 +59,16 @@ def test_a_healthy_hgx_node_passes_with_every_gpu_next_to_its_hca(node: Path) ->
     assert [p["rate_gbps"] for p in ports] == [400.0] * 8
 
 
+def test_an_unreadable_attribute_warns_as_unknown_and_never_hangs_the_check(node: Path) -> None:
+    fw_ver = node / "sys" / "class" / "infiniband" / "mlx5_2" / "fw_ver"
+    fw_ver.unlink()
+    os.mkfifo(fw_ver)
+    result = fabric.run(_context())
+    assert result.status is Status.WARN, result.message
+    assert f"sysfs attribute(s) unreadable, e.g. {fw_ver}: not a regular file" in result.message
+    assert result.details["unreadable"] == {str(fw_ver): "not a regular file"}
+
+
 def test_a_port_that_is_down_fails_by_name_and_the_count_with_it(node: Path) -> None:
     (port_dir(node, 3) / "state").write_text("1: DOWN\n")
     (port_dir(node, 3) / "phys_state").write_text("2: Polling\n")

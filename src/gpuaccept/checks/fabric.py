@@ -52,6 +52,8 @@ from gpuaccept.probe.fabric import (
     read_port_counters,
 )
 from gpuaccept.probe.kernel_log import KernelLogScan, scan_kernel_log
+from gpuaccept.probe.sysfs import problems as sysfs_problems
+from gpuaccept.probe.sysfs import sysfs_root
 from gpuaccept.results import CheckResult, Status
 
 FAILING_GROWTH = (
@@ -225,7 +227,19 @@ def run(context: CheckContext) -> CheckResult:
             f"{len(inventory.nvme)} NVMe controller(s), {nvme} expected (--expect-nvme)"
         )
     rows = judge_topology(inventory, findings)
-    findings.details = {"inventory": asdict(inventory), "affinity": rows, "link_flaps": flaps}
+    unreadable = sysfs_problems(sysfs_root())
+    if unreadable:
+        path, why = next(iter(unreadable.items()))
+        findings.warnings.append(
+            f"{len(unreadable)} sysfs attribute(s) unreadable, e.g. {path}: {why} (read as "
+            "unknown; see the details)"
+        )
+    findings.details = {
+        "inventory": asdict(inventory),
+        "affinity": rows,
+        "link_flaps": flaps,
+        "unreadable": unreadable,
+    }
     active = sum(1 for p in inventory.ports if p.state == "ACTIVE")
     rates = sorted({p.rate_gbps for p in inventory.ports if p.rate_gbps})
     said = ", ".join(f"{r:g}" for r in rates) or "no"

@@ -346,10 +346,12 @@ def _plan(
     )
     from gpuaccept.probe.hardware import ExpectedGpus, expected_gpu_count, nvml_module_name
     from gpuaccept.probe.kernel_log import check_kernel_log_setting
+    from gpuaccept.probe.sysfs import check_sysfs_root_setting
     from gpuaccept.suite.multinode import detect_launch
 
     nvml_module_name()
     check_kernel_log_setting()
+    check_sysfs_root_setting()
     launch = detect_launch()
     if launch is not None and (junit is not None or record_baseline is not None):
         flag = "--junit" if junit is not None else "--record-baseline"

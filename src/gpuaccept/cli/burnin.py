@@ -203,7 +203,9 @@ def _plan(
     from gpuaccept.cli.recording import history_path as recorded_in
     from gpuaccept.output_files import check_output_directory, check_output_file, refuse_collisions
     from gpuaccept.probe.hardware import list_cuda_gpus, resolve_device_mode
+    from gpuaccept.probe.sysfs import check_sysfs_root_setting
 
+    check_sysfs_root_setting()  # the ports' counters are read around every window
     duration_seconds = parse_duration(duration, "--duration")
     window_seconds = (
         min(DEFAULT_WINDOW_SECONDS, duration_seconds)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import statistics
 import tempfile
 import time
@@ -116,12 +117,12 @@ def scratch_io(directory: Path, size_bytes: int) -> ScratchFigures:
 def cpu_mhz(root: Path) -> dict[int, float]:
     """Each CPU's current frequency (cpufreq's scaling_cur_freq, kHz) in MHz; empty where the
     kernel exposes no cpufreq (many VMs)."""
+    from gpuaccept.probe.sysfs import list_directory, read_int
+
     found = {}
-    base = root / "sys" / "devices" / "system" / "cpu"
-    for cpu in sorted(base.glob("cpu[0-9]*")) if base.is_dir() else []:
-        try:
-            khz = int((cpu / "cpufreq" / "scaling_cur_freq").read_text().strip())
-        except (OSError, ValueError):
-            continue
-        found[int(cpu.name[3:])] = khz / 1000
+    for cpu in list_directory(root / "sys" / "devices" / "system" / "cpu"):
+        number = re.fullmatch(r"cpu(\d{1,6})", cpu.name)  # not cpufreq, not cpuidle
+        khz = read_int(cpu / "cpufreq" / "scaling_cur_freq", 10) if number else None
+        if number and khz is not None and khz > 0:
+            found[int(number.group(1))] = khz / 1000
     return found

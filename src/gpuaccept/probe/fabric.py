@@ -18,10 +18,17 @@ out as the kernel documents them:
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from gpuaccept.probe.sysfs import (
+    is_directory,
+    list_directory,
+    read_attribute,
+    read_int,
+    sysfs_root,
+)
 
 # The PortCounters the run judges (Documentation/ABI/stable/sysfs-class-infiniband), with their
 # width in bits (drivers/infiniband/core/sysfs.c PORT_PMA_ATTR): a counter at its maximum has
@@ -53,24 +60,8 @@ NVIDIA_VENDOR = "0x10de"
 _RATE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*Gb/sec")
 
 
-def sysfs_root() -> Path:
-    """Where /sys is read from: `GPUACCEPT_SYSFS_ROOT` (a fixture tree), else the real one."""
-    return Path(os.environ.get("GPUACCEPT_SYSFS_ROOT") or "/")
-
-
-def _read(path: Path) -> str | None:
-    try:
-        return path.read_text(errors="replace").strip()
-    except OSError:
-        return None
-
-
-def _int(path: Path) -> int | None:
-    text = _read(path)
-    try:
-        return int(text, 0) if text is not None else None
-    except ValueError:
-        return None
+__all__ = ["sysfs_root"]  # read through `probe.sysfs`: bounded in size and time
+_read, _int = read_attribute, read_int
 
 
 def _after_colon(text: str | None) -> str | None:
@@ -99,7 +90,7 @@ def pci_place(device_link: Path) -> PciPlace | None:
     """The PCI place of a class device's `device` link (None when it has no PCI device)."""
     try:
         resolved = device_link.resolve(strict=True)
-    except OSError:
+    except (OSError, RuntimeError):  # RuntimeError: a symlink loop (Python 3.11)
         return None
     parts = [
         p
@@ -167,27 +158,19 @@ class NodeInventory:
 
 def _pkeys(port_dir: Path) -> tuple[str, ...]:
     """The port's PKey table, without empty entries (0x0000), in index order."""
-    directory = port_dir / "pkeys"
-    try:
-        names = sorted((p for p in directory.iterdir()), key=lambda p: int(p.name))
-    except (OSError, ValueError):
-        return ()
-    keys = (_read(p) for p in names)
-    return tuple(k for k in keys if k and int(k, 16) & 0x7FFF)
+    names = [p for p in list_directory(port_dir / "pkeys") if p.name.isdigit()]
+    keys = (read_int(p, 16) for p in sorted(names, key=lambda p: int(p.name)))
+    return tuple(f"0x{k:04x}" for k in keys if k is not None and k & 0x7FFF)
 
 
 def read_ib_ports(root: Path) -> list[IbPort]:
     base = root / "sys" / "class" / "infiniband"
     ports = []
-    for device_dir in sorted(base.iterdir()) if base.is_dir() else []:
+    for device_dir in list_directory(base):
         place = pci_place(device_dir / "device")
         firmware = _read(device_dir / "fw_ver")
         ports_dir = device_dir / "ports"
-        numbers = (
-            sorted(int(p.name) for p in ports_dir.iterdir() if p.name.isdigit())
-            if ports_dir.is_dir()
-            else []
-        )
+        numbers = sorted(int(p.name) for p in list_directory(ports_dir) if p.name.isdigit())
         for number in numbers:
             port_dir = ports_dir / str(number)
             ports.append(
@@ -213,9 +196,8 @@ def read_port_counters(root: Path | None = None) -> dict[str, dict[str, int | No
     root = root or sysfs_root()
     base = root / "sys" / "class" / "infiniband"
     found: dict[str, dict[str, int | None]] = {}
-    for device_dir in sorted(base.iterdir()) if base.is_dir() else []:
-        ports_dir = device_dir / "ports"
-        for port_dir in sorted(ports_dir.iterdir()) if ports_dir.is_dir() else []:
+    for device_dir in list_directory(base):
+        for port_dir in list_directory(device_dir / "ports"):
             counters = {name: _int(port_dir / "counters" / name) for name in ERROR_COUNTERS}
             if _read(port_dir / "link_layer") == "Ethernet":
                 counters |= {
@@ -232,7 +214,7 @@ def read_inventory(root: Path | None = None) -> NodeInventory:
     root = root or sysfs_root()
     net_base = root / "sys" / "class" / "net"
     interfaces = []
-    for if_dir in sorted(net_base.iterdir()) if net_base.is_dir() else []:
+    for if_dir in list_directory(net_base):
         speed = _int(if_dir / "speed")
         interfaces.append(
             NetInterface(
@@ -245,11 +227,11 @@ def read_inventory(root: Path | None = None) -> NodeInventory:
     nvme_base = root / "sys" / "class" / "nvme"
     nvme = [
         NvmeController(d.name, _read(d / "model"), pci_place(d / "device"))
-        for d in (sorted(nvme_base.iterdir()) if nvme_base.is_dir() else [])
+        for d in list_directory(nvme_base)
     ]
     gpus = []
     pci_base = root / "sys" / "bus" / "pci" / "devices"
-    for dev in sorted(pci_base.iterdir()) if pci_base.is_dir() else []:
+    for dev in list_directory(pci_base):
         klass = _read(dev / "class") or ""
         if _read(dev / "vendor") == NVIDIA_VENDOR and klass.startswith(("0x0300", "0x0302")):
             place = pci_place(dev)
@@ -257,15 +239,16 @@ def read_inventory(root: Path | None = None) -> NodeInventory:
                 gpus.append(PciGpu(place.address, place))
     node_base = root / "sys" / "devices" / "system" / "node"
     numa = {}
-    for node in sorted(node_base.glob("node[0-9]*")) if node_base.is_dir() else []:
-        cpus = _read(node / "cpulist")
-        if cpus is not None:
-            numa[int(node.name[4:])] = cpus
+    for node in list_directory(node_base):
+        number = re.fullmatch(r"node(\d{1,6})", node.name)  # not node9x, not nodeXYZ
+        cpus = _read(node / "cpulist") if number else None
+        if number and cpus is not None:
+            numa[int(number.group(1))] = cpus
     return NodeInventory(
         ports=read_ib_ports(root),
         interfaces=interfaces,
         nvme=nvme,
         gpus=gpus,
         numa_cpus=numa,
-        peermem_loaded=(root / "sys" / "module" / "nvidia_peermem").is_dir(),
+        peermem_loaded=is_directory(root / "sys" / "module" / "nvidia_peermem"),
     )

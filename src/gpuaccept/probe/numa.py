@@ -34,10 +34,12 @@ def local_cpus(pci_bus_id: str, sysfs: Path = Path("/sys")) -> set[int] | None:
     if match is None:
         return None
     name = f"{int(match['domain'], 16):04x}:{match['bus']}:{match['rest']}".lower()
+    from gpuaccept.probe.sysfs import read_attribute
+
+    text = read_attribute(sysfs / "bus" / "pci" / "devices" / name / "local_cpulist")
     try:
-        text = (sysfs / "bus" / "pci" / "devices" / name / "local_cpulist").read_text()
-        cpus = parse_cpulist(text)
-    except (OSError, ValueError):
+        cpus = parse_cpulist(text) if text is not None else set()
+    except ValueError:
         return None
     return cpus or None
 

@@ -1,0 +1,135 @@
+"""One small reader for sysfs (issue #30 §2): a run never hangs, never crashes and never fails
+a node for the reader's own trouble.
+
+sysfs can be slow, strange or hostile: a wedged driver's attribute blocks its reader; a fixture
+tree (or a hand-made `GPUACCEPT_SYSFS_ROOT`) may hold a FIFO, a link to /dev/zero, a symlink
+loop or a 3 GB file. Every attribute is read here, under three bounds:
+
+- regular files only, opened without blocking (a FIFO or device is "not a regular file");
+- at most `MAX_ATTRIBUTE_BYTES` (a sysfs attribute is at most one page, PAGE_SIZE: 4 KiB on x86,
+  up to 64 KiB on arm64 kernels built for 64 KiB pages, as Grace's often are;
+  Documentation/filesystems/sysfs.rst, "Reading/Writing Attribute Data");
+- at most `READ_SECONDS` of wall time, in a daemon thread: a read still blocked then is left
+  behind (it cannot be cancelled) and its directory is not read again by this process.
+
+What cannot be read is None for the caller, and its reason is kept in `problems()` for the
+check to report as "unreadable", never as a hardware verdict.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+from pathlib import Path
+
+from gpuaccept.errors import InputError
+
+MAX_ATTRIBUTE_BYTES = 64 * 1024
+READ_SECONDS = 2.0
+SYSFS_ROOT_ENV = "GPUACCEPT_SYSFS_ROOT"
+
+_lock = threading.Lock()
+_wedged: set[Path] = set()  # directories where a read outlived READ_SECONDS
+_problems: dict[str, str] = {}  # path -> why it was unreadable (first reason)
+
+
+def sysfs_root() -> Path:
+    """Where /sys is read from: `GPUACCEPT_SYSFS_ROOT` (a fixture tree), else the real one."""
+    return Path(os.environ.get(SYSFS_ROOT_ENV) or "/")
+
+
+def check_sysfs_root_setting() -> None:
+    """Refuse (exit 2, before a run) a `GPUACCEPT_SYSFS_ROOT` that holds no `sys` directory: read
+    as it stands it would say "0 ACTIVE ports", and a health check would drain the node."""
+    value = os.environ.get(SYSFS_ROOT_ENV)
+    if not value:
+        return
+    root = Path(value)
+    if not root.is_dir():
+        raise InputError(f"{SYSFS_ROOT_ENV}={value}: not a directory (a tree holding sys/)")
+    if not (root / "sys").is_dir():
+        raise InputError(f"{SYSFS_ROOT_ENV}={value}: holds no sys/ directory to read")
+
+
+def problems(under: Path | None = None) -> dict[str, str]:
+    """The attributes this process could not read (under `under`, a sysfs root), and why."""
+    with _lock:
+        found = dict(_problems)
+    if under is None:
+        return found
+    return {path: why for path, why in found.items() if Path(path).is_relative_to(under)}
+
+
+def _note(path: Path, why: str) -> None:
+    with _lock:
+        _problems.setdefault(str(path), why)
+
+
+def _read_now(path: Path) -> tuple[str | None, str | None]:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as error:
+        return None, error.strerror or str(error)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None, "not a regular file"
+        data = os.read(fd, MAX_ATTRIBUTE_BYTES + 1)
+    except OSError as error:
+        return None, error.strerror or str(error)
+    finally:
+        os.close(fd)
+    if len(data) > MAX_ATTRIBUTE_BYTES:
+        return None, f"larger than {MAX_ATTRIBUTE_BYTES} bytes: not a sysfs attribute"
+    return data.decode(errors="replace").strip(), None
+
+
+def read_attribute(path: Path) -> str | None:
+    """The attribute's text, stripped; None when it cannot be read (the reason noted)."""
+    with _lock:
+        wedged = path.parent in _wedged
+    if wedged:
+        _note(path, f"its directory did not answer within {READ_SECONDS:g} s")
+        return None
+    result: list[tuple[str | None, str | None]] = []
+    reader = threading.Thread(target=lambda: result.append(_read_now(path)), daemon=True)
+    reader.start()
+    reader.join(READ_SECONDS)
+    if not result:
+        with _lock:
+            _wedged.add(path.parent)
+        _note(path, f"did not answer within {READ_SECONDS:g} s")
+        return None
+    text, why = result[0]
+    if why is not None and not why.startswith("No such file"):
+        _note(path, why)
+    return text
+
+
+def read_int(path: Path, base: int = 0) -> int | None:
+    """The attribute as an integer (`base` 0: decimal or 0x-prefixed), None otherwise."""
+    text = read_attribute(path)
+    try:
+        return int(text, base) if text is not None else None
+    except ValueError:
+        if text is not None and not text.startswith("N/A"):
+            _note(path, f"not a number: {text[:40]!r}")
+        return None
+
+
+def list_directory(directory: Path) -> list[Path]:
+    """The entries of a directory, sorted; [] when it is missing or cannot be listed (a
+    symlink loop, a file where a directory should be)."""
+    try:
+        return sorted(directory.iterdir())
+    except OSError as error:
+        if not isinstance(error, FileNotFoundError | NotADirectoryError):
+            _note(directory, error.strerror or str(error))
+        return []
+
+
+def is_directory(path: Path) -> bool:
+    try:
+        return stat.S_ISDIR(path.stat().st_mode)
+    except (OSError, ValueError):
+        return False
