@@ -372,3 +372,18 @@ def test_a_signal_during_the_environment_capture_still_leaves_a_report(
     assert report.verdict.outcome == "interrupted"
     assert report.verdict.interrupted_check is None
     assert {check.status for check in report.checks} == {"skip"}
+
+
+@pytest.mark.parametrize(
+    ("profile", "says"),
+    [
+        ("nics = true\n", "nics: Input should be a valid integer"),
+        ('nics = "8"\n', "nics: Input should be a valid integer"),
+        ('scratch_dir = "/proc"\n', "scratch_dir /proc is on a kernel pseudo-filesystem"),
+        ("# nothing\n", "names no expectation"),
+    ],
+)
+def test_a_node_profile_is_read_strictly(tmp_path: Path, profile: str, says: str) -> None:
+    path = tmp_path / "node.toml"
+    path.write_text(profile)
+    _refused(["accept", "--device", "cpu", "--no-history", "--node-profile", str(path)], says)

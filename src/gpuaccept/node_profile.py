@@ -31,7 +31,8 @@ _MAX_PROFILE_BYTES = 64 * 1024
 class NodeExpectation(BaseModel):
     """Every expectation is optional: what is not given is not required (and says so)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # strict: `nics = true` or `nics = "8"` is a mistake, not 1 or 8
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
     nics: int | None = Field(default=None, ge=0, le=1024)
     nic_rate_gbps: float | None = Field(default=None, gt=0, le=1e5, allow_inf_nan=False)
@@ -39,7 +40,7 @@ class NodeExpectation(BaseModel):
     cpus: int | None = Field(default=None, ge=1, le=1 << 16)
     min_cpu_mhz: float | None = Field(default=None, gt=0, le=1e5, allow_inf_nan=False)
     min_memory_gbps: float | None = Field(default=None, gt=0, le=1e5, allow_inf_nan=False)
-    scratch_dir: Path | None = None
+    scratch_dir: Path | None = Field(default=None, strict=False)  # TOML has no path type
     min_scratch_write_gbps: float | None = Field(default=None, gt=0, le=1e4, allow_inf_nan=False)
     min_scratch_read_gbps: float | None = Field(default=None, gt=0, le=1e4, allow_inf_nan=False)
     max_fsync_ms: float | None = Field(default=None, gt=0, le=1e5, allow_inf_nan=False)
@@ -63,7 +64,14 @@ def load_node_profile(path: Path) -> NodeExpectation:
         profile = NodeExpectation.model_validate(raw)
     except ValidationError as error:
         raise InputError(f"{shown}: {first_validation_error(error)}") from None
+    if not profile.model_dump(exclude_none=True):
+        raise InputError(f"{shown}: names no expectation (see docs/accept.md for its keys)")
     scratch = profile.scratch_dir
+    pseudo = (Path("/proc"), Path("/sys"), Path("/dev"))
+    if scratch is not None and any(scratch.resolve().is_relative_to(p) for p in pseudo):
+        raise InputError(
+            f"{shown}: scratch_dir {scratch} is on a kernel pseudo-filesystem, not storage"
+        )
     if scratch is not None and not (scratch.is_dir() and os.access(scratch, os.W_OK | os.X_OK)):
         raise InputError(
             f"--node-profile {path}: scratch_dir {scratch} is not a directory this user can "

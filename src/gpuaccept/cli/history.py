@@ -82,7 +82,8 @@ def list_runs(
 
     _known_command(command)
 
-    if not (history or default_history_path()).exists():
+    path = history or default_history_path()
+    if not path.exists() and not path.is_symlink():  # a dangling link or a loop is opened, refused
         if as_json:
             typer.echo("[]")
             return

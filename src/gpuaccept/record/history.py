@@ -194,6 +194,11 @@ class History:
         if kind is not None:
             raise HistoryError(f"history {path}: is {kind}, not a database file")
         exists = path.exists()
+        if not exists and path.is_symlink():
+            raise HistoryError(
+                f"history {path}: a symbolic link that leads nowhere (a loop, or its target is "
+                "gone)"
+            )
         if not exists and not create:
             raise HistoryError(f"history {path}: no such database (nothing recorded yet?)")
         if exists:
