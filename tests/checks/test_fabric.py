@@ -373,17 +373,52 @@ def test_a_roce_ports_retransmissions_warn_and_a_connection_that_gave_up_fails(
     hw.mkdir()
     for name in ("out_of_sequence", "local_ack_timeout_err", "req_transport_retries_exceeded"):
         (hw / name).write_text("10\n")
-    (port_dir(node, 1) / "hw_counters").mkdir()  # an InfiniBand port's hw_counters: not read
-    (port_dir(node, 1) / "hw_counters" / "out_of_sequence").write_text("10\n")
+    ib_hw = port_dir(node, 1) / "hw_counters"  # mlx5 keeps Q counters on InfiniBand ports too
+    ib_hw.mkdir()
+    (ib_hw / "req_transport_retries_exceeded").write_text("0\n")
     start = read_port_counters(node)
     assert start["mlx5_0:1"]["out_of_sequence"] == 10
-    assert "out_of_sequence" not in start["mlx5_1:1"]
     (hw / "out_of_sequence").write_text("250\n")
     (hw / "req_transport_retries_exceeded").write_text("11\n")
+    (ib_hw / "req_transport_retries_exceeded").write_text("3\n")
     findings = Findings("fabric-errors", "FABRIC")
     fabric.judge_counter_growth(start, read_port_counters(node), findings)
-    assert findings.failures == ["mlx5_0:1 req_transport_retries_exceeded grew by 1 in the run"]
+    assert findings.failures == [
+        "mlx5_0:1 req_transport_retries_exceeded grew by 1 in the run",
+        "mlx5_1:1 req_transport_retries_exceeded grew by 3 in the run",
+    ]
     assert findings.warnings == ["mlx5_0:1 out_of_sequence grew by 240 in the run"]
+
+
+def test_a_wrapped_q_counter_grew_and_a_reset_one_is_said_and_judged_since() -> None:
+    """mlx5's Q counters are 32 bits and wrap; a counter read lower otherwise was reset."""
+    start = {"mlx5_0:1": {"out_of_sequence": 2**32 - 5, "link_downed": 7}}
+    end = {"mlx5_0:1": {"out_of_sequence": 3, "link_downed": 2}}
+    findings = Findings("fabric-errors", "FABRIC")
+    growth = fabric.judge_counter_growth(start, end, findings)
+    assert growth == [{"port": "mlx5_0:1", "grew": {"out_of_sequence": 8, "link_downed": 2}}]
+    assert findings.failures == ["mlx5_0:1 link_downed grew by 2 in the run"]
+    assert findings.warnings == [
+        "mlx5_0:1 link_downed went back from 7 to 2: its counters were reset during the run, "
+        "what they counted before the reset is unknown",
+        "mlx5_0:1 out_of_sequence grew by 8 in the run",
+    ]
+    quiet = Findings("fabric-errors", "FABRIC")
+    low = {"mlx5_0:1": {"out_of_sequence": 100}}  # low in its range: a reset, not a wrap
+    assert fabric.judge_counter_growth(low, {"mlx5_0:1": {"out_of_sequence": 0}}, quiet) == []
+    assert quiet.warnings[0].startswith("mlx5_0:1 out_of_sequence went back from 100 to 0")
+
+
+def test_ports_without_a_readable_counter_skip_never_pass(
+    node: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for hca in range(8):
+        for counter in (port_dir(node, hca) / "counters").iterdir():
+            counter.write_text("N/A (no PMA)\n")
+    start = read_port_counters(node)
+    result = fabric.run_errors(_context(start_fabric_counters=start))
+    assert result.status is Status.SKIP
+    assert "none with a readable error counter" in result.message
 
 
 def test_link_flaps_in_the_last_day_are_counted_per_interface_as_aznhc_does() -> None:

@@ -29,11 +29,15 @@ error recovery process and downed the link"), `link_error_recovery`,
 `symbol_error`, `port_rcv_errors`, `port_rcv_remote_physical_errors` or `port_xmit_discards`
 warns (minor errors, or congestion). The meanings are the kernel's
 (Documentation/ABI/stable/sysfs-class-infiniband); the split follows Oracle's note 2195792.1,
-which counts the first group's physical-link errors as harmful. A counter at its maximum (they
-are 4 to 16 bits wide) has stopped and is reported as such. On a RoCE port, the driver's
-hw_counters are judged too (`probe.fabric.ROCE_COUNTERS`): retransmissions and drops
-(`out_of_sequence`, `packet_seq_err`, `local_ack_timeout_err`, ...) warn, and
-`req_transport_retries_exceeded` (a connection that gave up) fails.
+which counts the first group's physical-link errors as harmful. A PortCounter at its maximum
+(they are 4 to 16 bits wide) has stopped and is reported as such. On every port that has them
+(InfiniBand and RoCE), the driver's Q counters are judged too (`probe.fabric.Q_COUNTERS`):
+retransmissions and drops (`out_of_sequence`, `packet_seq_err`, `local_ack_timeout_err`, ...)
+warn, and `req_transport_retries_exceeded` (a connection that gave up) fails. They are 32 bits
+and wrap: a Q counter read lower at the end, from the upper half of its range, wrapped and grew
+by the distance round; any other counter read lower was reset during the run, which is said (the
+growth before the reset is unknown) and judged on what it counted since. Ports whose counters
+are all unreadable ("N/A (no PMA)") are not judged: SKIP, never a pass.
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ from gpuaccept.checks.context import CheckContext
 from gpuaccept.checks.judging import Findings
 from gpuaccept.probe.fabric import (
     ERROR_COUNTERS,
-    ROCE_COUNTERS,
+    Q_COUNTERS,
     NodeInventory,
     read_inventory,
     read_port_counters,
@@ -76,7 +80,7 @@ WARNING_GROWTH = (
     "local_ack_timeout_err",
     "rnr_nak_retry_err",
 )
-_WIDTHS = {**ERROR_COUNTERS, **ROCE_COUNTERS}
+_WIDTHS = {**ERROR_COUNTERS, **Q_COUNTERS}
 
 
 def judge_ports(
@@ -269,7 +273,8 @@ def judge_counter_growth(
             was, now = before.get(name), after.get(name)
             if was is None or now is None:
                 continue
-            if was >= (1 << bits) - 1:
+            wraps = name in Q_COUNTERS
+            if not wraps and was >= (1 << bits) - 1:
                 findings.warnings.append(
                     f"{port} {name} is at its maximum ({was}): it no longer counts (reset the "
                     "port counters, e.g. perfquery -R)"
@@ -277,6 +282,15 @@ def judge_counter_growth(
                 continue
             if now > was:
                 grew[name] = now - was
+            elif now < was and wraps and was >= 1 << (bits - 1):
+                grew[name] = (1 << bits) - was + now  # wrapped round once
+            elif now < was:
+                findings.warnings.append(
+                    f"{port} {name} went back from {was} to {now}: its counters were reset "
+                    "during the run, what they counted before the reset is unknown"
+                )
+                if now > 0:
+                    grew[name] = now
         for name, delta in grew.items():
             text = f"{port} {name} grew by {delta} in the run"
             if name in FAILING_GROWTH:
@@ -302,6 +316,14 @@ def run_errors(context: CheckContext) -> CheckResult:
             area="FABRIC",
             status=Status.SKIP,
             message="no InfiniBand/RoCE port to read counters from",
+        )
+    readings = [*end.values(), *(start or {}).values()]
+    if not any(v is not None for counters in readings for v in counters.values()):
+        return CheckResult(
+            name="fabric-errors",
+            area="FABRIC",
+            status=Status.SKIP,
+            message=f"{len(end)} port(s), none with a readable error counter (N/A: no PMA)",
         )
     findings = Findings("fabric-errors", "FABRIC")
     if start is None:

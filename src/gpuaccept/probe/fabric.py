@@ -43,18 +43,22 @@ ERROR_COUNTERS = {
     "local_link_integrity_errors": 4,
     "excessive_buffer_overrun_errors": 4,
 }
-# RoCE has no PortCounters of its own to tell retransmissions: mlx5 exposes its queue counters in
-# the port's hw_counters directory (the ABI's hw_counters section; names from
-# drivers/infiniband/hw/mlx5/counters.c, meanings from the commits that added them: 0ad17a8 "Add
-# port protocol stats", b339e0a "Add Qcounters req_transport_retries_exceeded"). 64-bit.
-ROCE_COUNTERS = {
-    "out_of_buffer": 64,
-    "out_of_sequence": 64,
-    "packet_seq_err": 64,
-    "implied_nak_seq_err": 64,
-    "local_ack_timeout_err": 64,
-    "rnr_nak_retry_err": 64,
-    "req_transport_retries_exceeded": 64,
+# The driver's queue (Q) counters, in each port's hw_counters directory (the ABI's hw_counters
+# section): retransmissions and drops that the PortCounters do not tell apart, read on every
+# port that has them, InfiniBand as well as RoCE (mlx5 keeps them per port whatever its link
+# layer). Names from drivers/infiniband/hw/mlx5/counters.c (basic_q_cnts, out_of_seq_q_cnts,
+# retrans_q_cnts, extended_err_cnts); meanings from the commits that added them (0ad17a8 "Add
+# port protocol stats", b339e0a "Add Qcounters req_transport_retries_exceeded"). They are 32
+# bits wide and wrap: mlx5_ib_query_q_counters copies each as `(u64)be32_to_cpu(val)` (the same
+# file at torvalds/linux 10d4de4), where the PortCounters stop at their maximum.
+Q_COUNTERS = {
+    "out_of_buffer": 32,
+    "out_of_sequence": 32,
+    "packet_seq_err": 32,
+    "implied_nak_seq_err": 32,
+    "local_ack_timeout_err": 32,
+    "rnr_nak_retry_err": 32,
+    "req_transport_retries_exceeded": 32,
 }
 NVIDIA_VENDOR = "0x10de"
 _RATE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*Gb/sec")
@@ -192,17 +196,17 @@ def read_ib_ports(root: Path) -> list[IbPort]:
 
 def read_port_counters(root: Path | None = None) -> dict[str, dict[str, int | None]]:
     """Every port's error counters now ('mlx5_0:1' -> counter -> value; None: not readable):
-    the PortCounters, and on a RoCE (Ethernet) port its hw_counters that a driver exposes."""
+    the PortCounters, and the Q counters of its hw_counters where the driver exposes them."""
     root = root or sysfs_root()
     base = root / "sys" / "class" / "infiniband"
     found: dict[str, dict[str, int | None]] = {}
     for device_dir in list_directory(base):
         for port_dir in list_directory(device_dir / "ports"):
             counters = {name: _int(port_dir / "counters" / name) for name in ERROR_COUNTERS}
-            if _read(port_dir / "link_layer") == "Ethernet":
+            if is_directory(port_dir / "hw_counters"):
                 counters |= {
                     name: value
-                    for name in ROCE_COUNTERS
+                    for name in Q_COUNTERS
                     if (value := _int(port_dir / "hw_counters" / name)) is not None
                 }
             found[f"{device_dir.name}:{port_dir.name}"] = counters
