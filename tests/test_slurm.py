@@ -357,7 +357,7 @@ def test_a_burn_in_requeued_mid_run_resumes_at_its_next_window(slurm: dict[str, 
     checkpoint = Path(slurm["GPUACCEPT_RESULTS"]) / f"burnin-{job}-{_node()}.ckpt"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        if checkpoint.exists() and '"window": 2' in checkpoint.read_text():
+        if checkpoint.exists() and '"window":2,' in checkpoint.read_text():
             break
         time.sleep(0.5)
     else:

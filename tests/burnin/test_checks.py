@@ -130,8 +130,8 @@ def test_the_checks_say_what_they_judged_and_keep_the_whole_series() -> None:
     }
     assert throughput.status is Status.PASS
     assert throughput.message == (
-        "3 window(s), 2h30m of load: no straggler beyond 10% of the node's median, no drift "
-        "beyond it"
+        "3 window(s), 2h30m of load: no straggler beyond 10% of the node's confirmed best, no "
+        "drift beyond it"
     )
     details = throughput.details
     assert {k: v for k, v in details.items() if k not in ("series", "drift")} == {

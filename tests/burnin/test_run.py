@@ -37,12 +37,15 @@ def faulty() -> BurnInProgress:
     most of them."""
     progress, _ = _burnin(
         6,
-        straggler_tolerance_percent=10.0,
+        # the twin's workers share two cores with the rest of the suite: equal workers read up
+        # to 21% apart against the node's confirmed best (CI), so the injected straggler is 60%
+        # slow and held to 40%
+        straggler_tolerance_percent=40.0,
         faults={
             (1, "cpu2"): Fault(flip_bit=True),
             (3, "cpu0"): Fault(die=True),
             (4, "cpu1"): Fault(flip_bit=True),
-            (5, "cpu1"): Fault(slow_percent=20.0),
+            (5, "cpu1"): Fault(slow_percent=60.0),
         },
         injected_events={2: [GpuEvent("xid", "GPU-x", "2026-11-24T00:00:00+00:00", xid=79)]},
     )
@@ -138,25 +141,26 @@ def test_an_all_reduce_rank_with_wrong_bits_is_caught_by_majority_and_exact_sum(
     )
 
 
-def test_a_device_slower_by_20_percent_is_a_straggler_in_its_window(
+def test_a_device_slower_by_60_percent_is_a_straggler_in_its_window(
     faulty: BurnInProgress,
 ) -> None:
     # The twin's workers share two cores with the rest of the suite: its memory windows can read
-    # 10% apart under load, so only the slowed device and the GEMM windows (within 2% here, on
-    # each worker's CPU time) are held to exact findings.
+    # 10% apart under load and its GEMM windows up to 21% (CI, against the confirmed best), so
+    # only the slowed device and the GEMM windows, within the 40% tolerance, are held to exact
+    # findings.
     window = faulty.windows[5]
     [text] = [t for t in window.stragglers if "cpu1" in t]
     assert text.startswith("window 6 (gemm-bf16): cpu1 is a straggler, ")
     rates = window.throughput
     others = sorted(v for d, v in rates.items() if d != "cpu1")
-    assert rates["cpu1"] < 0.85 * others[0]
+    assert rates["cpu1"] < 0.6 * others[0]
     assert faulty.windows[0].stragglers == faulty.windows[1].stragglers == []
 
 
 def test_the_faulty_run_fails_each_check_for_its_own_findings(faulty: BurnInProgress) -> None:
     plan = BurnInPlan.build(6 * WINDOW, WINDOW, 3)
     correctness, hardware, throughput = burnin_checks(
-        faulty, plan, device_mode="cpu", straggler_tolerance_percent=10.0
+        faulty, plan, device_mode="cpu", straggler_tolerance_percent=40.0
     )
     assert (correctness.status, hardware.status, throughput.status) == (Status.FAIL,) * 3
     assert len(correctness.details["failures"]) == 4

@@ -172,8 +172,8 @@ def burnin_checks(
         "burnin-throughput",
         [f for w in windows for f in w.stragglers] + drifted,
         [],
-        f"{count}: no straggler beyond {straggler_tolerance_percent:g}% of the node's median, "
-        "no drift beyond it",
+        f"{count}: no straggler beyond {straggler_tolerance_percent:g}% of the node's confirmed "
+        "best, no drift beyond it",
         measurements=_measurements(windows, device_mode, names or {}),
         details={
             "plan": plan.fingerprint(),

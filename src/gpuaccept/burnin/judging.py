@@ -1,5 +1,6 @@
 """Judging a burn-in window across the GPUs of a node (issue #23): silent data corruption by
-result digests, stragglers against the node's median, and the drift of a figure over the run.
+result digests, stragglers against the node's confirmed best, and the drift of a figure over the
+run.
 
 Pure logic over figures and digests, so the same rules judge the GPU run and its CPU twin; the
 scheduler that produces the windows is not here yet (see docs/accept.md once it is).
@@ -14,12 +15,14 @@ whose reduction order varies between runs (atomics, split-K chosen at run time) 
 or left out, or healthy GPUs would disagree. With two GPUs that disagree there is no majority:
 both are named, and the reference decides.
 
-Stragglers. Each GPU's throughput in a window is compared with the node's median for the same
-stressor: a GPU more than the tolerance below it is a straggler, named with the percent. The
-default 10% is gpu-fryer's (`--tflops-tolerance`, default 10: huggingface/gpu-fryer
-src/main.rs:73-76), which compares with the best GPU of the node; the median is used here, so
-one unusually fast GPU cannot make its healthy neighbours stragglers. A node whose GPUs are all
-equally slow is no straggler case: the references judge it, as in `accept`.
+Stragglers. Each GPU's throughput in a window is compared with the best rate a second GPU of
+the node confirms for the same stressor (with two GPUs, the better one): a GPU more than the
+tolerance below it is a straggler, named with the percent. The default 10% is gpu-fryer's
+(`--tflops-tolerance`, default 10: huggingface/gpu-fryer src/main.rs:73-76), which compares with
+the best GPU of the node; the confirmed best keeps one unusually fast GPU from making its healthy
+neighbours stragglers, and, unlike the median this used before (issue #30), still holds a slow
+majority to its healthy peers. A node whose GPUs are all equally slow is no straggler case: the
+references judge it, as in `accept`.
 
 Drift. A figure's least-squares slope over the run, in percent of its mean per hour, is
 reported (thermal soak shows as a negative slope); no threshold fails it here yet, since none
@@ -30,7 +33,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import statistics
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -118,27 +120,42 @@ def judge_digests(digests: Mapping[str, str]) -> DigestVerdict:
 class Straggler:
     gpu: str
     value: float
-    median: float
+    reference: float  # the rate it is held to (see `stragglers`)
 
     @property
     def deviation_percent(self) -> float:
-        return (self.value - self.median) / abs(self.median) * 100 if self.median else 0.0
+        return (self.value - self.reference) / abs(self.reference) * 100 if self.reference else 0.0
+
+
+def straggler_reference(throughput: Mapping[str, float]) -> float | None:
+    """The rate the node's devices are held to: the best rate another device confirms (the
+    second highest), or with two devices the better one; None with fewer than two."""
+    values = sorted((v for v in throughput.values() if math.isfinite(v)), reverse=True)
+    if len(values) < 2:
+        return None
+    return values[1] if len(values) >= 3 else values[0]
 
 
 def stragglers(
     throughput: Mapping[str, float],
     tolerance_percent: float = DEFAULT_STRAGGLER_TOLERANCE_PERCENT,
 ) -> list[Straggler]:
-    """GPUs more than `tolerance_percent` below the median throughput of the node's GPUs (one
-    stressor, one window). Fewer than three GPUs have no meaningful median: none is named."""
+    """Devices more than `tolerance_percent` below `straggler_reference` (one stressor, one
+    window).
+
+    gpu-fryer holds each GPU to the best of the node; held to the best that a second device
+    confirms instead, one unusually fast device cannot make its healthy neighbours stragglers,
+    while a slow majority (three of five, a socket's worth) is still held to its healthy peers,
+    which a median would not do. With two devices nothing confirms the best: the slower is held
+    to the better, as gpu-fryer holds it."""
     if not (math.isfinite(tolerance_percent) and 0 <= tolerance_percent < 100):
         raise ValueError(f"tolerance must be a percentage in [0, 100) (got {tolerance_percent})")
     values = {gpu: v for gpu, v in throughput.items() if math.isfinite(v)}
-    if len(values) < 3:
+    reference = straggler_reference(values)
+    if reference is None:
         return []
-    median = statistics.median(values.values())
-    floor = median * (1 - tolerance_percent / 100)
-    return [Straggler(gpu, v, median) for gpu, v in sorted(values.items()) if v < floor]
+    floor = reference * (1 - tolerance_percent / 100)
+    return [Straggler(gpu, v, reference) for gpu, v in sorted(values.items()) if v < floor]
 
 
 def drift_percent_per_hour(points: Sequence[tuple[float, float]]) -> float | None:

@@ -137,7 +137,7 @@ def judge_record(
         hardware=hardware,
         stragglers=[
             f"{where}: {s.gpu} is a straggler, {s.value:.4g} {unit} is "
-            f"{s.deviation_percent:+.1f}% against the node's median {s.median:.4g}"
+            f"{s.deviation_percent:+.1f}% against the node's confirmed best {s.reference:.4g}"
             for s in slow
         ],
         warnings=warnings,

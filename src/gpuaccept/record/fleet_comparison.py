@@ -1,12 +1,12 @@
 """A burn-in's GPUs against the same GPU model on other nodes, from the history (issue #23).
 
-Within a node a straggler is judged against the node's median (`burnin.window`); a node whose
-every GPU is equally slow passes that test. Across nodes, each GPU's median rate per stressor is
-compared with the newest figure of every GPU of the same model on the *other* nodes the history
-holds, from burn-ins that passed on the GPU: a GPU more than the straggler tolerance below their
-median is a straggler of the fleet (the same 10% as within a node: gpu-fryer's, cited in
-`burnin.judging`). Fewer than three such GPUs make no median: the GPU is not compared, and the
-check says so (SKIP when nothing was compared), never a pass.
+Within a node a straggler is judged against the node's confirmed best (`burnin.judging`); a
+node whose every GPU is equally slow passes that test. Across nodes, each GPU's median rate per
+stressor is compared with the newest figure of every GPU of the same model on the *other* nodes
+the history holds, from burn-ins that passed on the GPU: a GPU more than the straggler tolerance
+below their median is a straggler of the fleet (the same 10% as within a node: gpu-fryer's,
+cited in `burnin.judging`). Fewer than three such GPUs make no median: the GPU is not compared,
+and the check says so (SKIP when nothing was compared), never a pass.
 
 Bits across nodes. A window's work is fixed by its stressor and seed, so the result bits the
 node's GPUs agreed on (the window's majority digest) must equal those of every other node that
