@@ -432,7 +432,7 @@ def test_link_flaps_in_the_last_day_are_counted_per_interface_as_aznhc_does() ->
     lines += [
         f"[{uptime - 100.0:.6f}] IPoIB ib1: lost carrier",
         f"[{uptime - 25 * 3600:.6f}] IPoIB ib1: Lost Carrier",  # a day and more ago: not counted
-        "IPoIB ib2: lost carrier",  # no stamp (a saved log): counted as recent
+        "IPoIB ib2: lost carrier",  # no stamp (a saved log): its age is unknown, never a failure
         f"[{uptime - 5:.6f}] eth0: lost carrier",  # not InfiniBand
         f"[{uptime - 5:.6f}] ib0: link up",
     ]
@@ -444,13 +444,14 @@ def test_link_flaps_in_the_last_day_are_counted_per_interface_as_aznhc_does() ->
     )
     findings = Findings("fabric", "FABRIC")
     counts = fabric.judge_link_flaps(scan, findings)
-    assert counts == {"ibp3s0": 5, "ib1": 1, "ib2": 1}
+    assert counts == {"ibp3s0": 5, "ib1": 1}
     assert findings.failures == [
         "ibp3s0: 5 link flap(s) (lost carrier) in the kernel log in 24 h, aznhc fails at 5"
     ]
     assert findings.warnings == [
         "ib1: 1 link flap(s) (lost carrier) in the kernel log in 24 h",
-        "ib2: 1 link flap(s) (lost carrier) in the kernel log in 24 h",
+        "ib2: 1 lost-carrier line(s) in dmesg with no time stamp (or one in the future): their "
+        "age is unknown, so they are not judged",
     ]
     four = KernelLogScan(True, "dmesg", flaps=scan.flaps[:4], uptime_seconds=uptime)
     quiet = Findings("fabric", "FABRIC")
@@ -458,11 +459,52 @@ def test_link_flaps_in_the_last_day_are_counted_per_interface_as_aznhc_does() ->
     assert quiet.failures == []
 
 
+def test_flaps_are_dated_by_their_own_stamps_and_matched_by_interface_not_host_name() -> None:
+    """Issue #30: lost-carrier lines from three days ago failed the node, and an Ethernet
+    interface counted when the host's name held "ib"."""
+    from datetime import UTC, datetime
+
+    from gpuaccept.probe.kernel_log import KernelLogScan, parse_link_flaps
+
+    now = datetime(2026, 11, 25, 12, 0, 0, tzinfo=UTC).timestamp()
+    old = "2026-11-22T12:00:00+00:00 node1 systemd-networkd[812]: ib0: Lost carrier"
+    recent = "2026-11-25T11:00:00Z node1 systemd-networkd[812]: ib1: Lost carrier"
+    host = "2026-11-25T11:00:00Z calib01 kernel: eth0: Link down, lost carrier"
+    lines = [old] * 6 + [recent] * 5 + [host] * 6
+    flaps = parse_link_flaps("\n".join(lines), now)
+    assert {f.interface for f in flaps} == {"ib0", "ib1"}
+    findings = Findings("fabric", "FABRIC")
+    scan = KernelLogScan(True, "/var/log/syslog", flaps=tuple(flaps))
+    assert fabric.judge_link_flaps(scan, findings, now) == {"ib1": 5}
+    assert findings.failures == [
+        "ib1: 5 link flap(s) (lost carrier) in the kernel log in 24 h, aznhc fails at 5"
+    ]
+
+
+def test_a_syslog_date_is_read_in_the_year_nearest_now() -> None:
+    from gpuaccept.probe.kernel_log import line_time
+
+    january = datetime_at(2027, 1, 1, 0, 30)
+    assert line_time("Dec 31 23:00:00 node1 kernel: x", january) == datetime_at(2026, 12, 31, 23)
+    assert line_time("Nov 22 10:00:00 node1 kernel: x", january) == datetime_at(2026, 11, 22, 10)
+    assert line_time("Feb 29 10:00:00 node1 kernel: x", january) is None  # no such day since
+    assert line_time("ib0: lost carrier", january) is None
+
+
+def datetime_at(year: int, month: int, day: int, hour: int, minute: int = 0) -> float:
+    from datetime import datetime
+
+    return datetime(year, month, day, hour, minute).timestamp()
+
+
 def test_the_fabric_check_reads_flaps_from_the_kernel_log(
     node: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    import time
+
     log = tmp_path / "kernel.log"
-    log.write_text("".join("IPoIB ib4: lost carrier\n" for _ in range(6)))
+    stamp = time.strftime("%b %d %H:%M:%S", time.localtime(time.time() - 600))
+    log.write_text("".join(f"{stamp} gpu7 kernel: IPoIB ib4: lost carrier\n" for _ in range(6)))
     monkeypatch.setenv("GPUACCEPT_KERNEL_LOG", str(log))
     result = fabric.run(_context())
     assert result.status is Status.FAIL

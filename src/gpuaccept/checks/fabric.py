@@ -16,10 +16,11 @@ Rules, each with where it comes from:
 - Topology: each GPU's nearest RDMA port is on its PCIe switch, else on its NUMA node; a GPU
   with neither, or an RDMA port on a NUMA node without GPUs, warns. (The worker that drives a
   GPU already runs on the GPU's NUMA node: `probe.numa.run_near`.)
-- Link flaps: "lost carrier" lines for an InfiniBand interface in the kernel log within the last
-  24 hours, 5 or more per interface, fail; fewer warn (aznhc's `check_ib_link_flapping` defaults
-  and its `-ge` comparison: customTests/azure_ib_link_flapping.nhc:73-74, 145 at 0e0a1ac). A
-  line whose age is unknown (a saved log) counts as recent.
+- Link flaps: "lost carrier" lines for an InfiniBand interface within the last 24 hours, 5 or
+  more per interface, fail; fewer warn (aznhc's `check_ib_link_flapping` defaults, 24 h and 5,
+  and its `-ge` comparison: customTests/azure_ib_link_flapping.nhc at Azure/azurehpc-health-
+  checks 0ce3f7c). Each line is dated by its own stamp (`probe.kernel_log.parse_link_flaps`); a
+  line with none (a saved log without stamps) has no age: it warns and is never a failure.
 - Nothing to look at (no port, no NVMe expected, no expectation given): SKIP, never a pass.
 
 `fabric-errors` (`run_errors`, at the end of the run) judges the growth of each port's error
@@ -185,22 +186,40 @@ def judge_topology(inventory: NodeInventory, findings: Findings) -> list[dict[st
 
 FLAP_WINDOW_SECONDS = 24 * 3600.0
 FLAP_THRESHOLD = 5
+FLAP_CLOCK_SKEW_SECONDS = 300.0  # a line a little ahead of this clock is still recent
 
 
-def judge_link_flaps(scan: KernelLogScan, findings: Findings) -> dict[str, int]:
-    """Count each interface's recent link flaps; 5 or more fail, fewer warn."""
+def judge_link_flaps(
+    scan: KernelLogScan, findings: Findings, now: float | None = None
+) -> dict[str, int]:
+    """Count each interface's link flaps of the last 24 hours; 5 or more fail, fewer warn. A
+    line without a time stamp is counted apart: it warns, it never fails a node."""
+    import time
+
+    now = time.time() if now is None else now
     counts: dict[str, int] = {}
+    undated: dict[str, int] = {}
     for flap in scan.flaps:
-        stamp, uptime = flap.seconds_since_boot, scan.uptime_seconds
-        if stamp is not None and uptime is not None and uptime - stamp > FLAP_WINDOW_SECONDS:
-            continue
-        counts[flap.interface] = counts.get(flap.interface, 0) + 1
+        age: float | None = None
+        if flap.at is not None:
+            age = now - flap.at
+        elif flap.seconds_since_boot is not None and scan.uptime_seconds is not None:
+            age = scan.uptime_seconds - flap.seconds_since_boot
+        if age is None or age < -FLAP_CLOCK_SKEW_SECONDS:  # no stamp, or dated in the future
+            undated[flap.interface] = undated.get(flap.interface, 0) + 1
+        elif age <= FLAP_WINDOW_SECONDS:
+            counts[flap.interface] = counts.get(flap.interface, 0) + 1
     for interface, count in sorted(counts.items()):
         text = f"{interface}: {count} link flap(s) (lost carrier) in the kernel log in 24 h"
         if count >= FLAP_THRESHOLD:
             findings.failures.append(f"{text}, aznhc fails at {FLAP_THRESHOLD}")
         else:
             findings.warnings.append(text)
+    for interface, count in sorted(undated.items()):
+        findings.warnings.append(
+            f"{interface}: {count} lost-carrier line(s) in {scan.source} with no time stamp "
+            "(or one in the future): their age is unknown, so they are not judged"
+        )
     return counts
 
 

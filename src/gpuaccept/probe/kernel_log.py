@@ -31,11 +31,12 @@ class KernelXid:
 
 @dataclass(frozen=True)
 class LinkFlap:
-    """A kernel log line saying an InfiniBand interface lost its carrier (a link flap)."""
+    """A log line saying an InfiniBand interface lost its carrier (a link flap)."""
 
     interface: str
     line: str
-    seconds_since_boot: float | None = None
+    seconds_since_boot: float | None = None  # dmesg's [12345.678] stamp
+    at: float | None = None  # a syslog or ISO 8601 stamp, as seconds since the epoch
 
 
 @dataclass(frozen=True)
@@ -67,25 +68,73 @@ def parse_kernel_log(text: str) -> list[KernelXid]:
     return found
 
 
-# aznhc's check_ib_link_flapping counts lines with "lost carrier" (case-insensitive) and takes
-# the interface as the first match of ib[0-9a-zA-Z_]+ (customTests/azure_ib_link_flapping.nhc:
-# 22, 63-66 at 0e0a1ac).
-_IB_INTERFACE = re.compile(r"ib[0-9a-zA-Z_]+")
+# aznhc's check_ib_link_flapping (customTests/azure_ib_link_flapping.nhc at Azure/
+# azurehpc-health-checks 0ce3f7c) greps the *syslog* for "lost carrier" (case-insensitive), dates
+# each line by its syslog stamp (month, day and time, in the year that puts it nearest now) and
+# counts the lines of the last 24 hours per interface, the first match of ib[0-9a-zA-Z_]+
+# (get_linkflap_count). The kernel itself prints no "lost carrier" for an IPoIB interface:
+# systemd-networkd and NetworkManager write it to the journal, and mlx5's Ethernet ports to the
+# kernel log. So the lines are read from dmesg or from the file GPUACCEPT_KERNEL_LOG names (the
+# syslog, as aznhc reads it), dated by whichever stamp they carry: dmesg's seconds since boot, a
+# syslog date, or ISO 8601. The interface is the ib... word that a colon follows, never an ib
+# inside a longer word (a host named `calib01` is no interface).
+_IB_INTERFACE = re.compile(r"(?<![\w.-])(ib[0-9a-zA-Z_]+):")
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+_SYSLOG_STAMP = re.compile(
+    rf"^(?P<month>{'|'.join(_MONTHS)})\s+(?P<day>\d{{1,2}})\s+(?P<time>\d{{2}}:\d{{2}}:\d{{2}})\b"
+)
+_ISO_STAMP = re.compile(
+    r"^(?P<iso>\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?)"
+)
 
 
-def parse_link_flaps(text: str) -> list[LinkFlap]:
-    found = []
-    for line in text.splitlines():
-        if "lost carrier" not in line.lower():
+def line_time(line: str, now: float | None = None) -> float | None:
+    """The epoch seconds of a syslog (`Nov 22 10:00:00`, local time, in the year nearest `now`,
+    as aznhc dates it) or ISO 8601 stamp at the start of `line`; None without one."""
+    import time
+    from datetime import datetime
+
+    now = time.time() if now is None else now
+    iso = _ISO_STAMP.match(line)
+    if iso:
+        text = iso["iso"].replace(",", ".").replace(" ", "T").replace("Z", "+00:00")
+        try:
+            moment = datetime.fromisoformat(text)
+        except ValueError:
+            return None
+        return moment.timestamp()  # naive: local time, as the log's writer meant it
+    stamp = _SYSLOG_STAMP.match(line)
+    if stamp is None:
+        return None
+    year = time.localtime(now).tm_year
+    hour, minute, second = (int(part) for part in stamp["time"].split(":"))
+    month = _MONTHS.index(stamp["month"]) + 1
+    candidates = []
+    for candidate in (year, year - 1):
+        try:
+            candidates.append(
+                datetime(candidate, month, int(stamp["day"]), hour, minute, second).timestamp()
+            )
+        except ValueError:  # 29 February in a year without one, a day 31 of a short month
             continue
+    return min(candidates, key=lambda at: abs(at - now)) if candidates else None
+
+
+def parse_link_flaps(text: str, now: float | None = None) -> list[LinkFlap]:
+    found = []
+    for raw in text.splitlines():
+        if "lost carrier" not in raw.lower():
+            continue
+        line = raw.strip()
         interface = _IB_INTERFACE.search(line)
         if interface:
-            stamp = _STAMP.match(line.strip())
+            stamp = _STAMP.match(line)
             found.append(
                 LinkFlap(
-                    interface.group(0),
-                    line.strip()[:300],
+                    interface.group(1),
+                    line[:300],
                     float(stamp["seconds"]) if stamp else None,
+                    None if stamp else line_time(line, now),
                 )
             )
     return found
