@@ -351,3 +351,56 @@ def test_a_stack_change_is_explained_in_full(tmp_path: Path) -> None:
         "models (3 on another: the stack changed; `gpuaccept history compare` shows the runs "
         "either side)"
     )
+
+
+def test_hourly_quick_runs_never_push_the_standard_runs_out_of_reach(tmp_path: Path) -> None:
+    """Issue #30 §4: the 50 newest runs were scanned before the level was filtered, so a Slurm
+    health check's hourly quick runs left every standard run out of reach."""
+    standard = _past(values=(800.0, 800.0, 800.0))
+    quick = [
+        gpu_report("n1", [900.0], hours=10 + i).model_copy(update={"level": "quick"})
+        for i in range(60)
+    ]
+    path = _history(tmp_path, *standard, *quick)
+    comparison = _compare(path, gpu_report("n1", [600.0], hours=100))
+    assert comparison.nothing_to_compare is None
+    [drop] = comparison.drops
+    assert (drop.median, drop.runs) == (800.0, 3)
+
+
+def test_runs_are_ordered_by_their_instant_not_their_text(tmp_path: Path) -> None:
+    """A stamp with an offset names an instant: 10:00+05:00 is before 06:00+00:00."""
+    early = gpu_report("n1", [800.0]).model_copy(update={"started_at": "2026-11-20T10:00:00+05:00"})
+    late = gpu_report("n1", [500.0]).model_copy(update={"started_at": "2026-11-20T06:00:00+00:00"})
+    path = _history(tmp_path, early, late)
+    comparison = _compare(path, gpu_report("n1", [800.0], hours=500), comparable_runs=1)
+    [figure] = [f for f in comparison.figures if f.unit == "TFLOPS"]
+    assert figure.median == 500.0  # the later run, though its text sorts first
+
+
+def test_a_slow_decline_is_held_against_the_nodes_first_runs(tmp_path: Path) -> None:
+    """A node losing 2.6% a run for 20 runs ends 40% below its first run and within 8% of its
+    rolling median: the rolling median alone passed it."""
+    values = [1000.0 * 0.974**i for i in range(21)]
+    path = _history(tmp_path, *[gpu_report("n1", [v], hours=i) for i, v in enumerate(values[:-1])])
+    comparison = _compare(path, gpu_report("n1", [values[-1]], hours=30))
+    [figure] = [f for f in comparison.figures if f.unit == "TFLOPS"]
+    assert figure.change_percent > -10  # within the tolerance of the recent runs
+    assert figure.baseline_change_percent is not None
+    assert figure.baseline_change_percent < -35
+    assert figure.baseline_runs == 5
+    check = comparison.check(fail_on_drop=False)
+    assert check.status is Status.WARN
+    assert "against the node's first 5 comparable run(s)" in check.message
+    assert "a slow decline" in check.message
+
+
+def test_runs_dated_in_the_future_and_non_finite_figures_are_never_the_past(
+    tmp_path: Path,
+) -> None:
+    future = [gpu_report("n1", [100.0], hours=24 * 365 * 73 + i) for i in range(5)]  # 2099
+    broken = [gpu_report("n1", [float("nan")], hours=1), gpu_report("n1", [float("inf")], hours=2)]
+    path = _history(tmp_path, *_past(), *future, *broken)
+    comparison = _compare(path, gpu_report("n1", [600.0], hours=10))
+    [drop] = comparison.drops
+    assert drop.median == 800.0  # not the 2099 runs' 100, nor a NaN median

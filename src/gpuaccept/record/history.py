@@ -394,14 +394,36 @@ class History:
         return stored
 
     def list_runs(
-        self, *, node: str | None = None, command: str | None = None, limit: int | None = None
+        self,
+        *,
+        node: str | None = None,
+        command: str | None = None,
+        limit: int | None = None,
+        level: str | None = None,
+        device_mode: str | None = None,
+        passed_only: bool = False,
+        oldest_first: bool = False,
+        started_by: float | None = None,
     ) -> list[RunRow]:
-        """Runs, newest first."""
-        clauses, parameters = _filters(node=node, command=command)
+        """Runs, newest first (`oldest_first`: oldest first), filtered in the query (so a
+        limit counts only the runs asked for), ordered by their start as a time (a stamp with an
+        offset is the instant it names, not text), and, with `started_by` (seconds since the
+        epoch), only those that started by then."""
+        clauses, parameters = _filters(
+            node=node, command=command, level=level, device_mode=device_mode
+        )
+        conditions = [clauses.removeprefix(" WHERE ")] if clauses else []
+        if passed_only:
+            conditions.append("passed = 1")
+        if started_by is not None:
+            conditions.append("julianday(started_at) <= julianday(?, 'unixepoch')")
+            parameters.append(started_by)
+        where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+        order = "ASC" if oldest_first else "DESC"
         sql = (
             "SELECT id, started_at, hostname, command, level, device_mode, verdict_json, "
             "duration_seconds, tool_version, source FROM runs"
-            f"{clauses} ORDER BY started_at DESC, id DESC"
+            f"{where} ORDER BY julianday(started_at) {order}, id {order}"
         )
         if limit is not None:
             sql += " LIMIT ?"
@@ -528,9 +550,16 @@ def report_points(report: RunReport, run_id: int) -> list[MetricPoint]:
 
 
 def _filters(
-    *, node: str | None = None, command: str | None = None, level: str | None = None
+    *,
+    node: str | None = None,
+    command: str | None = None,
+    level: str | None = None,
+    device_mode: str | None = None,
 ) -> tuple[str, list[object]]:
     conditions, parameters = [], []
+    if device_mode is not None:
+        conditions.append("device_mode = ?")
+        parameters.append(device_mode)
     if level is not None:
         conditions.append("level = ?")
         parameters.append(level)

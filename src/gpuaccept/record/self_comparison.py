@@ -3,8 +3,13 @@
 References catch a node that is slow for its GPU model; a node that was fast and lost 40% since
 last week can still clear a floor that is set low enough for every board of its model (and on
 the CPU twins floors are far below any machine). So every figure of a run is compared with the
-median of the same node's last comparable runs, and a drop beyond the tolerance warns (or, when
-asked, fails).
+median of the same node's last comparable runs, and with the median of its *first* comparable
+runs (on this stack): a drop beyond the tolerance against either warns (or, when asked, fails).
+The first runs catch a slow decline that a rolling median follows down (2.6% a run for 20 runs is
+40% below the first and 7.5% below the rolling median). The runs are chosen in the history's
+query (node, command, level, mode, passed), so a health check's hourly quick runs never push the
+standard runs out of the scan; ordered by their start as an instant; and a run dated after now
+(beyond a few minutes of skew) is no part of the past. A non-finite figure is never compared.
 
 Comparable runs (all must hold): same node (the hostname the history records), same command and
 level (a quick accept is not a standard one; a matmul benchmark is not an n-body one), same mode
@@ -26,7 +31,9 @@ smaller; see `comparison.higher_is_better`) are compared.
 
 from __future__ import annotations
 
+import math
 import statistics
+import time
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
@@ -54,9 +61,14 @@ def default_tolerance(device_mode: str) -> float:
     )
 
 
+def _change(value: float, against: float) -> float:
+    return 0.0 if against == 0 else (value - against) / abs(against) * 100
+
+
 @dataclass(frozen=True)
 class SelfFigure:
-    """One figure of this run against the median of the node's comparable runs."""
+    """One figure of this run against the median of the node's last comparable runs, and
+    against the median of its first ones (a slow decline shows against the second)."""
 
     metric: str  # check/name
     device: str
@@ -64,20 +76,33 @@ class SelfFigure:
     value: float
     median: float
     runs: int  # how many comparable runs had this figure
+    baseline: float | None = None  # the median of the node's first comparable runs
+    baseline_runs: int = 0
 
     @property
     def change_percent(self) -> float:
-        if self.median == 0:
-            return 0.0
-        return (self.value - self.median) / abs(self.median) * 100
+        return _change(self.value, self.median)
 
-    def dropped(self, tolerance_percent: float) -> bool:
-        """Worse than the median by more than the tolerance, in the unit's direction."""
+    @property
+    def baseline_change_percent(self) -> float | None:
+        return None if self.baseline is None else _change(self.value, self.baseline)
+
+    def _worse(self, change: float | None, tolerance_percent: float) -> bool:
         direction = higher_is_better(self.unit)
-        change = self.change_percent
-        if direction is None:
+        if direction is None or change is None:
             return False
         return change < -tolerance_percent if direction else change > tolerance_percent
+
+    def dropped(self, tolerance_percent: float) -> bool:
+        """Worse than the recent median, or than the first runs' median, by more than the
+        tolerance, in the unit's direction."""
+        return self.dropped_recently(tolerance_percent) or self.declined(tolerance_percent)
+
+    def dropped_recently(self, tolerance_percent: float) -> bool:
+        return self._worse(self.change_percent, tolerance_percent)
+
+    def declined(self, tolerance_percent: float) -> bool:
+        return self._worse(self.baseline_change_percent, tolerance_percent)
 
 
 @dataclass(frozen=True)
@@ -132,12 +157,8 @@ class SelfComparison:
                 f"{runs}",
                 details=details,
             )
-        worst = sorted(drops, key=lambda f: -abs(f.change_percent))
-        named = ", ".join(
-            f"{f.metric} on {f.device} {f.change_percent:+.1f}% ({f.value:.4g} vs {f.median:.4g} "
-            f"{f.unit})"
-            for f in worst[:3]
-        )
+        worst = sorted(drops, key=lambda f: -abs(_said_change(f, self.tolerance_percent)))
+        named = ", ".join(_said(f, self.tolerance_percent) for f in worst[:3])
         more = f" and {len(worst) - 3} more" if len(worst) > 3 else ""
         return CheckResult(
             name=CHECK_NAME,
@@ -147,6 +168,25 @@ class SelfComparison:
             f"{self.tolerance_percent:g}% worse than {runs}: {named}{more}",
             details=details,
         )
+
+
+def _said_change(f: SelfFigure, tolerance_percent: float) -> float:
+    if f.dropped_recently(tolerance_percent) or f.baseline_change_percent is None:
+        return f.change_percent
+    return f.baseline_change_percent
+
+
+def _said(f: SelfFigure, tolerance_percent: float) -> str:
+    if f.dropped_recently(tolerance_percent) or f.baseline is None:
+        return (
+            f"{f.metric} on {f.device} {f.change_percent:+.1f}% ({f.value:.4g} vs {f.median:.4g} "
+            f"{f.unit})"
+        )
+    return (
+        f"{f.metric} on {f.device} {_said_change(f, tolerance_percent):+.1f}% against the "
+        f"node's first {f.baseline_runs} comparable run(s) ({f.value:.4g} vs {f.baseline:.4g} "
+        f"{f.unit}; a slow decline)"
+    )
 
 
 def stored_drop(report: RunReport) -> CheckResult | None:
@@ -164,8 +204,8 @@ def _figures(report: RunReport) -> dict[tuple[str, str, str], tuple[float, str]]
         if check.name == CHECK_NAME:
             continue
         for m in check.measurements:
-            if higher_is_better(m.unit) is None or m.value != m.value:  # no direction, or NaN
-                continue
+            if higher_is_better(m.unit) is None or not math.isfinite(m.value):
+                continue  # no direction, or a failed (NaN) or absurd (infinite) figure
             key = (f"{check.name}/{m.name}", device_label(m.device_index), m.device_name or "")
             figures[key] = (m.value, m.unit)
     return figures
@@ -191,41 +231,84 @@ def compare_with_own_history(
     if node is None:
         return nothing("the run captured no hostname: no history of this node to compare with")
     kind = f"{report.command} {report.level} ({report.verdict.mode.upper()} mode)"
-    candidates = [
-        run
-        for run in history.list_runs(node=node, command=report.command, limit=_SCAN_RUNS)
-        if run.level == report.level
-        and run.device_mode == report.device_mode
-        and run.verdict.outcome is Outcome.PASS
-    ]
+
+    def runs(oldest_first: bool) -> list[Any]:
+        return history.list_runs(
+            node=node,
+            command=report.command,
+            level=report.level,
+            device_mode=report.device_mode,
+            passed_only=True,
+            limit=_SCAN_RUNS,
+            oldest_first=oldest_first,
+            # a run dated in the future (a fast clock) is no picture of the past
+            started_by=time.time() + FUTURE_SKEW_SECONDS,
+        )
+
+    stack = stack_sha256(report.environment)
+    newest = _comparable(history, runs(oldest_first=False), stack, comparable_runs)
+    candidates = newest.candidates
     if not candidates:
         return nothing(f"first passing {kind} run on {node}: nothing to compare with yet")
-    stack = stack_sha256(report.environment)
-    chosen: list[tuple[int, RunReport]] = []  # (run id, its report), read once
-    for run in candidates:
-        past = history.report(run.id)
-        if stack_sha256(past.environment) == stack:
-            chosen.append((run.id, past))
-            if len(chosen) == comparable_runs:
-                break
+    chosen = newest.chosen
     if not chosen:
         return nothing(
             f"no passing {kind} run on {node} with this software stack and GPU models "
             f"({len(candidates)} on another: the stack changed; `gpuaccept history compare` "
             "shows the runs either side)"
         )
-    values: dict[tuple[str, str, str], list[float]] = defaultdict(list)
-    for _run_id, past in chosen:
-        for key, (value, _unit) in _figures(past).items():
-            values[key].append(value)
+    first = _comparable(history, runs(oldest_first=True), stack, comparable_runs).chosen
+    recent = _medians(chosen)
+    baseline = _medians(first)
     figures = [
-        SelfFigure(key[0], key[1], unit, value, statistics.median(values[key]), len(values[key]))
+        SelfFigure(
+            key[0],
+            key[1],
+            unit,
+            value,
+            statistics.median(recent[key]),
+            len(recent[key]),
+            statistics.median(baseline[key]) if baseline.get(key) else None,
+            len(baseline.get(key, [])),
+        )
         for key, (value, unit) in sorted(_figures(report).items())
-        if values.get(key)
+        if recent.get(key)
     ]
     if not figures:
         return nothing(f"no figure of this run was measured by the earlier {kind} runs")
     return SelfComparison(tolerance_percent, [run_id for run_id, _ in chosen], figures)
+
+
+FUTURE_SKEW_SECONDS = 300.0  # clocks of a cluster's nodes agree within minutes (NTP)
+
+
+@dataclass(frozen=True)
+class _Comparable:
+    candidates: list[Any]
+    chosen: list[tuple[int, RunReport]]
+
+
+def _comparable(history: History, rows: list[Any], stack: str, wanted: int) -> _Comparable:
+    """The runs (of `rows`, in order) that passed on this software stack: at most `wanted`."""
+    candidates = [run for run in rows if run.verdict.outcome is Outcome.PASS]
+    chosen: list[tuple[int, RunReport]] = []  # (run id, its report), read once
+    for run in candidates:
+        past = history.report(run.id)
+        if stack_sha256(past.environment) == stack:
+            chosen.append((run.id, past))
+            if len(chosen) == wanted:
+                break
+    return _Comparable(candidates, chosen)
+
+
+def _medians(
+    runs: list[tuple[int, RunReport]],
+) -> dict[tuple[str, str, str], list[float]]:
+    values: dict[tuple[str, str, str], list[float]] = defaultdict(list)
+    for _run_id, past in runs:
+        for key, (value, _unit) in _figures(past).items():
+            values[key].append(value)
+    return values
 
 
 def with_check(report: RunReport, check: CheckResult) -> RunReport:
