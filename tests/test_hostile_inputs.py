@@ -4,6 +4,7 @@ the user handed in or named is lost."""
 from __future__ import annotations
 
 import hashlib
+import math
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from typer.testing import CliRunner
 
 from gpuaccept.cli import app
 from gpuaccept.record.history import History
+from gpuaccept.results import RunReport
 from tests.run_reports import gpu_report
 
 runner = CliRunner()
@@ -324,12 +326,10 @@ def test_runs_dated_at_the_ends_of_time_never_crash_the_trend_charts(
     data = json.loads(gpu_report("n1", [800.0]).model_dump_json())
     data["started_at"] = f"{year}-01-01T00:00:00+00:00"
     data["finished_at"] = f"{year}-01-01T00:01:00+00:00"
-    source = tmp_path / "r.json"
-    source.write_text(json.dumps(data))
     db = tmp_path / "h.sqlite"
-    assert (
-        runner.invoke(app, ["history", "import", str(source), "--history", str(db)]).exit_code == 0
-    )
+    # recorded as a node whose clock is that far off would record it (an import refuses 9999)
+    with History.open(db) as store:
+        store.append([(RunReport.model_validate(data), "a clock far off")])
     page = tmp_path / "p.html"
     result = runner.invoke(app, ["report", "1", "--html", str(page), "--history", str(db)])
     assert result.exit_code == 0, result.output
@@ -387,3 +387,60 @@ def test_a_node_profile_is_read_strictly(tmp_path: Path, profile: str, says: str
     path = tmp_path / "node.toml"
     path.write_text(profile)
     _refused(["accept", "--device", "cpu", "--no-history", "--node-profile", str(path)], says)
+
+
+def _report_file(path: Path, report: object) -> Path:
+    path.write_text(report.model_dump_json())  # type: ignore[attr-defined]
+    return path
+
+
+def test_a_report_dated_after_now_is_refused_at_import(tmp_path: Path) -> None:
+    future = gpu_report("n1", [800.0], hours=24 * 365 * 73)  # 2099
+    source = _report_file(tmp_path / "future.json", future)
+    history = tmp_path / "h.sqlite"
+    _refused(
+        ["history", "import", str(source), "--history", str(history)],
+        "after now: its clock is ahead; nothing was imported",
+    )
+    assert not history.exists()  # refused before the history is opened
+
+
+def test_node_verdict_ignores_a_pass_from_the_future_and_a_tie_goes_to_the_failure(
+    tmp_path: Path,
+) -> None:
+    failing = _report_file(tmp_path / "fail.json", gpu_report("n1", [100.0], passed=False))
+    future = _report_file(tmp_path / "future.json", gpu_report("n1", [800.0], hours=24 * 365 * 73))
+    result = runner.invoke(app, ["node-verdict", str(failing), str(future)])
+    assert result.exit_code == 0, result.output
+    assert f"# report {future}: dated 2099" in result.stderr
+    assert "gpuaccept.io/verdict=fail" in result.stdout
+    passing = _report_file(tmp_path / "pass.json", gpu_report("n1", [800.0]))
+    for order in ([failing, passing], [passing, failing]):
+        tie = runner.invoke(app, ["node-verdict", *map(str, order)])
+        assert tie.exit_code == 0, tie.output
+        assert "gpuaccept.io/verdict=fail" in tie.stdout
+        assert "gpuaccept.io/verdict=pass" not in tie.stdout
+        assert "the more cautious, fail, is applied" in tie.stderr
+
+
+def test_an_infinite_figure_is_refused_where_a_nan_is_a_failed_measurement(
+    tmp_path: Path,
+) -> None:
+    text = gpu_report("n1", [800.0]).model_dump_json().replace('"value":800.0', '"value":Infinity')
+    assert "Infinity" in text
+    source = tmp_path / "inf.json"
+    source.write_text(text)
+    _refused(
+        ["history", "import", str(source), "--history", str(tmp_path / "h.sqlite")],
+        "a figure is finite (or NaN for a failed measurement), not inf",
+    )
+
+
+def test_a_figure_measured_as_infinite_is_a_failed_measurement_not_a_crash() -> None:
+    from gpuaccept.results import Measurement, nan_figure_failures
+
+    figure = Measurement(name="loss_final_over_initial", value=float("inf"), unit="ratio")
+    assert math.isnan(figure.value)
+    assert nan_figure_failures([figure]) == [
+        "cpu loss_final_over_initial: measured NaN (the measurement itself failed)"
+    ]

@@ -12,7 +12,14 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from gpuaccept.verdict import Outcome, RunVerdict, Status, judge_run
 
@@ -74,6 +81,9 @@ class Reference(_Frozen):
         return Verdict.PASS
 
 
+STRICT_FIGURES = "strict_figures"  # validation context: refuse, never mend, a stored figure
+
+
 class Measurement(_Frozen):
     """One measured figure, the reference it was judged against (if any) and the verdict."""
 
@@ -85,6 +95,19 @@ class Measurement(_Frozen):
     reference: Reference | None = None
     reference_model: str | None = None
     verdict: Verdict = Verdict.UNCHECKED
+
+    @field_validator("value")
+    @classmethod
+    def _not_infinite(cls, value: float, info: ValidationInfo) -> float:
+        """No figure is infinite: no chart, median or comparison can hold one. A report read
+        from a file (`STRICT_FIGURES` in the validation context) is refused for one; a figure
+        measured now as infinite (a rate over no time, a loss that blew up) is a measurement
+        that failed: NaN, which `nan_figure_failures` fails, never a crash of the check."""
+        if not math.isinf(value):
+            return value
+        if info.context and info.context.get(STRICT_FIGURES):
+            raise ValueError(f"a figure is finite (or NaN for a failed measurement), not {value}")
+        return math.nan
 
 
 def nan_figure_failures(measurements: list[Measurement]) -> list[str]:

@@ -316,9 +316,14 @@ def import_reports(
 
     A report already in the history (same content) is not stored twice.
     """
-    from gpuaccept.report.reading import load_report
+    from gpuaccept.errors import InputError
+    from gpuaccept.report.reading import dated_in_future, load_report
 
     loaded = [(load_report(path), str(path)) for path in reports]
+    for report, source in loaded:
+        why = dated_in_future(report)
+        if why is not None:
+            raise InputError(f"report {source}: {why}; nothing was imported")
     with _open(history, create=True) as store:
         stored = store.append(loaded)
     new = sum(is_new for _, is_new in stored)

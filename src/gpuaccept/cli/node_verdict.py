@@ -33,8 +33,9 @@ def node_verdict(
         kubectl_commands,
         newest_per_node,
         node_verdict,
+        tied,
     )
-    from gpuaccept.report.reading import load_report
+    from gpuaccept.report.reading import dated_in_future, load_report
 
     if node is not None and len(reports) > 1:
         raise InputError("--node names one node: give one report with it")
@@ -42,11 +43,24 @@ def node_verdict(
     verdicts = []
     for path in reports:
         try:
-            verdicts.append(node_verdict(load_report(path), node))
+            report = load_report(path)
+            future = dated_in_future(report)
+            if future is not None:  # it would stay "the newest" and overrule every real run
+                typer.echo(f"# report {path}: {future}; not applied", err=True)
+                continue
+            verdicts.append(node_verdict(report, node))
         except InputError as error:
             text = str(error)
             where = text if text.startswith(f"report {path}") else f"report {path}: {text}"
             raise InputError(where) from None
+    if not verdicts:
+        raise InputError("no report left to apply: every one is dated after now")
+    for chosen, other in tied(verdicts):
+        typer.echo(
+            f"# {chosen.node}: two reports started at {chosen.started_at} ({chosen.verdict}, "
+            f"{other.verdict}); the more cautious, {chosen.verdict}, is applied",
+            err=True,
+        )
     newest, superseded = newest_per_node(verdicts)
     for old in superseded:
         typer.echo(

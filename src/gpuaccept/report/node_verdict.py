@@ -88,19 +88,47 @@ def node_verdict(report: RunReport, node: str | None = None) -> NodeVerdict:
     )
 
 
+_RANK = {"fail": 2, "not-judged": 1, "pass": 0}  # on a tie, the more cautious verdict wins
+
+
 def newest_per_node(verdicts: list[NodeVerdict]) -> tuple[list[NodeVerdict], list[NodeVerdict]]:
     """(the newest verdict of each node, in first-seen order; the older ones it supersedes).
 
     Report files are not in time order (on Kubernetes their names carry pod names), so an older
-    pass applied after a newer failure would lift the taint the failure set.
+    pass applied after a newer failure would lift the taint the failure set. Two reports that
+    started at the same instant are not ordered by their place on the command line: the failure
+    wins (`tied`).
     """
     newest: dict[str, NodeVerdict] = {}
     for verdict in verdicts:
         kept = newest.get(verdict.node)
-        if kept is None or _moment(verdict) >= _moment(kept):
+        if kept is None or _later(verdict, kept):
             newest[verdict.node] = verdict
     chosen = set(map(id, newest.values()))
     return list(newest.values()), [v for v in verdicts if id(v) not in chosen]
+
+
+def _later(verdict: NodeVerdict, kept: NodeVerdict) -> bool:
+    """Whether `verdict` supersedes `kept`: later, or at the same instant and more cautious."""
+    if _moment(verdict) != _moment(kept):
+        return _moment(verdict) > _moment(kept)
+    return _RANK[verdict.verdict] > _RANK[kept.verdict]
+
+
+def tied(verdicts: list[NodeVerdict]) -> list[tuple[NodeVerdict, NodeVerdict]]:
+    """(applied, passed over) for each pair of one node's reports that started at the same
+    instant with different verdicts (said, since the choice is a rule, not a time)."""
+    found = []
+    for chosen in newest_per_node(verdicts)[0]:
+        found += [
+            (chosen, other)
+            for other in verdicts
+            if other is not chosen
+            and other.node == chosen.node
+            and _moment(other) == _moment(chosen)
+            and other.verdict != chosen.verdict
+        ]
+    return found
 
 
 def _moment(verdict: NodeVerdict) -> datetime:

@@ -8,9 +8,25 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from gpuaccept.errors import InputError
-from gpuaccept.results import READABLE_SCHEMA_VERSIONS, RunReport
+from gpuaccept.results import READABLE_SCHEMA_VERSIONS, STRICT_FIGURES, RunReport
 
 MAX_REPORT_BYTES = 256 * 1024 * 1024
+# Clocks of a cluster's nodes agree within minutes (NTP); a report dated further ahead than this
+# is from a clock that is wrong, and would otherwise stay "the newest" for years.
+FUTURE_SKEW_SECONDS = 300.0
+
+
+def dated_in_future(report: RunReport, now: float | None = None) -> str | None:
+    """Why `report` cannot be trusted as of `now` (its start is after now, beyond the skew);
+    None when its date is possible."""
+    import time
+    from datetime import datetime
+
+    now = time.time() if now is None else now
+    started = datetime.fromisoformat(report.started_at).timestamp()
+    if started > now + FUTURE_SKEW_SECONDS:
+        return f"dated {report.started_at}, after now: its clock is ahead"
+    return None
 
 
 def load_report(path: Path) -> RunReport:
@@ -51,7 +67,7 @@ def load_report(path: Path) -> RunReport:
             f"{', '.join(map(str, READABLE_SCHEMA_VERSIONS))}"
         )
     try:
-        return RunReport.model_validate(data)
+        return RunReport.model_validate(data, context={STRICT_FIGURES: True})
     except ValidationError as error:
         first = error.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "(top level)"
