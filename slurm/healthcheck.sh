@@ -21,7 +21,11 @@ source "$here/../tasks/job-lib.sh"
 
 node=${SLURMD_NODENAME:-$(hostname -s)}
 results=${GPUACCEPT_RESULTS:-/var/lib/gpuaccept/reports}
-mkdir -p "$results"
+if ! mkdir -p "$results" 2>/dev/null || [[ ! -d $results || ! -w $results ]]; then
+  # the results path is ours to fix, not the node's fault: not judged, never drained
+  echo "healthcheck: GPUACCEPT_RESULTS=$results is not a directory this user can write; $node not judged, not drained" >&2
+  exit 0
+fi
 if ! gpuaccept_activate --no-cwd; then
   echo "healthcheck: gpuaccept not found; $node not judged" >&2
   exit 0

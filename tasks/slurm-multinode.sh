@@ -16,6 +16,11 @@ gpuaccept_slurm_paths
 report=$slurm_report
 work=$slurm_work
 nproc=${GPUACCEPT_NPROC:-${SLURM_GPUS_ON_NODE:-2}}
+if ! [[ $nproc =~ ^[1-9][0-9]{0,3}$ ]]; then
+  # torchrun would stop on it with a traceback after the rendezvous; one line, before anything
+  echo "slurm-multinode.sh: error: GPUACCEPT_NPROC=$nproc: expected the processes per node, 1 to 9999" >&2
+  exit 2
+fi
 extra=()
 if [[ "${GPUACCEPT_PAIRWISE:-0}" == 1 ]]; then
   extra+=(--pairwise)

@@ -221,4 +221,59 @@ REGISTRY: list[Input] = [
         covered_by=("tests/test_multinode.py",),
         gap="no hostile values thrown at it yet",
     ),
+    # read by the job scripts (tasks/, slurm/, htcondor/, k8s/, containers/)
+    Input(
+        "job scripts",
+        "GPUACCEPT_NPROC",
+        "env",
+        covered_by=(
+            "tests/test_job_scripts.py::test_a_bad_process_count_is_refused_in_one_line_before_torchrun",
+        ),
+    ),
+    Input(
+        "job scripts",
+        "GPUACCEPT_RESULTS",
+        "env",
+        covered_by=(
+            "tests/test_job_scripts.py::"
+            "test_the_health_check_with_its_results_under_a_file_does_not_judge_or_drain",
+        ),
+        gap="attacked for the health check only; the batch scripts rely on gpuaccept's own checks",
+    ),
+    Input(
+        "job scripts",
+        "GPUACCEPT_RDZV_ENDPOINT",
+        "env",
+        covered_by=(
+            "tests/test_job_scripts.py::"
+            "test_a_multinode_step_without_its_rendezvous_writes_a_report_saying_so",
+        ),
+        gap="missing only; a malformed endpoint is left to torchrun",
+    ),
+    Input(
+        "job scripts",
+        "GPUACCEPT_ACTIVATE",
+        "env",
+        covered_by=("tests/test_slurm.py::test_a_run_that_judged_nothing_does_not_drain",),
+        gap="a path that is not a script is not attacked yet",
+    ),
+    Input(
+        "job scripts",
+        "GPUACCEPT_HEALTHCHECK_ARGS",
+        "env",
+        gap="not attacked; a bad option is gpuaccept's exit 2, read as not judged",
+    ),
+    Input(
+        "job scripts",
+        "GPUACCEPT_HEALTHCHECK_TIMEOUT",
+        "env",
+        gap="not attacked; `timeout` refuses a bad value with 125, read as not judged",
+    ),
+    Input("job scripts", "GPUACCEPT_PAIRWISE", "env", gap="only 1 enables; not attacked"),
+    Input(
+        "job scripts",
+        "GPUACCEPT_TARGET",
+        "env",
+        gap="selects the image target in the submit files; not attacked here",
+    ),
 ]

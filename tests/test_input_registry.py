@@ -45,7 +45,11 @@ def _path_inputs() -> set[tuple[str, str]]:
 
 
 def _environment_inputs() -> set[str]:
-    text = "\n".join(p.read_text() for p in (ROOT / "src" / "gpuaccept").rglob("*.py"))
+    """Every GPUACCEPT_* name the package and the job scripts read."""
+    files = [*(ROOT / "src" / "gpuaccept").rglob("*.py")]
+    for folder in ("tasks", "slurm", "htcondor", "k8s", "containers"):
+        files += [p for p in (ROOT / folder).rglob("*") if p.is_file()]
+    text = "\n".join(p.read_text(errors="replace") for p in files)
     return set(re.findall(r"\bGPUACCEPT_[A-Z0-9_]+\b", text))
 
 

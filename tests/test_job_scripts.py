@@ -195,3 +195,54 @@ def test_burn_in_job_exits_85_at_each_checkpoint_and_resumes_until_its_report(
     assert report.verdict.passed
     throughput = next(c for c in report.checks if c.name == "burnin-throughput")
     assert [w["window"] for w in throughput.details["series"]] == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("nproc", ["abc", "0", "-1", "1e3", "2 3"])
+def test_a_bad_process_count_is_refused_in_one_line_before_torchrun(
+    tmp_path: Path, nproc: str
+) -> None:
+    box = sandbox(tmp_path, "slurm-multinode.sh")
+    done = run_job(
+        box,
+        "slurm-multinode.sh",
+        env={
+            "GPUACCEPT_RESULTS": str(tmp_path / "results"),
+            "SLURM_JOB_ID": "79",
+            "SLURMD_NODENAME": "n2",
+            "GPUACCEPT_NPROC": nproc,
+            "GPUACCEPT_RDZV_ENDPOINT": "127.0.0.1:29400",
+        },
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"slurm-multinode.sh: error: GPUACCEPT_NPROC={nproc}: expected the processes per node, "
+        "1 to 9999"
+    ]
+
+
+def test_the_health_check_with_its_results_under_a_file_does_not_judge_or_drain(
+    tmp_path: Path,
+) -> None:
+    """Issue #30 §7: a bare `mkdir` error exited 1, which the script's own header reads as
+    "failed, and drained"."""
+    import subprocess
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    done = subprocess.run(
+        [str(REPO / "slurm" / "healthcheck.sh")],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={
+            "PATH": "/usr/bin:/bin",
+            "GPUACCEPT_RESULTS": str(blocker / "reports"),
+            "SLURMD_NODENAME": "gpu-17",
+        },
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"healthcheck: GPUACCEPT_RESULTS={blocker / 'reports'} is not a directory this user can "
+        "write; gpu-17 not judged, not drained"
+    ]
