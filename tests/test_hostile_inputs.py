@@ -444,3 +444,48 @@ def test_a_figure_measured_as_infinite_is_a_failed_measurement_not_a_crash() -> 
     assert nan_figure_failures([figure]) == [
         "cpu loss_final_over_initial: measured NaN (the measurement itself failed)"
     ]
+
+
+def test_mathtext_in_a_name_is_drawn_literally_and_a_chart_that_fails_is_left_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.run_reports import rejudged
+
+    report = gpu_report("n1", [800.0])
+    samples = [{"seconds": float(t), "power_w": 600.0, "sm_clock_mhz": 1900.0} for t in range(5)]
+    load = {"gpu0 $\\frac$": {"samples": samples}}
+    compute = report.checks[0].model_copy(
+        update={"name": "compute $x^$", "details": {"load": load}}
+    )
+    source = tmp_path / "r.json"
+    source.write_text(rejudged(report, checks=[compute, *report.checks[1:]]).model_dump_json())
+    page = tmp_path / "p.html"
+    args = ["report", str(source), "--html", str(page), "--history", str(tmp_path / "n.sqlite")]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "power and SM clock under load" in page.read_text()  # drawn, not left out
+
+    def broken(*args: object, **kwargs: object) -> bytes:
+        raise ValueError("a chart that cannot be drawn")
+
+    monkeypatch.setattr("gpuaccept.report.html.load_chart_png", broken)
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    text = page.read_text()
+    assert "is left out: it cannot be drawn (ValueError: a chart that cannot be drawn)" in text
+    assert text.startswith("<!DOCTYPE html>")
+
+
+def test_an_absurd_device_index_is_refused_not_an_overflow_in_the_history(tmp_path: Path) -> None:
+    text = (
+        gpu_report("n1", [800.0])
+        .model_dump_json()
+        .replace('"device_index":0', '"device_index":100000000000000000000')
+    )
+    assert "100000000000000000000" in text
+    source = tmp_path / "r.json"
+    source.write_text(text)
+    _refused(
+        ["history", "import", str(source), "--history", str(tmp_path / "h.sqlite")],
+        "device_index: Input should be less than or equal to 65536",
+    )

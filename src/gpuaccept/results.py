@@ -90,7 +90,8 @@ class Measurement(_Frozen):
     name: str
     value: float
     unit: str
-    device_index: int | None = None
+    # a GPU's index: bounded, so a forged 10**20 is refused, never an OverflowError in SQLite
+    device_index: int | None = Field(default=None, ge=0, le=1 << 16)
     device_name: str | None = None
     reference: Reference | None = None
     reference_model: str | None = None

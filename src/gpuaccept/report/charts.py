@@ -30,6 +30,21 @@ def _finite(value: Any) -> float | None:
 _CHARTABLE = (datetime(1971, 1, 1, tzinfo=UTC), datetime(9000, 1, 1, tzinfo=UTC))
 
 
+def plain(text: str) -> str:
+    """`text` as matplotlib draws it literally: a `$` would open mathtext, and a check or device
+    name holding `$x^$` would stop the chart (and the page) with a parse error."""
+    return text.replace("$", r"\$")
+
+
+def drawn(draw: Any, *args: Any, **kwargs: Any) -> tuple[bytes | None, str | None]:
+    """(the chart's PNG, None), or (None, why) when it cannot be drawn: a figure that cannot be
+    drawn is left out with a note, and the page around it always renders."""
+    try:
+        return draw(*args, **kwargs), None
+    except Exception as error:  # matplotlib raises many kinds; none may stop a report
+        return None, f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+
+
 def chartable(when: datetime) -> bool:
     moment = when if when.tzinfo is not None else when.replace(tzinfo=UTC)
     return _CHARTABLE[0] <= moment <= _CHARTABLE[1]
@@ -74,7 +89,7 @@ def trend_chart_png(
             marker="o",
             markersize=4,
             linewidth=1.5,
-            label=label,
+            label=plain(label),
         )
         mine = [
             (when, value) for when, value in ordered if this_run is not None and when == this_run
@@ -101,8 +116,8 @@ def trend_chart_png(
         locator = AutoDateLocator(minticks=3, maxticks=6)
         axes.xaxis.set_major_locator(locator)
         axes.xaxis.set_major_formatter(ConciseDateFormatter(locator))
-    axes.set_title(title, fontsize=10)
-    axes.set_ylabel(unit.replace("$", r"\$"))
+    axes.set_title(plain(title), fontsize=10)
+    axes.set_ylabel(plain(unit))
     axes.grid(True, alpha=0.3)
     if len(series) > 1 or floor is not None or starred:
         axes.legend(fontsize=7, loc="lower left")
@@ -158,7 +173,7 @@ def load_chart_png(
     power_axes.set_xlabel("seconds")
     power_axes.set_ylabel("W")
     clock_axes.set_ylabel("MHz")
-    power_axes.set_title(title + (" (red: slowdown)" if flagged else ""), fontsize=10)
+    power_axes.set_title(plain(title) + (" (red: slowdown)" if flagged else ""), fontsize=10)
     power_axes.grid(True, alpha=0.3)
     handles = power_axes.get_legend_handles_labels()
     clock_handles = clock_axes.get_legend_handles_labels()
@@ -195,15 +210,19 @@ def series_chart_png(
             continue
         top = max(top, *(y for _, y in kept))
         axes.plot(
-            [x for x, _ in kept], [y for _, y in kept], marker=".", linewidth=1.2, label=label
+            [x for x, _ in kept],
+            [y for _, y in kept],
+            marker=".",
+            linewidth=1.2,
+            label=plain(label),
         )
     for when in marked:
         if _finite(when) is not None:
             axes.axvline(when, color="#b3261e", alpha=0.35, linewidth=2)
     axes.set_ylim(bottom=0, top=(top or 1.0) * 1.15)  # an empty or all-zero chart still has an axis
     axes.set_xlabel(xlabel)
-    axes.set_ylabel(unit.replace("$", r"\$"))
-    axes.set_title(title + (" (red: a failure or event)" if marked else ""), fontsize=10)
+    axes.set_ylabel(plain(unit))
+    axes.set_title(plain(title) + (" (red: a failure or event)" if marked else ""), fontsize=10)
     axes.grid(True, alpha=0.3)
     if axes.get_legend_handles_labels()[0]:
         axes.legend(fontsize=7, loc="lower left")

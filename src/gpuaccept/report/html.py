@@ -25,7 +25,7 @@ from gpuaccept.naming import (
 )
 from gpuaccept.record.comparison import higher_is_better
 from gpuaccept.record.history import MetricPoint
-from gpuaccept.report.charts import load_chart_png, series_chart_png, trend_chart_png
+from gpuaccept.report.charts import drawn, load_chart_png, series_chart_png, trend_chart_png
 from gpuaccept.results import CheckResult, Outcome, RunReport, device_label
 
 MAX_CHARTS = 12
@@ -223,11 +223,14 @@ def _burnin_charts(series: list[dict[str, Any]]) -> str:
             charts.append((title, unit, lines))
     figures = []
     for title, unit, lines in charts:
-        png = series_chart_png(f"burn-in: {title}", unit, lines, marked=marked, xlabel=xlabel)
-        encoded = base64.b64encode(png).decode("ascii")
+        png, why = drawn(
+            series_chart_png, f"burn-in: {title}", unit, lines, marked=marked, xlabel=xlabel
+        )
         figures.append(
-            f'<figure><img alt="burn-in {escape(title)} per device" '
-            f'src="data:image/png;base64,{encoded}"></figure>'
+            _left_out(f"burn-in {title}", why)
+            if png is None
+            else f'<figure><img alt="burn-in {escape(title)} per device" '
+            f'src="data:image/png;base64,{base64.b64encode(png).decode("ascii")}"></figure>'
         )
     found_windows = [w for w in series if found(w)]
     table = (
@@ -266,14 +269,22 @@ def _load_charts(check: str, load: dict[str, Any]) -> str:
         samples = trace.get("samples")
         summary = trace.get("summary", {})
         if isinstance(samples, list) and samples and all(isinstance(s, dict) for s in samples):
-            png = load_chart_png(f"{check}: {label} under load", samples, marked=FAILING_REASONS)
-            encoded = base64.b64encode(png).decode("ascii")
+            png, why = drawn(
+                load_chart_png, f"{check}: {label} under load", samples, marked=FAILING_REASONS
+            )
             parts.append(
-                f'<figure><img alt="{escape(label)} power and SM clock under load" '
-                f'src="data:image/png;base64,{encoded}"></figure>'
+                _left_out(f"{label} under load", why)
+                if png is None
+                else f'<figure><img alt="{escape(label)} power and SM clock under load" '
+                f'src="data:image/png;base64,{base64.b64encode(png).decode("ascii")}"></figure>'
             )
         parts.append(f"<p><b>{_text(label)} under load</b></p>{_value(summary)}")
     return "".join(parts)
+
+
+def _left_out(what: str, why: str | None) -> str:
+    said = escape(why or "")
+    return f"<p><i>The chart of {escape(what)} is left out: it cannot be drawn ({said}).</i></p>"
 
 
 def _charts(trends: dict[str, list[MetricPoint]], report: RunReport) -> str:
@@ -310,17 +321,19 @@ def _charts(trends: dict[str, list[MetricPoint]], report: RunReport) -> str:
             series[f"{point.hostname} {device_label(point.device_index)}"].append(
                 (datetime.fromisoformat(point.started_at), point.value)
             )
-        png = trend_chart_png(
+        png, why = drawn(
+            trend_chart_png,
             chart_title(metric),
             points[0].unit,
             series,
             this_run=this_run,
             floor=floors.get(metric),
         )
-        encoded = base64.b64encode(png).decode("ascii")
         figures.append(
-            f'<figure><img alt="{escape(metric_title(metric))} over time" '
-            f'src="data:image/png;base64,{encoded}"></figure>'
+            _left_out(metric_title(metric), why)
+            if png is None
+            else f'<figure><img alt="{escape(metric_title(metric))} over time" '
+            f'src="data:image/png;base64,{base64.b64encode(png).decode("ascii")}"></figure>'
         )
     if not figures:
         return "<p>No figures to chart.</p>"
