@@ -221,6 +221,16 @@ REGISTRY: list[Input] = [
         covered_by=("tests/test_multinode.py",),
         gap="no hostile values thrown at it yet",
     ),
+    Input(
+        "accept",
+        "GPUACCEPT_DCGM_RUN",
+        "env",
+        covered_by=(
+            "tests/checks/test_dcgm.py::"
+            "test_a_dcgmi_wrapper_that_double_forks_is_ended_at_its_timeout_with_its_grandchild",
+        ),
+        gap="set by gpuaccept in dcgmi's environment to find what it started; no user sets it",
+    ),
     # read by the job scripts (tasks/, slurm/, htcondor/, k8s/, containers/)
     Input(
         "job scripts",

@@ -483,3 +483,33 @@ def test_a_dcgmi_past_its_timeout_is_ended_with_everything_it_started(
     while not gone(grandchild) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert gone(grandchild)
+
+
+def test_a_dcgmi_wrapper_that_double_forks_is_ended_at_its_timeout_with_its_grandchild(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue #30 §7: a grandchild that double-forked away (reparented to init, in a session of
+    its own) held the output pipe: the run ended 13 s after a 3 s timeout and left it running."""
+    import time
+
+    from gpuaccept.probe.dcgm import run_diag
+    from tests.processes import gone
+
+    tool = tmp_path / "bin" / "dcgmi"
+    tool.parent.mkdir()
+    pidfile = tmp_path / "daemon.pid"
+    # ( setsid sleep & ): the sleep's parent exits at once, so no tree walk finds it
+    tool.write_text(
+        f"#!/bin/sh\n( setsid sh -c 'echo $$ > {pidfile}; exec sleep 300' & )\nsleep 300\n"
+    )
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tool.parent}{os.pathsep}{os.environ['PATH']}")
+    started = time.monotonic()
+    with pytest.raises(DcgmError, match="did not finish within 1 s"):
+        run_diag(1, timeout_seconds=1)
+    assert time.monotonic() - started < 6
+    daemon = int(pidfile.read_text())
+    deadline = time.monotonic() + 5
+    while not gone(daemon) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert gone(daemon)

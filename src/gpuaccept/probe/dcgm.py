@@ -28,6 +28,7 @@ import os
 import shutil
 import signal
 import subprocess
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -191,14 +192,33 @@ def _descendants(root: int) -> list[int]:
     return found
 
 
-def _kill_tree(process: subprocess.Popen[str]) -> None:
-    """dcgmi and everything it started (a wrapper's grandchild, nvvs). dcgmi stays in the
-    worker's process group, so the suite's own kill of a hung worker reaches it too."""
+# Set in dcgmi's environment, inherited by all it starts: a process that double-forked away
+# from the tree (reparented to init, even in a session of its own) still carries it.
+RUN_MARK = "GPUACCEPT_DCGM_RUN"
+
+
+def _marked(token: str) -> set[int]:
+    """The processes whose environment carries this run's mark (those this user may read)."""
+    needle = f"{RUN_MARK}={token}".encode()
+    found = set()
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if needle in environ.read_bytes().split(b"\0"):
+                found.add(int(environ.parent.name))
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def _kill_tree(process: subprocess.Popen[str], token: str) -> None:
+    """dcgmi and everything it started (a wrapper's grandchild, nvvs, one that double-forked
+    away), found by parentage and by the run's mark. dcgmi stays in the worker's process group,
+    so the suite's own kill of a hung worker reaches it too."""
     # Stopped first, tree walked again until no new process shows up, then killed: a process
     # that forked between the walk and the kill would otherwise outlive it (it did, once, on a
     # loaded machine). A stopped process cannot fork; SIGKILL ends it stopped or not.
     stopped: set[int] = set()
-    while found := {process.pid, *_descendants(process.pid)} - stopped:
+    while found := {process.pid, *_descendants(process.pid), *_marked(token)} - stopped:
         for pid in found:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGSTOP)
@@ -219,22 +239,24 @@ def run_diag(level: int, timeout_seconds: float | None = None) -> DcgmDiag:
     if executable is None:
         raise DcgmError("dcgmi is not on PATH")
     timeout = timeout_seconds or _TIMEOUT_SECONDS[level]
+    token = uuid.uuid4().hex
     try:
         process = subprocess.Popen(
             [executable, "diag", "-r", str(level), "-j"],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            env={**os.environ, RUN_MARK: token},
         )
     except OSError as error:
         raise DcgmError(f"dcgmi could not run: {error}") from None
     try:
         stdout, stderr = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        _kill_tree(process)  # killing the direct child alone left its children running
+        _kill_tree(process, token)  # killing the direct child alone left its children running
         raise DcgmError(f"dcgmi diag -r {level} did not finish within {timeout:g} s") from None
     except BaseException:
-        _kill_tree(process)  # SIGINT/SIGTERM of the run: nothing of DCGM's outlives it
+        _kill_tree(process, token)  # SIGINT/SIGTERM of the run: nothing of DCGM's outlives it
         raise
     done = subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
     try:
