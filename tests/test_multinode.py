@@ -316,8 +316,8 @@ def test_pairwise_ib_write_bw_names_the_node_slow_on_a_rail(tmp_path: Path) -> N
         pairs = next(c for c in report.checks if c.name == "pairwise-ib")
         assert pairs.status is Status.FAIL
         assert pairs.message == (
-            "node-a mlx5_3:1 <- node-c: 190 Gb/s, below 0.95 x 400 Gb/s; node-b mlx5_3:1 <- "
-            "node-c: 190 Gb/s, below 0.95 x 400 Gb/s; node-c is slow on rail mlx5_3 with all 2 "
+            "node-a mlx5_3:1 <- node-c: 190 Gb/s, below 0.9 x 400 Gb/s; node-b mlx5_3:1 <- "
+            "node-c: 190 Gb/s, below 0.9 x 400 Gb/s; node-c is slow on rail mlx5_3 with all 2 "
             "peers"
         )
         assert len(pairs.details["rows"]) == 3 * 8  # every pair of nodes, every rail

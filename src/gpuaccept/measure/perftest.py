@@ -13,6 +13,7 @@ field aznhc reads.
 from __future__ import annotations
 
 import contextlib
+import math
 import shutil
 import socket
 import subprocess
@@ -41,9 +42,15 @@ def parse_average_gbps(output: str, size: int = MESSAGE_BYTES) -> float:
                 fields = row.split()
                 if len(fields) >= 4 and fields[0] == str(size):
                     try:
-                        return float(fields[3])
+                        average = float(fields[3])
                     except ValueError:
                         break
+                    if not (math.isfinite(average) and average > 0):  # "inf" parses as a float
+                        raise PerftestError(
+                            f"ib_write_bw printed an average of {fields[3]!r} for {size} bytes: "
+                            "not a measured bandwidth"
+                        )
+                    return average
             break
     raise PerftestError(f"no {size}-byte result under '{_HEADER}' in ib_write_bw's output")
 

@@ -75,6 +75,24 @@ def _after_colon(text: str | None) -> str | None:
     return text.split(":", 1)[1].strip() if ":" in text else text
 
 
+# sysfs prints a port's rate per lane as drivers/infiniband/core/sysfs.c rate_show has it: the
+# signalling rate for SDR, DDR and QDR (2.5, 5, 10; 8b/10b coded, so 80% of it is data) and 14
+# for FDR (14.0625 Gbaud, 64b/66b: 13.64 Gb/s of data); FDR10, EDR, HDR, NDR and XDR print their
+# data rate (10, 25, 50, 100, 200). A bandwidth floor is a fraction of the data rate: QDR's "40
+# Gb/sec" carries 32.
+_DATA_FRACTION = {"SDR": 0.8, "DDR": 0.8, "QDR": 0.8, "FDR": 14.0625 * 64 / 66 / 14}
+_SPEED = re.compile(r"\(\s*\d+X\s*([A-Z0-9]+)\s*\)")
+
+
+def data_rate_gbps(text: str | None) -> float | None:
+    """The data rate behind a rate attribute: '40 Gb/sec (4X QDR)' -> 32.0."""
+    rate = parse_rate_gbps(text)
+    if rate is None:
+        return None
+    speed = _SPEED.search(text or "")
+    return rate * _DATA_FRACTION.get(speed.group(1), 1.0) if speed else rate
+
+
 def parse_rate_gbps(text: str | None) -> float | None:
     """'400 Gb/sec (4X NDR)' -> 400.0; '2.5 Gb/sec (1X SDR)' -> 2.5; None when unreadable."""
     match = _RATE.match(text or "")
@@ -119,6 +137,7 @@ class IbPort:
     netdev: str | None  # the RoCE port's interface (gid_attrs/ndevs/0)
     pkeys: tuple[str, ...]
     place: PciPlace | None
+    data_rate_gbps: float | None = None  # the rate less its line coding (`data_rate_gbps`)
 
     @property
     def name(self) -> str:
@@ -177,18 +196,20 @@ def read_ib_ports(root: Path) -> list[IbPort]:
         numbers = sorted(int(p.name) for p in list_directory(ports_dir) if p.name.isdigit())
         for number in numbers:
             port_dir = ports_dir / str(number)
+            rate = _read(port_dir / "rate")
             ports.append(
                 IbPort(
                     device=device_dir.name,
                     port=number,
                     state=_after_colon(_read(port_dir / "state")),
                     phys_state=_after_colon(_read(port_dir / "phys_state")),
-                    rate_gbps=parse_rate_gbps(_read(port_dir / "rate")),
+                    rate_gbps=parse_rate_gbps(rate),
                     link_layer=_read(port_dir / "link_layer"),
                     firmware=firmware,
                     netdev=_read(port_dir / "gid_attrs" / "ndevs" / "0") or None,
                     pkeys=_pkeys(port_dir),
                     place=place,
+                    data_rate_gbps=data_rate_gbps(rate),
                 )
             )
     return ports
