@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -44,6 +45,11 @@ class NodeExpectation(BaseModel):
     min_scratch_write_gbps: float | None = Field(default=None, gt=0, le=1e4, allow_inf_nan=False)
     min_scratch_read_gbps: float | None = Field(default=None, gt=0, le=1e4, allow_inf_nan=False)
     max_fsync_ms: float | None = Field(default=None, gt=0, le=1e5, allow_inf_nan=False)
+    # the RDMA ports that carry the GPUs' traffic, by device (`mlx5_ib0`) or port (`mlx5_ib0:1`),
+    # as aznhc's per-SKU confs name them; the others (frontend, storage) are not held to them
+    rails: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,64}(:[0-9]{1,3})?$")]] | None = (
+        Field(default=None, min_length=1, max_length=1024)
+    )
 
     def with_overrides(self, **given: object) -> NodeExpectation:
         """This profile with the options that were given (None: keep the profile's)."""

@@ -76,7 +76,7 @@ def test_a_port_that_is_down_fails_by_name_and_the_count_with_it(node: Path) -> 
     assert result.status is Status.FAIL
     assert result.message == (
         "mlx5_3:1 is DOWN (Polling), expected ACTIVE (LinkUp); 7 ACTIVE InfiniBand/RoCE "
-        "port(s), 8 expected (--expect-nics)"
+        "rail port(s), 8 expected (--expect-nics)"
     )
 
 
@@ -121,7 +121,7 @@ def test_missing_nvme_and_missing_hcas_fail_only_when_expected(
     assert skipped.message.startswith("no InfiniBand/RoCE port in /sys/class/infiniband")
     required = fabric.run(_context(NodeExpectation(nics=8)))
     assert required.status is Status.FAIL
-    assert required.message == "0 ACTIVE InfiniBand/RoCE port(s), 8 expected (--expect-nics)"
+    assert required.message == "0 ACTIVE InfiniBand/RoCE rail port(s), 8 expected (--expect-nics)"
 
 
 def test_a_gpu_without_a_near_hca_and_an_hca_far_from_every_gpu_warn(node: Path) -> None:
@@ -256,7 +256,7 @@ def test_each_half_of_a_ports_state_is_required_and_unreadable_is_said() -> None
         "mlx5_0:1 is ACTIVE (Polling), expected ACTIVE (LinkUp)",
         "mlx5_1:1 is INIT (LinkUp), expected ACTIVE (LinkUp)",
         "mlx5_2:1 is unreadable (unreadable), expected ACTIVE (LinkUp)",
-        "0 ACTIVE InfiniBand/RoCE port(s), 1 expected (--expect-nics)",
+        "0 ACTIVE InfiniBand/RoCE rail port(s), 1 expected (--expect-nics)",
     ]
 
 
@@ -267,7 +267,8 @@ def test_rates_are_compared_within_a_link_layer_and_an_unreadable_rate_is_said()
             _port("mlx5_1", rate_gbps=None),
             _port("mlx5_2", link_layer="Ethernet", rate_gbps=200.0, pkeys=()),
             _port("mlx5_3", link_layer="Ethernet", rate_gbps=100.0, pkeys=()),
-        ]
+        ],
+        rails=["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"],  # RoCE rails beside InfiniBand ones
     )
     assert found.warnings == [
         "mlx5_3:1 runs at 100 Gb/s while the node's fastest Ethernet port runs at 200 (give "
@@ -617,3 +618,73 @@ def test_the_rates_seen_are_listed(node: Path) -> None:
     (port_dir(node, 7) / "rate").write_text("200 Gb/sec (4X HDR)\n")
     mixed = fabric.run(_context(NodeExpectation(nics=8)))
     assert mixed.message.startswith("8 of 8 RDMA port(s) ACTIVE at 200, 400 Gb/s;")
+
+
+def _frontend(root: Path, name: str, *, numa: int, switch: int, layer: str, rate: str) -> Path:
+    """An HCA on a PCIe switch of its own (no GPU beside it): a frontend or storage port."""
+    from tests.fabric_tree import _endpoint, _link, _write
+
+    hca = _endpoint(root, numa, switch, 0, 0xE0 + switch)
+    ib = root / "sys" / "class" / "infiniband" / name
+    _link(ib / "device", hca)
+    port = ib / "ports" / "1"
+    _write(port / "state", "4: ACTIVE")
+    _write(port / "phys_state", "5: LinkUp")
+    _write(port / "rate", rate)
+    _write(port / "link_layer", layer)
+    return port
+
+
+def test_a_dgx_frontend_and_storage_ports_are_not_held_to_the_rails(node: Path) -> None:
+    """Issue #30 §3: a DGX H100's frontend RoCE port at 200 G and the uncabled second port of its
+    storage HCA failed a healthy node, and a frontend port filled the count of a vanished rail."""
+    _frontend(node, "mlx5_8", numa=0, switch=12, layer="Ethernet", rate="200 Gb/sec (4X HDR)")
+    uncabled = _frontend(
+        node, "mlx5_9", numa=1, switch=13, layer="InfiniBand", rate="10 Gb/sec (4X SDR)"
+    )
+    (uncabled / "state").write_text("1: DOWN\n")
+    (uncabled / "phys_state").write_text("3: Disabled\n")
+    healthy = fabric.run(_context(NodeExpectation(nics=8, nic_rate_gbps=400)))
+    assert healthy.status is Status.PASS, healthy.message
+    assert healthy.details["rails"] == [f"mlx5_{i}:1" for i in range(8)]
+    assert healthy.details["other_ports"] == ["mlx5_8:1", "mlx5_9:1"]
+    assert healthy.details["rails_told_by"] == "on a GPU's PCIe switch"
+    import shutil
+
+    shutil.rmtree(node / "sys" / "class" / "infiniband" / "mlx5_3")  # a rail gone from the bus
+    (uncabled / "state").write_text("4: ACTIVE\n")
+    (uncabled / "phys_state").write_text("5: LinkUp\n")
+    missing = fabric.run(_context(NodeExpectation(nics=8)))
+    assert missing.status is Status.FAIL
+    assert "7 ACTIVE InfiniBand/RoCE rail port(s), 8 expected (--expect-nics)" in missing.message
+
+
+def test_azures_frontend_ethernet_port_beside_the_ib_rails_is_not_a_rail(tmp_path: Path) -> None:
+    """ND H200 v5: eight 400 G InfiniBand rails and mlx5_an0, 100 G Ethernet (aznhc's conf
+    checks it at 100, the rails at 400); a VM shows no PCIe switches."""
+    from gpuaccept.probe.fabric import NodeInventory
+
+    ports = [_port(f"mlx5_ib{i}", place=None) for i in range(8)]
+    ports.append(_port("mlx5_an0", link_layer="Ethernet", rate_gbps=100.0, pkeys=(), place=None))
+    findings = Findings("fabric", "FABRIC")
+    roles = fabric.judge_ports(
+        NodeInventory(ports=ports), findings, expect_nics=8, nic_rate_gbps=400.0
+    )
+    assert (findings.failures, findings.warnings) == ([], [])
+    assert [p.name for p in roles.others] == ["mlx5_an0:1"]
+    assert roles.how == "InfiniBand beside Ethernet"
+
+
+def test_rails_named_by_the_node_profile_are_the_ones_judged_and_a_missing_one_fails() -> None:
+    from gpuaccept.probe.fabric import NodeInventory
+
+    ports = [_port("mlx5_ib0"), _port("mlx5_ib1"), _port("mlx5_an0", rate_gbps=100.0)]
+    findings = Findings("fabric", "FABRIC")
+    roles = fabric.judge_ports(
+        NodeInventory(ports=ports),
+        findings,
+        nic_rate_gbps=400.0,
+        rails=["mlx5_ib0", "mlx5_ib1:1", "mlx5_ib2"],
+    )
+    assert [p.name for p in roles.rails] == ["mlx5_ib0:1", "mlx5_ib1:1"]
+    assert findings.failures == ["rail mlx5_ib2 (node profile) is not on this node"]

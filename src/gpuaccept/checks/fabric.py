@@ -44,7 +44,8 @@ are all unreadable ("N/A (no PMA)") are not judged: SKIP, never a pass.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import asdict
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from gpuaccept.checks.context import CheckContext
@@ -52,6 +53,7 @@ from gpuaccept.checks.judging import Findings
 from gpuaccept.probe.fabric import (
     ERROR_COUNTERS,
     Q_COUNTERS,
+    IbPort,
     NodeInventory,
     read_inventory,
     read_port_counters,
@@ -84,14 +86,60 @@ WARNING_GROWTH = (
 _WIDTHS = {**ERROR_COUNTERS, **Q_COUNTERS}
 
 
+@dataclass(frozen=True)
+class PortRoles:
+    """The node's RDMA ports as rails (the GPUs' traffic, held to the expectations) and the
+    others (frontend, storage: listed, not judged), and how they were told apart."""
+
+    rails: list[IbPort]
+    others: list[IbPort]
+    how: str
+
+
+def port_roles(inventory: NodeInventory, named: Sequence[str] | None = None) -> PortRoles:
+    """Rails, in this order of evidence: the ports the node profile names (`rails`, as aznhc's
+    per-SKU confs name them: `check_hw_ib 400 mlx5_ib0:1` for a rail beside `check_hw_ib 100
+    mlx5_an0:1` for Azure's frontend port, conf/nd96isr_h200_v5.conf at 13fa400); else the ports
+    on a GPU's PCIe switch, where some are (a DGX's frontend and storage HCAs sit on switches
+    without a GPU); else, where InfiniBand and Ethernet ports are mixed, the InfiniBand ones (a
+    VM shows no switches: Azure's mlx5_an0 is its Ethernet port); else every port."""
+    ports = inventory.ports
+    if named:
+        wanted = set(named)
+        rails = [p for p in ports if p.name in wanted or p.device in wanted]
+        return PortRoles(rails, [p for p in ports if p not in rails], "named by the node profile")
+    near = {
+        p.name
+        for gpu in inventory.gpus
+        for p in ports
+        if p.place is not None and _same_switch(gpu.place.bridges, p.place.bridges)
+    }
+    if near:
+        rails = [p for p in ports if p.name in near]
+        return PortRoles(rails, [p for p in ports if p not in rails], "on a GPU's PCIe switch")
+    layers = {p.link_layer for p in ports}
+    if {"InfiniBand", "Ethernet"} <= layers:
+        rails = [p for p in ports if p.link_layer == "InfiniBand"]
+        return PortRoles(rails, [p for p in ports if p not in rails], "InfiniBand beside Ethernet")
+    return PortRoles(list(ports), [], "every port (nothing tells rails apart)")
+
+
 def judge_ports(
     inventory: NodeInventory,
     findings: Findings,
     *,
     expect_nics: int | None = None,
     nic_rate_gbps: float | None = None,
-) -> None:
-    ports = inventory.ports
+    rails: Sequence[str] | None = None,
+) -> PortRoles:
+    """The rails judged (state, rate, count, PKeys); the other ports are left to the report."""
+    roles = port_roles(inventory, rails)
+    if rails:
+        missing = sorted(
+            set(rails) - {p.name for p in roles.rails} - {p.device for p in roles.rails}
+        )
+        findings.failures += [f"rail {name} (node profile) is not on this node" for name in missing]
+    ports = roles.rails
     for port in ports:
         if port.state != "ACTIVE" or port.phys_state != "LinkUp":
             findings.failures.append(
@@ -119,7 +167,8 @@ def judge_ports(
     active = [p for p in ports if p.state == "ACTIVE" and p.phys_state == "LinkUp"]
     if expect_nics is not None and len(active) < expect_nics:
         findings.failures.append(
-            f"{len(active)} ACTIVE InfiniBand/RoCE port(s), {expect_nics} expected (--expect-nics)"
+            f"{len(active)} ACTIVE InfiniBand/RoCE rail port(s), {expect_nics} expected "
+            "(--expect-nics)"
         )
     ib = [p for p in ports if p.link_layer == "InfiniBand"]
     tables = Counter(p.pkeys for p in ib)
@@ -131,6 +180,7 @@ def judge_ports(
             for p in ib
             if p.pkeys != common
         ]
+    return roles
 
 
 def _same_switch(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
@@ -243,7 +293,13 @@ def run(context: CheckContext) -> CheckResult:
             "some)",
             details={"inventory": asdict(inventory)},
         )
-    judge_ports(inventory, findings, expect_nics=nics, nic_rate_gbps=rate)
+    roles = judge_ports(
+        inventory,
+        findings,
+        expect_nics=nics,
+        nic_rate_gbps=rate,
+        rails=context.node.rails if context.node is not None else None,
+    )
     flaps = judge_link_flaps(scan_kernel_log(), findings) if inventory.ports else {}
     if nvme is not None and len(inventory.nvme) < nvme:
         findings.failures.append(
@@ -262,15 +318,23 @@ def run(context: CheckContext) -> CheckResult:
         "affinity": rows,
         "link_flaps": flaps,
         "unreadable": unreadable,
+        "rails": [p.name for p in roles.rails],
+        "other_ports": [p.name for p in roles.others],
+        "rails_told_by": roles.how,
     }
-    active = sum(1 for p in inventory.ports if p.state == "ACTIVE")
-    rates = sorted({p.rate_gbps for p in inventory.ports if p.rate_gbps})
+    active = sum(1 for p in roles.rails if p.state == "ACTIVE")
+    rates = sorted({p.rate_gbps for p in roles.rails if p.rate_gbps})
     said = ", ".join(f"{r:g}" for r in rates) or "no"
+    others = (
+        f"; {len(roles.others)} other port(s) (frontend, storage) not held to the rails'"
+        if roles.others
+        else ""
+    )
     return findings.conclude(
-        f"{active} of {len(inventory.ports)} RDMA port(s) ACTIVE at {said} Gb/s; "
+        f"{active} of {len(roles.rails)} RDMA port(s) ACTIVE at {said} Gb/s{others}; "
         f"{len(inventory.nvme)} NVMe; every GPU has an RDMA port near it"
         if inventory.gpus
-        else f"{active} of {len(inventory.ports)} RDMA port(s) ACTIVE at {said} Gb/s; "
+        else f"{active} of {len(roles.rails)} RDMA port(s) ACTIVE at {said} Gb/s{others}; "
         f"{len(inventory.nvme)} NVMe"
     )
 
