@@ -381,6 +381,9 @@ def test_a_signal_during_the_environment_capture_still_leaves_a_report(
         ('nics = "8"\n', "nics: Input should be a valid integer"),
         ('scratch_dir = "/proc"\n', "scratch_dir /proc is on a kernel pseudo-filesystem"),
         ("# nothing\n", "names no expectation"),
+        ('rails = "mlx5_ib0"\n', "rails: Input should be a valid list"),
+        ('rails = ["mlx5 ib0"]\n', "rails.0: String should match pattern"),
+        ("rails = []\n", "rails: List should have at least 1 item"),
     ],
 )
 def test_a_node_profile_is_read_strictly(tmp_path: Path, profile: str, says: str) -> None:
