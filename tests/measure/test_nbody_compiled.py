@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -79,3 +80,20 @@ def test_the_loop_reader_finds_the_backward_branch() -> None:
         /*0060*/                   EXIT ;
     """
     assert inner_loop(sass) == {"FADD": 1, "FFMA": 1, "MUFU": 1, "BRA": 1}
+
+
+def test_fusion_is_asked_for_not_left_to_a_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue #30 §8: Triton 3.9 warns its FMA-fusion default will change; the kernel's ceiling
+    counts fused multiply-adds, so the compile (and the launch) ask for fusion by name. Without
+    it the same loop has no FFMA and more fp32 instructions."""
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
+    from gpuaccept.measure.nbody_compiled import compile_nbody
+
+    block_i, block_j, warps = GPU_CONFIGS["fp32"][0]
+    fused = compile_nbody(90, "fp32", block_i, block_j, warps)
+    plain = compile_nbody(90, "fp32", block_i, block_j, warps, fusion=False)
+    assert fused.loop["FFMA"] > 0
+    assert plain.loop["FFMA"] == 0
+    assert plain.fp32_per_interaction > fused.fp32_per_interaction

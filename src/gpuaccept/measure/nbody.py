@@ -60,6 +60,31 @@ def choose_kernel(device: torch.device, requested: str) -> str:
     return FUSED
 
 
+def usable_kernel(kernel: str, requested: str, device: torch.device) -> tuple[str, str | None]:
+    """The kernel that runs here, and why it is not the one chosen when it is not.
+
+    The fused kernel's first launch on a GPU builds Triton's C launcher with the compiler CC
+    names, else gcc, else clang, and the interpreter's Python.h (triton/runtime/build.py,
+    `_build`): a bare container or a system Python without python3-dev has neither. So it is
+    launched once on a few bodies first: under `auto`, a kernel that cannot run gives way to the
+    torch path, said in a line; asked for by name (`--kernel triton`), it is an environment
+    problem, exit 3, never a traceback."""
+    if kernel != FUSED:
+        return kernel, None
+    try:
+        positions, _, masses = initial_bodies(64, device, "fp32")
+        kernel_accelerations(FUSED, positions, masses, 64)
+    except EnvironmentProblem:
+        raise
+    except Exception as error:  # Triton's build and launch fail in many ways; all mean "not here"
+        said = str(error).strip().splitlines()
+        why = f"{type(error).__name__}: {said[0][:200] if said else ''}"
+        if requested != "auto":
+            raise EnvironmentProblem(f"--kernel triton cannot run here ({why})") from None
+        return TILED, f"the fused Triton kernel cannot run here ({why}): the torch path runs"
+    return kernel, None
+
+
 def kernel_accelerations(
     kernel: str, positions: torch.Tensor, masses: torch.Tensor, tile: int
 ) -> torch.Tensor:

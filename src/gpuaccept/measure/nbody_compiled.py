@@ -20,7 +20,6 @@ occupancy and memory are ignored: it is an upper bound for the measured figure.
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import tempfile
@@ -128,10 +127,10 @@ def inner_loop(sass: str) -> Counter[str]:
 
 
 def compile_nbody(
-    arch: int, precision: str, block_i: int, block_j: int, warps: int
+    arch: int, precision: str, block_i: int, block_j: int, warps: int, *, fusion: bool = True
 ) -> CompiledNbody:
-    """Compile the kernel for sm_`arch` (no GPU needed) and read its resources and inner loop."""
-    os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")  # Triton 3.9's default, said aloud
+    """Compile the kernel for sm_`arch` (no GPU needed) and read its resources and inner loop,
+    with the fusion the launch asks for (`nbody_triton.FP_FUSION`) unless told otherwise."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -144,7 +143,9 @@ def compile_nbody(
         constexprs={"BLOCK_I": block_i, "BLOCK_J": block_j},
     )
     compiled = triton.compile(
-        source, target=GPUTarget("cuda", arch, 32), options={"num_warps": warps}
+        source,
+        target=GPUTarget("cuda", arch, 32),
+        options={"num_warps": warps, "enable_fp_fusion": fusion},
     )
     with tempfile.TemporaryDirectory() as scratch:
         cubin = Path(scratch) / "nbody.cubin"

@@ -39,14 +39,18 @@ def plan_nbody(
     r: int | None,
     kernel: str = "auto",
 ) -> None:
-    from gpuaccept.measure.nbody import NBODY_DTYPES, choose_kernel
+    from gpuaccept.measure.nbody import NBODY_DTYPES, choose_kernel, usable_kernel
     from gpuaccept.sweeps.nbody import run_nbody
     from gpuaccept.sweeps.sizes import int_range
 
     for dtype in dtypes:
         if dtype not in NBODY_DTYPES:
             raise InputError(f"--dtype must be fp32 or fp64 for nbody (got {dtype!r})")
-    chosen_kernel = choose_kernel(runs.device, kernel)
+    chosen_kernel, fell_back = usable_kernel(
+        choose_kernel(runs.device, kernel), kernel, runs.device
+    )
+    if fell_back is not None:
+        typer.echo(f"[NBODY] {fell_back}", err=True)
     counts = int_range(bodies or NBODY_BODIES[runs.device.type, chosen_kernel], "--bodies")
     if min(counts) < 2:
         raise InputError("--bodies: n-body needs at least 2 bodies")
