@@ -12,14 +12,32 @@ from tests.checks.conftest import cpu_context, gpu_context, h100_sxm
 
 
 def _health(fake_gpus: Any, *gpus: dict[str, Any], **kwargs: Any) -> Any:
-    fake_gpus({"gpus": list(gpus)}, **kwargs)
+    """health of `gpus` on a node beside a healthy second H100 SXM (a GPU alone on its node
+    has its NVLinks and fabric reported, not judged: see the one-GPU slice test)."""
+    fake_gpus({"gpus": [*gpus, h100_sxm(len(gpus))] if len(gpus) == 1 else list(gpus)}, **kwargs)
     return health.run(gpu_context())
+
+
+def test_a_one_gpu_slice_of_an_sxm_board_is_not_held_to_its_nvlinks(fake_gpus: Any) -> None:
+    """Issue #30 §8: a cloud VM's one H100 SXM has no NVLink peer and no fabric registration;
+    held to 18 active links, `health` failed and `accept` exited 1 on a healthy slice."""
+    links = [{"active": False, "version": 4} for _ in range(18)]
+    fake_gpus({"gpus": [h100_sxm(nvlink=links, fabric={"state": 1})]})
+    result = health.run(gpu_context())
+    assert result.status is Status.PASS, result.message
+    assert "gpu0 is the node's only GPU: its NVLinks and NVSwitch fabric carry nothing here" in (
+        result.message
+    )
+    (snapshot,) = result.details["gpus"]
+    assert len(snapshot["nvlinks"]) == 18  # still reported
+    fake_gpus({"gpus": [h100_sxm(0, nvlink=links), h100_sxm(1)]})
+    assert health.run(gpu_context()).status is Status.FAIL  # beside a peer, held to 18
 
 
 def test_a_healthy_h100_sxm_passes_with_every_link_reported(fake_gpus: Any) -> None:
     result = _health(fake_gpus, h100_sxm())
     assert result.status is Status.PASS, result.message
-    (snapshot,) = result.details["gpus"]
+    snapshot = result.details["gpus"][0]
     assert len(snapshot["nvlinks"]) == 18
     assert snapshot["fabric"]["state"] == "completed"
     assert snapshot["pci_device_id"] == 0x233010DE

@@ -124,9 +124,12 @@ def _fabric_findings(
 
 
 def judge_health(
-    health: GpuHealth, model: ModelReferences | None = None
+    health: GpuHealth, model: ModelReferences | None = None, *, alone: bool = False
 ) -> tuple[list[str], list[str]]:
-    """(failures, warnings) for one GPU's snapshot at rest; unknown facts are neither."""
+    """(failures, warnings) for one GPU's snapshot at rest; unknown facts are neither. A GPU
+    `alone` on its node (a one-GPU slice of an SXM board, as cloud VMs give) has no peer to
+    reach over NVLink or the NVSwitch fabric: its links and registration are reported in the
+    details, not held to the model's count."""
     tag = f"gpu{health.index}"
     failures, warnings = [], []
     if health.ecc_uncorrectable_volatile:
@@ -143,10 +146,11 @@ def judge_health(
     elif action not in (None, "none"):
         warnings.append(f"{tag}: the driver asks for {action} (NVML recovery action)")
     failures += _ras_failures(health, tag)
-    failures += _nvlink_failures(health, model, tag)
-    fabric_failures, fabric_warnings = _fabric_findings(health, model, tag)
-    failures += fabric_failures
-    warnings += fabric_warnings
+    if not alone:
+        failures += _nvlink_failures(health, model, tag)
+        fabric_failures, fabric_warnings = _fabric_findings(health, model, tag)
+        failures += fabric_failures
+        warnings += fabric_warnings
     reasons = [r for r in health.throttle_reasons if r not in _IDLE_NORMAL_REASONS]
     if reasons:
         warnings.append(f"{tag}: clocks held back at rest by {', '.join(reasons)}")
@@ -205,7 +209,13 @@ def run(context: CheckContext) -> CheckResult:
                 "health read from its parent GPU, performance judged on correctness only"
             )
         snapshots.append(asdict(health))
-        failures, warnings = judge_health(health, model_of(context, health))
+        alone = len(gpus) == 1
+        if alone and health.nvlinks and not health.mig_enabled:
+            notes.append(
+                f"{target.label} is the node's only GPU: its NVLinks and NVSwitch fabric carry "
+                "nothing here (a one-GPU slice of a board), reported, not judged"
+            )
+        failures, warnings = judge_health(health, model_of(context, health), alone=alone)
         findings.failures += failures
         findings.warnings += warnings
     findings.details = {"gpus": snapshots, "notes": notes}
