@@ -3,6 +3,8 @@ the torch path runs, said in a line; asked for by name, exit 3 in one line, neve
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -33,3 +35,22 @@ def test_triton_by_name_is_an_environment_problem(monkeypatch: pytest.MonkeyPatc
 
 def test_the_torch_path_is_never_tried_first() -> None:
     assert nbody.usable_kernel(nbody.TILED, "auto", torch.device("cpu")) == (nbody.TILED, None)
+
+
+def test_cuobjdump_is_found_on_path_where_triton_ships_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """conda-forge's Triton ships no cuobjdump; its cuda-cuobjdump puts one on PATH."""
+    triton = pytest.importorskip("triton")
+    from gpuaccept.measure.nbody_compiled import _tool
+
+    monkeypatch.setattr(triton, "__file__", str(tmp_path / "site" / "triton" / "__init__.py"))
+    tool = tmp_path / "bin" / "cuobjdump"
+    tool.parent.mkdir()
+    tool.write_text("#!/bin/sh\n")
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tool.parent))
+    assert _tool("cuobjdump") == tool
+    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
+    with pytest.raises(EnvironmentProblem, match="cuobjdump is neither beside Triton's backend"):
+        _tool("cuobjdump")

@@ -93,9 +93,24 @@ class CompiledNbody:
 
 
 def _tool(name: str) -> Path:
+    """A CUDA binary tool: the one pip's Triton ships beside its backend, else the one on PATH
+    (conda-forge's cuda-cuobjdump, a CUDA toolkit)."""
+    import shutil
+
     import triton
 
-    return Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / name
+    shipped = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / name
+    if shipped.is_file():
+        return shipped
+    found = shutil.which(name)
+    if found is None:
+        from gpuaccept.errors import EnvironmentProblem
+
+        raise EnvironmentProblem(
+            f"{name} is neither beside Triton's backend nor on PATH: install cuda-cuobjdump "
+            "(conda-forge) or a CUDA toolkit to read the compiled kernel"
+        )
+    return Path(found)
 
 
 def _signature(precision: str) -> dict[str, str]:
