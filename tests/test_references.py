@@ -316,3 +316,62 @@ def test_a_baseline_keeps_every_model_and_the_cpu_is_one_model(tmp_path: Path) -
     text = path.read_text()
     assert text.startswith("# gpuaccept baseline, recorded by `gpuaccept accept --record-baseline`")
     assert set(refs.load_baseline(path)) == {"NVIDIA H200", refs.CPU_MODEL, "NVIDIA L4"}
+
+
+# The facts a verdict reads, stated a second time from their sources (issue #30 §9: an edit of an
+# NVLink count or a PCI id in references.toml survived the suite). NVLink counts: datasheet
+# NVLink bandwidth / per-link bandwidth (50 GB/s NVLink 3 and 4, 100 GB/s NVLink 5), as the file's
+# header says; PCI ids: the device ids NVML reports for each model, as the file lists them.
+PINNED_NVLINKS = {
+    "h200": 18,  # 900 GB/s / 50
+    "h100-sxm": 18,  # 900 GB/s / 50
+    "h20": 18,  # 900 GB/s / 50
+    "h800": 8,  # 400 GB/s / 50
+    "a100-sxm": 12,  # 600 GB/s / 50
+    "a800-sxm": 8,  # 400 GB/s / 50
+    "b200": 18,  # 1.8 TB/s / 100
+    "b300": 18,  # 1.8 TB/s / 100
+    "gb200": 18,  # 1.8 TB/s / 100
+    "gb300": 18,  # 1.8 TB/s / 100
+}
+PINNED_PCI_IDS = {
+    "h200-nvl": {"0x233b"},
+    "gh200": {"0x2342", "0x2348"},
+    "h200": {"0x2335"},
+    "h100-nvl": {"0x2321"},
+    "h100-pcie": {"0x2331"},
+    "h800-pcie": {"0x2322", "0x233a"},
+    "h800": {"0x2324"},
+    "h20": {"0x2329", "0x232c", "0x230e"},
+    "h100-sxm": {"0x2330"},
+    "a100-sxm": {"0x20b0", "0x20b2", "0x20b3"},
+    "a100-pcie": {"0x20b5", "0x20f1"},
+    "b200": {"0x2901"},
+    "b300": {"0x3182"},
+    "gb200": {"0x2941"},
+    "gb300": {"0x31c2"},
+    "gb10": {"0x2e12"},
+}
+
+
+@pytest.mark.parametrize(("model", "links"), sorted(PINNED_NVLINKS.items()))
+def test_each_models_nvlink_count_is_its_datasheets_and_judged_at_it(
+    model: str, links: int
+) -> None:
+    from gpuaccept.checks.health import judge_health
+    from gpuaccept.probe.nvml_health import GpuHealth, NvLink
+
+    reference = refs.load_shipped_references().models[model]
+    assert reference.nvlink_links == links
+
+    def failures(active: int) -> list[str]:
+        nvlinks = [NvLink(link=i, active=i < active) for i in range(links)]
+        return judge_health(GpuHealth(index=0, name=model, nvlinks=nvlinks), reference)[0]
+
+    assert failures(links) == []
+    assert failures(links - 1) != []
+
+
+@pytest.mark.parametrize(("model", "ids"), sorted(PINNED_PCI_IDS.items()))
+def test_each_models_pci_ids_are_pinned(model: str, ids: set[str]) -> None:
+    assert set(refs.load_shipped_references().models[model].pci_device_ids) == ids

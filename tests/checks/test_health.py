@@ -413,3 +413,33 @@ def test_every_fabric_condition_is_named(fake_gpus: Any) -> None:
         "gpu0: NVSwitch fabric registration not reported by this driver: the fabric was not "
         "judged (a H100 SXM on an NVSwitch system registers with it)"
     )
+
+
+@pytest.mark.parametrize("scope", ["volatile", "aggregate"])
+@pytest.mark.parametrize(
+    ("kind", "where", "limit"),
+    [
+        ("uncorrected", "sram", 0),  # any uncorrectable SRAM error fails
+        ("corrected", "sram", health.SRAM_CORRECTED_LIMIT),
+        ("corrected", "dram", health.DRAM_ECC_LIMIT),
+        ("uncorrected", "dram", health.DRAM_ECC_LIMIT),
+    ],
+)
+def test_every_ecc_rule_holds_at_its_limit_and_fails_one_past_it_in_each_scope(
+    scope: str, kind: str, where: str, limit: int
+) -> None:
+    """Issue #30 §9: single-rule mutations of the ECC limits and of the aggregate counts
+    survived the suite; each branch is pinned at its boundary, per scope."""
+    from gpuaccept.probe.nvml_health import GpuHealth
+
+    def judged(count: int) -> list[str]:
+        gpu = GpuHealth(
+            index=0, name="NVIDIA H100 80GB HBM3", ecc={f"{scope}_{kind}_{where}": count}
+        )
+        return health.judge_health(gpu)[0]
+
+    assert judged(limit) == []
+    [failure] = judged(limit + 1)
+    assert failure.startswith(f"gpu0: {limit + 1} ")
+    assert f"({scope})" in failure
+    assert where.upper() in failure
