@@ -357,3 +357,48 @@ def test_json_puts_the_report_alone_on_stdout_pass_or_fail(tmp_path: Path) -> No
     refused = accept("--level", "nope", "--json")
     assert refused.returncode == 2
     assert refused.stdout == ""
+
+
+def test_json_keeps_what_a_library_writes_on_fd_1_off_the_report() -> None:
+    done = accept(
+        "--level",
+        "quick",
+        "--device",
+        "cpu",
+        "--only",
+        "inventory",
+        "--only",
+        "health",
+        "--no-history",
+        "--json",
+        extra_env={"GPUACCEPT_NVML_MODULE": "tests.noisy_nvml", "CUDA_VISIBLE_DEVICES": ""},
+    )
+    report = RunReport.model_validate_json(done.stdout)  # one document, nothing before it
+    assert report.command == "accept"
+    assert "noise from a library on fd 1" in done.stderr
+
+
+def test_json_gives_an_interrupted_report_for_a_signal_before_the_run() -> None:
+    """Issue #30 §5: a signal in the first seconds left stdout empty and wrote no report."""
+    import signal
+    import time
+
+    from tests.signal_runs import start_cli
+
+    process = start_cli("accept", "--device", "cpu", "--no-history", "--json")
+    deadline = time.monotonic() + 60
+    # as soon as gpuaccept catches SIGTERM (its handler is installed once --json is parsed)
+    while time.monotonic() < deadline:
+        status = Path(f"/proc/{process.pid}/status").read_text()
+        caught = int(
+            next(line for line in status.splitlines() if line.startswith("SigCgt:")).split()[1], 16
+        )
+        if caught & (1 << (signal.SIGTERM - 1)):
+            break
+        time.sleep(0.01)
+    process.send_signal(signal.SIGTERM)
+    stdout, stderr = process.communicate(timeout=120)
+    assert process.returncode == 143, stderr
+    report = RunReport.model_validate_json(stdout)
+    assert report.verdict.outcome == "interrupted"
+    assert report.verdict.interrupted_by == "SIGTERM"

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -219,66 +221,120 @@ def accept(
     Exit 0: fit (warnings allowed); 1: a check failed, or nothing could be judged; 2: bad input;
     3: environment error; 130/143: interrupted by SIGINT/SIGTERM (the report is still written).
     """
-    plan = _plan(
-        level=level.value,
-        only=only,
-        skip=skip,
-        device=device.value,
-        expect_gpus=expect_gpus,
-        baseline=baseline,
-        record_baseline=record_baseline,
-        baseline_runs=baseline_runs,
-        report_dir=report_dir,
-        junit=junit,
-        check_timeout=check_timeout,
-        dcgm=dcgm,
-        min_busbw=min_busbw,
-        pairwise=pairwise,
-        history=history,
-        no_history=no_history,
-        drop=drop_policy(drop_tolerance, fail_on_drop),
-        node=_node_expectation(node_profile, expect_nics, expect_nic_rate, expect_nvme),
-    )
-    if plan.launch is not None and as_json:
-        raise InputError(
-            f"--json is for one node: under {plan.launch.launcher} each node writes its own "
-            "JSON report (--report-dir)"
-        )
-    if plan.launch is not None:
-        from gpuaccept.cli.multinode import accept_across_nodes
 
-        accept_across_nodes(
-            plan.launch,
-            plan.specs,
-            level=plan.level,
-            device=plan.device,
-            expected=plan.expected,
-            table=plan.table,
-            report_dir=plan.report_dir,
-            history_path=plan.history_path,
-            dcgm=plan.dcgm,
-            min_busbw=plan.min_busbw,
-            pairwise=plan.pairwise,
-            node=plan.node,
+    def body(report_out: list[RunReport] | None) -> None:
+        plan = _plan(
+            level=level.value,
+            only=only,
+            skip=skip,
+            device=device.value,
+            expect_gpus=expect_gpus,
+            baseline=baseline,
+            record_baseline=record_baseline,
+            baseline_runs=baseline_runs,
+            report_dir=report_dir,
+            junit=junit,
+            check_timeout=check_timeout,
+            dcgm=dcgm,
+            min_busbw=min_busbw,
+            pairwise=pairwise,
+            history=history,
+            no_history=no_history,
+            drop=drop_policy(drop_tolerance, fail_on_drop),
+            node=_node_expectation(node_profile, expect_nics, expect_nic_rate, expect_nvme),
         )
-        return
-    import contextlib
+        if plan.launch is not None and report_out is not None:
+            raise InputError(
+                f"--json is for one node: under {plan.launch.launcher} each node writes its own "
+                "JSON report (--report-dir)"
+            )
+        if plan.launch is not None:
+            from gpuaccept.cli.multinode import accept_across_nodes
+
+            accept_across_nodes(
+                plan.launch,
+                plan.specs,
+                level=plan.level,
+                device=plan.device,
+                expected=plan.expected,
+                table=plan.table,
+                report_dir=plan.report_dir,
+                history_path=plan.history_path,
+                dcgm=plan.dcgm,
+                min_busbw=plan.min_busbw,
+                pairwise=plan.pairwise,
+                node=plan.node,
+            )
+            return
+        from gpuaccept.cli.signals import interrupts_as_exceptions
+
+        # with --json the report (failed or interrupted too) is left in report_out to print
+        written: list[RunReport] = report_out if report_out is not None else []
+        with interrupts_as_exceptions():
+            reports, interrupted = _run(plan)
+            _write(plan, reports, interrupted, written)
+
+    if as_json:
+        with _json_on_stdout(level.value, device.value) as report_out:
+            body(report_out)
+    else:
+        body(None)
+
+
+@contextlib.contextmanager
+def _json_on_stdout(level: str, device: str) -> Iterator[list[RunReport]]:
+    """`accept --json`: from the moment the option is parsed, stdout carries one JSON document,
+    the report, and nothing else. File descriptor 1 itself is pointed at stderr for the run (so
+    a library or a worker writing to it, in this process or one it starts, lands on stderr);
+    the report goes to the saved stdout at the end. A signal before the run has a report too
+    (an INTERRUPTED one)."""
+    import os
     import sys
 
     from gpuaccept.cli.signals import interrupts_as_exceptions
 
-    stdout = sys.stdout
-    written: list[RunReport] = []
-    # with --json, stdout carries the report alone: every line of the run goes to stderr
-    lines_to = contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext()
+    started, clock = datetime.now(UTC), time.monotonic()
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    report_out: list[RunReport] = []
     try:
-        with lines_to, interrupts_as_exceptions():
-            reports, interrupted = _run(plan)
-            _write(plan, reports, interrupted, written)
+        with contextlib.redirect_stdout(sys.stderr), interrupts_as_exceptions():
+            try:
+                yield report_out
+            except Interrupted as error:
+                if not report_out:  # stopped before the run had a report
+                    report_out.append(_interrupted_early(level, device, started, clock, error))
+                raise
     finally:
-        if as_json and written:  # a failed or interrupted run is reported too
-            stdout.write(written[-1].model_dump_json(indent=2) + "\n")
-            stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+        if report_out:
+            sys.stdout.write(report_out[-1].model_dump_json(indent=2) + "\n")
+            sys.stdout.flush()
+
+
+def _interrupted_early(
+    level: str, device: str, started: datetime, clock: float, error: Interrupted
+) -> RunReport:
+    """The INTERRUPTED report of a run stopped before any check ran: its mode as asked for, or
+    under `auto` as the node's device files say (no torch is imported to tell)."""
+    import os
+
+    from gpuaccept.results import RunReport
+
+    cuda = device == "cuda" or (device != "cpu" and os.path.exists("/dev/nvidia0"))
+    return RunReport.completed(
+        command="accept",
+        level=level,
+        device_mode="cuda" if cuda else "cpu",
+        started=started,
+        monotonic_start=clock,
+        checks=[],
+        environment={},
+        interrupted_by=error.signum,
+    )
 
 
 def _node_expectation(
