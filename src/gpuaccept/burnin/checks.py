@@ -8,10 +8,12 @@ judged into three checks, with the whole time series in the report for the HTML 
   event, counter growth as `checks.events` judges it, hardware slowdown, a lost device); clock
   sag, software thermal slowdown or power below the GEMM expectation warn.
 - `burnin-throughput`: stragglers in any window, and drift. A device's rate under one stressor,
-  fitted over the run (least squares), may lose at most the straggler tolerance from the first
-  to the last of its windows: a GPU that became 10% slower than itself is as unfit as one 10%
-  slower than its neighbours (gpu-fryer's 10% between the GPUs of a node, cited in
-  `burnin.judging`). Fewer than three windows of a stressor make no trend: reported, not judged.
+  fitted over the run (least squares), may lose at most the straggler tolerance between the
+  middles of its first and last windows, in percent of its mean rate
+  (`judging.drift_percent_per_hour` times the hours): a GPU that became 10% slower than itself
+  is as unfit as one 10% slower than its neighbours (gpu-fryer's 10% between the GPUs of a node,
+  cited in `burnin.judging`). Fewer than three windows of a stressor make no trend: reported,
+  not judged.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ class Drift:
     stressor: str
     windows: int
     percent_per_hour: float
-    change_percent: float  # the fitted line's change from the first to the last window
+    change_percent: float  # the fitted line's change, first to last window, in % of the mean
 
     def as_dict(self) -> dict[str, Any]:
         return {
