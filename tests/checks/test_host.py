@@ -138,3 +138,37 @@ def test_accept_refuses_a_bad_profile_before_running(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "cpus: Input should be greater than or equal to 1" in result.output
     assert "Traceback" not in result.output
+
+
+def test_a_cpu_parked_low_by_powersave_passes_and_a_capped_one_fails(tmp_path: Path) -> None:
+    """Issue #30 §3: idle CPUs under the powersave governor read their lowest clock and failed
+    `min_cpu_mhz`; the ceiling the governor may reach is what is judged."""
+    from gpuaccept.measure.host import cpu_mhz
+
+    base = tmp_path / "sys" / "devices" / "system" / "cpu"
+    for cpu, ceiling in (("cpu0", "3000000"), ("cpu1", "1500000")):
+        freq = base / cpu / "cpufreq"
+        freq.mkdir(parents=True)
+        (freq / "scaling_cur_freq").write_text("800000\n")  # idle, parked by powersave
+        (freq / "scaling_max_freq").write_text(ceiling + "\n")
+    (base / "cpu2" / "cpufreq").mkdir(parents=True)
+    (base / "cpu2" / "cpufreq" / "cpuinfo_max_freq").write_text("3200000\n")  # no policy cap
+    assert cpu_mhz(tmp_path) == {0: 3000.0, 1: 1500.0, 2: 3200.0}
+    findings = Findings("host", "HOST")
+    assert host.judge_cpus(3, cpu_mhz(tmp_path), NodeExpectation(min_cpu_mhz=2000), findings)
+    assert findings.failures == ["1 CPU(s) below 2000 MHz (slowest: cpu1 at 1500 MHz)"]
+
+
+def test_a_scratch_directory_in_memory_is_said_to_be_read_from_memory(tmp_path: Path) -> None:
+    from gpuaccept.measure.host import file_system_type
+
+    mounts = tmp_path / "mounts"
+    mounts.write_text(
+        "/dev/nvme0n1p2 / ext4 rw,relatime 0 0\n"
+        "tmpfs /scratch\\040fast tmpfs rw 0 0\n"
+        "/dev/nvme1n1 /scratch xfs rw 0 0\n"
+    )
+    assert file_system_type(Path("/scratch/job1"), mounts) == "xfs"
+    assert file_system_type(Path("/scratch fast/x"), mounts) == "tmpfs"
+    assert file_system_type(Path("/home/u"), mounts) == "ext4"
+    assert file_system_type(Path("/x"), tmp_path / "no-such-file") is None

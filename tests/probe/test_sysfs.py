@@ -105,7 +105,7 @@ def test_cpu_frequencies_skip_what_is_not_a_cpu_or_not_a_number(tmp_path: Path) 
     base = tmp_path / "sys" / "devices" / "system" / "cpu"
     for name, khz in (("cpu0", "2400000"), ("cpu1", "garbage"), ("cpufreq", "1"), ("cpu2x", "1")):
         (base / name / "cpufreq").mkdir(parents=True)
-        (base / name / "cpufreq" / "scaling_cur_freq").write_text(khz + "\n")
+        (base / name / "cpufreq" / "scaling_max_freq").write_text(khz + "\n")
     os.mkfifo(base / "cpu1" / "cpufreq" / "fifo")
     assert cpu_mhz(tmp_path) == {0: 2400.0}
 

@@ -5,8 +5,9 @@
   below the profile's `min_memory_gbps` fails; without a floor, a NUMA node more than 10% below
   the node's best warns (the sockets of a node are built alike: a missing DIMM channel shows as
   one slower socket; 10% as between the GPUs of a node, gpu-fryer's tolerance).
-- Logical CPUs fewer than `cpus` fail; CPUs running below `min_cpu_mhz` fail (a node stuck in a
-  low power state), where cpufreq reports.
+- Logical CPUs fewer than `cpus` fail; CPUs whose frequency ceiling (cpufreq's
+  `scaling_max_freq`) is below `min_cpu_mhz` fail (a node capped in a low power state), where
+  cpufreq reports; an idle CPU's current clock is not judged (powersave parks it low).
 - The scratch file system (`scratch_dir`, else the temporary directory): sequential write and
   read throughput below `min_scratch_write_gbps` / `min_scratch_read_gbps`, and the 99th
   percentile of a 4 KiB write + fsync above `max_fsync_ms`, fail.

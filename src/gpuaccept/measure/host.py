@@ -65,6 +65,35 @@ class ScratchFigures:
     cached_read: bool  # the kernel kept the file cached: the read speed is memory's, not the disk's
 
 
+# File systems whose files live in memory: a read from them is memory's speed, whatever
+# posix_fadvise says (it succeeds on tmpfs and drops nothing).
+MEMORY_FILE_SYSTEMS = frozenset({"tmpfs", "ramfs"})
+_MOUNTS_BYTES = 4 * 1024 * 1024
+
+
+def file_system_type(directory: Path, mounts: Path = Path("/proc/self/mounts")) -> str | None:
+    """The type of the file system `directory` is on (the longest mount point above it in
+    /proc/self/mounts, proc(5)); None when that cannot be read."""
+    try:
+        with mounts.open("rb") as stream:
+            text = stream.read(_MOUNTS_BYTES).decode(errors="replace")
+        target = directory.resolve()
+    except (OSError, RuntimeError):
+        return None
+    best: tuple[int, str] | None = None
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        # mount points escape spaces and tabs as octal (\040, \011)
+        point = Path(fields[1].replace("\\040", " ").replace("\\011", "\t"))
+        if target == point or point in target.parents:
+            depth = len(point.parts)
+            if best is None or depth >= best[0]:
+                best = (depth, fields[2])
+    return best[1] if best else None
+
+
 def _drop_cache(descriptor: int) -> bool:
     """Ask the kernel to drop the file's clean pages, so it is read from the device."""
     try:
@@ -110,19 +139,26 @@ def scratch_io(directory: Path, size_bytes: int) -> ScratchFigures:
         read_gbps=size_bytes / read_seconds / 1e9,
         fsync_p50_ms=statistics.median(ordered),
         fsync_p99_ms=ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))],
-        cached_read=not dropped,
+        cached_read=not dropped or file_system_type(directory) in MEMORY_FILE_SYSTEMS,
     )
 
 
 def cpu_mhz(root: Path) -> dict[int, float]:
-    """Each CPU's current frequency (cpufreq's scaling_cur_freq, kHz) in MHz; empty where the
-    kernel exposes no cpufreq (many VMs)."""
+    """The frequency each CPU may run at, in MHz: cpufreq's `scaling_max_freq` ("Maximum
+    frequency the CPUs belonging to this policy are allowed to be running at (in kHz)",
+    Documentation/admin-guide/pm/cpufreq.rst), else the hardware's `cpuinfo_max_freq`; empty
+    where the kernel exposes no cpufreq (many VMs). Not `scaling_cur_freq`: an idle CPU under the
+    powersave governor sits at its lowest clock, which says nothing of the node (issue #30)."""
     from gpuaccept.probe.sysfs import list_directory, read_int
 
     found = {}
     for cpu in list_directory(root / "sys" / "devices" / "system" / "cpu"):
         number = re.fullmatch(r"cpu(\d{1,6})", cpu.name)  # not cpufreq, not cpuidle
-        khz = read_int(cpu / "cpufreq" / "scaling_cur_freq", 10) if number else None
+        khz = None
+        for name in ("scaling_max_freq", "cpuinfo_max_freq") if number else ():
+            khz = read_int(cpu / "cpufreq" / name, 10)
+            if khz is not None:
+                break
         if number and khz is not None and khz > 0:
             found[int(number.group(1))] = khz / 1000
     return found
