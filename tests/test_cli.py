@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -100,3 +101,79 @@ def test_python_dash_m_runs_the_same_cli() -> None:
     )
     assert done.returncode == 0
     assert done.stdout.strip() == f"gpuaccept {__version__}"
+
+
+def _gpuaccept(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gpuaccept", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("shell", "marker"),
+    [
+        ("bash", "complete -o default"),
+        ("zsh", "#compdef gpuaccept"),
+        ("fish", "complete --command gpuaccept"),
+    ],
+)
+def test_the_shell_named_is_the_shell_served(shell: str, marker: str) -> None:
+    """Issue #30 §6: `--show-completion zsh` printed bash's script."""
+    import os
+
+    done = _gpuaccept("--show-completion", shell, env=dict(os.environ))
+    assert done.returncode == 0, done.stderr
+    assert marker in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "home", "says"),
+    [
+        (
+            ["--show-completion", "tcsh"],
+            "dir",
+            "--show-completion 'tcsh': completion is served for",
+        ),
+        (["--install-completion", "tcsh"], "dir", "--install-completion 'tcsh': completion is"),
+        (["--install-completion", "bash"], "file", "is not a directory"),
+        (["--install-completion", "bash"], None, "HOME is not set"),
+    ],
+)
+def test_completion_that_cannot_be_served_is_one_line_and_exit_2(
+    tmp_path: Path, args: list[str], home: str | None, says: str
+) -> None:
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "HOME"}
+    if home == "dir":
+        env["HOME"] = str(tmp_path)
+    elif home == "file":
+        (tmp_path / "home").write_text("")
+        env["HOME"] = str(tmp_path / "home")
+    done = _gpuaccept(*args, env=env)
+    assert done.returncode == 2, done.stdout + done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("gpuaccept: error: ")
+    assert says in line
+    assert list(tmp_path.iterdir()) in ([], [tmp_path / "home"])  # nothing installed
+
+
+def test_installed_completion_completes(tmp_path: Path) -> None:
+    import os
+
+    env = dict(os.environ) | {"HOME": str(tmp_path)}
+    installed = _gpuaccept("--install-completion", "bash", env=env)
+    assert installed.returncode == 0, installed.stderr
+    assert (tmp_path / ".bash_completions" / "gpuaccept.sh").is_file()
+    words = {
+        "_GPUACCEPT_COMPLETE": "complete_bash",
+        "COMP_WORDS": "gpuaccept acc",
+        "COMP_CWORD": "1",
+    }
+    completed = _gpuaccept(env=env | words)
+    assert completed.stdout.split() == ["accept"]

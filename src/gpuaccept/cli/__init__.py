@@ -75,7 +75,10 @@ app = typer.Typer(
     help=_ROOT_HELP,
     epilog=_EXIT_CODES,
     no_args_is_help=True,
-    add_completion=True,  # --install-completion, --show-completion (bash, zsh, fish)
+    # Typer's own --install-completion/--show-completion ignore a shell named after them (zsh
+    # got bash's script, tcsh was installed as bash) and trace back on a HOME that is a file:
+    # gpuaccept's own, below, serve the shell named or refuse in one line
+    add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -88,6 +91,65 @@ def _print_version(value: bool) -> None:
         raise typer.Exit(0)
 
 
+_SHELLS = ("bash", "zsh", "fish")
+_COMPLETE_VAR = "_GPUACCEPT_COMPLETE"
+
+
+def _register_completion_shells() -> None:
+    """What Typer does when it adds its own completion options: make the shells known to its
+    click, so `_GPUACCEPT_COMPLETE=complete_bash gpuaccept` (the installed script) completes."""
+    from typer._completion_classes import completion_init
+
+    completion_init()
+
+
+_register_completion_shells()
+
+
+def _refuse(text: str) -> None:
+    typer.echo(f"gpuaccept: error: {text}", err=True)
+    raise typer.Exit(2)
+
+
+def _named_shell(value: str, flag: str) -> str:
+    if value not in _SHELLS:
+        _refuse(f"{flag} {value!r}: completion is served for {', '.join(_SHELLS)}")
+    return value
+
+
+def _show_completion(value: str | None) -> None:
+    if value is None:
+        return
+    from typer._completion_shared import get_completion_script
+
+    shell = _named_shell(value, "--show-completion")
+    script = get_completion_script(prog_name="gpuaccept", complete_var=_COMPLETE_VAR, shell=shell)
+    typer.echo(script)
+    raise typer.Exit(0)
+
+
+def _install_completion(value: str | None) -> None:
+    if value is None:
+        return
+    from pathlib import Path
+
+    from typer._completion_shared import install
+
+    shell = _named_shell(value, "--install-completion")
+    home = os.environ.get("HOME")
+    if not home:
+        _refuse("--install-completion: HOME is not set: there is no home to install it in")
+    elif not Path(home).is_dir():
+        _refuse(f"--install-completion: HOME={home} is not a directory")
+    try:
+        _, path = install(shell=shell, prog_name="gpuaccept", complete_var=_COMPLETE_VAR)
+    except OSError as error:
+        where = f" {error.filename}" if error.filename else ""
+        _refuse(f"--install-completion {shell}: cannot write{where}: {error.strerror or error}")
+    typer.echo(f"{shell} completion installed in {path}; a new shell will use it")
+    raise typer.Exit(0)
+
+
 @app.callback()
 def _root(
     version: bool = typer.Option(
@@ -96,6 +158,24 @@ def _root(
         callback=_print_version,
         is_eager=True,
         help="Print the version and exit.",
+    ),
+    install_completion: str | None = typer.Option(
+        None,
+        "--install-completion",
+        metavar="[bash|zsh|fish]",
+        callback=_install_completion,
+        is_eager=True,
+        expose_value=False,
+        help="Install completion for the shell named.",
+    ),
+    show_completion: str | None = typer.Option(
+        None,
+        "--show-completion",
+        metavar="[bash|zsh|fish]",
+        callback=_show_completion,
+        is_eager=True,
+        expose_value=False,
+        help="Print the completion script of the shell named.",
     ),
 ) -> None:
     """Acceptance checks, benchmarks and workloads for GPU nodes and pools.
