@@ -284,10 +284,18 @@ def run_window(
         source_host = _seeded((count,), seed, torch.float32)
         source = source_host.to(device)
         if stressor == "host-transfer" and kind == "cuda":
+            # One pinned source, one device buffer, one pinned destination for the window:
+            # `.to(..., non_blocking=True)` allocated a new buffer each iteration, and a batch
+            # of them queued before a synchronisation held about 20 x BUFFER_BYTES of pinned
+            # host memory per GPU (issue #30 §8). The bits are copied out after a
+            # synchronisation (`_bits`), so reusing the destination loses none.
             pinned = source_host.pin_memory()
+            on_device = torch.empty_like(source)
+            landed = torch.empty_like(pinned).pin_memory()
 
             def step() -> Any:  # to the device and back: both directions of the link
-                return pinned.to(device, non_blocking=True).to("cpu", non_blocking=True)
+                on_device.copy_(pinned, non_blocking=True)
+                return landed.copy_(on_device, non_blocking=True)
 
         else:
             target = torch.empty_like(source)
