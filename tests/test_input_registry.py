@@ -92,7 +92,7 @@ def _make(form: str, scratch: Path) -> Path:
         path.write_bytes(bytes(range(256)) * 16)
     elif form == "huge":
         with path.open("wb") as stream:
-            stream.truncate(1024**3)  # sparse: a reader without a cap reads a gigabyte
+            stream.truncate(2 * 1024**3)  # sparse: a reader without a cap reads two gigabytes
     elif form == "under-a-file":
         path.write_text("a file")
         path = path / "out"

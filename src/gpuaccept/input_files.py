@@ -50,6 +50,8 @@ def read_input_bytes(path: Path, what: str, max_bytes: int) -> bytes:
     try:
         if path.is_dir():
             raise InputError(f"{what} {path}: is a directory, expected a file")
+        if path.stat().st_size > max_bytes:  # refused before a byte of it is read
+            raise InputError(f"{what} {path}: larger than {max_bytes} bytes; not a {what} file")
         with path.open("rb") as stream:
             data = stream.read(max_bytes + 1)
     except FileNotFoundError:
