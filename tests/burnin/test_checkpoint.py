@@ -226,3 +226,20 @@ def test_a_held_checkpoint_is_refused_by_the_cli_in_one_line(tmp_path: Path) -> 
     assert result.exit_code == 2, result.output
     (line,) = result.stderr.strip().splitlines()
     assert f"in use by another burn-in (pid {os.getpid()})" in line
+
+
+def test_another_nodes_gpus_are_named_in_the_refusal(tmp_path: Path) -> None:
+    path = tmp_path / "burnin.json"
+    _save(path, [_healthy(0)], binding(PLAN, DEVICES, uuids=UUIDS, hostname="node-a"))
+    theirs = binding(PLAN, DEVICES, uuids=["GPU-x", None, "GPU-z"], hostname="node-b")
+    with pytest.raises(InputError) as refused:
+        resume(path, theirs)
+    assert str(refused.value) == (
+        f"--checkpoint {path} was written on other GPUs (GPU-0a, GPU-1b, GPU-2c on node-a), this "
+        "node has GPU-x, ?, GPU-z: a burn-in certifies the GPUs it loaded; give another "
+        "checkpoint file"
+    )
+    cpu_written = tmp_path / "cpu.json"
+    _save(cpu_written, [_healthy(0)], binding(PLAN, DEVICES, hostname="node-b"))
+    with pytest.raises(InputError, match=r"written on other GPUs \(no GPU on node-b\)"):
+        resume(cpu_written, theirs)

@@ -197,3 +197,32 @@ def test_gpu_and_port_counter_growth_are_both_kept() -> None:
         {"uuid": "GPU-a", "index": 0, "grew": {"ecc_uncorrected": 1}},
         {"port": "mlx5_0:1", "grew": {"symbol_error": 4}},
     ]
+
+
+def test_a_device_that_measured_no_work_is_recorded_as_lost_with_what_it_reported() -> None:
+    """A rate of zero, infinity or NaN is no measurement: the device is lost for the window, and
+    its reference check is kept with the others' as it was measured."""
+    from gpuaccept.burnin.evidence import record_window
+    from gpuaccept.burnin.stress import ReferenceCheck
+
+    node = _node(4)
+    wrong = ReferenceCheck("within the bound", 24, 2.5, "element (1, 2) is 3, expected 2")
+    node["gpu0"] = dataclasses.replace(node["gpu0"], reference=wrong)
+    node["gpu1"] = dataclasses.replace(node["gpu1"], throughput=0.0)
+    node["gpu2"] = dataclasses.replace(node["gpu2"], throughput=float("inf"))
+    node["gpu3"] = dataclasses.replace(node["gpu3"], throughput=float("nan"))
+    record = record_window(0, "gemm-fp32", 300.0, 7, node)
+    assert sorted(record.devices) == ["gpu0"]
+    assert record.lost == {
+        "gpu1": "it measured no work (a rate of 0.0 TFLOPS)",
+        "gpu2": "it measured no work (a rate of inf TFLOPS)",
+        "gpu3": "it measured no work (a rate of nan TFLOPS)",
+    }
+    stored = record.devices["gpu0"].reference
+    assert stored is not None
+    assert (stored.rule, stored.checked, stored.worst_ratio, stored.outside) == (
+        "within the bound",
+        24,
+        2.5,
+        "element (1, 2) is 3, expected 2",
+    )

@@ -687,4 +687,21 @@ def test_rails_named_by_the_node_profile_are_the_ones_judged_and_a_missing_one_f
         rails=["mlx5_ib0", "mlx5_ib1:1", "mlx5_ib2"],
     )
     assert [p.name for p in roles.rails] == ["mlx5_ib0:1", "mlx5_ib1:1"]
+    assert [p.name for p in roles.others] == ["mlx5_an0:1"]
+    assert roles.how == "named by the node profile"
     assert findings.failures == ["rail mlx5_ib2 (node profile) is not on this node"]
+    earlier = Findings("fabric", "FABRIC")
+    earlier.failures.append("an earlier finding")
+    fabric.judge_ports(NodeInventory(ports=ports), earlier, rails=["mlx5_ib9"])
+    assert earlier.failures == [
+        "an earlier finding",
+        "rail mlx5_ib9 (node profile) is not on this node",
+    ]
+
+
+def test_ports_nothing_tells_apart_are_all_rails() -> None:
+    from gpuaccept.probe.fabric import NodeInventory
+
+    roles = fabric.port_roles(NodeInventory(ports=[_port("mlx5_0"), _port("mlx5_1")]))
+    assert ([p.name for p in roles.rails], roles.others) == (["mlx5_0:1", "mlx5_1:1"], [])
+    assert roles.how == "every port (nothing tells rails apart)"

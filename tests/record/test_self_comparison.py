@@ -404,3 +404,42 @@ def test_runs_dated_in_the_future_and_non_finite_figures_are_never_the_past(
     comparison = _compare(path, gpu_report("n1", [600.0], hours=10))
     [drop] = comparison.drops
     assert drop.median == 800.0  # not the 2099 runs' 100, nor a NaN median
+
+
+def test_failing_runs_never_push_the_passing_ones_out_and_a_run_a_minute_old_counts(
+    tmp_path: Path,
+) -> None:
+    """The scan reads the passing runs only (60 failing runs newer than them fill no window),
+    and a run that started a minute ago is the past, not the future."""
+    from datetime import UTC, datetime, timedelta
+
+    failing = [gpu_report("n1", [100.0], hours=10 + i, passed=False) for i in range(60)]
+    moments_ago = (datetime.now(UTC) - timedelta(minutes=1)).isoformat()
+    recent = gpu_report("n1", [700.0]).model_copy(update={"started_at": moments_ago})
+    path = _history(tmp_path, *_past(), *failing, recent)
+    comparison = _compare(path, gpu_report("n1", [600.0], hours=100), comparable_runs=1)
+    [figure] = [f for f in comparison.figures if f.unit == "TFLOPS"]
+    assert figure.median == 700.0  # the run of a minute ago, the newest passing one
+
+
+def test_a_figure_the_first_runs_never_had_is_held_to_the_recent_ones_only(
+    tmp_path: Path,
+) -> None:
+    later = [gpu_report("n1", [800.0, 790.0], hours=10 + i) for i in range(5)]
+    # the same node and stack, whose first runs measured gpu0 only
+    early = [
+        gpu_report("n1", [800.0], hours=i).model_copy(update={"environment": later[0].environment})
+        for i in range(5)
+    ]
+    path = _history(tmp_path, *early, *later)
+    comparison = _compare(path, gpu_report("n1", [800.0, 780.0], hours=30))
+    gpu1 = next(f for f in comparison.figures if f.unit == "TFLOPS" and f.device == "gpu1")
+    assert (gpu1.baseline, gpu1.baseline_runs, gpu1.median) == (None, 0, 790.0)
+
+
+def test_a_median_of_zero_is_no_change() -> None:
+    from gpuaccept.record.self_comparison import SelfFigure
+
+    figure = SelfFigure("m", "gpu0", "TFLOPS", 5.0, 0.0, 3, baseline=0.0, baseline_runs=3)
+    assert (figure.change_percent, figure.baseline_change_percent) == (0.0, 0.0)
+    assert not figure.dropped(20.0)
