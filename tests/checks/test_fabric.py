@@ -705,3 +705,49 @@ def test_ports_nothing_tells_apart_are_all_rails() -> None:
     roles = fabric.port_roles(NodeInventory(ports=[_port("mlx5_0"), _port("mlx5_1")]))
     assert ([p.name for p in roles.rails], roles.others) == (["mlx5_0:1", "mlx5_1:1"], [])
     assert roles.how == "every port (nothing tells rails apart)"
+
+
+def test_the_profiles_rails_reach_the_check(node: Path) -> None:
+    result = fabric.run(_context(NodeExpectation(rails=["mlx5_0", "mlx5_1:1"])))
+    assert result.details["rails"] == ["mlx5_0:1", "mlx5_1:1"]
+    assert result.details["rails_told_by"] == "named by the node profile"
+    assert "6 other port(s) (frontend, storage) not held to the rails'" in result.message
+
+
+@pytest.mark.parametrize(
+    ("was", "now", "grew", "reset"),
+    [
+        (2**31, 0, 2**31, False),  # the upper half of 32 bits, read lower: wrapped round
+        (2**30, 5, 5, True),  # the lower half, read lower: reset, judged on what it counted since
+        (2**31 + 7, 2**31 + 7, None, False),  # unchanged: no growth at all
+        (100, 1, 1, True),  # reset, then one more
+        (100, 0, None, True),  # reset, nothing since
+    ],
+)
+def test_a_q_counter_read_lower_is_a_wrap_or_a_reset_at_the_exact_bounds(
+    was: int, now: int, grew: int | None, reset: bool
+) -> None:
+    findings = Findings("fabric-errors", "FABRIC")
+    growth = fabric.judge_counter_growth(
+        {"mlx5_0:1": {"out_of_sequence": was}}, {"mlx5_0:1": {"out_of_sequence": now}}, findings
+    )
+    assert growth == ([{"port": "mlx5_0:1", "grew": {"out_of_sequence": grew}}] if grew else [])
+    said = [w for w in findings.warnings if "went back" in w]
+    assert bool(said) is reset
+
+
+def test_flaps_are_aged_against_the_now_given_at_the_exact_skew() -> None:
+    from gpuaccept.probe.kernel_log import KernelLogScan, LinkFlap
+
+    now = 1.9e9  # 2030: far from this machine's clock
+    flaps = (
+        LinkFlap("ib0", "x", at=now + fabric.FLAP_CLOCK_SKEW_SECONDS),  # at the skew: recent
+        LinkFlap("ib0", "x", at=now - 3600),
+        LinkFlap("ib2", "x"),
+        LinkFlap("ib2", "x"),
+    )
+    findings = Findings("fabric", "FABRIC")
+    assert fabric.judge_link_flaps(KernelLogScan(True, "syslog", flaps=flaps), findings, now) == {
+        "ib0": 2
+    }
+    assert findings.warnings[-1].startswith("ib2: 2 lost-carrier line(s) in syslog with no time")
