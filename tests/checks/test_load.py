@@ -270,3 +270,19 @@ def test_the_90th_percentile_is_not_the_maximum() -> None:
     trace = _of(*(_at(1.0 + i, power_w=w, power_limit_w=700.0) for i, w in enumerate(powers)))
     summary = judge_load(trace, H100, "gpu0", power_phase=True).summary
     assert (summary["power_p90_w"], summary["power_max_w"]) == (600.0, 700.0)
+
+
+def test_the_replay_rate_runs_from_the_first_reading_to_the_last_and_a_zero_count_is_zero() -> None:
+    """The rate's minutes span the first and last readings, not the first two; a count that is
+    zero throughout grew by zero (mutation run 7's survivors)."""
+    verdict = judge_load(_trace([0, 0, 300], 180.0), H100, "gpu0")
+    assert verdict.summary["pcie_replay_minutes"] == 3.0
+    assert verdict.warnings == [
+        "gpu0: 300 PCIe replays in 180 s (100/min) above DCGM's 31/min for Gen5 x16"
+    ]
+    assert judge_load(_trace([0, 0], 30.0), H100, "gpu0").summary["pcie_replays_grown"] == 0
+    from gpuaccept.checks.load_judging import summarise_trace
+
+    # the link under transfer load is summarised only when asked (the burn-in's stored summary
+    # has no place for it)
+    assert "pcie_gen_loaded" not in summarise_trace(_trace([0, 0], 30.0))
