@@ -24,8 +24,9 @@ from gpuaccept.checks.context import CheckContext
 from gpuaccept.checks.judging import Findings
 from gpuaccept.measure.host import cpu_mhz, memory_copy_gbps, scratch_io
 from gpuaccept.node_profile import NodeExpectation
-from gpuaccept.probe.fabric import read_inventory, sysfs_root
+from gpuaccept.probe.fabric import read_inventory
 from gpuaccept.probe.numa import parse_cpulist
+from gpuaccept.probe.sysfs import sysfs_root
 from gpuaccept.results import CheckResult, Status
 
 NUMA_TOLERANCE_PERCENT = 10.0

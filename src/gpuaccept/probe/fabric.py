@@ -64,10 +64,6 @@ NVIDIA_VENDOR = "0x10de"
 _RATE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*Gb/sec")
 
 
-__all__ = ["sysfs_root"]  # read through `probe.sysfs`: bounded in size and time
-_read, _int = read_attribute, read_int
-
-
 def _after_colon(text: str | None) -> str | None:
     """'4: ACTIVE' -> 'ACTIVE' (the kernel's state and phys_state format)."""
     if text is None:
@@ -121,7 +117,7 @@ def pci_place(device_link: Path) -> PciPlace | None:
     ]
     if not parts:
         return None
-    numa = _int(resolved / "numa_node")
+    numa = read_int(resolved / "numa_node")
     return PciPlace(parts[-1], numa if numa is not None and numa >= 0 else None, tuple(parts[:-1]))
 
 
@@ -191,22 +187,22 @@ def read_ib_ports(root: Path) -> list[IbPort]:
     ports = []
     for device_dir in list_directory(base):
         place = pci_place(device_dir / "device")
-        firmware = _read(device_dir / "fw_ver")
+        firmware = read_attribute(device_dir / "fw_ver")
         ports_dir = device_dir / "ports"
         numbers = sorted(int(p.name) for p in list_directory(ports_dir) if p.name.isdigit())
         for number in numbers:
             port_dir = ports_dir / str(number)
-            rate = _read(port_dir / "rate")
+            rate = read_attribute(port_dir / "rate")
             ports.append(
                 IbPort(
                     device=device_dir.name,
                     port=number,
-                    state=_after_colon(_read(port_dir / "state")),
-                    phys_state=_after_colon(_read(port_dir / "phys_state")),
+                    state=_after_colon(read_attribute(port_dir / "state")),
+                    phys_state=_after_colon(read_attribute(port_dir / "phys_state")),
                     rate_gbps=parse_rate_gbps(rate),
-                    link_layer=_read(port_dir / "link_layer"),
+                    link_layer=read_attribute(port_dir / "link_layer"),
                     firmware=firmware,
-                    netdev=_read(port_dir / "gid_attrs" / "ndevs" / "0") or None,
+                    netdev=read_attribute(port_dir / "gid_attrs" / "ndevs" / "0") or None,
                     pkeys=_pkeys(port_dir),
                     place=place,
                     data_rate_gbps=data_rate_gbps(rate),
@@ -223,12 +219,12 @@ def read_port_counters(root: Path | None = None) -> dict[str, dict[str, int | No
     found: dict[str, dict[str, int | None]] = {}
     for device_dir in list_directory(base):
         for port_dir in list_directory(device_dir / "ports"):
-            counters = {name: _int(port_dir / "counters" / name) for name in ERROR_COUNTERS}
+            counters = {name: read_int(port_dir / "counters" / name) for name in ERROR_COUNTERS}
             if is_directory(port_dir / "hw_counters"):
                 counters |= {
                     name: value
                     for name in Q_COUNTERS
-                    if (value := _int(port_dir / "hw_counters" / name)) is not None
+                    if (value := read_int(port_dir / "hw_counters" / name)) is not None
                 }
             found[f"{device_dir.name}:{port_dir.name}"] = counters
     return found
@@ -240,25 +236,26 @@ def read_inventory(root: Path | None = None) -> NodeInventory:
     net_base = root / "sys" / "class" / "net"
     interfaces = []
     for if_dir in list_directory(net_base):
-        speed = _int(if_dir / "speed")
+        speed = read_int(if_dir / "speed")
         interfaces.append(
             NetInterface(
                 if_dir.name,
-                _read(if_dir / "operstate"),
+                read_attribute(if_dir / "operstate"),
                 speed if speed is not None and speed > 0 else None,
                 pci_place(if_dir / "device"),
             )
         )
     nvme_base = root / "sys" / "class" / "nvme"
     nvme = [
-        NvmeController(d.name, _read(d / "model"), pci_place(d / "device"))
+        NvmeController(d.name, read_attribute(d / "model"), pci_place(d / "device"))
         for d in list_directory(nvme_base)
     ]
     gpus = []
     pci_base = root / "sys" / "bus" / "pci" / "devices"
     for dev in list_directory(pci_base):
-        klass = _read(dev / "class") or ""
-        if _read(dev / "vendor") == NVIDIA_VENDOR and klass.startswith(("0x0300", "0x0302")):
+        klass = read_attribute(dev / "class") or ""
+        vendor = read_attribute(dev / "vendor")
+        if vendor == NVIDIA_VENDOR and klass.startswith(("0x0300", "0x0302")):
             place = pci_place(dev)
             if place is not None:
                 gpus.append(PciGpu(place.address, place))
@@ -266,7 +263,7 @@ def read_inventory(root: Path | None = None) -> NodeInventory:
     numa = {}
     for node in list_directory(node_base):
         number = re.fullmatch(r"node(\d{1,6})", node.name)  # not node9x, not nodeXYZ
-        cpus = _read(node / "cpulist") if number else None
+        cpus = read_attribute(node / "cpulist") if number else None
         if number and cpus is not None:
             numa[int(number.group(1))] = cpus
     return NodeInventory(
