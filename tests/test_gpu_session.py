@@ -49,3 +49,32 @@ def test_an_unknown_step_is_refused(tmp_path: Path) -> None:
     )
     assert done.returncode != 0
     assert "unknown step(s) nonsense" in done.stderr
+
+
+def test_a_spent_budget_records_the_steps_as_not_run_in_the_order_given(tmp_path: Path) -> None:
+    out = tmp_path / "session"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "benchmarks/gpu_session.py",
+            "--device",
+            "cpu",
+            "--only",
+            "bench-membw,env",
+            "--budget",
+            "1",
+            "--out",
+            str(out),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    record = json.loads(out.with_suffix(".json").read_text())
+    assert [step["name"] for step in record["steps"]] == ["bench-membw", "env"]
+    assert all(step["exit_code"] is None for step in record["steps"])
+    assert all("--budget spent" in step["not_run"] for step in record["steps"])
+    assert "| env | not run: 1 s --budget spent |" in out.with_suffix(".md").read_text()
