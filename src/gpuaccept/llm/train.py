@@ -1,0 +1,334 @@
+"""One rank of the LLM workload, inside an initialised process group: FSDP2 over every rank,
+bf16 compute with fp32 reductions, optional activation checkpointing and torch.compile.
+
+The same function runs on GPUs (NCCL) and on the CPU twin (gloo, 2 ranks). Each rank returns a
+RankRecord of what it measured; the judging (llm.figures, checks.workload) happens in the caller,
+so a rank never decides a verdict.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal, cast
+
+import torch
+import torch.nn.functional as F
+
+from gpuaccept.errors import GpuacceptError
+from gpuaccept.llm.model import Block, Decoder, ModelShape, init_weights
+from gpuaccept.llm.tokens import ChainSpec, build_chain
+
+Checkpointing = Literal["none", "selective", "full"]
+Precision = Literal["bf16", "fp32"]
+
+
+class WorkloadOutOfMemory(GpuacceptError):
+    """The model, batch and sequence did not fit: the message holds the memory figures."""
+
+
+@dataclass(frozen=True)
+class LlmSpec:
+    shape: ModelShape
+    steps: int
+    local_batch: int
+    warmup_steps: int  # not timed: start-up, compilation, the allocator's first growth
+    learning_rate: float
+    precision: Precision = "bf16"
+    checkpointing: Checkpointing = "none"
+    compile: bool = False
+    seed: int = 0
+    chain: ChainSpec = field(default_factory=ChainSpec)
+    determinism_steps: int = 3  # the first K losses are trained again and must be bit-identical
+    # the loss must end below the floor plus this share of the way to the first-order entropy
+    convergence_margin: float = 0.5
+    # fault injection for the CPU twin's tests: this rank sleeps in every block's forward...
+    slow_rank: int | None = None
+    slow_seconds: float = 0.0
+    # ...and the parameters turn to NaN before this step
+    poison_step: int | None = None
+
+    @property
+    def timed_steps(self) -> int:
+        return self.steps - self.warmup_steps
+
+
+@dataclass
+class RankRecord:
+    rank: int
+    world_size: int
+    device: str
+    device_name: str
+    losses: list[float]  # this rank's loss per step (its own batch)
+    step_seconds: list[float]
+    compute_seconds: list[float]  # its blocks' forward compute per step, waits excluded
+    # the first determinism_steps losses of a fresh model, trained twice from the same seed with
+    # deterministic kernels: a difference is the hardware's (or a kernel that is not deterministic)
+    probe_losses: list[float]
+    rerun_losses: list[float]
+    determinism_unchecked: str | None  # why the probe could not run deterministically, if so
+    setup_seconds: float  # process start of this rank's work to its first step
+    wall_seconds: float  # its work from start to the last step, set-up and rerun excluded
+    non_finite_step: int | None = None
+    peak_memory_bytes: int | None = None
+    reserved_memory_bytes: int | None = None
+    total_memory_bytes: int | None = None
+
+
+class _ComputeTimer:
+    """Times each block's forward after FSDP's own pre-forward hook has waited for its
+    all-gather, so a rank's figure is its own compute, not its wait for a slower peer (the
+    section timing of nvidia-resiliency-ext's straggler detector)."""
+
+    def __init__(self, blocks: list[torch.nn.Module], device: torch.device, spec: LlmSpec) -> None:
+        self.device = device
+        self.active = False
+        self.pairs: list[tuple[Any, Any]] = []
+        self.delay = spec.slow_seconds if spec.slow_rank == _rank() else 0.0
+        for block in blocks:
+            # eager even inside a compiled block: traced, the CUDA events would never record
+            block.register_forward_pre_hook(torch.compiler.disable(self._before))
+            block.register_forward_hook(torch.compiler.disable(self._after))
+
+    def _stamp(self) -> Any:
+        if self.device.type == "cuda":
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            return event
+        return time.perf_counter()
+
+    def _before(self, module: Any, args: Any) -> None:
+        if self.active:
+            self.pairs.append((self._stamp(), None))
+            if self.delay:
+                time.sleep(self.delay)
+
+    def _after(self, module: Any, args: Any, output: Any) -> None:
+        if self.active and self.pairs and self.pairs[-1][1] is None:
+            self.pairs[-1] = (self.pairs[-1][0], self._stamp())
+
+    def take(self) -> float:
+        """Seconds of the forwards since the last take (after the device has synchronised)."""
+        total = 0.0
+        for start, end in self.pairs:
+            if end is None:
+                continue
+            if self.device.type == "cuda":
+                total += start.elapsed_time(end) / 1000.0
+            else:
+                total += end - start
+        self.pairs.clear()
+        return total
+
+
+def _rank() -> int:
+    import torch.distributed as dist
+
+    return dist.get_rank() if dist.is_initialized() else 0
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def build_model(spec: LlmSpec, device: torch.device) -> Decoder:
+    """The decoder on the meta device, sharded with FSDP2 per block and at the root, then
+    materialised on `device` and initialised from the seed: no rank ever holds the whole model."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    with torch.device("meta"):
+        model = Decoder(spec.shape)
+    blocks = [cast(Block, block) for block in model.layers]
+    for index, block in enumerate(blocks):
+        # selective: every second block, torchtitan's selective layer checkpointing (ac_freq 2)
+        block.checkpointed = spec.checkpointing == "full" or (
+            spec.checkpointing == "selective" and index % 2 == 0
+        )
+        if spec.compile:
+            block.compile()  # per block, as torchtitan compiles
+    if spec.precision == "bf16":
+        policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    else:
+        policy = MixedPrecisionPolicy()
+    for block in blocks:
+        fully_shard(block, mp_policy=policy)
+    fully_shard(model, mp_policy=policy)
+    model.to_empty(device=device)
+    init_weights(model, spec.seed)
+    return model
+
+
+def _learning_rate(spec: LlmSpec, step: int) -> float:
+    """Linear warm-up over a tenth of the run, then linear decay to a tenth of the peak."""
+    warm = max(1, spec.steps // 10)
+    if step < warm:
+        return spec.learning_rate * (step + 1) / warm
+    left = (spec.steps - step) / max(1, spec.steps - warm)
+    return spec.learning_rate * (0.1 + 0.9 * left)
+
+
+def _memory_message(step: int, device: torch.device) -> str:
+    if device.type != "cuda":
+        return f"out of memory at step {step} on {device}"
+    gib = 1024**3
+    total = torch.cuda.get_device_properties(device).total_memory
+    peak = torch.cuda.max_memory_allocated(device) / gib
+    reserved = torch.cuda.memory_reserved(device) / gib
+    return (
+        f"out of memory at step {step} on {device}: {peak:.1f} GiB allocated at peak, "
+        f"{reserved:.1f} GiB reserved, {total / gib:.1f} GiB on the GPU; a smaller --batch, "
+        "--seq-len or --layers, or --checkpointing full, needs less"
+    )
+
+
+def _train(
+    spec: LlmSpec,
+    device: torch.device,
+    batches: torch.Tensor,
+    steps: int,
+    timer_wanted: bool,
+) -> tuple[list[float], list[float], list[float], int | None, float]:
+    """(losses, step seconds, compute seconds, first non-finite step, set-up seconds)"""
+    started = time.perf_counter()
+    model = build_model(spec, device)
+    timer = _ComputeTimer(list(model.layers), device, spec) if timer_wanted else None
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=spec.learning_rate, betas=(0.9, 0.95), weight_decay=0.0
+    )
+    _sync(device)
+    setup = time.perf_counter() - started
+    losses: list[float] = []
+    step_seconds: list[float] = []
+    compute: list[float] = []
+    non_finite: int | None = None
+    for step in range(steps):
+        try:
+            value, seconds, forward = _step(spec, model, optimizer, timer, batches[step], step)
+        except torch.OutOfMemoryError:
+            message = _memory_message(step, device)
+            del model, optimizer
+            gc.collect()
+            raise WorkloadOutOfMemory(message) from None
+        step_seconds.append(seconds)
+        compute.append(forward)
+        losses.append(value)
+        if not math.isfinite(value):
+            non_finite = step
+            break
+    del model, optimizer
+    gc.collect()
+    return losses, step_seconds, compute, non_finite, setup
+
+
+def _step(
+    spec: LlmSpec,
+    model: Decoder,
+    optimizer: torch.optim.Optimizer,
+    timer: _ComputeTimer | None,
+    tokens: torch.Tensor,
+    step: int,
+) -> tuple[float, float, float]:
+    """(loss, seconds, forward compute seconds) of one optimizer step."""
+    device = tokens.device
+    step_start = time.perf_counter()
+    if spec.poison_step is not None and step == spec.poison_step:
+        with torch.no_grad():
+            cast(Any, model.norm.weight).to_local().fill_(float("nan"))
+    for group in optimizer.param_groups:
+        group["lr"] = _learning_rate(spec, step)
+    if timer:
+        timer.active = True
+    logits = model(tokens[:, :-1])
+    if timer:
+        timer.active = False
+    loss = F.cross_entropy(logits.flatten(0, 1).float(), tokens[:, 1:].flatten())
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=device.type == "cuda")
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    value = loss.item()  # synchronises the device: the step is done
+    _sync(device)
+    return value, time.perf_counter() - step_start, timer.take() if timer else 0.0
+
+
+def _determinism_probe(
+    spec: LlmSpec, device: torch.device, batches: torch.Tensor
+) -> tuple[list[float], list[float], str | None]:
+    """The first determinism_steps steps twice, each from a fresh model of the same seed, with
+    PyTorch's deterministic algorithms (the timed run keeps the fast ones: embedding and flash
+    attention backwards accumulate with atomics, and differ from run to run in the last bits on a
+    healthy GPU). (first losses, rerun losses, why not checked)."""
+    import warnings
+
+    steps = min(spec.determinism_steps, spec.steps)
+    before = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            first = _train(spec, device, batches, steps, False)[0]
+            again = _train(spec, device, batches, steps, False)[0]
+    except RuntimeError as error:
+        # an operation without a deterministic implementation here (cuBLAS before
+        # CUBLAS_WORKSPACE_CONFIG was set, on a worker that had made its handles already)
+        return [], [], str(error).splitlines()[0][:300]
+    finally:
+        torch.use_deterministic_algorithms(before)
+    return first, again, None
+
+
+def train_rank(rank: int, world_size: int, spec: LlmSpec) -> RankRecord:
+    """This rank's part of the workload; the device is the one its process group works on."""
+    import os
+
+    from gpuaccept.measure.collectives import rank_device
+
+    started = time.perf_counter()
+    # cuBLAS is deterministic with a fixed workspace; read when its handles are first made, so
+    # set before this process's first matmul (the determinism probe needs it)
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    device = rank_device(rank)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    chain = build_chain(spec.chain)
+    # every step's batch up front (a second-order walk is sequential in its positions):
+    # one rank's stream per rank, the same on a rerun
+    batches = chain.sample(
+        spec.steps * spec.local_batch,
+        spec.shape.seq_len + 1,
+        seed=(spec.seed * 7919 + rank) * 104729 + world_size,
+        device=device,
+    ).view(spec.steps, spec.local_batch, spec.shape.seq_len + 1)
+    data_seconds = time.perf_counter() - started
+    losses, step_seconds, compute, non_finite, setup = _train(
+        spec, device, batches, spec.steps, timer_wanted=True
+    )
+    wall = time.perf_counter() - started
+    probe: list[float] = []
+    rerun: list[float] = []
+    unchecked = None
+    if non_finite is None and spec.determinism_steps:
+        probe, rerun, unchecked = _determinism_probe(spec, device, batches)
+    record = RankRecord(
+        rank=rank,
+        world_size=world_size,
+        device=str(device),
+        device_name=torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        losses=losses,
+        step_seconds=step_seconds,
+        compute_seconds=compute,
+        probe_losses=probe,
+        rerun_losses=rerun,
+        determinism_unchecked=unchecked,
+        setup_seconds=data_seconds + setup,
+        wall_seconds=wall,
+        non_finite_step=non_finite,
+    )
+    if device.type == "cuda":
+        record.peak_memory_bytes = torch.cuda.max_memory_allocated(device)
+        record.reserved_memory_bytes = torch.cuda.max_memory_reserved(device)
+        record.total_memory_bytes = torch.cuda.get_device_properties(device).total_memory
+    return record
