@@ -346,3 +346,20 @@ def test_every_node_judges_its_own_fabric_against_the_expectation(tmp_path: Path
             f"mlx5_{down}:1 is DOWN (LinkUp), expected ACTIVE (LinkUp); 7 ACTIVE InfiniBand/RoCE "
             "rail port(s), 8 expected (--expect-nics)"
         )
+
+
+@pytest.mark.slow
+def test_the_llm_workload_trains_across_two_nodes(tmp_path: Path) -> None:
+    """Issue #32: the workload's ranks span every node of the launch (FSDP2 over gloo here, over
+    NCCL on GPUs); global rank 0 judges it once and every node's report carries it."""
+    nodes = run_nodes(tmp_path, ["node-a", "node-b"], 1, ["--only", "workload"], level="standard")
+    for name, (code, output, report) in nodes.items():
+        assert code == 0, f"{name}: {output}"
+        (check,) = report.checks
+        assert check.name == "workload"
+        assert check.status is Status.PASS, output
+    lead = nodes["node-a"][2].checks[0]
+    assert lead.details["ranks"] == 2
+    assert {"llm_rank0_straggler_score", "llm_rank1_straggler_score"} <= {
+        m.name for m in lead.measurements
+    }

@@ -28,6 +28,11 @@ METRIC_UNITS: dict[str, str] = {
     "d2h_pinned_gbps": "GB/s",
     "allreduce_busbw_gbps": "GB/s",
     "p2p_gbps": "GB/s",
+    # the LLM workload (checks/workload.py), per preset: its floors hold only for the preset as
+    # shipped (shape and batch); a variant of one is reported, not judged
+    **{f"llm_{preset}_tokens_per_second_per_gpu": "tokens/s" for preset in ("tiny", "1b", "8b")},
+    **{f"llm_{preset}_tflops_per_gpu": "TFLOPS" for preset in ("tiny", "1b", "8b")},
+    **{f"llm_{preset}_mfu": "ratio" for preset in ("tiny", "1b", "8b")},
 }
 DEFAULT_BASELINE_LOWER_FRACTION = 0.9
 

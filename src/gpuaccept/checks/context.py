@@ -40,6 +40,9 @@ class Settings:
     allreduce_repeats: int
     ddp_epochs: int
     rank_timeout_seconds: float
+    # the LLM workload's ranks when `workload` runs on its own (the suite's workers are held to
+    # the check's timeout): model build, every step and the determinism rerun
+    workload_timeout_seconds: float = 600.0
 
 
 @dataclass(frozen=True)

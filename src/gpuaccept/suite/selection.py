@@ -65,6 +65,15 @@ CHECKS: tuple[CheckSpec, ...] = (
         "ranks",
         conclude="gpuaccept.checks.ddp:conclude",
     ),
+    # the work a cluster is bought for: a Llama-3-style model trained with FSDP2 over every GPU
+    CheckSpec(
+        "workload",
+        "TRAIN",
+        "gpuaccept.checks.workload:rank_body",
+        _STANDARD_UP,
+        "ranks",
+        conclude="gpuaccept.checks.workload:conclude",
+    ),
     CheckSpec("network", "FABRIC", "gpuaccept.checks.network:run", _STANDARD_UP, "node", False),
     CheckSpec("host", "HOST", "gpuaccept.checks.host:run", _STANDARD_UP, "node", False),
     # every pair from one process, which makes a context on every GPU: it runs with the GPU

@@ -1,0 +1,194 @@
+"""workload: a Llama-3-style model trained with FSDP2 over every GPU of the job (2 gloo ranks on
+the CPU), judged as a buyer judges a cluster: tokens/s and MFU per GPU against the model's
+floors, the loss against the synthetic source's entropy floor, the first losses bit-identical on
+a rerun, no NaN, no straggler rank, and an out-of-memory named with its figures.
+
+`gpuaccept train llm` runs the same ranks and the same judge (`judge`)."""
+
+from __future__ import annotations
+
+import math
+import re
+
+from gpuaccept.checks.collectives import world
+from gpuaccept.checks.context import CheckContext, RanksOutcome
+from gpuaccept.checks.judging import Findings, Target
+from gpuaccept.distributed.local_ranks import RanksFailed, RanksTimedOut, run_ranks
+from gpuaccept.llm.figures import STRAGGLER_SCORE, LlmFigures, compute_figures
+from gpuaccept.llm.plans import accept_spec, is_preset_shape
+from gpuaccept.llm.train import LlmSpec, RankRecord, train_rank
+from gpuaccept.results import CheckResult
+
+GiB = 1024**3
+
+
+def preset_of(spec: LlmSpec) -> str:
+    """The preset whose floors apply, or 'custom' for a variant of one."""
+    from gpuaccept.llm.plans import PRESET_RUNS
+
+    for name in PRESET_RUNS:
+        if is_preset_shape(spec, name):
+            return name
+    return "custom"
+
+
+def spec_for(context: CheckContext) -> LlmSpec:
+    total = 0
+    if not context.cpu_mode:
+        import torch
+
+        total = sum(
+            torch.cuda.get_device_properties(i).total_memory
+            for i in range(torch.cuda.device_count())
+        )
+    return accept_spec(context.level, context.cpu_mode, total)
+
+
+def rank_body(rank: int, world_size: int, context: CheckContext) -> RankRecord:
+    return train_rank(rank, world_size, spec_for(context))
+
+
+def peak_bf16_tflops(context: CheckContext, target: Target) -> float | None:
+    """The GPU's dense bf16 peak from references.toml (None on the CPU or an unknown GPU)."""
+    from gpuaccept.checks.judging import target_model
+
+    if context.cpu_mode:
+        return None
+    model = target_model(context, target)
+    if model is None or model not in context.references.models:
+        return None
+    return context.references.models[model].peaks.get("bf16_tflops")
+
+
+def judge(
+    context: CheckContext,
+    target: Target,
+    spec: LlmSpec,
+    outcome: RanksOutcome,
+    findings: Findings,
+) -> LlmFigures | None:
+    """Record and judge a run's figures in `findings`; the figures, or None when no rank
+    finished."""
+    preset = preset_of(spec)
+    shape = spec.shape
+    findings.details = {
+        "preset": preset,
+        "ranks": outcome.world_size,
+        "backend": outcome.backend,
+        "layers": shape.layers,
+        "dim": shape.dim,
+        "seq_len": shape.seq_len,
+        "local_batch": spec.local_batch,
+        "steps": spec.steps,
+        "warmup_steps": spec.warmup_steps,
+        "precision": spec.precision,
+        "checkpointing": spec.checkpointing,
+        "compile": spec.compile,
+    }
+    if outcome.values is None:
+        error = outcome.error or "no rank returned"
+        marker = "WorkloadOutOfMemory: "
+        if marker in error:
+            # the rank's own words, without where in train.py it was raised
+            said = re.sub(r" at \w+\.py:\d+$", "", error.split(marker, 1)[1])
+            findings.failures.append(f"the {preset} model did not fit: {said}")
+        else:
+            findings.failures.append(f"training on {outcome.world_size} rank(s): {error}")
+        return None
+    figures = compute_figures(spec, outcome.values, peak_bf16_tflops(context, target))
+    judged = preset != "custom"
+    prefix = f"llm_{preset}"
+    rate, tflops = figures.tokens_per_second_per_gpu, figures.tflops_per_gpu
+    if judged:
+        findings.judge(context, target, f"{prefix}_tokens_per_second_per_gpu", rate, "tokens/s")
+        findings.judge(context, target, f"{prefix}_tflops_per_gpu", tflops, "TFLOPS")
+        if figures.mfu is not None:
+            findings.judge(context, target, f"{prefix}_mfu", figures.mfu, "ratio")
+    else:
+        findings.record(target, f"{prefix}_tokens_per_second_per_gpu", rate, "tokens/s")
+        findings.record(target, f"{prefix}_tflops_per_gpu", tflops, "TFLOPS")
+        if figures.mfu is not None:
+            findings.record(target, f"{prefix}_mfu", figures.mfu, "ratio")
+    findings.record_node("llm_goodput", figures.goodput, "ratio")
+    findings.record_node("llm_median_step_seconds", figures.median_step_seconds, "s")
+    findings.record_node("llm_final_loss", figures.final_loss, "nats")
+    findings.record_node("llm_loss_floor", figures.entropy_rate, "nats")
+    if figures.peak_memory_bytes is not None:
+        findings.record(target, "llm_peak_memory_gib", figures.peak_memory_bytes / GiB, "GiB")
+    for rank, score in enumerate(figures.straggler_scores):
+        findings.record_node(f"llm_rank{rank}_straggler_score", score, "ratio")
+    findings.details.update(
+        {
+            "losses": [round(loss, 6) for loss in figures.losses],
+            "entropy_rate": figures.entropy_rate,
+            "first_order_entropy": figures.first_order_entropy,
+            "convergence_limit": figures.convergence_limit,
+            "flops_per_token": figures.flops_per_token,
+            "setup_seconds": figures.setup_seconds,
+            "straggler_scores": figures.straggler_scores,
+        }
+    )
+    _judge_training(spec, figures, findings, context.cpu_mode)
+    return figures
+
+
+def _judge_training(spec: LlmSpec, figures: LlmFigures, findings: Findings, cpu_mode: bool) -> None:
+    if figures.non_finite is not None:
+        rank, step = figures.non_finite
+        findings.failures.append(f"the loss was NaN or Inf at step {step} on rank {rank}")
+    elif not figures.final_loss <= figures.convergence_limit:
+        findings.failures.append(
+            f"the loss ended at {figures.final_loss:.3f} nats, above "
+            f"{figures.convergence_limit:.3f} (the source's floor {figures.entropy_rate:.3f} "
+            f"plus {spec.convergence_margin:g} of the way to its first-order entropy "
+            f"{figures.first_order_entropy:.3f}) after "
+            f"{spec.steps} steps: the model did not learn what a healthy node learns"
+        )
+    if figures.rerun_mismatch is not None:
+        rank, step, first, again = figures.rerun_mismatch
+        findings.failures.append(
+            f"a rerun with the same seed, data and stack gave another loss at step {step} on "
+            f"rank {rank} ({first!r} then {again!r}): training is not reproducible here "
+            "(silent data corruption, or a kernel that is not deterministic)"
+        )
+    if figures.determinism_unchecked is not None:
+        findings.warnings.append(f"determinism not checked: {figures.determinism_unchecked}")
+    for rank, score in enumerate(figures.straggler_scores):
+        if score < STRAGGLER_SCORE:
+            message = (
+                f"rank {rank} is a straggler: its forward compute took {1 / score:.2f}x the "
+                f"fastest rank's (score {score:.2f} < {STRAGGLER_SCORE})"
+            )
+            # CPU ranks share cores with each other and the OS; a GPU rank has its GPU alone
+            (findings.warnings if cpu_mode else findings.failures).append(message)
+    if math.isnan(figures.goodput):
+        findings.warnings.append("goodput could not be computed (no timed step)")
+
+
+def conclude(context: CheckContext, outcome: RanksOutcome) -> CheckResult:
+    findings = Findings("workload", "TRAIN")
+    _, _, target = world(context)
+    spec = spec_for(context)
+    figures = judge(context, target, spec, outcome, findings)
+    if figures is None:
+        return findings.conclude("")
+    mfu = f", MFU {figures.mfu:.1%}" if figures.mfu is not None else ""
+    return findings.conclude(
+        f"{preset_of(spec)} on {outcome.world_size} {outcome.backend} rank(s): "
+        f"{figures.tokens_per_second_per_gpu:,.0f} tokens/s per GPU, "
+        f"{figures.tflops_per_gpu:.1f} TFLOPS per GPU{mfu}; loss {figures.final_loss:.3f} below "
+        f"{figures.convergence_limit:.3f}, first {spec.determinism_steps} losses bit-identical "
+        "on a rerun"
+    )
+
+
+def run(context: CheckContext) -> CheckResult:
+    ranks, backend, _ = world(context)
+    spec = spec_for(context)
+    try:
+        values = run_ranks(
+            train_rank, ranks, spec, context.settings.workload_timeout_seconds, backend
+        )
+    except (RanksTimedOut, RanksFailed) as error:
+        return conclude(context, RanksOutcome(ranks, backend, None, str(error)))
+    return conclude(context, RanksOutcome(ranks, backend, values))
