@@ -150,6 +150,18 @@ REGISTRY: list[Input] = [
             ("--history", "reads"),
         )
     ),
+    Input("train llm", "--report-dir", "writes", covered_by=("tests/llm/test_cli_llm.py",)),
+    Input(
+        "train llm",
+        "--history",
+        "reads",
+        lambda path, _: ["train", "llm", "--device", "cpu", "--steps", "2", "--history", path],
+        FILE_FORMS[2:],
+        allowed={
+            "missing": MISSING_HISTORY,
+            "empty": "an empty file is an empty SQLite database: the run is recorded in it",
+        },
+    ),
     *(
         Input(
             f"history {command}",

@@ -446,3 +446,12 @@ def _report_interrupted(
         record_run(report, history)
         typer.echo(result_line(report))
     raise typer.Exit(stopped.exit_code)
+
+
+def _register_llm() -> None:
+    from gpuaccept.cli.train_llm import llm
+
+    app.command("llm")(llm)
+
+
+_register_llm()

@@ -1,0 +1,219 @@
+"""`gpuaccept train llm`: the LLM workload on its own. Parses and renders; the run lives in
+gpuaccept.llm and its judging in gpuaccept.checks.workload."""
+
+from __future__ import annotations
+
+import math
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+from gpuaccept.cli.recording import (
+    DROP_TOLERANCE,
+    FAIL_ON_DROP,
+    HISTORY,
+    NO_HISTORY,
+    DropPolicy,
+    compared_with_history,
+    drop_policy,
+    history_target,
+    record_run,
+)
+from gpuaccept.errors import InputError
+
+if TYPE_CHECKING:
+    from gpuaccept.llm.train import LlmSpec
+    from gpuaccept.results import CheckResult
+
+
+def llm(
+    preset: str = typer.Option(
+        "auto",
+        "--preset",
+        metavar="[auto|tiny|1b|8b]",
+        help="Model size: tiny (the CPU twin), 1b, 8b (Llama 3.1 8B shapes); auto: tiny on the "
+        "CPU, 1b on GPUs.",
+    ),
+    layers: int | None = typer.Option(None, "--layers", min=1, help="Override the layers."),
+    dim: int | None = typer.Option(
+        None, "--dim", min=8, help="Override the model width (the head dimension is kept)."
+    ),
+    seq_len: int | None = typer.Option(
+        None, "--seq-len", min=2, max=1 << 20, help="Override the sequence length."
+    ),
+    batch: int | None = typer.Option(
+        None, "--batch", min=1, max=1 << 16, help="Sequences per GPU per step."
+    ),
+    steps: int | None = typer.Option(
+        None, "--steps", min=2, max=1_000_000, help="Optimizer steps (default: the preset's)."
+    ),
+    learning_rate: float | None = typer.Option(
+        None, "--lr", metavar="RATE", help="Peak learning rate (default: the preset's)."
+    ),
+    checkpointing: str | None = typer.Option(
+        None,
+        "--checkpointing",
+        metavar="[none|selective|full]",
+        help="Activation checkpointing: none, selective (every second block) or full.",
+    ),
+    compile_blocks: bool = typer.Option(
+        False, "--compile", help="torch.compile each transformer block."
+    ),
+    precision: str = typer.Option(
+        "auto", "--precision", metavar="[auto|bf16|fp32]", help="auto: bf16 on GPUs, fp32 on CPU."
+    ),
+    seed: int = typer.Option(0, "--seed", min=0, max=2**31 - 1, help="Seed of model and data."),
+    device: str = typer.Option(
+        "auto", "--device", metavar="[auto|cuda|cpu]", help="auto (GPU when usable), cuda or cpu."
+    ),
+    report_dir: Path | None = typer.Option(
+        None, "--report-dir", help="Write the JSON report (with environment capture) here."
+    ),
+    history: Path | None = HISTORY,
+    no_history: bool = NO_HISTORY,
+    drop_tolerance: float | None = DROP_TOLERANCE,
+    fail_on_drop: bool = FAIL_ON_DROP,
+) -> None:
+    """Train a Llama-3-style model with FSDP2 on every GPU (2 gloo ranks on the CPU); gate on
+    tokens/s and MFU, convergence, determinism and stragglers.
+
+    Exit 0: passed; 1: a figure below its floor, no convergence, a NaN, a rerun that differs,
+    a straggler or out of memory; 2: bad input.
+    """
+    from gpuaccept.llm.plans import Overrides, llm_spec
+    from gpuaccept.llm.train import Checkpointing, Precision
+
+    if precision not in ("auto", "bf16", "fp32"):
+        raise InputError(f"--precision must be auto, bf16 or fp32 (got {precision!r})")
+    if checkpointing not in (None, "none", "selective", "full"):
+        raise InputError(f"--checkpointing must be none, selective or full (got {checkpointing!r})")
+    if learning_rate is not None and not math.isfinite(learning_rate):
+        raise InputError(f"--lr must be a finite number (got {learning_rate})")
+    if preset not in ("auto", "tiny", "1b", "8b"):
+        raise InputError(f"--preset must be auto, tiny, 1b or 8b (got {preset!r})")
+    drop = drop_policy(drop_tolerance, fail_on_drop)
+    if report_dir is not None:
+        from gpuaccept.output_files import check_output_directory
+
+        check_output_directory(report_dir, "--report-dir")
+    history_path = history_target(history, no_history)
+    from gpuaccept.distributed.local_ranks import refuse_external_launch
+    from gpuaccept.probe.hardware import resolve_device_mode
+
+    refuse_external_launch()
+    mode = resolve_device_mode(device)
+    chosen = preset if preset != "auto" else ("tiny" if mode == "cpu" else "1b")
+    precisions: dict[str, Precision] = {"bf16": "bf16", "fp32": "fp32"}
+    modes: dict[str | None, Checkpointing | None] = {
+        None: None,
+        "none": "none",
+        "selective": "selective",
+        "full": "full",
+    }
+    spec = llm_spec(
+        chosen,
+        precisions[("fp32" if mode == "cpu" else "bf16") if precision == "auto" else precision],
+        Overrides(layers, dim, seq_len, batch, steps, learning_rate, modes[checkpointing]),
+        compile_blocks=compile_blocks,
+        seed=seed,
+    )
+    started = datetime.now(UTC)
+    clock = time.monotonic()
+    result = _run(spec, mode)
+    _report(result, mode, started, clock, report_dir, history_path, drop)
+
+
+def _run(spec: LlmSpec, mode: str) -> CheckResult:
+    import torch
+
+    from gpuaccept.checks import workload
+    from gpuaccept.checks.context import CheckContext
+    from gpuaccept.checks.judging import Findings, measurement_targets
+    from gpuaccept.distributed.local_ranks import RanksFailed, RanksTimedOut, run_ranks
+    from gpuaccept.llm.train import train_rank
+    from gpuaccept.references import load_shipped_references
+    from gpuaccept.suite import level_settings
+
+    context = CheckContext(
+        level="standard",
+        device_mode=mode,
+        settings=level_settings("standard", mode),
+        references=load_shipped_references(),
+    )
+    ranks = 2 if mode == "cpu" else torch.cuda.device_count()
+    backend = "gloo" if mode == "cpu" else "nccl"
+    target = measurement_targets(context)[0]
+    shape = spec.shape
+    typer.echo(
+        f"[TRAIN] llm {workload.preset_of(spec)}: {shape.layers} layers, dim {shape.dim}, "
+        f"{shape.heads} heads ({shape.kv_heads} kv), seq {shape.seq_len}, batch "
+        f"{spec.local_batch} per rank, {spec.steps} steps, {spec.precision}, checkpointing "
+        f"{spec.checkpointing}{', compiled' if spec.compile else ''}; {ranks} {backend} rank(s)"
+    )
+    from gpuaccept.checks.context import RanksOutcome
+
+    # the model build, every step and the rerun, with room for a slow first compile
+    deadline = 600.0 + 30.0 * spec.steps
+    try:
+        values = run_ranks(train_rank, ranks, spec, deadline, backend)
+        outcome = RanksOutcome(ranks, backend, values)
+    except (RanksTimedOut, RanksFailed) as error:
+        outcome = RanksOutcome(ranks, backend, None, str(error))
+    findings = Findings("workload", "TRAIN")
+    figures = workload.judge(context, target, spec, outcome, findings)
+    if figures is None:
+        return findings.conclude("")
+    mfu = f", MFU {figures.mfu:.1%}" if figures.mfu is not None else ""
+    memory = (
+        f", peak memory {figures.peak_memory_bytes / 1024**3:.1f} GiB"
+        if figures.peak_memory_bytes is not None
+        else ""
+    )
+    typer.echo(
+        f"[TRAIN] {figures.tokens_per_second_per_gpu:,.0f} tokens/s per GPU, "
+        f"{figures.tflops_per_gpu:.2f} TFLOPS per GPU{mfu}; goodput {figures.goodput:.2f}"
+        f"{memory}; loss {figures.losses[0]:.3f} -> {figures.final_loss:.3f} (floor "
+        f"{figures.entropy_rate:.3f}, limit {figures.convergence_limit:.3f})"
+    )
+    return findings.conclude(
+        f"{ranks} {backend} rank(s): loss {figures.final_loss:.3f} below "
+        f"{figures.convergence_limit:.3f}; first {spec.determinism_steps} losses bit-identical "
+        "on a rerun; no straggler"
+    )
+
+
+def _report(
+    result: CheckResult,
+    mode: str,
+    started: datetime,
+    clock: float,
+    report_dir: Path | None,
+    history: Path | None,
+    drop: DropPolicy,
+) -> None:
+    from gpuaccept.record.environment import capture_environment
+    from gpuaccept.report.console import check_line, result_line
+    from gpuaccept.results import RunReport
+
+    report = RunReport.completed(
+        command="train-llm",
+        level=str(result.details.get("preset", "custom")),
+        device_mode=mode,
+        started=started,
+        monotonic_start=clock,
+        checks=[result],
+        environment=capture_environment(),
+    )
+    typer.echo(check_line(result))
+    report = compared_with_history(report, history, drop)
+    if report_dir is not None:
+        from gpuaccept.report.json_report import write_json_report
+
+        typer.echo(f"[REPORT] {write_json_report(report, report_dir)}")
+    record_run(report, history)
+    typer.echo(result_line(report))
+    if report.verdict.exit_code:
+        raise typer.Exit(report.verdict.exit_code)

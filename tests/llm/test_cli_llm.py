@@ -1,0 +1,69 @@
+"""`gpuaccept train llm` end to end on the CPU: with no other flag it runs the 2-rank FSDP2 twin
+and passes; every flag it can be given wrong is one line and exit 2, before any training."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.test_cli_inputs import gpuaccept, one_line_error
+
+
+@pytest.mark.slow
+def test_the_cpu_twin_with_no_other_flag_trains_and_passes(tmp_path: Path) -> None:
+    done = gpuaccept(
+        "train", "llm", "--device", "cpu", "--no-history", "--report-dir", str(tmp_path),
+        timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2 gloo rank(s)" in done.stdout
+    (report_file,) = tmp_path.glob("*.json")
+    report = json.loads(report_file.read_text())
+    assert report["command"] == "train-llm"
+    assert report["level"] == "tiny"
+    (check,) = report["checks"]
+    assert check["status"] == "pass", check["message"]
+    details = check["details"]
+    losses = details["losses"]
+    assert len(losses) == details["steps"] == 500
+    # the loss fell from about log(256) past the midpoint of the chain's two entropies
+    assert losses[0] > 5.0
+    tail = sum(losses[-50:]) / 50
+    assert tail < details["convergence_limit"] < details["first_order_entropy"]
+    names = {m["name"] for m in check["measurements"]}
+    assert {"llm_tiny_tokens_per_second_per_gpu", "llm_goodput", "llm_final_loss"} <= names
+    assert {"llm_rank0_straggler_score", "llm_rank1_straggler_score"} <= names
+
+
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        (["--preset", "70b"], "--preset must be auto, tiny, 1b or 8b"),
+        (["--checkpointing", "some"], "--checkpointing must be none, selective or full"),
+        (["--precision", "fp8"], "--precision must be auto, bf16 or fp32"),
+        (["--lr", "nan"], "--lr must be a finite number"),
+        (["--lr", "2"], "--lr must be in (0, 1)"),
+        (["--dim", "9"], "head dimension 9 must be even"),
+        (["--steps", "1"], "--steps"),
+    ],
+)
+def test_a_wrong_flag_is_one_line_and_exit_2(flags: list[str], says: str) -> None:
+    done = gpuaccept("train", "llm", "--device", "cpu", "--no-history", *flags)
+    one_line_error(done, 2, says)
+
+
+def test_a_report_dir_that_is_a_file_is_refused_before_training(tmp_path: Path) -> None:
+    taken = tmp_path / "taken"
+    taken.write_text("x")
+    done = gpuaccept("train", "llm", "--device", "cpu", "--no-history", "--report-dir", str(taken))
+    one_line_error(done, 2, "--report-dir")
+    assert "[TRAIN]" not in done.stdout
+
+
+def test_under_torchrun_it_refuses_to_start_ranks_of_its_own() -> None:
+    done = gpuaccept(
+        "train", "llm", "--device", "cpu", "--no-history", extra_env={"WORLD_SIZE": "2"}
+    )
+    one_line_error(done, 2, "WORLD_SIZE=2")
