@@ -6,6 +6,8 @@ session goes on):
   pytest-gpu  `pytest -m gpu`: the real CUDA, NVML, NCCL, CUDA-graph and Triton paths
   levels      benchmarks/accept_levels.py: accept quick and standard, wall time vs targets
   mnist       benchmarks/mnist_vs_reference.py: time to 99.0% and images/s vs the seed's loop
+  llm         benchmarks/llm_vs_torchtitan.py: `train llm` 1b, with and without compile, beside
+              a plain single-process loop (tokens/s, MFU, goodput, convergence, determinism)
   bench-*     every `gpuaccept bench` default (matmul, membw, transfer, collectives, nbody),
               each timed against the 60 s target
   nbody       the fused kernel's measured % of fp32 peak next to the ceiling its compiled
@@ -41,7 +43,16 @@ BENCHES = ("matmul", "membw", "transfer", "collectives", "nbody")
 BENCH_TARGET_SECONDS = 60.0
 NBODY_TARGET_FRACTION = 0.40
 MIN_STEP_SECONDS = 5.0
-STEPS = ("env", "pytest-gpu", "levels", "mnist", *(f"bench-{b}" for b in BENCHES), "nbody", "full")
+STEPS = (
+    "env",
+    "pytest-gpu",
+    "levels",
+    "mnist",
+    "llm",
+    *(f"bench-{b}" for b in BENCHES),
+    "nbody",
+    "full",
+)
 
 
 @dataclass
@@ -183,6 +194,11 @@ def plan(args: argparse.Namespace, out: Path) -> list[Step]:
             600,
         ),
         "nbody": Step("nbody", [*cli, "bench", "nbody", "--explain"], 300),
+        "llm": Step(
+            "llm",
+            [python, "benchmarks/llm_vs_torchtitan.py", *device, "--out", str(out / "llm")],
+            900,
+        ),
         "full": Step(
             "full",
             [
@@ -246,6 +262,8 @@ def _figures(step: Step, work: Path, environment: dict[str, Any]) -> dict[str, A
         return _pytest_counts(step.output_tail)
     if step.name == "levels" and (work / "accept-levels.json").is_file():
         return {"levels": json.loads((work / "accept-levels.json").read_text())}
+    if step.name == "llm" and (work / "llm.json").is_file():
+        return dict(json.loads((work / "llm.json").read_text()))
     if step.name == "mnist" and (work / "mnist.json").is_file():
         return dict(json.loads((work / "mnist.json").read_text()))
     return {}

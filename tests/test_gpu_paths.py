@@ -126,3 +126,25 @@ def test_accept_quick_passes_on_this_node(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     (report,) = tmp_path.glob("*.json")
     assert json.loads(report.read_text())["device_mode"] == "cuda"
+
+
+def test_the_llm_workload_trains_on_every_gpu_with_fsdp2_and_is_deterministic() -> None:
+    """Issue #32 on GPUs: the tiny preset in bf16 over NCCL on every local GPU trains below its
+    convergence limit, its deterministic probe repeats bit for bit, and no rank straggles."""
+    import dataclasses
+
+    from gpuaccept.distributed.local_ranks import run_ranks
+    from gpuaccept.llm.figures import compute_figures
+    from gpuaccept.llm.plans import llm_spec
+    from gpuaccept.llm.train import train_rank
+
+    spec = llm_spec("tiny", "bf16")
+    spec = dataclasses.replace(spec, compile=False)
+    world = torch.cuda.device_count()
+    records = run_ranks(train_rank, world, spec, 600, "nccl")
+    figures = compute_figures(spec, records, peak_tflops=None)
+    assert figures.non_finite is None
+    assert figures.rerun_mismatch is None, figures.rerun_mismatch
+    assert figures.final_loss < figures.convergence_limit, figures.losses[-10:]
+    assert min(figures.straggler_scores) >= 0.75, figures.straggler_scores
+    assert all(r.peak_memory_bytes and r.peak_memory_bytes > 0 for r in records)
