@@ -32,20 +32,25 @@ def preset_of(spec: LlmSpec) -> str:
     return "custom"
 
 
-def spec_for(context: CheckContext) -> LlmSpec:
-    total = 0
-    if not context.cpu_mode:
-        import torch
+def spec_for(context: CheckContext, world_size: int) -> LlmSpec:
+    """What accept runs on this job. Inside the process group every rank must agree (FSDP over
+    differing shapes would hang), so the job's memory is the smallest GPU's, all ranks asked,
+    times the ranks: the same figure on every rank, every node included."""
+    if context.cpu_mode:
+        return accept_spec(context.level, True)
+    import torch
+    import torch.distributed as dist
 
-        total = sum(
-            torch.cuda.get_device_properties(i).total_memory
-            for i in range(torch.cuda.device_count())
-        )
-    return accept_spec(context.level, context.cpu_mode, total)
+    local = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
+    if dist.is_initialized():
+        smallest = torch.tensor([local], dtype=torch.int64, device="cuda")
+        dist.all_reduce(smallest, op=dist.ReduceOp.MIN)
+        local = int(smallest.item())
+    return accept_spec(context.level, False, local * world_size)
 
 
 def rank_body(rank: int, world_size: int, context: CheckContext) -> RankRecord:
-    return train_rank(rank, world_size, spec_for(context))
+    return train_rank(rank, world_size, spec_for(context, world_size))
 
 
 def peak_bf16_tflops(context: CheckContext, target: Target) -> float | None:
@@ -63,12 +68,19 @@ def peak_bf16_tflops(context: CheckContext, target: Target) -> float | None:
 def judge(
     context: CheckContext,
     target: Target,
-    spec: LlmSpec,
+    spec: LlmSpec | None,
     outcome: RanksOutcome,
     findings: Findings,
 ) -> LlmFigures | None:
     """Record and judge a run's figures in `findings`; the figures, or None when no rank
-    finished."""
+    finished. `spec`: what ran, when the caller knows it (else the ranks' records say)."""
+    if outcome.values:
+        spec = outcome.values[0].spec
+    if spec is None:
+        findings.details = {"ranks": outcome.world_size, "backend": outcome.backend}
+        error = outcome.error or "no rank returned"
+        findings.failures.append(_failure_of("the workload", error, outcome.world_size))
+        return None
     preset = preset_of(spec)
     shape = spec.shape
     findings.details = {
@@ -87,13 +99,7 @@ def judge(
     }
     if outcome.values is None:
         error = outcome.error or "no rank returned"
-        marker = "WorkloadOutOfMemory: "
-        if marker in error:
-            # the rank's own words, without where in train.py it was raised
-            said = re.sub(r" at \w+\.py:\d+$", "", error.split(marker, 1)[1])
-            findings.failures.append(f"the {preset} model did not fit: {said}")
-        else:
-            findings.failures.append(f"training on {outcome.world_size} rank(s): {error}")
+        findings.failures.append(_failure_of(f"the {preset} model", error, outcome.world_size))
         return None
     figures = compute_figures(spec, outcome.values, peak_bf16_tflops(context, target))
     judged = preset != "custom"
@@ -132,6 +138,15 @@ def judge(
     return figures
 
 
+def _failure_of(what: str, error: str, ranks: int) -> str:
+    marker = "WorkloadOutOfMemory: "
+    if marker in error:
+        # the rank's own words, without where in train.py it was raised
+        said = re.sub(r" at \w+\.py:\d+$", "", error.split(marker, 1)[1])
+        return f"{what} did not fit: {said}"
+    return f"training {what} on {ranks} rank(s): {error}"
+
+
 def _judge_training(spec: LlmSpec, figures: LlmFigures, findings: Findings, cpu_mode: bool) -> None:
     if figures.non_finite is not None:
         rank, step = figures.non_finite
@@ -168,10 +183,10 @@ def _judge_training(spec: LlmSpec, figures: LlmFigures, findings: Findings, cpu_
 def conclude(context: CheckContext, outcome: RanksOutcome) -> CheckResult:
     findings = Findings("workload", "TRAIN")
     _, _, target = world(context)
-    spec = spec_for(context)
-    figures = judge(context, target, spec, outcome, findings)
-    if figures is None:
+    figures = judge(context, target, None, outcome, findings)
+    if figures is None or not outcome.values:
         return findings.conclude("")
+    spec = outcome.values[0].spec
     mfu = f", MFU {figures.mfu:.1%}" if figures.mfu is not None else ""
     return findings.conclude(
         f"{preset_of(spec)} on {outcome.world_size} {outcome.backend} rank(s): "
@@ -183,12 +198,26 @@ def conclude(context: CheckContext, outcome: RanksOutcome) -> CheckResult:
 
 
 def run(context: CheckContext) -> CheckResult:
+    """The check on its own, outside the suite: its ranks started here."""
     ranks, backend, _ = world(context)
-    spec = spec_for(context)
+    spec = _spec_outside_a_group(context)
     try:
         values = run_ranks(
             train_rank, ranks, spec, context.settings.workload_timeout_seconds, backend
         )
     except (RanksTimedOut, RanksFailed) as error:
-        return conclude(context, RanksOutcome(ranks, backend, None, str(error)))
+        findings = Findings("workload", "TRAIN")
+        outcome = RanksOutcome(ranks, backend, None, str(error))
+        judge(context, world(context)[2], spec, outcome, findings)
+        return findings.conclude("")
     return conclude(context, RanksOutcome(ranks, backend, values))
+
+
+def _spec_outside_a_group(context: CheckContext) -> LlmSpec:
+    if context.cpu_mode:
+        return accept_spec(context.level, True)
+    import torch
+
+    count = torch.cuda.device_count()
+    smallest = min(torch.cuda.get_device_properties(i).total_memory for i in range(count))
+    return accept_spec(context.level, False, smallest * count)

@@ -57,6 +57,7 @@ class LlmSpec:
 
 @dataclass
 class RankRecord:
+    spec: LlmSpec  # what this rank ran: the judge reads it from here, never works it out again
     rank: int
     world_size: int
     device: str
@@ -313,6 +314,7 @@ def train_rank(rank: int, world_size: int, spec: LlmSpec) -> RankRecord:
     if non_finite is None and spec.determinism_steps:
         probe, rerun, unchecked = _determinism_probe(spec, device, batches)
     record = RankRecord(
+        spec=spec,
         rank=rank,
         world_size=world_size,
         device=str(device),
