@@ -11,10 +11,11 @@ import pytest
 
 from gpuaccept.checks import workload
 from gpuaccept.checks.context import RanksOutcome
+from gpuaccept.checks.judging import Findings, Target
 from gpuaccept.llm.figures import compute_figures
 from gpuaccept.llm.plans import Overrides, accept_spec, fits_8b, llm_spec
 from gpuaccept.results import Status
-from tests.llm.helpers import context, judged, record, short
+from tests.llm.helpers import H200, context, judged, record, short
 
 
 def test_a_rerun_that_differs_in_one_bit_fails() -> None:
@@ -135,3 +136,256 @@ def test_a_failure_before_any_record_names_the_workload_and_its_memory_figures()
 
 def test_the_accept_spec_on_cpu_is_the_twin_every_rank_agrees_on() -> None:
     assert workload.spec_for(context("cpu"), 2) == accept_spec("standard", cpu=True)
+
+
+def test_a_nan_fails_at_the_first_step_of_any_rank_and_names_it() -> None:
+    spec = short()
+    nan = float("nan")
+    records = [
+        record(0, losses=[6.0, 4.0, 3.0, nan], non_finite_step=3),
+        record(1, losses=[6.0, 5.0, nan], non_finite_step=2),
+    ]
+    findings, figures = judged(spec, records)
+    assert figures is not None
+    assert figures.non_finite == (1, 2)
+    assert findings.failures[0] == "the loss was NaN or Inf at step 2 on rank 1"
+    # a NaN run is not also judged on convergence: one cause, said once
+    assert not any("did not learn" in f for f in findings.failures)
+
+
+def test_convergence_is_judged_against_the_floor_plus_its_margin_exactly() -> None:
+    spec = dataclasses.replace(short(), convergence_margin=0.25)
+    _, figures = judged(spec, [record()])
+    assert figures is not None
+    gap = figures.first_order_entropy - figures.entropy_rate
+    assert figures.convergence_limit == pytest.approx(figures.entropy_rate + 0.25 * gap)
+    at_limit = [figures.convergence_limit] * 4
+    findings, _ = judged(spec, [record(losses=at_limit)])
+    assert not findings.failures, "a loss exactly at the limit passes"
+    above = [math.nextafter(figures.convergence_limit, 99.0)] * 4
+    findings, _ = judged(spec, [record(losses=above)])
+    (failure,) = findings.failures
+    assert failure.startswith(f"the loss ended at {above[0]:.3f} nats, above")
+    assert "floor 1.111 plus 0.25 of the way to its first-order entropy 3.202) after 8 steps" in (
+        failure
+    )
+
+
+def test_the_final_loss_is_the_mean_of_the_last_tenth_of_the_steps() -> None:
+    spec = dataclasses.replace(short(), steps=20, warmup_steps=2)
+    losses = [10.0] * 18 + [2.0, 4.0]
+    _, figures = judged(spec, [record(losses=losses, step_seconds=[1.0] * 20)])
+    assert figures is not None
+    assert figures.final_loss == 3.0
+    # the ranks' losses are averaged step by step, over the steps every rank finished
+    _, figures = judged(spec, [record(losses=[4.0, 2.0]), record(1, losses=[2.0, 0.0, 9.0])])
+    assert figures is not None
+    assert figures.losses == [3.0, 1.0]
+
+
+def test_timed_steps_leave_out_the_warm_up_and_fall_back_to_the_last_step() -> None:
+    spec = dataclasses.replace(short(), local_batch=1, warmup_steps=3)
+    shape_tokens = spec.shape.seq_len
+    _, figures = judged(spec, [record(step_seconds=[9.0, 9.0, 9.0, 2.0], wall_seconds=40.0)])
+    assert figures is not None
+    assert figures.tokens_per_second_per_gpu == pytest.approx(shape_tokens / 2.0)
+    assert figures.median_step_seconds == 2.0
+    assert figures.goodput == pytest.approx(4 * 2.0 / 40.0)
+    warm_only = dataclasses.replace(spec, warmup_steps=10)
+    _, figures = judged(warm_only, [record(step_seconds=[9.0, 9.0, 9.0, 4.0])])
+    assert figures is not None
+    assert figures.tokens_per_second_per_gpu == pytest.approx(shape_tokens / 4.0)
+
+
+def test_a_rank_with_no_time_or_no_compute_is_no_straggler_and_no_number() -> None:
+    spec = short()
+    zero = record(1, compute_seconds=[0.0] * 4, step_seconds=[0.0] * 4, wall_seconds=0.0)
+    findings, figures = judged(spec, [record(), zero])
+    assert figures is not None
+    assert figures.straggler_scores == [1.0, 1.0]  # 0 s timed nothing: no score, no yardstick
+    assert not any("straggler" in w for w in findings.warnings + findings.failures)
+    assert figures.goodput == pytest.approx(4 * 1.0 / 10.0)  # rank 0's: rank 1 has none
+    findings, figures = judged(spec, [zero])
+    assert figures is not None
+    assert math.isnan(figures.goodput)
+    assert "goodput could not be computed (no timed step)" in findings.warnings
+
+
+def test_memory_figures_are_the_largest_peak_and_the_smallest_gpu() -> None:
+    spec = short()
+    records = [
+        record(0, peak_memory_bytes=5 * 2**30, total_memory_bytes=80 * 2**30),
+        record(1, peak_memory_bytes=7 * 2**30, total_memory_bytes=40 * 2**30),
+    ]
+    findings, figures = judged(spec, records)
+    assert figures is not None
+    assert (figures.peak_memory_bytes, figures.total_memory_bytes) == (7 * 2**30, 40 * 2**30)
+    peak = {m.name: m for m in findings.measurements}["llm_peak_memory_gib"]
+    assert (peak.value, peak.unit) == (7.0, "GiB")
+
+
+def test_what_the_check_reports_names_units_and_details() -> None:
+    spec = llm_spec("1b", "bf16")
+    records = [record(0, peak_memory_bytes=2**30), record(1, device_name="NVIDIA H200")]
+    findings, figures = judged(spec, records)
+    assert figures is not None
+    shown = [(m.name, m.unit, m.device_index) for m in findings.measurements]
+    assert shown == [
+        ("llm_1b_tokens_per_second_per_gpu", "tokens/s", 0),
+        ("llm_1b_tflops_per_gpu", "TFLOPS", 0),
+        ("llm_1b_mfu", "ratio", 0),
+        ("llm_goodput", "ratio", None),
+        ("llm_median_step_seconds", "s", None),
+        ("llm_final_loss", "nats", None),
+        ("llm_loss_floor", "nats", None),
+        ("llm_peak_memory_gib", "GiB", 0),
+        ("llm_rank0_straggler_score", "ratio", None),
+        ("llm_rank1_straggler_score", "ratio", None),
+    ]
+    values = {m.name: m.value for m in findings.measurements}
+    # the H200's dense bf16 peak from references.toml
+    assert values["llm_1b_mfu"] == pytest.approx(values["llm_1b_tflops_per_gpu"] / 989.0)
+    assert figures.mfu == values["llm_1b_mfu"]
+    assert values["llm_loss_floor"] == figures.entropy_rate
+    details = findings.details
+    assert {k: details[k] for k in ("preset", "ranks", "backend", "layers", "dim")} == {
+        "preset": "1b",
+        "ranks": 2,
+        "backend": "nccl",
+        "layers": 16,
+        "dim": 2048,
+    }
+    assert {k: details[k] for k in ("seq_len", "local_batch", "steps", "warmup_steps")} == {
+        "seq_len": 2048,
+        "local_batch": 2,
+        "steps": 60,
+        "warmup_steps": 10,
+    }
+    assert (details["precision"], details["checkpointing"], details["compile"]) == (
+        "bf16",
+        "none",
+        False,
+    )
+    assert details["first_order_entropy"] == figures.first_order_entropy
+    assert details["straggler_scores"] == [1.0, 1.0]
+    assert details["setup_seconds"] == 2.0
+    assert details["flops_per_token"] == figures.flops_per_token
+
+
+def test_no_mfu_where_the_gpu_has_no_known_peak() -> None:
+    spec = llm_spec("1b", "bf16")
+    findings = Findings("workload", "TRAIN")
+    outcome = RanksOutcome(1, "nccl", [dataclasses.replace(record(), spec=spec)])
+    figures = workload.judge(
+        context("cuda"), Target(0, "Mystery GPU 9000"), spec, outcome, findings
+    )
+    assert figures is not None
+    assert figures.mfu is None
+    assert "llm_1b_mfu" not in {m.name for m in findings.measurements}
+    assert workload.peak_bf16_tflops(context("cpu"), Target(None, "cpu")) is None
+    assert workload.peak_bf16_tflops(context("cuda"), Target(0, "NVIDIA H100 80GB HBM3")) == 989
+
+
+def test_the_pass_message_says_what_ran_and_what_held() -> None:
+    spec = llm_spec("1b", "bf16")
+    outcome = RanksOutcome(1, "nccl", [dataclasses.replace(record(), spec=spec)])
+    result = workload.conclude(context("cpu"), outcome)
+    assert result.name == "workload"
+    assert result.area == "TRAIN"
+    assert result.message.startswith("1b on 1 nccl rank(s): 4,096 tokens/s per GPU, ")
+    assert "TFLOPS per GPU; loss" in result.message  # a CPU-named target: no peak, no MFU
+    assert result.message.endswith("first 3 losses bit-identical on a rerun"), result.message
+
+
+def test_an_out_of_memory_said_twice_keeps_the_whole_message() -> None:
+    error = "rank 0 failed: WorkloadOutOfMemory: a: WorkloadOutOfMemory: b at train.py:9"
+    findings, _ = judged(short(), None, error=error)
+    assert findings.failures == ["the tiny model did not fit: a: WorkloadOutOfMemory: b"]
+    findings, _ = judged(short(), None, error="rank 0 of 2 failed: boom")
+    assert findings.failures == ["training the tiny model on 1 rank(s): rank 0 of 2 failed: boom"]
+
+
+def test_a_gpu_job_runs_8b_at_full_only_where_all_its_gpus_hold_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import types
+
+    import torch
+
+    gib = 1024**3
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(
+        torch.cuda,
+        "get_device_properties",
+        lambda index: types.SimpleNamespace(total_memory=80 * gib),
+    )
+    monkeypatch.setattr(torch.distributed, "is_initialized", lambda: False)
+    full = dataclasses.replace(context("cuda"), level="full")
+    assert workload.spec_for(full, 8).shape.dim == 4096  # 8 x 80 GiB hold 8b
+    assert workload.spec_for(full, 1).shape.dim == 2048  # one does not
+    assert workload.spec_for(context("cuda"), 8).shape.dim == 2048  # standard: 1b
+
+
+def test_details_keep_the_loss_curve_and_the_floors_and_a_failure_its_ranks() -> None:
+    spec = short()
+    findings, figures = judged(spec, [record(losses=[6.1234567, 4.0, 3.0, 2.0])])
+    assert figures is not None
+    details = findings.details
+    assert details["losses"] == [6.123457, 4.0, 3.0, 2.0]
+    assert details["entropy_rate"] == figures.entropy_rate
+    assert details["convergence_limit"] == figures.convergence_limit
+    failed = Findings("workload", "TRAIN")
+    outcome = RanksOutcome(4, "nccl", None, None)
+    workload.judge(context("cpu"), H200, None, outcome, failed)
+    assert failed.details == {"ranks": 4, "backend": "nccl"}
+    assert failed.failures == ["training the workload on 4 rank(s): no rank returned"]
+    failed = Findings("workload", "TRAIN")
+    workload.judge(context("cpu"), H200, short(), outcome, failed)
+    assert failed.failures == ["training the tiny model on 4 rank(s): no rank returned"]
+
+
+def test_a_variant_is_reported_in_the_same_units_with_its_mfu() -> None:
+    variant = llm_spec("1b", "bf16", Overrides(layers=2))
+    findings, _ = judged(variant, [record()])
+    shown = {m.name: m.unit for m in findings.measurements}
+    assert shown["llm_custom_tokens_per_second_per_gpu"] == "tokens/s"
+    assert shown["llm_custom_tflops_per_gpu"] == "TFLOPS"
+    assert shown["llm_custom_mfu"] == "ratio"
+    cpu, _ = judged(variant, [record()], mode="cpu")
+    assert "llm_custom_mfu" not in {m.name for m in cpu.measurements}
+
+
+def test_a_rerun_mismatch_says_what_it_may_be() -> None:
+    findings, _ = judged(short(), [record(rerun_losses=[6.0, 5.0])])
+    assert findings.failures == [
+        "a rerun with the same seed, data and stack gave another loss at step 1 on rank 0 (4.0 "
+        "then 5.0): training is not reproducible here (silent data corruption, or a kernel that "
+        "is not deterministic)"
+    ]
+
+
+def test_goodput_counts_a_run_shorter_than_a_second_and_steps_of_differing_time() -> None:
+    spec = dataclasses.replace(short(), warmup_steps=1)
+    fast = record(step_seconds=[0.3, 0.1, 0.3, 0.2], wall_seconds=0.5)
+    _, figures = judged(spec, [fast])
+    assert figures is not None
+    assert figures.median_step_seconds == pytest.approx(0.2)
+    assert figures.goodput == pytest.approx(4 * 0.2 / 0.5)
+    tokens = spec.local_batch * spec.shape.seq_len
+    assert figures.tokens_per_second_per_gpu == pytest.approx(3 * tokens / 0.6)
+
+
+def test_a_failing_check_says_its_failures_and_a_passing_one_its_mfu(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    spec = llm_spec("1b", "bf16")
+    failing = RanksOutcome(1, "nccl", [dataclasses.replace(record(rerun_losses=[1.0]), spec=spec)])
+    result = workload.conclude(context("cpu"), failing)
+    assert result.status == Status.FAIL
+    assert result.message.startswith("a rerun with the same seed")
+    monkeypatch.setattr(workload, "world", lambda context: (1, "nccl", H200))
+    fast = record(step_seconds=[5.0, 0.1, 0.1, 0.1])
+    passing = RanksOutcome(1, "nccl", [dataclasses.replace(fast, spec=spec)])
+    result = workload.conclude(context("cuda"), passing)
+    # 40,960 tokens/s x 7.01 GFLOP per token = 287 TFLOPS of the H200's 989
+    assert "40,960 tokens/s per GPU, 287.2 TFLOPS per GPU, MFU 29.0%; loss" in result.message

@@ -70,13 +70,18 @@ def compute_figures(
     per_token = flops_per_token(spec.shape)
     tflops = rate * per_token / 1e12
     medians = [statistics.median(_timed(r.step_seconds, spec) or [math.nan]) for r in records]
-    goodput = min(
-        len(r.step_seconds) * median / r.wall_seconds if r.wall_seconds > 0 else math.nan
+    # the worst rank's; a rank with no wall time has none (min() would skip a NaN by order alone)
+    goodputs = [
+        len(r.step_seconds) * median / r.wall_seconds
         for r, median in zip(records, medians, strict=True)
-    )
+        if r.wall_seconds > 0 and math.isfinite(median)
+    ]
+    goodput = min(goodputs, default=math.nan)
     compute = [statistics.median(_timed(r.compute_seconds, spec) or [math.nan]) for r in records]
-    fastest = min(compute)
-    scores = [fastest / value if value > 0 else 1.0 for value in compute]
+    # a rank that timed no forward (0 s, NaN) has no score of its own and sets none for others
+    measured = [value for value in compute if value > 0 and math.isfinite(value)]
+    fastest = min(measured, default=math.nan)
+    scores = [fastest / value if value in measured else 1.0 for value in compute]
     non_finite = min(
         ((r.non_finite_step, r.rank) for r in records if r.non_finite_step is not None),
         default=None,
