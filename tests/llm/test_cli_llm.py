@@ -47,6 +47,9 @@ def test_the_cpu_twin_with_no_other_flag_trains_and_passes(tmp_path: Path) -> No
         (["--lr", "2"], "--lr must be in (0, 1)"),
         (["--dim", "9"], "head dimension 9 must be even"),
         (["--steps", "1"], "--steps"),
+        (["--layers", "5000"], "--layers"),
+        (["--dim", "100000"], "--dim"),
+        (["--steps", "100000", "--batch", "4096"], "tokens per rank, drawn before the first step"),
     ],
 )
 def test_a_wrong_flag_is_one_line_and_exit_2(flags: list[str], says: str) -> None:

@@ -37,9 +37,15 @@ def llm(
         help="Model size: tiny (the CPU twin), 1b, 8b (Llama 3.1 8B shapes); auto: tiny on the "
         "CPU, 1b on GPUs.",
     ),
-    layers: int | None = typer.Option(None, "--layers", min=1, help="Override the layers."),
+    layers: int | None = typer.Option(
+        None, "--layers", min=1, max=1024, help="Override the layers."
+    ),
     dim: int | None = typer.Option(
-        None, "--dim", min=8, help="Override the model width (the head dimension is kept)."
+        None,
+        "--dim",
+        min=8,
+        max=65536,
+        help="Override the model width (the head dimension is kept).",
     ),
     seq_len: int | None = typer.Option(
         None, "--seq-len", min=2, max=1 << 20, help="Override the sequence length."

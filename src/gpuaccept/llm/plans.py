@@ -34,6 +34,10 @@ PRESET_RUNS: dict[str, PresetRun] = {
     "8b": PresetRun(40, 2, 10, 3e-4, "selective", 1.1),
 }
 
+# every step's tokens are drawn before the first step (llm/tokens.py): int64 tokens and fp32
+# draws, 12 bytes a token per rank; past this a run is refused rather than left to exhaust memory
+MAX_TOKENS_PER_RANK = 1 << 28
+
 # parameters x (fp32 weight, gradient and two AdamW moments) plus a quarter for activations and
 # the allocator: the smallest total GPU memory an 8b run is started on
 _BYTES_PER_PARAMETER = 16 * 1.25
@@ -68,6 +72,13 @@ def llm_spec(
     batch = run.local_batch if given.batch is None else given.batch
     if batch < 1:
         raise InputError(f"--batch must be at least 1 (got {batch})")
+    tokens = steps * batch * (shape.seq_len + 1)
+    if tokens > MAX_TOKENS_PER_RANK:
+        raise InputError(
+            f"--steps {steps} x --batch {batch} x --seq-len {shape.seq_len} is {tokens:,} tokens "
+            f"per rank, drawn before the first step: at most {MAX_TOKENS_PER_RANK:,} (fewer "
+            "steps, a smaller batch or a shorter sequence)"
+        )
     rate = run.learning_rate if given.learning_rate is None else given.learning_rate
     if not 0 < rate < 1:
         raise InputError(f"--lr must be in (0, 1) (got {rate:g})")
