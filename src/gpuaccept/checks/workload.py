@@ -126,6 +126,7 @@ def judge(
     findings.details.update(
         {
             "losses": [round(loss, 6) for loss in figures.losses],
+            "tokens_per_second_per_step": [round(rate, 1) for rate in figures.step_rates],
             "entropy_rate": figures.entropy_rate,
             "first_order_entropy": figures.first_order_entropy,
             "convergence_limit": figures.convergence_limit,

@@ -29,6 +29,7 @@ class LlmFigures:
     median_step_seconds: float
     setup_seconds: float
     losses: list[float]  # mean over ranks, per step
+    step_rates: list[float]  # tokens/s per GPU of each step, mean over ranks
     final_loss: float  # mean of the last tenth of the steps
     entropy_rate: float  # the floor no model can beat (nats per token)
     first_order_entropy: float  # the best a model that ignores the token before last can do
@@ -67,6 +68,12 @@ def compute_figures(
         timed = _timed(record.step_seconds, spec)
         rates.append(tokens * len(timed) / sum(timed) if timed and sum(timed) > 0 else math.nan)
     rate = statistics.fmean(rates)
+    step_rates = [
+        statistics.fmean(
+            tokens / r.step_seconds[step] if r.step_seconds[step] > 0 else math.nan for r in records
+        )
+        for step in range(min(len(r.step_seconds) for r in records))
+    ]
     per_token = flops_per_token(spec.shape)
     tflops = rate * per_token / 1e12
     medians = [statistics.median(_timed(r.step_seconds, spec) or [math.nan]) for r in records]
@@ -106,6 +113,7 @@ def compute_figures(
         median_step_seconds=statistics.median(medians),
         setup_seconds=max(r.setup_seconds for r in records),
         losses=losses,
+        step_rates=step_rates,
         final_loss=statistics.fmean(tail),
         entropy_rate=chain.entropy_rate,
         first_order_entropy=chain.first_order_entropy,

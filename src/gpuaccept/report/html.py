@@ -159,7 +159,9 @@ def _check_details(check: CheckResult) -> str:
     series = check.details.get("series")
     if isinstance(series, list) and series and all(isinstance(w, dict) for w in series):
         parts.append(_burnin_charts(series))
-    hidden = ("columns", "rows", "load", "series")
+    if check.name == "workload" and isinstance(check.details.get("losses"), list):
+        parts.append(_workload_charts(check.details))
+    hidden = ("columns", "rows", "load", "series", "losses", "tokens_per_second_per_step")
     rest = {k: v for k, v in check.details.items() if k not in hidden}
     if rest:
         parts.append(_value(rest))
@@ -255,6 +257,43 @@ def _burnin_charts(series: list[dict[str, Any]]) -> str:
         else "<p>No window found anything.</p>"
     )
     return f'<div class="charts">{"".join(figures)}</div>{table}'
+
+
+def _workload_charts(details: dict[str, Any]) -> str:
+    """The LLM workload over its steps: the loss (mean over ranks) against the source's floor and
+    the limit it had to end below, and each step's tokens/s per GPU."""
+
+    def numbers(key: str) -> list[float]:
+        values = details.get(key)
+        if not isinstance(values, list):
+            return []
+        return [
+            float(v) if isinstance(v, int | float) and not isinstance(v, bool) else math.nan
+            for v in values
+        ]
+
+    losses, rates = numbers("losses"), numbers("tokens_per_second_per_step")
+    steps = range(len(losses))
+    loss_lines: dict[str, list[tuple[float, float]]] = {
+        "loss": list(zip(steps, losses, strict=True))
+    }
+    for key, label in (("convergence_limit", "limit"), ("entropy_rate", "floor")):
+        value = details.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool) and losses:
+            loss_lines[label] = [(0, float(value)), (len(losses) - 1, float(value))]
+    charts = [("loss", "nats", loss_lines)]
+    if rates:
+        charts.append(("tokens/s per GPU", "tokens/s", {"step": list(enumerate(rates))}))
+    figures = []
+    for title, unit, lines in charts:
+        png, why = drawn(series_chart_png, f"workload: {title}", unit, lines, xlabel="step")
+        figures.append(
+            _left_out(f"workload {title}", why)
+            if png is None
+            else f'<figure><img alt="workload {escape(title)} over steps" '
+            f'src="data:image/png;base64,{base64.b64encode(png).decode("ascii")}"></figure>'
+        )
+    return f'<div class="charts">{"".join(figures)}</div>'
 
 
 def _load_charts(check: str, load: dict[str, Any]) -> str:
