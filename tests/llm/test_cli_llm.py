@@ -69,4 +69,4 @@ def test_under_torchrun_it_refuses_to_start_ranks_of_its_own() -> None:
     done = gpuaccept(
         "train", "llm", "--device", "cpu", "--no-history", extra_env={"WORLD_SIZE": "2"}
     )
-    one_line_error(done, 2, "WORLD_SIZE=2")
+    one_line_error(done, 2, "train llm starts one rank per GPU", "WORLD_SIZE=2", "--only workload")

@@ -4,6 +4,7 @@ gpuaccept.llm and its judging in gpuaccept.checks.workload."""
 from __future__ import annotations
 
 import math
+import os
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -109,7 +110,15 @@ def llm(
     from gpuaccept.distributed.local_ranks import refuse_external_launch
     from gpuaccept.probe.hardware import resolve_device_mode
 
-    refuse_external_launch()
+    try:
+        refuse_external_launch()
+    except InputError:
+        raise InputError(
+            "gpuaccept train llm starts one rank per GPU itself and is running under a launcher "
+            f"(WORLD_SIZE={os.environ.get('WORLD_SIZE')}): across nodes, run `gpuaccept accept "
+            "--level standard --only workload` under the launcher instead; it trains across "
+            "every rank of the launch"
+        ) from None
     mode = resolve_device_mode(device)
     chosen = preset if preset != "auto" else ("tiny" if mode == "cpu" else "1b")
     precisions: dict[str, Precision] = {"bf16": "bf16", "fp32": "fp32"}
