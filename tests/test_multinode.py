@@ -357,9 +357,14 @@ def test_the_llm_workload_trains_across_two_nodes(tmp_path: Path) -> None:
         assert code == 0, f"{name}: {output}"
         (check,) = report.checks
         assert check.name == "workload"
-        assert check.status is Status.PASS, output
+        # stand-in nodes share this machine's 2 cores: their scaling may warn, never fail
+        assert check.status in (Status.PASS, Status.WARN), output
+        if check.status is Status.WARN:
+            assert check.message.startswith("across 2 nodes each GPU trained"), output
     lead = nodes["node-a"][2].checks[0]
     assert lead.details["ranks"] == 2
-    assert {"llm_rank0_straggler_score", "llm_rank1_straggler_score"} <= {
-        m.name for m in lead.measurements
-    }
+    assert lead.details["node_count"] == 2
+    figures = {m.name: m.value for m in lead.measurements}
+    assert {"llm_rank0_straggler_score", "llm_rank1_straggler_score"} <= set(figures)
+    # each node trained alone first (FSDP2 over its own ranks): the yardstick of the job's speed
+    assert 0 < figures["llm_scaling_efficiency"] < 5

@@ -389,3 +389,47 @@ def test_a_failing_check_says_its_failures_and_a_passing_one_its_mfu(
     result = workload.conclude(context("cuda"), passing)
     # 40,960 tokens/s x 7.01 GFLOP per token = 287 TFLOPS of the H200's 989
     assert "40,960 tokens/s per GPU, 287.2 TFLOPS per GPU, MFU 29.0%; loss" in result.message
+
+
+def test_across_nodes_each_gpu_is_held_to_its_own_nodes_speed() -> None:
+    spec = short()
+    tokens = spec.local_batch * spec.shape.seq_len  # 1 s steps: `tokens` tokens/s per GPU
+
+    def across(alone: float | None, nodes: int = 2) -> list:
+        return [record(r, nodes=nodes, one_node_tokens_per_second=alone) for r in (0, 1)]
+
+    findings, figures = judged(spec, across(tokens / 0.85))
+    assert figures is not None
+    assert figures.scaling_efficiency == pytest.approx(0.85)
+    assert figures.nodes == 2
+    assert findings.failures == [
+        "across 2 nodes each GPU trained 0.85 of the tokens/s it trained with its own node "
+        "alone (floor 0.9): the fabric between the nodes, or one node, holds the job back"
+    ]
+    shown = {m.name: (m.value, m.unit) for m in findings.measurements}
+    assert shown["llm_scaling_efficiency"] == (pytest.approx(0.85), "ratio")
+    assert findings.details["node_count"] == 2
+    # just above the floor: no failure; on the CPU twin a warning, never a failure
+    assert not judged(spec, across(tokens / 0.9001))[0].failures
+    cpu, _ = judged(spec, across(tokens / 0.85), mode="cpu")
+    assert not cpu.failures
+    assert any("across 2 nodes" in w for w in cpu.warnings)
+    # one node, or a rank without its yardstick: no figure, nothing judged
+    for records in (across(tokens / 0.5, nodes=1), [*across(tokens)[:1], record(1, nodes=2)]):
+        findings, figures = judged(spec, records)
+        assert figures is not None
+        assert figures.scaling_efficiency is None
+        assert "llm_scaling_efficiency" not in {m.name for m in findings.measurements}
+
+
+def test_the_nodes_of_a_launch_come_from_torchruns_variables(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK"):
+        monkeypatch.delenv(name, raising=False)
+    assert workload.nodes_of_launch(2) == 1  # the suite's own workers: one node
+    launch = {"WORLD_SIZE": "8", "RANK": "5", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "4"}
+    for name, value in launch.items():
+        monkeypatch.setenv(name, value)
+    assert workload.nodes_of_launch(8) == 2
+    assert workload.nodes_of_launch(4) == 1  # a group that is not the launch's

@@ -14,7 +14,7 @@ from gpuaccept.checks.collectives import world
 from gpuaccept.checks.context import CheckContext, RanksOutcome
 from gpuaccept.checks.judging import Findings, Target
 from gpuaccept.distributed.local_ranks import RanksFailed, RanksTimedOut, run_ranks
-from gpuaccept.llm.figures import STRAGGLER_SCORE, LlmFigures, compute_figures
+from gpuaccept.llm.figures import SCALING_FLOOR, STRAGGLER_SCORE, LlmFigures, compute_figures
 from gpuaccept.llm.plans import accept_spec, is_preset_shape
 from gpuaccept.llm.train import LlmSpec, RankRecord, train_rank
 from gpuaccept.results import CheckResult
@@ -49,8 +49,33 @@ def spec_for(context: CheckContext, world_size: int) -> LlmSpec:
     return accept_spec(context.level, False, local * world_size)
 
 
+def nodes_of_launch(world_size: int) -> int:
+    """How many nodes the launch spans (torchrun's LOCAL_WORLD_SIZE); 1 outside a launch."""
+    import os
+
+    from gpuaccept.distributed.launch_env import rank_env
+
+    ranks = rank_env(os.environ)
+    if ranks is None or ranks.world != world_size:
+        return 1
+    return world_size // ranks.local_world
+
+
 def rank_body(rank: int, world_size: int, context: CheckContext) -> RankRecord:
-    return train_rank(rank, world_size, spec_for(context, world_size))
+    spec = spec_for(context, world_size)
+    nodes = nodes_of_launch(world_size)
+    one_node = None
+    if nodes > 1:
+        import torch.distributed as dist
+
+        from gpuaccept.llm.train import one_node_rate
+
+        # every node's ranks alone first, all nodes at once: the yardstick of the run across them
+        group, _ = dist.new_subgroups(group_size=world_size // nodes)
+        one_node = one_node_rate(rank, world_size, spec, group)
+    record = train_rank(rank, world_size, spec)
+    record.nodes, record.one_node_tokens_per_second = nodes, one_node
+    return record
 
 
 def peak_bf16_tflops(context: CheckContext, target: Target) -> float | None:
@@ -119,6 +144,8 @@ def judge(
     findings.record_node("llm_median_step_seconds", figures.median_step_seconds, "s")
     findings.record_node("llm_final_loss", figures.final_loss, "nats")
     findings.record_node("llm_loss_floor", figures.entropy_rate, "nats")
+    if figures.scaling_efficiency is not None:
+        findings.record_node("llm_scaling_efficiency", figures.scaling_efficiency, "ratio")
     if figures.peak_memory_bytes is not None:
         findings.record(target, "llm_peak_memory_gib", figures.peak_memory_bytes / GiB, "GiB")
     for rank, score in enumerate(figures.straggler_scores):
@@ -133,6 +160,8 @@ def judge(
             "flops_per_token": figures.flops_per_token,
             "setup_seconds": figures.setup_seconds,
             "straggler_scores": figures.straggler_scores,
+            # not "nodes": the multi-node runner lists the nodes' names under that key
+            "node_count": figures.nodes,
         }
     )
     _judge_training(spec, figures, findings, context.cpu_mode)
@@ -177,6 +206,13 @@ def _judge_training(spec: LlmSpec, figures: LlmFigures, findings: Findings, cpu_
             )
             # CPU ranks share cores with each other and the OS; a GPU rank has its GPU alone
             (findings.warnings if cpu_mode else findings.failures).append(message)
+    if figures.scaling_efficiency is not None and figures.scaling_efficiency < SCALING_FLOOR:
+        message = (
+            f"across {figures.nodes} nodes each GPU trained {figures.scaling_efficiency:.2f} of "
+            f"the tokens/s it trained with its own node alone (floor {SCALING_FLOOR}): the fabric "
+            "between the nodes, or one node, holds the job back"
+        )
+        (findings.warnings if cpu_mode else findings.failures).append(message)
     if math.isnan(figures.goodput):
         findings.warnings.append("goodput could not be computed (no timed step)")
 

@@ -17,6 +17,12 @@ from gpuaccept.llm.train import LlmSpec, RankRecord
 # NVIDIA/nvidia-resiliency-ext d8686d9)
 STRAGGLER_SCORE = 0.75
 
+# tokens/s per GPU across nodes over one node's: torchtitan's Llama 3.1 8B kept 5,605 of 5,762
+# tokens/s per GPU from 8 to 128 H100s, 0.973 (pytorch/torchtitan b5bcd76,
+# benchmarks/llama3_h100_202412_torchtitan.md tables 1 and 3, 400 Gb/s RDMA per GPU); 0.9 leaves
+# a slower but healthy fabric room, and fails one that loses a tenth of the node's speed
+SCALING_FLOOR = 0.9
+
 
 @dataclass(frozen=True)
 class LlmFigures:
@@ -41,6 +47,8 @@ class LlmFigures:
     peak_memory_bytes: int | None
     total_memory_bytes: int | None
     flops_per_token: int
+    nodes: int = 1
+    scaling_efficiency: float | None = None  # across nodes over one node; None on one node
 
 
 def convergence_limit(spec: LlmSpec, entropy_rate: float, first_order: float) -> float:
@@ -132,4 +140,14 @@ def compute_figures(
         peak_memory_bytes=max(peaks) if peaks else None,
         total_memory_bytes=min(totals) if totals else None,
         flops_per_token=per_token,
+        nodes=records[0].nodes,
+        scaling_efficiency=_scaling(records, rate),
     )
+
+
+def _scaling(records: list[RankRecord], rate: float) -> float | None:
+    alone = [r.one_node_tokens_per_second for r in records]
+    known = [value for value in alone if value is not None and value > 0]
+    if records[0].nodes < 2 or len(known) != len(alone):
+        return None
+    return rate / statistics.fmean(known)

@@ -73,6 +73,9 @@ class RankRecord:
     setup_seconds: float  # process start of this rank's work to its first step
     wall_seconds: float  # its work from start to the last step, set-up and rerun excluded
     non_finite_step: int | None = None
+    # across nodes: this rank's tokens/s in a run of its own node's ranks alone, just before
+    nodes: int = 1
+    one_node_tokens_per_second: float | None = None
     peak_memory_bytes: int | None = None
     reserved_memory_bytes: int | None = None
     total_memory_bytes: int | None = None
@@ -135,7 +138,7 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def build_model(spec: LlmSpec, device: torch.device) -> Decoder:
+def build_model(spec: LlmSpec, device: torch.device, mesh: Any = None) -> Decoder:
     """The decoder on the meta device, sharded with FSDP2 per block and at the root, then
     materialised on `device` and initialised from the seed: no rank ever holds the whole model."""
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
@@ -154,9 +157,10 @@ def build_model(spec: LlmSpec, device: torch.device) -> Decoder:
         policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
     else:
         policy = MixedPrecisionPolicy()
+    # mesh None: every rank of the default group; else a sub-mesh (one node's ranks)
     for block in blocks:
-        fully_shard(block, mp_policy=policy)
-    fully_shard(model, mp_policy=policy)
+        fully_shard(block, mesh=mesh, mp_policy=policy)
+    fully_shard(model, mesh=mesh, mp_policy=policy)
     model.to_empty(device=device)
     init_weights(model, spec.seed)
     return model
@@ -191,10 +195,11 @@ def _train(
     batches: torch.Tensor,
     steps: int,
     timer_wanted: bool,
+    mesh: Any = None,
 ) -> tuple[list[float], list[float], list[float], int | None, float]:
     """(losses, step seconds, compute seconds, first non-finite step, set-up seconds)"""
     started = time.perf_counter()
-    model = build_model(spec, device)
+    model = build_model(spec, device, mesh)
     timer = _ComputeTimer(list(model.layers), device, spec) if timer_wanted else None
     optimizer = torch.optim.AdamW(
         model.parameters(), lr=spec.learning_rate, betas=(0.9, 0.95), weight_decay=0.0
@@ -279,6 +284,25 @@ def _determinism_probe(
     finally:
         torch.use_deterministic_algorithms(before)
     return first, again, None
+
+
+def one_node_rate(rank: int, world_size: int, spec: LlmSpec, group: Any) -> float:
+    """This rank's tokens/s in a short run over `group` alone (its node's ranks): the yardstick
+    the run across nodes is held to. No determinism probe: only the speed is wanted."""
+    from torch.distributed.device_mesh import DeviceMesh
+
+    from gpuaccept.measure.collectives import rank_device
+
+    device = rank_device(rank)
+    chain = build_chain(spec.chain)
+    batches = chain.sample(
+        spec.steps * spec.local_batch, spec.shape.seq_len + 1, seed=spec.seed * 7919 + rank,
+        device=device,
+    ).view(spec.steps, spec.local_batch, spec.shape.seq_len + 1)  # fmt: skip
+    mesh = DeviceMesh.from_group(group, device.type)
+    seconds = _train(spec, device, batches, spec.steps, False, mesh)[1]
+    timed = seconds[spec.warmup_steps :] or seconds[-1:]
+    return spec.local_batch * spec.shape.seq_len * len(timed) / sum(timed)
 
 
 def train_rank(rank: int, world_size: int, spec: LlmSpec) -> RankRecord:
