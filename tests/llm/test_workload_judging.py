@@ -433,3 +433,41 @@ def test_the_nodes_of_a_launch_come_from_torchruns_variables(
         monkeypatch.setenv(name, value)
     assert workload.nodes_of_launch(8) == 2
     assert workload.nodes_of_launch(4) == 1  # a group that is not the launch's
+
+
+def test_each_steps_throughput_is_kept_for_the_chart() -> None:
+    spec = short()
+    tokens = spec.local_batch * spec.shape.seq_len
+    records = [record(step_seconds=[0.5, 2.0, 0.0, 1.0]), record(1, step_seconds=[0.5] * 4)]
+    findings, _ = judged(spec, records)
+    rates = findings.details["tokens_per_second_per_step"]
+    assert rates[:2] == [round(2.0 * tokens, 1), round((tokens / 2.0 + 2.0 * tokens) / 2, 1)]
+    assert math.isnan(rates[2])  # a step of no time has no rate, and the mean says so
+    assert rates[3] == round((tokens + 2.0 * tokens) / 2, 1)
+    findings, _ = judged(spec, [record(step_seconds=[3.0, 3.0, 3.0, 3.0])])
+    assert findings.details["tokens_per_second_per_step"] == [round(tokens / 3.0, 1)] * 4
+
+
+def test_scaling_at_its_floor_passes_and_a_yardstick_of_zero_counts_for_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    spec = short()
+    tokens = spec.local_batch * spec.shape.seq_len
+    monkeypatch.setattr(workload, "SCALING_FLOOR", 0.8)
+    exact = [record(r, nodes=2, one_node_tokens_per_second=tokens / 0.8) for r in (0, 1)]
+    findings, figures = judged(spec, exact)
+    assert figures is not None
+    assert figures.scaling_efficiency == 0.8
+    assert not findings.failures
+    zero = [record(r, nodes=2, one_node_tokens_per_second=0.0) for r in (0, 1)]
+    assert judged(spec, zero)[1].scaling_efficiency is None  # type: ignore[union-attr]
+    slow = [record(r, nodes=2, one_node_tokens_per_second=0.5) for r in (0, 1)]
+    assert judged(spec, slow)[1].scaling_efficiency == 2 * tokens  # type: ignore[union-attr]
+
+
+def test_the_node_count_is_a_whole_number(monkeypatch: pytest.MonkeyPatch) -> None:
+    launch = {"WORLD_SIZE": "8", "RANK": "5", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "4"}
+    for name, value in launch.items():
+        monkeypatch.setenv(name, value)
+    nodes = workload.nodes_of_launch(8)
+    assert type(nodes) is int
