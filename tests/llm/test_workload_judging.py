@@ -110,7 +110,9 @@ def test_accept_runs_the_twin_on_cpu_and_8b_only_where_the_gpus_hold_it() -> Non
     assert not fits_8b(141 * 1024**3)  # one H200: measured out of memory
     assert fits_8b(8 * 80 * 1024**3)
     assert accept_spec("full", cpu=False, total_gpu_memory_bytes=8 * 80 * 1024**3).shape.dim == 4096
-    assert accept_spec("full", cpu=False, total_gpu_memory_bytes=141 * 1024**3).shape.dim == 2048
+    longer = accept_spec("full", cpu=False, total_gpu_memory_bytes=141 * 1024**3)
+    assert longer.shape.dim == 2048
+    assert longer.steps == 2 * accept_spec("standard", cpu=False).steps == 120
 
 
 def test_the_judge_reads_what_ran_from_the_ranks_records_not_from_the_level() -> None:
@@ -268,6 +270,7 @@ def test_what_the_check_reports_names_units_and_details() -> None:
     )
     assert details["first_order_entropy"] == figures.first_order_entropy
     assert details["straggler_scores"] == [1.0, 1.0]
+    assert details["median_step_seconds_per_rank"] == [1.0, 1.0]
     assert details["setup_seconds"] == 2.0
     assert details["flops_per_token"] == figures.flops_per_token
 

@@ -160,6 +160,7 @@ def judge(
             "flops_per_token": figures.flops_per_token,
             "setup_seconds": figures.setup_seconds,
             "straggler_scores": figures.straggler_scores,
+            "median_step_seconds_per_rank": [round(v, 6) for v in figures.rank_step_seconds],
             # not "nodes": the multi-node runner lists the nodes' names under that key
             "node_count": figures.nodes,
         }

@@ -33,6 +33,7 @@ class LlmFigures:
     mfu: float | None  # None where the GPU's dense bf16 peak is not known (and on the CPU)
     goodput: float  # the steps at their median time over the wall time, start-up included
     median_step_seconds: float
+    rank_step_seconds: list[float]  # each rank's median step time, rank order
     setup_seconds: float
     losses: list[float]  # mean over ranks, per step
     step_rates: list[float]  # tokens/s per GPU of each step, mean over ranks
@@ -119,6 +120,7 @@ def compute_figures(
         mfu=tflops / peak_tflops if peak_tflops else None,
         goodput=goodput,
         median_step_seconds=statistics.median(medians),
+        rank_step_seconds=medians,
         setup_seconds=max(r.setup_seconds for r in records),
         losses=losses,
         step_rates=step_rates,

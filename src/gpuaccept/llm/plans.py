@@ -121,4 +121,6 @@ def accept_spec(level: str, cpu: bool, total_gpu_memory_bytes: int = 0) -> LlmSp
         return spec
     if level == "full" and fits_8b(total_gpu_memory_bytes):
         return llm_spec("8b", "bf16")
+    if level == "full":  # longer than standard where 8b does not fit: twice the steps
+        return llm_spec("1b", "bf16", Overrides(steps=2 * PRESET_RUNS["1b"].steps))
     return llm_spec("1b", "bf16")
