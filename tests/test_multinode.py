@@ -344,7 +344,7 @@ def test_every_node_judges_its_own_fabric_against_the_expectation(tmp_path: Path
         fabric = next(c for c in report.checks if c.name == "fabric")
         assert fabric.message == (
             f"mlx5_{down}:1 is DOWN (LinkUp), expected ACTIVE (LinkUp); 7 ACTIVE InfiniBand/RoCE "
-            "rail port(s), 8 expected (--expect-nics)"
+            "rail port(s), 8 expected (--expect-nics or the node profile's nics)"
         )
 
 

@@ -76,7 +76,7 @@ def test_a_port_that_is_down_fails_by_name_and_the_count_with_it(node: Path) -> 
     assert result.status is Status.FAIL
     assert result.message == (
         "mlx5_3:1 is DOWN (Polling), expected ACTIVE (LinkUp); 7 ACTIVE InfiniBand/RoCE "
-        "rail port(s), 8 expected (--expect-nics)"
+        "rail port(s), 8 expected (--expect-nics or the node profile's nics)"
     )
 
 
@@ -112,7 +112,9 @@ def test_missing_nvme_and_missing_hcas_fail_only_when_expected(
 ) -> None:
     result = fabric.run(_context(NodeExpectation(nvme=8)))
     assert result.status is Status.FAIL
-    assert result.message == "2 NVMe controller(s), 8 expected (--expect-nvme)"
+    assert result.message == (
+        "2 NVMe controller(s), 8 expected (--expect-nvme or the node profile's nvme)"
+    )
     bare = tmp_path / "bare"
     (bare / "sys").mkdir(parents=True)
     monkeypatch.setenv("GPUACCEPT_SYSFS_ROOT", str(bare))
@@ -121,7 +123,11 @@ def test_missing_nvme_and_missing_hcas_fail_only_when_expected(
     assert skipped.message.startswith("no InfiniBand/RoCE port in /sys/class/infiniband")
     required = fabric.run(_context(NodeExpectation(nics=8)))
     assert required.status is Status.FAIL
-    assert required.message == "0 ACTIVE InfiniBand/RoCE rail port(s), 8 expected (--expect-nics)"
+    assert (
+        required.message
+        == "0 ACTIVE InfiniBand/RoCE rail port(s), 8 expected (--expect-nics or the node "
+        "profile's nics)"
+    )
 
 
 def test_a_gpu_without_a_near_hca_and_an_hca_far_from_every_gpu_warn(node: Path) -> None:
@@ -256,7 +262,8 @@ def test_each_half_of_a_ports_state_is_required_and_unreadable_is_said() -> None
         "mlx5_0:1 is ACTIVE (Polling), expected ACTIVE (LinkUp)",
         "mlx5_1:1 is INIT (LinkUp), expected ACTIVE (LinkUp)",
         "mlx5_2:1 is unreadable (unreadable), expected ACTIVE (LinkUp)",
-        "0 ACTIVE InfiniBand/RoCE rail port(s), 1 expected (--expect-nics)",
+        "0 ACTIVE InfiniBand/RoCE rail port(s), 1 expected (--expect-nics or the node profile's "
+        "nics)",
     ]
 
 
@@ -320,7 +327,8 @@ def test_fabric_results_are_named_and_placed_and_say_what_they_saw(
     skipped = fabric.run(_context(None))
     assert (skipped.name, skipped.area) == ("fabric", "FABRIC")
     assert skipped.message == (
-        "no InfiniBand/RoCE port in /sys/class/infiniband (--expect-nics N requires some)"
+        "no InfiniBand/RoCE port in /sys/class/infiniband (an expected count, from "
+        "--expect-nics or the node profile's nics, requires some)"
     )
     assert skipped.details["inventory"]["ports"] == []
     no_ports = fabric.run_errors(_context())
@@ -656,7 +664,10 @@ def test_a_dgx_frontend_and_storage_ports_are_not_held_to_the_rails(node: Path) 
     (uncabled / "phys_state").write_text("5: LinkUp\n")
     missing = fabric.run(_context(NodeExpectation(nics=8)))
     assert missing.status is Status.FAIL
-    assert "7 ACTIVE InfiniBand/RoCE rail port(s), 8 expected (--expect-nics)" in missing.message
+    assert (
+        "7 ACTIVE InfiniBand/RoCE rail port(s), 8 expected (--expect-nics or the node "
+        "profile's nics)" in missing.message
+    )
 
 
 def test_azures_frontend_ethernet_port_beside_the_ib_rails_is_not_a_rail(tmp_path: Path) -> None:

@@ -168,7 +168,7 @@ def judge_ports(
     if expect_nics is not None and len(active) < expect_nics:
         findings.failures.append(
             f"{len(active)} ACTIVE InfiniBand/RoCE rail port(s), {expect_nics} expected "
-            "(--expect-nics)"
+            "(--expect-nics or the node profile's nics)"
         )
     ib = [p for p in ports if p.link_layer == "InfiniBand"]
     tables = Counter(p.pkeys for p in ib)
@@ -289,8 +289,8 @@ def run(context: CheckContext) -> CheckResult:
             name="fabric",
             area="FABRIC",
             status=Status.SKIP,
-            message="no InfiniBand/RoCE port in /sys/class/infiniband (--expect-nics N requires "
-            "some)",
+            message="no InfiniBand/RoCE port in /sys/class/infiniband (an expected count, from "
+            "--expect-nics or the node profile's nics, requires some)",
             details={"inventory": asdict(inventory)},
         )
     roles = judge_ports(
@@ -303,7 +303,8 @@ def run(context: CheckContext) -> CheckResult:
     flaps = judge_link_flaps(scan_kernel_log(), findings) if inventory.ports else {}
     if nvme is not None and len(inventory.nvme) < nvme:
         findings.failures.append(
-            f"{len(inventory.nvme)} NVMe controller(s), {nvme} expected (--expect-nvme)"
+            f"{len(inventory.nvme)} NVMe controller(s), {nvme} expected (--expect-nvme or the "
+            "node profile's nvme)"
         )
     rows = judge_topology(inventory, findings)
     unreadable = sysfs_problems(sysfs_root())
