@@ -474,3 +474,92 @@ def test_the_node_count_is_a_whole_number(monkeypatch: pytest.MonkeyPatch) -> No
         monkeypatch.setenv(name, value)
     nodes = workload.nodes_of_launch(8)
     assert type(nodes) is int
+
+
+def test_run_names_what_it_ran_when_its_ranks_failed(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpuaccept.distributed.local_ranks import RanksFailed
+
+    def out_of_memory(*args: object) -> None:
+        raise RanksFailed("rank 1 of 2 failed: WorkloadOutOfMemory: out of memory at step 0 on cpu")
+
+    monkeypatch.setattr(workload, "run_ranks", out_of_memory)
+    result = workload.run(context("cpu"), short(), timeout_seconds=5.0)
+    assert result.status == Status.FAIL
+    assert result.message == "the tiny model did not fit: out of memory at step 0 on cpu"
+
+
+def test_each_ranks_median_step_is_kept_to_the_microsecond() -> None:
+    findings, _ = judged(short(), [record(step_seconds=[9.0, 1.23456789, 1.23456789, 1.23456789])])
+    assert findings.details["median_step_seconds_per_rank"] == [1.234568]
+
+
+def test_run_starts_one_rank_per_device_with_the_spec_and_deadline_it_was_given(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from gpuaccept.llm.train import train_rank
+
+    calls: list[tuple[object, ...]] = []
+
+    def ranks(*args: object) -> list:
+        calls.append(args)
+        spec = args[2]
+        return [dataclasses.replace(record(r), spec=spec) for r in range(2)]
+
+    monkeypatch.setattr(workload, "run_ranks", ranks)
+    spec = short()
+    result = workload.run(context("cpu"), spec, timeout_seconds=42.0)
+    assert calls == [(train_rank, 2, spec, 42.0, "gloo")]
+    assert result.message.startswith("tiny on 2 gloo rank(s): ")
+    assert result.details["ranks"] == 2
+    assert result.details["backend"] == "gloo"
+    # by default: accept's spec for the level, and the level's deadline
+    workload.run(context("cpu"))
+    assert calls[1] == (
+        train_rank,
+        2,
+        accept_spec("standard", cpu=True),
+        context("cpu").settings.workload_timeout_seconds,
+        "gloo",
+    )
+
+
+def test_a_failed_run_keeps_its_ranks_and_backend(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpuaccept.distributed.local_ranks import RanksTimedOut
+
+    def hung(*args: object) -> None:
+        raise RanksTimedOut("rank(s) 1 of 2 did not finish within 5 s")
+
+    monkeypatch.setattr(workload, "run_ranks", hung)
+    result = workload.run(context("cpu"), short(), timeout_seconds=5.0)
+    assert (result.details["preset"], result.details["ranks"], result.details["backend"]) == (
+        "tiny",
+        2,
+        "gloo",
+    )
+    assert result.message == (
+        "training the tiny model on 2 rank(s): rank(s) 1 of 2 did not finish within 5 s"
+    )
+
+
+def test_outside_a_group_the_gpus_in_sight_decide_8b_by_the_smallest(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import types
+
+    import torch
+
+    gib = 1024**3
+    sizes = {0: 80 * gib, 1: 80 * gib, 2: 16 * gib}
+    monkeypatch.setattr(
+        torch.cuda, "get_device_properties", lambda i: types.SimpleNamespace(total_memory=sizes[i])
+    )
+    full = dataclasses.replace(context("cuda"), level="full")
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert workload._spec_outside_a_group(full).shape.dim == 2048  # 80 GiB: not enough
+    sizes.update({i: 80 * gib for i in range(3, 8)})
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 8)
+    sizes[2] = 80 * gib
+    assert workload._spec_outside_a_group(full).shape.dim == 4096  # 8 x 80 GiB
+    sizes[2] = 16 * gib  # one small GPU holds every rank to its size: 8 x 16 GiB
+    assert workload._spec_outside_a_group(full).shape.dim == 2048
+    assert workload._spec_outside_a_group(context("cpu")) == accept_spec("standard", cpu=True)

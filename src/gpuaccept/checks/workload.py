@@ -15,7 +15,7 @@ from gpuaccept.checks.context import CheckContext, RanksOutcome
 from gpuaccept.checks.judging import Findings, Target
 from gpuaccept.distributed.local_ranks import RanksFailed, RanksTimedOut, run_ranks
 from gpuaccept.llm.figures import SCALING_FLOOR, STRAGGLER_SCORE, LlmFigures, compute_figures
-from gpuaccept.llm.plans import accept_spec, is_preset_shape
+from gpuaccept.llm.plans import PRESET_RUNS, accept_spec, is_preset_shape
 from gpuaccept.llm.train import LlmSpec, RankRecord, train_rank
 from gpuaccept.results import CheckResult
 
@@ -24,8 +24,6 @@ GiB = 1024**3
 
 def preset_of(spec: LlmSpec) -> str:
     """The preset whose floors apply, or 'custom' for a variant of one."""
-    from gpuaccept.llm.plans import PRESET_RUNS
-
     for name in PRESET_RUNS:
         if is_preset_shape(spec, name):
             return name
@@ -219,9 +217,13 @@ def _judge_training(spec: LlmSpec, figures: LlmFigures, findings: Findings, cpu_
 
 
 def conclude(context: CheckContext, outcome: RanksOutcome) -> CheckResult:
+    return _concluded(context, None, outcome)
+
+
+def _concluded(context: CheckContext, spec: LlmSpec | None, outcome: RanksOutcome) -> CheckResult:
     findings = Findings("workload", "TRAIN")
     _, _, target = world(context)
-    figures = judge(context, target, None, outcome, findings)
+    figures = judge(context, target, spec, outcome, findings)
     if figures is None or not outcome.values:
         return findings.conclude("")
     spec = outcome.values[0].spec
@@ -235,20 +237,20 @@ def conclude(context: CheckContext, outcome: RanksOutcome) -> CheckResult:
     )
 
 
-def run(context: CheckContext) -> CheckResult:
-    """The check on its own, outside the suite: its ranks started here."""
+def run(
+    context: CheckContext, spec: LlmSpec | None = None, timeout_seconds: float | None = None
+) -> CheckResult:
+    """The workload outside the suite (`train llm`, or the check on its own): its ranks started
+    here, one per GPU (2 gloo ranks on the CPU). `spec`: what to run (default: accept's for the
+    level); `timeout_seconds`: for every rank's work (default: the level's)."""
     ranks, backend, _ = world(context)
-    spec = _spec_outside_a_group(context)
+    spec = spec or _spec_outside_a_group(context)
+    timeout = timeout_seconds or context.settings.workload_timeout_seconds
     try:
-        values = run_ranks(
-            train_rank, ranks, spec, context.settings.workload_timeout_seconds, backend
-        )
+        outcome = RanksOutcome(ranks, backend, run_ranks(train_rank, ranks, spec, timeout, backend))
     except (RanksTimedOut, RanksFailed) as error:
-        findings = Findings("workload", "TRAIN")
         outcome = RanksOutcome(ranks, backend, None, str(error))
-        judge(context, world(context)[2], spec, outcome, findings)
-        return findings.conclude("")
-    return conclude(context, RanksOutcome(ranks, backend, values))
+    return _concluded(context, spec, outcome)
 
 
 def _spec_outside_a_group(context: CheckContext) -> LlmSpec:

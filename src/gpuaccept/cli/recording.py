@@ -129,3 +129,21 @@ def record_run(report: RunReport, target: Path | None) -> None:
     with History.open(target) as history:
         [(run_id, _)] = history.append([(report, "run")])
     typer.echo(f"[HISTORY] run {run_id} recorded in {target}")
+
+
+def finish_run(
+    report: RunReport, history: Path | None, drop: DropPolicy, report_dir: Path | None
+) -> None:
+    """A training run's end: held against the node's past, written to --report-dir, recorded,
+    its verdict printed, and exit with the verdict's code."""
+    from gpuaccept.report.console import result_line
+
+    report = compared_with_history(report, history, drop)
+    if report_dir is not None:
+        from gpuaccept.report.json_report import write_json_report
+
+        typer.echo(f"[REPORT] {write_json_report(report, report_dir)}")
+    record_run(report, history)
+    typer.echo(result_line(report))
+    if report.verdict.exit_code:
+        raise typer.Exit(report.verdict.exit_code)

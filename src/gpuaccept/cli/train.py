@@ -17,11 +17,12 @@ from gpuaccept.cli.recording import (
     HISTORY,
     NO_HISTORY,
     DropPolicy,
-    compared_with_history,
     drop_policy,
+    finish_run,
     history_target,
     record_run,
 )
+from gpuaccept.cli.train_llm import llm
 from gpuaccept.errors import InputError, Interrupted
 
 if TYPE_CHECKING:
@@ -275,7 +276,7 @@ def _train_and_report(
     from gpuaccept.mnist.result import training_check
     from gpuaccept.mnist.train import CheckpointPlan, TrainConfig, train_mnist
     from gpuaccept.record.environment import capture_environment, stack_sha256
-    from gpuaccept.report.console import check_line, result_line
+    from gpuaccept.report.console import check_line
     from gpuaccept.results import RunReport
 
     lead = rank == 0
@@ -393,15 +394,7 @@ def _train_and_report(
         environment=environment,
     )
     typer.echo(check_line(check))
-    report = compared_with_history(report, history, drop)
-    if report_dir is not None:
-        from gpuaccept.report.json_report import write_json_report
-
-        typer.echo(f"[REPORT] {write_json_report(report, report_dir)}")
-    record_run(report, history)
-    typer.echo(result_line(report))
-    if report.verdict.exit_code:
-        raise typer.Exit(report.verdict.exit_code)
+    finish_run(report, history, drop, report_dir)
 
 
 def _report_interrupted(
@@ -448,10 +441,4 @@ def _report_interrupted(
     raise typer.Exit(stopped.exit_code)
 
 
-def _register_llm() -> None:
-    from gpuaccept.cli.train_llm import llm
-
-    app.command("llm")(llm)
-
-
-_register_llm()
+app.command("llm")(llm)

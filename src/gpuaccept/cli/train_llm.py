@@ -18,10 +18,9 @@ from gpuaccept.cli.recording import (
     HISTORY,
     NO_HISTORY,
     DropPolicy,
-    compared_with_history,
     drop_policy,
+    finish_run,
     history_target,
-    record_run,
 )
 from gpuaccept.errors import InputError
 
@@ -142,13 +141,9 @@ def llm(
 
 
 def _run(spec: LlmSpec, mode: str) -> CheckResult:
-    import torch
-
     from gpuaccept.checks import workload
+    from gpuaccept.checks.collectives import world
     from gpuaccept.checks.context import CheckContext
-    from gpuaccept.checks.judging import Findings, measurement_targets
-    from gpuaccept.distributed.local_ranks import RanksFailed, RanksTimedOut, run_ranks
-    from gpuaccept.llm.train import train_rank
     from gpuaccept.references import load_shipped_references
     from gpuaccept.suite import level_settings
 
@@ -158,9 +153,7 @@ def _run(spec: LlmSpec, mode: str) -> CheckResult:
         settings=level_settings("standard", mode),
         references=load_shipped_references(),
     )
-    ranks = 2 if mode == "cpu" else torch.cuda.device_count()
-    backend = "gloo" if mode == "cpu" else "nccl"
-    target = measurement_targets(context)[0]
+    ranks, backend, _ = world(context)
     shape = spec.shape
     typer.echo(
         f"[TRAIN] llm {workload.preset_of(spec)}: {shape.layers} layers, dim {shape.dim}, "
@@ -168,35 +161,30 @@ def _run(spec: LlmSpec, mode: str) -> CheckResult:
         f"{spec.local_batch} per rank, {spec.steps} steps, {spec.precision}, checkpointing "
         f"{spec.checkpointing}{', compiled' if spec.compile else ''}; {ranks} {backend} rank(s)"
     )
-    from gpuaccept.checks.context import RanksOutcome
-
     # the model build, every step and the rerun, with room for a slow first compile
-    deadline = 600.0 + 30.0 * spec.steps
-    try:
-        values = run_ranks(train_rank, ranks, spec, deadline, backend)
-        outcome = RanksOutcome(ranks, backend, values)
-    except (RanksTimedOut, RanksFailed) as error:
-        outcome = RanksOutcome(ranks, backend, None, str(error))
-    findings = Findings("workload", "TRAIN")
-    figures = workload.judge(context, target, spec, outcome, findings)
-    if figures is None:
-        return findings.conclude("")
-    mfu = f", MFU {figures.mfu:.1%}" if figures.mfu is not None else ""
-    memory = (
-        f", peak memory {figures.peak_memory_bytes / 1024**3:.1f} GiB"
-        if figures.peak_memory_bytes is not None
-        else ""
-    )
-    typer.echo(
-        f"[TRAIN] {figures.tokens_per_second_per_gpu:,.0f} tokens/s per GPU, "
-        f"{figures.tflops_per_gpu:.2f} TFLOPS per GPU{mfu}; goodput {figures.goodput:.2f}"
-        f"{memory}; loss {figures.losses[0]:.3f} -> {figures.final_loss:.3f} (floor "
-        f"{figures.entropy_rate:.3f}, limit {figures.convergence_limit:.3f})"
-    )
-    return findings.conclude(
-        f"{ranks} {backend} rank(s): loss {figures.final_loss:.3f} below "
-        f"{figures.convergence_limit:.3f}; first {spec.determinism_steps} losses bit-identical "
-        "on a rerun; no straggler"
+    result = workload.run(context, spec, timeout_seconds=600.0 + 30.0 * spec.steps)
+    line = _figures_line(result)
+    if line:
+        typer.echo(line)
+    return result
+
+
+def _figures_line(result: CheckResult) -> str | None:
+    """The run's figures in one line, read from the check (None when no rank finished)."""
+    figures = {m.name.removeprefix("llm_"): m.value for m in result.measurements}
+    rate = next((v for k, v in figures.items() if k.endswith("tokens_per_second_per_gpu")), None)
+    if rate is None:
+        return None
+    tflops = next(v for k, v in figures.items() if k.endswith("tflops_per_gpu"))
+    mfu = next((v for k, v in figures.items() if k.endswith("_mfu")), None)
+    memory = figures.get("peak_memory_gib")
+    details = result.details
+    return (
+        f"[TRAIN] {rate:,.0f} tokens/s per GPU, {tflops:.2f} TFLOPS per GPU"
+        f"{f', MFU {mfu:.1%}' if mfu is not None else ''}; goodput {figures['goodput']:.2f}"
+        f"{f', peak memory {memory:.1f} GiB' if memory is not None else ''}; loss "
+        f"{details['losses'][0]:.3f} -> {figures['final_loss']:.3f} (floor "
+        f"{details['entropy_rate']:.3f}, limit {details['convergence_limit']:.3f})"
     )
 
 
@@ -210,7 +198,7 @@ def _report(
     drop: DropPolicy,
 ) -> None:
     from gpuaccept.record.environment import capture_environment
-    from gpuaccept.report.console import check_line, result_line
+    from gpuaccept.report.console import check_line
     from gpuaccept.results import RunReport
 
     report = RunReport.completed(
@@ -223,12 +211,4 @@ def _report(
         environment=capture_environment(),
     )
     typer.echo(check_line(result))
-    report = compared_with_history(report, history, drop)
-    if report_dir is not None:
-        from gpuaccept.report.json_report import write_json_report
-
-        typer.echo(f"[REPORT] {write_json_report(report, report_dir)}")
-    record_run(report, history)
-    typer.echo(result_line(report))
-    if report.verdict.exit_code:
-        raise typer.Exit(report.verdict.exit_code)
+    finish_run(report, history, drop, report_dir)

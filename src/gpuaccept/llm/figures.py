@@ -59,9 +59,16 @@ def convergence_limit(spec: LlmSpec, entropy_rate: float, first_order: float) ->
     return entropy_rate + spec.convergence_margin * (first_order - entropy_rate)
 
 
-def _timed(values: list[float], spec: LlmSpec) -> list[float]:
-    timed = values[spec.warmup_steps :]
-    return timed or values[-1:]
+def timed_steps(values: list[float], spec: LlmSpec) -> list[float]:
+    """The figures of the steps after the warm-up (the last step's alone if none is left)."""
+    return values[spec.warmup_steps :] or values[-1:]
+
+
+def timed_rate(step_seconds: list[float], spec: LlmSpec) -> float:
+    """Tokens/s of one rank over its timed steps (NaN when they took no time)."""
+    timed = timed_steps(step_seconds, spec)
+    total = sum(timed)
+    return spec.local_batch * spec.shape.seq_len * len(timed) / total if total > 0 else math.nan
 
 
 def compute_figures(
@@ -72,11 +79,7 @@ def compute_figures(
     losses = [statistics.fmean(record.losses[step] for record in records) for step in range(steps)]
     tail = losses[-max(1, steps // 10) :] if losses else [math.nan]
     tokens = spec.local_batch * spec.shape.seq_len
-    rates = []
-    for record in records:
-        timed = _timed(record.step_seconds, spec)
-        rates.append(tokens * len(timed) / sum(timed) if timed and sum(timed) > 0 else math.nan)
-    rate = statistics.fmean(rates)
+    rate = statistics.fmean(timed_rate(record.step_seconds, spec) for record in records)
     step_rates = [
         statistics.fmean(
             tokens / r.step_seconds[step] if r.step_seconds[step] > 0 else math.nan for r in records
@@ -85,7 +88,7 @@ def compute_figures(
     ]
     per_token = flops_per_token(spec.shape)
     tflops = rate * per_token / 1e12
-    medians = [statistics.median(_timed(r.step_seconds, spec) or [math.nan]) for r in records]
+    medians = [statistics.median(timed_steps(r.step_seconds, spec) or [math.nan]) for r in records]
     # the worst rank's; a rank with no wall time has none (min() would skip a NaN by order alone)
     goodputs = [
         len(r.step_seconds) * median / r.wall_seconds
@@ -93,7 +96,9 @@ def compute_figures(
         if r.wall_seconds > 0 and math.isfinite(median)
     ]
     goodput = min(goodputs, default=math.nan)
-    compute = [statistics.median(_timed(r.compute_seconds, spec) or [math.nan]) for r in records]
+    compute = [
+        statistics.median(timed_steps(r.compute_seconds, spec) or [math.nan]) for r in records
+    ]
     # a rank that timed no forward (0 s, NaN) has no score of its own and sets none for others
     measured = [value for value in compute if value > 0 and math.isfinite(value)]
     fastest = min(measured, default=math.nan)

@@ -286,23 +286,30 @@ def _determinism_probe(
     return first, again, None
 
 
+def _batches(spec: LlmSpec, rank: int, world_size: int, device: torch.device) -> torch.Tensor:
+    """Every step's batch up front (a second-order walk is sequential in its positions): one
+    rank's stream per rank, the same on a rerun. [steps, local batch, seq_len + 1]"""
+    chain = build_chain(spec.chain)
+    return chain.sample(
+        spec.steps * spec.local_batch,
+        spec.shape.seq_len + 1,
+        seed=(spec.seed * 7919 + rank) * 104729 + world_size,
+        device=device,
+    ).view(spec.steps, spec.local_batch, spec.shape.seq_len + 1)
+
+
 def one_node_rate(rank: int, world_size: int, spec: LlmSpec, group: Any) -> float:
     """This rank's tokens/s in a short run over `group` alone (its node's ranks): the yardstick
     the run across nodes is held to. No determinism probe: only the speed is wanted."""
     from torch.distributed.device_mesh import DeviceMesh
 
+    from gpuaccept.llm.figures import timed_rate  # figures imports this module
     from gpuaccept.measure.collectives import rank_device
 
     device = rank_device(rank)
-    chain = build_chain(spec.chain)
-    batches = chain.sample(
-        spec.steps * spec.local_batch, spec.shape.seq_len + 1, seed=spec.seed * 7919 + rank,
-        device=device,
-    ).view(spec.steps, spec.local_batch, spec.shape.seq_len + 1)  # fmt: skip
+    batches = _batches(spec, rank, world_size, device)
     mesh = DeviceMesh.from_group(group, device.type)
-    seconds = _train(spec, device, batches, spec.steps, False, mesh)[1]
-    timed = seconds[spec.warmup_steps :] or seconds[-1:]
-    return spec.local_batch * spec.shape.seq_len * len(timed) / sum(timed)
+    return timed_rate(_train(spec, device, batches, spec.steps, False, mesh)[1], spec)
 
 
 def train_rank(rank: int, world_size: int, spec: LlmSpec) -> RankRecord:
@@ -318,15 +325,7 @@ def train_rank(rank: int, world_size: int, spec: LlmSpec) -> RankRecord:
     device = rank_device(rank)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    chain = build_chain(spec.chain)
-    # every step's batch up front (a second-order walk is sequential in its positions):
-    # one rank's stream per rank, the same on a rerun
-    batches = chain.sample(
-        spec.steps * spec.local_batch,
-        spec.shape.seq_len + 1,
-        seed=(spec.seed * 7919 + rank) * 104729 + world_size,
-        device=device,
-    ).view(spec.steps, spec.local_batch, spec.shape.seq_len + 1)
+    batches = _batches(spec, rank, world_size, device)
     data_seconds = time.perf_counter() - started
     losses, step_seconds, compute, non_finite, setup = _train(
         spec, device, batches, spec.steps, timer_wanted=True
