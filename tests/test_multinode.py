@@ -16,6 +16,7 @@ import pytest
 from gpuaccept.measure.collectives import AllReduceFigure
 from gpuaccept.results import RunReport, Status
 from gpuaccept.suite.multinode import Launch, detect_launch, judge_pairs, pair_rounds
+from tests.cpu_turns import cpu_turn
 
 REPO = Path(__file__).resolve().parent.parent
 FAULTS = REPO / "tests" / "multinode_faults"
@@ -352,7 +353,10 @@ def test_every_node_judges_its_own_fabric_against_the_expectation(tmp_path: Path
 def test_the_llm_workload_trains_across_two_nodes(tmp_path: Path) -> None:
     """Issue #32: the workload's ranks span every node of the launch (FSDP2 over gloo here, over
     NCCL on GPUs); global rank 0 judges it once and every node's report carries it."""
-    nodes = run_nodes(tmp_path, ["node-a", "node-b"], 1, ["--only", "workload"], level="standard")
+    with cpu_turn():
+        nodes = run_nodes(
+            tmp_path, ["node-a", "node-b"], 1, ["--only", "workload"], level="standard"
+        )
     for name, (code, output, report) in nodes.items():
         assert code == 0, f"{name}: {output}"
         (check,) = report.checks

@@ -8,15 +8,17 @@ from pathlib import Path
 
 import pytest
 
+from tests.cpu_turns import cpu_turn
 from tests.test_cli_inputs import gpuaccept, one_line_error
 
 
 @pytest.mark.slow
 def test_the_cpu_twin_with_no_other_flag_trains_and_passes(tmp_path: Path) -> None:
-    done = gpuaccept(
-        "train", "llm", "--device", "cpu", "--no-history", "--report-dir", str(tmp_path),
-        timeout=600,
-    )  # fmt: skip
+    with cpu_turn():
+        done = gpuaccept(
+            "train", "llm", "--device", "cpu", "--no-history", "--report-dir", str(tmp_path),
+            timeout=600,
+        )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     assert "2 gloo rank(s)" in done.stdout
     (report_file,) = tmp_path.glob("*.json")

@@ -11,11 +11,13 @@ import torch
 
 from gpuaccept.distributed.local_ranks import run_ranks
 from gpuaccept.llm.train import LlmSpec, RankRecord, WorkloadOutOfMemory, train_rank
+from tests.cpu_turns import cpu_turn
 from tests.llm.helpers import judged, short
 
 
 def ranks(spec: LlmSpec) -> list[RankRecord]:
-    return run_ranks(train_rank, 2, spec, 300, "gloo")
+    with cpu_turn():
+        return run_ranks(train_rank, 2, spec, 300, "gloo")
 
 
 @pytest.mark.slow

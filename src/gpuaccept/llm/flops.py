@@ -7,7 +7,7 @@ output layer included. 6 = forward 2 (a multiply and an add) + backward 4 (the g
 input and of the weight). The attention term is the scores (Q K^T) and the weighted values
 (softmax V), 2 matmuls in the forward and 4 in the backward, with the causal mask's sparsity not
 taken off and flash attention's recomputation not added. Source: pytorch/torchtitan b5bcd76,
-torchtitan/models/utils.py:412-457 (`get_dense_model_nparams_and_flops`), after PaLM (Chowdhery
+torchtitan/models/utils.py:412-459 (`get_dense_model_nparams_and_flops`), after PaLM (Chowdhery
 et al. 2022, appendix B). torchtitan also counts the RMSNorm weights in N (they are no matmul);
 they are left out here, which changes an 8B model's figure by less than 0.001%.
 
