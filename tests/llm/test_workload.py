@@ -74,3 +74,19 @@ def test_an_out_of_memory_in_a_step_becomes_the_workloads_own_error(
             train_rank(0, 1, short())
     finally:
         dist.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_one_rank_alone_learns_what_two_learn() -> None:
+    """The shape a one-GPU node has: the tiny preset on one rank, on a seed where one rank with
+    half of two ranks' batch ended at 2.27 nats, above the 2.16 limit (a healthy node failed)."""
+    from gpuaccept.llm.plans import llm_spec
+
+    spec = llm_spec("tiny", "fp32", seed=4)
+    with cpu_turn():
+        records = run_ranks(train_rank, 1, spec, 300, "gloo")
+    assert records[0].spec.local_batch == 32
+    findings, figures = judged(spec, records, mode="cpu")
+    assert figures is not None
+    assert figures.final_loss < figures.convergence_limit, figures.losses[-10:]
+    assert not findings.failures, findings.failures

@@ -12,6 +12,7 @@ import pytest
 from gpuaccept.checks import workload
 from gpuaccept.checks.context import RanksOutcome
 from gpuaccept.checks.judging import Findings, Target
+from gpuaccept.errors import InputError
 from gpuaccept.llm.figures import compute_figures
 from gpuaccept.llm.plans import Overrides, accept_spec, fits_8b, llm_spec
 from gpuaccept.results import Status
@@ -563,3 +564,38 @@ def test_outside_a_group_the_gpus_in_sight_decide_8b_by_the_smallest(
     sizes[2] = 16 * gib  # one small GPU holds every rank to its size: 8 x 16 GiB
     assert workload._spec_outside_a_group(full).shape.dim == 2048
     assert workload._spec_outside_a_group(context("cpu")) == accept_spec("standard", cpu=True)
+
+
+@pytest.mark.parametrize(("ranks", "each"), [(1, 32), (2, 16), (3, 11), (8, 4), (64, 1)])
+def test_the_tiny_preset_trains_the_same_global_batch_on_any_rank_count(
+    ranks: int, each: int
+) -> None:
+    """A one-GPU node trained half of two ranks' tokens, and on 2 seeds of 5 a healthy node's
+    loss ended above the limit (measured, docs/llm.md): the tiny preset's batch is global."""
+    from gpuaccept.llm.train import for_world
+
+    spec = llm_spec("tiny", "bf16")
+    assert spec.global_batch == 32
+    ran = for_world(spec, ranks)
+    assert ran.local_batch == each
+    assert ran.local_batch * ranks >= 32
+    assert workload.preset_of(ran) == "tiny"  # still the preset, its judging unchanged
+
+
+def test_a_per_rank_batch_stays_per_rank_whatever_the_rank_count() -> None:
+    from gpuaccept.llm.train import for_world
+
+    given = llm_spec("tiny", "bf16", Overrides(batch=16))
+    assert given.global_batch is None
+    assert for_world(given, 1).local_batch == 16
+    assert workload.preset_of(given) == "custom"
+    large = llm_spec("1b", "bf16")
+    assert large.global_batch is None
+    assert for_world(large, 8).local_batch == 2
+    assert workload.preset_of(for_world(large, 8)) == "1b"
+
+
+def test_the_token_cap_counts_the_global_batch_that_one_rank_may_train_alone() -> None:
+    # 2^28 tokens: 32 sequences x 65 tokens x 130,000 steps pass per rank of 2 but not alone
+    with pytest.raises(InputError, match="tokens per rank"):
+        llm_spec("tiny", "bf16", Overrides(steps=130_000))

@@ -114,6 +114,7 @@ def judge(
         "dim": shape.dim,
         "seq_len": shape.seq_len,
         "local_batch": spec.local_batch,
+        "global_batch": spec.global_batch,
         "steps": spec.steps,
         "warmup_steps": spec.warmup_steps,
         "precision": spec.precision,

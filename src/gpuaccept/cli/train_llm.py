@@ -144,6 +144,7 @@ def _run(spec: LlmSpec, mode: str) -> CheckResult:
     from gpuaccept.checks import workload
     from gpuaccept.checks.collectives import world
     from gpuaccept.checks.context import CheckContext
+    from gpuaccept.llm.train import for_world
     from gpuaccept.references import load_shipped_references
     from gpuaccept.suite import level_settings
 
@@ -155,10 +156,11 @@ def _run(spec: LlmSpec, mode: str) -> CheckResult:
     )
     ranks, backend, _ = world(context)
     shape = spec.shape
+    per_rank = for_world(spec, ranks).local_batch
     typer.echo(
         f"[TRAIN] llm {workload.preset_of(spec)}: {shape.layers} layers, dim {shape.dim}, "
         f"{shape.heads} heads ({shape.kv_heads} kv), seq {shape.seq_len}, batch "
-        f"{spec.local_batch} per rank, {spec.steps} steps, {spec.precision}, checkpointing "
+        f"{per_rank} per rank, {spec.steps} steps, {spec.precision}, checkpointing "
         f"{spec.checkpointing}{', compiled' if spec.compile else ''}; {ranks} {backend} rank(s)"
     )
     # the model build, every step and the rerun, with room for a slow first compile

@@ -20,13 +20,16 @@ class PresetRun:
     learning_rate: float
     checkpointing: Checkpointing
     convergence_margin: float
+    global_batch: int | None = None  # shared out over the ranks (LlmSpec.global_batch)
 
 
 PRESET_RUNS: dict[str, PresetRun] = {
-    # 500 steps of 16 x 64 tokens on 2 gloo ranks: about a minute on 2 cores; the loss falls
-    # from log(256) = 5.5 to about 1.5, past the midpoint (2.16) of H1 = 3.2 and the floor
-    # H2 = 1.1 near step 300 (measured on 2 cores, torch 2.13)
-    "tiny": PresetRun(500, 16, 5, 1e-2, "none", 0.5),
+    # 500 steps of 32 x 64 tokens over all ranks (16 each on the CPU twin's 2 gloo ranks):
+    # about a minute on 2 cores; the loss falls from log(256) = 5.5 to about 1.6, its 10-step mean
+    # crossing the midpoint (2.16) of H1 = 3.2 and the floor H2 = 1.1 at step 263 to 384 over
+    # seeds 0-7 on one rank (measured on 2 cores, torch 2.13, docs/llm.md). Per rank, a one-GPU
+    # node trained half the tokens and 2 seeds of 5 ended above 2.16: a healthy node failed.
+    "tiny": PresetRun(500, 16, 5, 1e-2, "none", 0.5, global_batch=32),
     # a few minutes on one GPU at most; 2 x 2048 tokens per GPU as torchtitan's 1B config
     "1b": PresetRun(60, 2, 10, 1e-3, "none", 1.1),
     # torchtitan's Llama 3.1 8B benchmark: local batch 2, 8192 tokens, selective checkpointing
@@ -72,7 +75,9 @@ def llm_spec(
     batch = run.local_batch if given.batch is None else given.batch
     if batch < 1:
         raise InputError(f"--batch must be at least 1 (got {batch})")
-    tokens = steps * batch * (shape.seq_len + 1)
+    # --batch is per rank; a preset's global batch falls whole on one rank where there is one
+    global_batch = run.global_batch if given.batch is None else None
+    tokens = steps * max(batch, global_batch or 0) * (shape.seq_len + 1)
     if tokens > MAX_TOKENS_PER_RANK:
         raise InputError(
             f"--steps {steps} x --batch {batch} x --seq-len {shape.seq_len} is {tokens:,} tokens "
@@ -93,13 +98,18 @@ def llm_spec(
         compile=compile_blocks,
         seed=seed,
         convergence_margin=run.convergence_margin,
+        global_batch=global_batch,
     )
 
 
 def is_preset_shape(spec: LlmSpec, preset: str) -> bool:
     """Whether the run is the preset itself (its floors apply) rather than a variant of it."""
     run = PRESET_RUNS[preset]
-    return spec.shape == PRESETS[preset] and spec.local_batch == run.local_batch
+    if spec.shape != PRESETS[preset]:
+        return False
+    if run.global_batch is not None:
+        return spec.global_batch == run.global_batch
+    return spec.global_batch is None and spec.local_batch == run.local_batch
 
 
 def fits_8b(total_gpu_memory_bytes: int) -> bool:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import gc
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, cast
 
 import torch
@@ -33,7 +33,7 @@ class WorkloadOutOfMemory(GpuacceptError):
 class LlmSpec:
     shape: ModelShape
     steps: int
-    local_batch: int
+    local_batch: int  # sequences per rank and step (`for_world` sets it from global_batch)
     warmup_steps: int  # not timed: start-up, compilation, the allocator's first growth
     learning_rate: float
     precision: Precision = "bf16"
@@ -49,10 +49,23 @@ class LlmSpec:
     slow_seconds: float = 0.0
     # ...and the parameters turn to NaN before this step
     poison_step: int | None = None
+    # sequences per step over all ranks, where the judge's loss must not depend on the rank
+    # count (the tiny preset: its second-order structure is learnt at a step that depends on
+    # the tokens seen, so one GPU with half of two ranks' batch failed healthy nodes on some
+    # seeds); None: local_batch is per rank whatever the ranks (the 1b/8b presets, --batch)
+    global_batch: int | None = None
 
     @property
     def timed_steps(self) -> int:
         return self.steps - self.warmup_steps
+
+
+def for_world(spec: LlmSpec, world_size: int) -> LlmSpec:
+    """The spec a rank of `world_size` runs: a global batch shared out, rounded up, so every
+    rank trains as many sequences as the others and the job at least the global batch."""
+    if spec.global_batch is None:
+        return spec
+    return replace(spec, local_batch=-(-spec.global_batch // max(world_size, 1)))
 
 
 @dataclass
@@ -307,6 +320,7 @@ def one_node_rate(rank: int, world_size: int, spec: LlmSpec, group: Any) -> floa
     from gpuaccept.measure.collectives import rank_device
 
     device = rank_device(rank)
+    spec = for_world(spec, world_size)
     batches = _batches(spec, rank, world_size, device)
     mesh = DeviceMesh.from_group(group, device.type)
     return timed_rate(_train(spec, device, batches, spec.steps, False, mesh)[1], spec)
@@ -323,6 +337,7 @@ def train_rank(rank: int, world_size: int, spec: LlmSpec) -> RankRecord:
     # set before this process's first matmul (the determinism probe needs it)
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     device = rank_device(rank)
+    spec = for_world(spec, world_size)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     batches = _batches(spec, rank, world_size, device)
