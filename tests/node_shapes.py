@@ -156,6 +156,7 @@ class Variant:
     breaks: Breaker
     judge: str
     says: str | None
+    verdict: str = "fail"  # "warn" where the judge cannot be sure (a lone GPU below its floor)
 
 
 @dataclass(frozen=True)
@@ -432,14 +433,15 @@ SHAPES: list[Shape] = [
         ),
         NodeExpectation(nics=0, cpus=40),
         40,
-        {"fabric": "pass", "health": "pass", "host": "pass", "burnin": "skip"},
+        {"fabric": "pass", "health": "pass", "host": "pass", "burnin": "pass"},
         [
             Variant(
                 "an uncorrectable SRAM ECC error",
                 uncorrectable_ecc(0),
                 "health",
                 "uncorrectable SRAM",
-            )
+            ),
+            Variant("its GPU 40% slow in the burn-in", slow_gpu(0), "burnin", "below", "warn"),
         ],
     ),
     Shape(
@@ -511,14 +513,15 @@ SHAPES: list[Shape] = [
         _h200_slice_nvml,
         NodeExpectation(cpus=16),
         16,
-        {"fabric": "skip", "health": "pass", "host": "pass", "burnin": "skip"},
+        {"fabric": "skip", "health": "pass", "host": "pass", "burnin": "pass"},
         [
             Variant(
                 "an uncorrectable SRAM ECC error",
                 uncorrectable_ecc(0),
                 "health",
                 "uncorrectable SRAM",
-            )
+            ),
+            Variant("its GPU 40% slow in the burn-in", slow_gpu(0), "burnin", "below", "warn"),
         ],
     ),
 ]

@@ -23,13 +23,15 @@ import json
 import math
 import os
 import stat
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gpuaccept.burnin.evidence import WindowRecord
+from gpuaccept.burnin.floors import RateFloor
 from gpuaccept.burnin.plan import BurnInPlan, BurnInProgress, window_seed
 from gpuaccept.errors import InputError
 
@@ -70,6 +72,8 @@ class RunBinding:
     node: NodeIdentity
     devices: list[str]
     straggler_tolerance_percent: float
+    # not saved: read from references.toml for the GPUs of the run that resumes
+    floors: Mapping[str, Mapping[str, RateFloor]] = field(default_factory=dict)
 
     @property
     def on_gpus(self) -> bool:
@@ -130,7 +134,10 @@ def resume(path: Path, binding: RunBinding) -> BurnInProgress:
     return BurnInProgress(
         plan=fresh.plan,
         devices=fresh.devices,
-        windows=[judge_record(record, tolerance) for record in records],
+        windows=[
+            judge_record(record, tolerance, binding.floors.get(record.stressor))
+            for record in records
+        ],
         records=list(records),
     )
 

@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 from gpuaccept.burnin.checkpoint import NodeIdentity, RunBinding, save_checkpoint
 from gpuaccept.burnin.evidence import PortCounters, WindowRecord, record_window
+from gpuaccept.burnin.floors import RateFloor
 from gpuaccept.burnin.judging import DEFAULT_STRAGGLER_TOLERANCE_PERCENT
 from gpuaccept.burnin.plan import BurnInPlan, BurnInProgress, WindowFigures, window_seed
 from gpuaccept.burnin.stress import Fault, WindowWork
@@ -58,6 +59,8 @@ class BurnInSettings:
     faults: Mapping[tuple[int, str], Fault] = field(default_factory=dict)
     injected_events: Mapping[int, list[GpuEvent]] = field(default_factory=dict)
     hostname: str = field(default_factory=socket.gethostname)
+    # stressor -> device -> the reference floor it is held to (`burnin.floors`)
+    floors: Mapping[str, Mapping[str, RateFloor]] = field(default_factory=dict)
 
     @property
     def devices(self) -> list[str]:
@@ -76,6 +79,7 @@ class BurnInSettings:
             node=NodeIdentity(hostname=self.hostname, gpu_uuids=uuids),
             devices=self.devices,
             straggler_tolerance_percent=self.straggler_tolerance_percent,
+            floors=self.floors,
         )
 
 
@@ -180,7 +184,9 @@ class _Loop:
             counters=(before, after) if before is not None and after is not None else None,
             port_counters=(ports_before, ports_after) if ports_before else None,
         )
-        figures = judge_record(record, settings.straggler_tolerance_percent)
+        figures = judge_record(
+            record, settings.straggler_tolerance_percent, settings.floors.get(stressor)
+        )
         return figures, record, after, ports_after
 
     def _ranks(

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from gpuaccept.burnin.evidence import DeviceWindow, PortCounters, WindowRecord, record_window
+from gpuaccept.burnin.floors import RateFloor, below_floor
 from gpuaccept.burnin.judging import (
     DEFAULT_STRAGGLER_TOLERANCE_PERCENT,
     judge_digests,
@@ -78,9 +79,11 @@ def judge_window(
 def judge_record(
     record: WindowRecord,
     straggler_tolerance_percent: float = DEFAULT_STRAGGLER_TOLERANCE_PERCENT,
+    floors: Mapping[str, RateFloor] | None = None,
 ) -> WindowFigures:
     """A window's figures and findings, judged from its record: the same rules whether the
-    window has just run or a resumed burn-in read it from its checkpoint."""
+    window has just run or a resumed burn-in read it from its checkpoint. `floors`: each
+    device's reference floor for this stressor (`burnin.floors`), warned below."""
     stressor, devices = record.stressor, record.devices
     where = f"window {record.window + 1} ({stressor})"
     correctness, majority = _correctness(where, devices)
@@ -114,6 +117,13 @@ def judge_record(
     )
     # one stressor in a window: one unit
     unit = next((work.unit for work in devices.values()), "")
+    warnings += [
+        f"{where}: {device} ran {rate:.4g} {unit}, below {floor.value:.4g} ({floor.said}); "
+        "accept's compute and memory checks fail a GPU below it"
+        for device, rate, floor in below_floor(
+            {device: work.throughput for device, work in devices.items()}, floors
+        )
+    ]
     return WindowFigures(
         window=record.window,
         stressor=stressor,

@@ -192,6 +192,7 @@ def _plan(
     no_history: bool,
 ) -> BurnInJob:
     """Refuse every input that could be wrong, before any work (exit 2 with one line)."""
+    from gpuaccept.burnin.floors import reference_floors
     from gpuaccept.burnin.judging import DEFAULT_STRAGGLER_TOLERANCE_PERCENT
     from gpuaccept.burnin.plan import (
         DEFAULT_WINDOW_SECONDS,
@@ -204,6 +205,7 @@ def _plan(
     from gpuaccept.output_files import check_output_directory, check_output_file, refuse_collisions
     from gpuaccept.probe.hardware import list_cuda_gpus, resolve_device_mode
     from gpuaccept.probe.sysfs import check_sysfs_root_setting
+    from gpuaccept.references import load_shipped_references
 
     check_sysfs_root_setting()  # the ports' counters are read around every window
     duration_seconds = parse_duration(duration, "--duration")
@@ -258,6 +260,9 @@ def _plan(
         straggler_tolerance_percent=tolerance,
         checkpoint=checkpoint,
         windows_per_run=checkpoint_every,
+        floors=reference_floors(
+            load_shipped_references(), [(f"gpu{gpu.index}", gpu.name, None) for gpu in gpus]
+        ),
     )
     lock = None
     if checkpoint is not None:
