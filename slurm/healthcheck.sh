@@ -1,19 +1,24 @@
 #!/usr/bin/env bash
-# Slurm HealthCheckProgram (or Prolog): a quick acceptance of this node; a node that fails is
-# drained with the failing checks as the reason. A node that passes is left alone (a drain set
-# by an operator for another reason is never lifted here).
+# Slurm HealthCheckProgram (or Prolog): a quick acceptance of this node, and the verdict acted on
+# through `gpuaccept act slurm` (docs/actions.md), which guards every drain:
+# - a failing node is drained with the reason "gpuaccept quick: CHECKS", unless the circuit
+#   breaker holds (gpuaccept drained 2% of the nodes in the last hour: exit 4, not drained);
+# - a node gpuaccept drained is checked at $GPUACCEPT_RESUME_LEVEL (default standard) instead,
+#   and resumed when it passes; a drain set by anyone else is never lifted here.
 #
 #   slurm.conf:  HealthCheckProgram=/opt/gpuaccept/slurm/healthcheck.sh
 #                HealthCheckInterval=3600
-#                HealthCheckNodeState=IDLE
+#                HealthCheckNodeState=ANY      (drained nodes too, so they can come back)
 #
 # slurmd runs it as root with a bare environment: gpuaccept is found through $GPUACCEPT_ACTIVATE
-# or /opt/gpuaccept/activate.sh (see tasks/job-lib.sh), never in the current directory. GPUACCEPT_HEALTHCHECK_ARGS adds accept
-# options (e.g. "--expect-gpus 8"). The report lands in $GPUACCEPT_RESULTS (default
-# /var/lib/gpuaccept/reports) for `gpuaccept history import`.
-# Exit 0: passed, or not judged (drained only on a FAILURE verdict: a run that judged nothing,
+# or /opt/gpuaccept/activate.sh (see tasks/job-lib.sh), never in the current directory.
+# GPUACCEPT_HEALTHCHECK_ARGS adds accept options (e.g. "--expect-gpus 8"); GPUACCEPT_ACT is
+# act's mode: enforce (default), shadow (say what it would do, change nothing) or report;
+# GPUACCEPT_ACT_ARGS adds act options (e.g. "--breaker-share 0.05 --partition gpu"). The report
+# lands in $GPUACCEPT_RESULTS (default /var/lib/gpuaccept/reports) for `gpuaccept history import`.
+# Exit 0: passed (resumed if gpuaccept had drained it), or not judged (a run that judged nothing,
 # was interrupted, or could not start says so in the log and leaves the node as it is); 1:
-# failed, and drained (or it says why the drain failed).
+# failed, and drained (or it says why not); 4: failed, and the breaker refused the drain.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=../tasks/job-lib.sh
@@ -30,26 +35,43 @@ if ! gpuaccept_activate --no-cwd; then
   echo "healthcheck: gpuaccept not found; $node not judged" >&2
   exit 0
 fi
+# A node gpuaccept drained is re-validated at the level that may return it to service.
+level=quick
+reason=$(timeout 60 sinfo -h -n "$node" -o %E 2>/dev/null | head -n 1 || true)
+if [[ $reason =~ ^gpuaccept\ (quick|standard|full):\  ]]; then
+  level=${GPUACCEPT_RESUME_LEVEL:-standard}
+fi
 # shellcheck disable=SC2086  # GPUACCEPT_HEALTHCHECK_ARGS is a list of options
-output=$(timeout "${GPUACCEPT_HEALTHCHECK_TIMEOUT:-600}" gpuaccept accept --level quick \
+output=$(timeout "${GPUACCEPT_HEALTHCHECK_TIMEOUT:-600}" gpuaccept accept --level "$level" \
   --report-dir "$results" --no-history ${GPUACCEPT_HEALTHCHECK_ARGS:-} 2>&1) && status=0 || status=$?
 echo "$output"
 # The verdict is the run's own, as its [RESULT] line renders it (gpuaccept/verdict.py): exit 1
 # also means NOT JUDGED, which is no reason to drain.
 # "[RESULT] FAILURE: inventory, health" -> "inventory, health"
 failed=$(printf '%s\n' "$output" | sed -n 's/^\[RESULT\] FAILURE: //p' | tail -n 1)
-if [[ $status -ne 1 || -z $failed ]]; then
-  # 0: fit. 1 without a FAILURE verdict: nothing was judged. 2, 3, 124: gpuaccept could not
-  # judge the node (input, environment, timeout). For the operator to see in the log, not a
-  # hardware verdict to drain on.
-  [[ $status -eq 0 ]] || echo "healthcheck: $node not judged (gpuaccept exited $status); not drained" >&2
+report=$(printf '%s\n' "$output" | sed -n 's/^\[REPORT\] //p' | tail -n 1)
+if [[ $status -ne 0 && ( $status -ne 1 || -z $failed ) ]] || [[ -z $report ]]; then
+  # 1 without a FAILURE verdict: nothing was judged. 2, 3, 124: gpuaccept could not judge the
+  # node (input, environment, timeout). For the operator to see in the log, not a hardware
+  # verdict to act on.
+  echo "healthcheck: $node not judged (gpuaccept exited $status); not drained" >&2
   exit 0
 fi
-reason="gpuaccept quick: $failed"
-# bounded: a controller that cannot be reached must not hold slurmd's health check for ever
-if ! timeout 60 scontrol update NodeName="$node" State=DRAIN Reason="${reason:0:200}"; then
-  echo "healthcheck: $node failed ($reason) but could not be drained: scontrol failed or took over 60 s" >&2
-  exit 1
-fi
-echo "healthcheck: drained $node: $reason" >&2
-exit 1
+# shellcheck disable=SC2086  # GPUACCEPT_ACT_ARGS is a list of options
+acted=$(gpuaccept act slurm "$report" --node "$node" --act "${GPUACCEPT_ACT:-enforce}" \
+  --resume-level "${GPUACCEPT_RESUME_LEVEL:-standard}" ${GPUACCEPT_ACT_ARGS:-} 2>&1) && code=0 || code=$?
+echo "$acted"
+case $code in
+  0 | 1 | 4) ;;
+  *)
+    # act could not reach Slurm, or refused its input: the verdict stands, unacted on
+    if [[ $status -eq 1 ]]; then
+      echo "healthcheck: $node failed (gpuaccept $level: $failed) but could not be drained: $(tail -n 1 <<<"$acted")" >&2
+      exit 1
+    fi
+    echo "healthcheck: $node passed; its state was not changed: $(tail -n 1 <<<"$acted")" >&2
+    exit 0
+    ;;
+esac
+echo "healthcheck: $(sed -n 's/^\[ACT\] //p' <<<"$acted" | tail -n 1)" >&2
+exit "$code"

@@ -134,6 +134,13 @@ REGISTRY: list[Input] = [
     Input("report", "--prometheus", "writes", covered_by=("tests/test_hostile_inputs.py",)),
     Input("report", "--history", "reads", covered_by=("tests/test_hostile_inputs.py",)),
     Input("node-verdict", "REPORTS", "reads", lambda path, _: ["node-verdict", path], FILE_FORMS),
+    Input(
+        "act slurm",
+        "REPORT",
+        "reads",
+        lambda path, _: ["act", "slurm", path, "--node", "n1"],
+        FILE_FORMS,
+    ),
     *_bench("matmul"),
     *_bench("membw"),
     *_bench("transfer"),
@@ -290,6 +297,30 @@ REGISTRY: list[Input] = [
         "GPUACCEPT_HEALTHCHECK_TIMEOUT",
         "env",
         gap="not attacked; `timeout` refuses a bad value with 125, read as not judged",
+    ),
+    Input(
+        "job scripts",
+        "GPUACCEPT_ACT",
+        "env",
+        covered_by=(
+            "tests/test_slurm.py::test_the_health_check_in_shadow_mode_drains_nothing_and_says_so",
+        ),
+        gap="a mode that is not one of act's is act's exit 2: the verdict stands, unacted on",
+    ),
+    Input(
+        "job scripts",
+        "GPUACCEPT_ACT_ARGS",
+        "env",
+        gap="act's options, refused by act in one line (exit 2): the verdict stands, unacted on",
+    ),
+    Input(
+        "job scripts",
+        "GPUACCEPT_RESUME_LEVEL",
+        "env",
+        covered_by=(
+            "tests/test_slurm.py::test_a_node_gpuaccept_drained_is_checked_at_the_level_that_can_return_it",
+        ),
+        gap="a level that is not one is accept's exit 2: not judged, left drained",
     ),
     Input("job scripts", "GPUACCEPT_PAIRWISE", "env", gap="only 1 enables; not attacked"),
     Input(

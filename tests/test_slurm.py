@@ -436,3 +436,125 @@ def test_the_health_check_drains_a_node_whose_infiniband_port_is_down(
     while _node_state(slurm)[0] != "idle" and time.monotonic() < deadline:
         time.sleep(1)
     assert _node_state(slurm) == ("idle", "none")
+
+
+def _resume_and_wait(env: dict[str, str]) -> None:
+    subprocess.run(
+        ["scontrol", "update", f"NodeName={_node()}", "State=RESUME"],
+        env=env,
+        check=False,
+        timeout=STEP_TIMEOUT,
+    )
+    deadline = time.monotonic() + 60
+    while _node_state(env)[0] != "idle" and time.monotonic() < deadline:
+        time.sleep(1)
+    assert _node_state(env) == ("idle", "none")
+
+
+def _act(
+    env: dict[str, str], tmp_path: Path, passed: bool, level: str
+) -> subprocess.CompletedProcess:
+    """`gpuaccept act slurm` on this node with a GPU report of `level` (no GPU here: the report
+    is built as a GPU run stores it; the scheduler side is the real Slurm)."""
+    from tests.run_reports import gpu_report, rejudged
+
+    report = rejudged(gpu_report(_node(), [790.0], passed=passed), level=level)
+    path = tmp_path / f"{level}-{passed}.json"
+    path.write_text(report.model_dump_json())
+    return subprocess.run(
+        [str(VENV_BIN / "gpuaccept"), "act", "slurm", str(path), "--node", _node()],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+        timeout=120,
+    )
+
+
+def test_act_returns_only_its_own_drain_and_only_after_a_standard_pass(
+    slurm: dict[str, str], tmp_path: Path
+) -> None:
+    """Issue #31 §3 on the real Slurm: drained by gpuaccept, a quick pass keeps it drained, a
+    standard pass resumes it; drained by an administrator, a pass leaves it drained with the
+    administrator's reason."""
+    try:
+        failed = _act(slurm, tmp_path, passed=False, level="quick")
+        assert failed.returncode == 1, failed.stdout + failed.stderr
+        state, reason = _node_state(slurm)
+        assert state in ("drained", "draining")
+        assert reason == "gpuaccept quick: compute"
+        again = _act(slurm, tmp_path, passed=False, level="quick")  # one cause, one drain
+        assert "failed; drained already (gpuaccept quick: compute)" in again.stdout
+        quick = _act(slurm, tmp_path, passed=True, level="quick")
+        assert quick.returncode == 0, quick.stdout + quick.stderr
+        assert _node_state(slurm)[1] == "gpuaccept quick: compute"
+        standard = _act(slurm, tmp_path, passed=True, level="standard")
+        assert standard.returncode == 0, standard.stdout + standard.stderr
+        assert "passed standard: resumed" in standard.stdout
+        deadline = time.monotonic() + 60
+        while _node_state(slurm)[0] != "idle" and time.monotonic() < deadline:
+            time.sleep(1)
+        assert _node_state(slurm) == ("idle", "none")
+        subprocess.run(
+            ["scontrol", "update", f"NodeName={_node()}", "State=DRAIN", "Reason=admin: fan"],
+            env=slurm,
+            check=True,
+            timeout=STEP_TIMEOUT,
+        )
+        theirs = _act(slurm, tmp_path, passed=True, level="full")
+        assert theirs.returncode == 0, theirs.stdout + theirs.stderr
+        assert "drained by someone else (admin: fan)" in theirs.stdout
+        assert _node_state(slurm)[1] == "admin: fan"
+    finally:
+        _resume_and_wait(slurm)
+
+
+def test_a_node_gpuaccept_drained_is_checked_at_the_level_that_can_return_it(
+    slurm: dict[str, str],
+) -> None:
+    check = [str(REPO / "slurm" / "healthcheck.sh")]
+    subprocess.run(
+        ["scontrol", "update", f"NodeName={_node()}", "State=DRAIN", "Reason=gpuaccept quick: x"],
+        env=slurm,
+        check=True,
+        timeout=STEP_TIMEOUT,
+    )
+    try:
+        for extra, level in (({}, "standard"), ({"GPUACCEPT_RESUME_LEVEL": "full"}, "full")):
+            done = subprocess.run(
+                check,
+                capture_output=True,
+                text=True,
+                check=False,
+                env=slurm | {"GPUACCEPT_HEALTHCHECK_ARGS": "--device cpu --only stack"} | extra,
+                timeout=300,
+            )
+            assert done.returncode == 0, done.stdout + done.stderr
+            assert f"gpuaccept accept --level {level}" in done.stdout
+            # the CPU twin judges no node: it stays drained, with gpuaccept's reason
+            assert _node_state(slurm)[1] == "gpuaccept quick: x"
+    finally:
+        _resume_and_wait(slurm)
+
+
+def test_the_health_check_in_shadow_mode_drains_nothing_and_says_so(
+    slurm: dict[str, str],
+) -> None:
+    done = subprocess.run(
+        [str(REPO / "slurm" / "healthcheck.sh")],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=slurm
+        | {
+            "GPUACCEPT_HEALTHCHECK_ARGS": "--only inventory --expect-gpus 1",
+            "GPUACCEPT_ACT": "shadow",
+        },
+        timeout=300,
+    )
+    try:
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert "would drain: failed: drained (gpuaccept quick: inventory)" in done.stdout
+        assert _node_state(slurm) == ("idle", "none")
+    finally:
+        _resume_and_wait(slurm)

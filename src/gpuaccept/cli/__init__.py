@@ -21,7 +21,7 @@ import typer
 import typer.core
 
 from gpuaccept import __version__
-from gpuaccept.cli import accept, bench, burnin, env, history, node_verdict, report, train
+from gpuaccept.cli import accept, act, bench, burnin, env, history, node_verdict, report, train
 from gpuaccept.cli.help_panels import PanelledCommand
 from gpuaccept.errors import GpuacceptError, Interrupted
 from gpuaccept.suite.selection import check_names, levels_text
@@ -64,7 +64,8 @@ Start with `gpuaccept accept --level [quick|standard|full]`; its checks:
 """
 _EXIT_CODES = """Exit codes (every command): 0 pass (warnings allowed); 1 a check or gate failed, or
 nothing could be judged; 2 usage or input error; 3 environment error (a required component is
-missing); 130 / 143 interrupted by SIGINT / SIGTERM (the report is still written)."""
+missing); 4 a guard refused an action (`act`'s circuit breaker); 130 / 143 interrupted by
+SIGINT / SIGTERM (the report is still written)."""
 
 # \b keeps click from re-wrapping the lines of the table
 _ACCEPT_LEVELS = "\b\nLevels (--level) and their checks:\n" + levels_text()
@@ -182,7 +183,7 @@ def _root(
 
     Exit codes (every command): 0 pass (warnings allowed); 1 a check or gate failed, or nothing
     could be judged; 2 usage or input error; 3 environment error (a required component is
-    missing); 130 / 143 interrupted by SIGINT / SIGTERM.
+    missing); 4 a guard refused an action; 130 / 143 interrupted by SIGINT / SIGTERM.
     """
 
 
@@ -208,6 +209,7 @@ app.command("report", short_help="A run as HTML, Markdown or Prometheus metrics.
 app.command("node-verdict", short_help="kubectl label/taint commands from reports.")(
     node_verdict.node_verdict
 )
+app.add_typer(act.app, name="act", short_help="Drain or resume a node in Slurm, with guards.")
 
 _OUTPUT_GONE = (errno.EPIPE, errno.ENOSPC, errno.EBADF, errno.EIO)
 

@@ -1,0 +1,135 @@
+"""What to do with a node after a run, decided from its verdict and the scheduler's state
+(issue #31 §2, §3). Pure: `act.slurm` reads the state and carries the decision out.
+
+- A failing node is drained, with a reason gpuaccept owns (`gpuaccept <level>: <checks>`), unless
+  it is drained already (by anyone: one cause is acted on once) or the **circuit breaker** holds:
+  gpuaccept drained `limit` nodes of the partition within the last `minutes` already.
+- A passing node that gpuaccept drained is resumed only after a pass at `resume_level` or above
+  (default standard: the quick health check that drained it is not enough to return it). A drain
+  with any other reason is not gpuaccept's to lift, whatever the run says.
+- A run that judged nothing changes nothing.
+
+The breaker's default, 2% of the partition in 60 minutes (at least one node): Meta's Llama 3
+405B run on 16,384 H100s, 8 to a server (2,048 nodes), saw 419 unexpected interruptions in 54
+days, one every 3 hours, most of them GPU and HBM3 faults (DatacenterDynamics on the Llama 3
+paper's table: datacenterdynamics.com/en/news/meta-report-details-hundreds-of-gpu-and-hbm3-related-
+interruptions-to-llama-3-training-run): 0.016% of the nodes in an hour. Drains of 2% of a
+partition within one hour (one round of the health check at HealthCheckInterval=3600) are over a
+hundred times that rate: a driver or library update, a facility event or gpuaccept itself, not
+independent hardware faults. NVSentinel's 50% in 5 minutes (the issue's figure) stops a fault
+that fails every node only after half the cluster is gone.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Literal
+
+LEVELS = ("quick", "standard", "full")
+OWN_REASON = re.compile(r"^gpuaccept (quick|standard|full): ")
+
+Action = Literal["drain", "resume", "none", "refused"]
+Verdict = Literal["pass", "fail", "not-judged"]
+
+
+@dataclass(frozen=True)
+class Guard:
+    share: float = 0.02  # of the partition's nodes gpuaccept may drain within `minutes`
+    minutes: float = 60.0
+    resume_level: str = "standard"
+
+    def limit(self, nodes: int) -> int:
+        """How many drains within the window the partition tolerates (at least one)."""
+        return max(1, math.floor(self.share * nodes))
+
+
+@dataclass(frozen=True)
+class SchedNode:
+    name: str
+    drained: bool  # DRAIN set (draining or drained, whatever else its state says)
+    reason: str  # "" when none
+    reason_time: datetime | None  # when the reason was set (the scheduler's local time)
+
+    @property
+    def drained_by_gpuaccept(self) -> bool:
+        return self.drained and bool(OWN_REASON.match(self.reason))
+
+
+@dataclass(frozen=True)
+class Decision:
+    action: Action
+    node: str
+    why: str  # for the operator, one line
+    reason: str = ""  # the scheduler reason a drain sets
+
+
+def drain_reason(level: str, failed_checks: list[str]) -> str:
+    return f"gpuaccept {level}: {', '.join(failed_checks)}"[:200]
+
+
+def recent_drains(nodes: list[SchedNode], now: datetime, guard: Guard) -> list[SchedNode]:
+    """The nodes gpuaccept drained within the guard's window (an undated one counts: a breaker
+    that cannot tell errs on the side of draining less)."""
+    since = now - timedelta(minutes=guard.minutes)
+    return [
+        n
+        for n in nodes
+        if n.drained_by_gpuaccept and (n.reason_time is None or n.reason_time >= since)
+    ]
+
+
+def decide(
+    verdict: Verdict,
+    level: str,
+    failed_checks: list[str],
+    node: SchedNode,
+    partition: list[SchedNode],
+    now: datetime,
+    guard: Guard | None = None,
+) -> Decision:
+    """The action on `node` for a run of `level` with `verdict`; `partition`: every node the
+    breaker counts (the node itself included)."""
+    guard = guard or Guard()
+    if verdict == "not-judged":
+        return Decision("none", node.name, "the run judged nothing: nothing is changed")
+    if verdict == "fail":
+        if node.drained:
+            return Decision(
+                "none", node.name, f"failed; drained already ({node.reason or 'no reason'})"
+            )
+        recent = recent_drains(partition, now, guard)
+        limit = guard.limit(len(partition))
+        if len(recent) >= limit:
+            names = ", ".join(n.name for n in recent[:5]) + (", ..." if len(recent) > 5 else "")
+            return Decision(
+                "refused",
+                node.name,
+                f"failed, NOT drained: gpuaccept drained {len(recent)} of {len(partition)} "
+                f"node(s) in the last {guard.minutes:g} min ({names}), the breaker's limit is "
+                f"{limit} ({guard.share:.0%}): a fault on this many nodes at once is more likely "
+                "the stack or the site than the hardware; look before draining more",
+            )
+        reason = drain_reason(level, failed_checks)
+        return Decision("drain", node.name, f"failed: drained ({reason})", reason)
+    if not node.drained:
+        return Decision("none", node.name, "passed; in service")
+    if not node.drained_by_gpuaccept:
+        return Decision(
+            "none",
+            node.name,
+            f"passed; drained by someone else ({node.reason or 'no reason'}): not gpuaccept's "
+            "drain to lift",
+        )
+    if LEVELS.index(level) < LEVELS.index(guard.resume_level):
+        return Decision(
+            "none",
+            node.name,
+            f"passed {level}; a node gpuaccept drained returns after a passing "
+            f"{guard.resume_level} run (or above)",
+        )
+    return Decision(
+        "resume", node.name, f"passed {level}: resumed (gpuaccept had drained it: {node.reason})"
+    )

@@ -1,0 +1,133 @@
+"""`gpuaccept act slurm`: a run's verdict as a Slurm drain or resume, with guards (issue #31)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+if TYPE_CHECKING:
+    from gpuaccept.act.policy import Verdict
+
+app = typer.Typer(no_args_is_help=True, help="Act on a verdict in the scheduler, with guards.")
+
+REFUSED_EXIT = 4
+_MODES = ("report", "shadow", "enforce")
+
+
+def _verdict(report_path: Path) -> tuple[Verdict, str, list[str], str | None]:
+    """(verdict, level, failed checks, the node the report names) of an accept report."""
+    from gpuaccept.errors import InputError
+    from gpuaccept.report.node_verdict import node_of
+    from gpuaccept.report.reading import dated_in_future, load_report
+    from gpuaccept.results import Outcome
+    from gpuaccept.verdict import ACCEPT
+
+    report = load_report(report_path)
+    shown = f"report {report_path}"
+    if report.verdict.kind != ACCEPT:
+        raise InputError(f"{shown}: not a `gpuaccept accept` report: it says nothing of a node")
+    future = dated_in_future(report)
+    if future is not None:
+        raise InputError(f"{shown}: {future}; nothing is done on it")
+    outcome = report.verdict.outcome
+    verdict: Verdict
+    if outcome is Outcome.FAIL:
+        verdict = "fail"
+    elif outcome is Outcome.PASS and report.verdict.is_node_acceptance:
+        verdict = "pass"
+    else:
+        verdict = "not-judged"
+    return verdict, report.level, list(report.verdict.failed_checks), node_of(report)
+
+
+@app.command("slurm")
+def slurm(
+    report: Path = typer.Argument(..., help="The node's `gpuaccept accept` JSON report."),
+    node: str | None = typer.Option(
+        None, "--node", metavar="NAME", help="Slurm's name for the node (default: the report's)."
+    ),
+    act: str = typer.Option(
+        "enforce",
+        "--act",
+        metavar="MODE",
+        help="report: say the verdict, ask Slurm nothing, change nothing; shadow: decide "
+        "against Slurm's state and say what it would do, change nothing; enforce: drain or "
+        "resume.",
+    ),
+    partition: str | None = typer.Option(
+        None, "--partition", metavar="NAME", help="The nodes the breaker counts (default: all)."
+    ),
+    resume_level: str = typer.Option(
+        "standard",
+        "--resume-level",
+        metavar="LEVEL",
+        help="The level a node gpuaccept drained must pass to be resumed.",
+    ),
+    breaker_share: float = typer.Option(
+        0.02,
+        "--breaker-share",
+        metavar="FRACTION",
+        help="At most this share of the nodes (at least one) drained by gpuaccept within "
+        "--breaker-minutes; past it a failing node is not drained and the exit is 4.",
+    ),
+    breaker_minutes: float = typer.Option(
+        60.0, "--breaker-minutes", metavar="MINUTES", help="The breaker's window."
+    ),
+) -> None:
+    """Drain a failing node, resume one gpuaccept drained once it passes, never more.
+
+    A failing node is drained with the reason `gpuaccept LEVEL: CHECKS` unless it is drained
+    already or gpuaccept drained --breaker-share of the nodes in the last --breaker-minutes (the
+    circuit breaker: exit 4, the node left in service, said on stderr). A node is resumed only
+    when gpuaccept drained it (its reason) and the run passed --resume-level or above; a drain
+    set by anyone else is never lifted. A run that judged nothing changes nothing. Exit: 0 in
+    service or resumed; 1 the node failed; 4 the breaker refused the drain.
+    """
+    import math
+    from datetime import datetime
+
+    from gpuaccept.act.policy import LEVELS, Guard, decide
+    from gpuaccept.act.slurm import carry_out, read_nodes
+    from gpuaccept.errors import InputError
+
+    if act not in _MODES:
+        raise InputError(f"--act {act!r}: give one of {', '.join(_MODES)}")
+    if resume_level not in LEVELS:
+        raise InputError(f"--resume-level {resume_level!r}: give one of {', '.join(LEVELS)}")
+    if not (math.isfinite(breaker_share) and 0 <= breaker_share <= 1):
+        raise InputError(f"--breaker-share {breaker_share:g}: give a fraction from 0 to 1")
+    if not (math.isfinite(breaker_minutes) and 0 < breaker_minutes <= 7 * 24 * 60):
+        raise InputError(
+            f"--breaker-minutes {breaker_minutes:g}: give minutes above 0, a week at most"
+        )
+    verdict, level, failed, named = _verdict(report)
+    name = node or named
+    if not name:
+        raise InputError(f"report {report}: names no node: give --node")
+    if level not in LEVELS:
+        raise InputError(f"report {report}: level {level!r} is not one of {', '.join(LEVELS)}")
+    if act == "report":
+        checks = f" ({', '.join(failed)})" if failed else ""
+        typer.echo(f"[ACT] report: {name}: {verdict} at {level}{checks} (nothing acted on)")
+        raise typer.Exit(1 if verdict == "fail" else 0)
+    nodes = read_nodes(partition)
+    this = next((n for n in nodes if n.name == name), None)
+    if this is None:
+        where = f" in partition {partition}" if partition else ""
+        raise InputError(f"node {name} is not among Slurm's nodes{where}: give --node")
+    guard = Guard(share=breaker_share, minutes=breaker_minutes, resume_level=resume_level)
+    decision = decide(verdict, level, failed, this, nodes, datetime.now(), guard)
+    if act == "enforce":
+        carry_out(decision)
+        typer.echo(f"[ACT] {name}: {decision.why}")
+    else:
+        would = {"drain": "would drain", "resume": "would resume"}.get(decision.action)
+        said = f"{would}: {decision.why}" if would else decision.why
+        typer.echo(f"[ACT] shadow: {name}: {said} (nothing changed: --act shadow)")
+    if decision.action == "refused":
+        typer.echo(f"act: {name}: {decision.why}", err=True)
+        raise typer.Exit(REFUSED_EXIT)
+    if verdict == "fail":
+        raise typer.Exit(1)

@@ -1,0 +1,157 @@
+"""`gpuaccept act slurm` over a simulated fleet of 50 nodes (issue #31 §6): Slurm's sinfo and
+scontrol stand-ins (tests/fake_slurm) over a state file, accept reports as runs store them. A
+fault that fails every node at once drains one node and stops; shadow mode changes nothing and
+says what it would do; only gpuaccept's own drains are lifted, and only after a standard pass."""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from gpuaccept.cli import app
+from tests.run_reports import gpu_report, rejudged
+
+FAKES = Path(__file__).resolve().parents[1] / "fake_slurm"
+
+
+@pytest.fixture
+def fleet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    state = tmp_path / "slurm.json"
+    state.write_text(json.dumps({"nodes": {f"gpu{i:02d}": {"state": "idle"} for i in range(50)}}))
+    monkeypatch.setenv("FAKE_SLURM_STATE", str(state))
+    monkeypatch.setenv("FAKE_SLURM_NOW", datetime.now().isoformat(timespec="seconds"))
+    monkeypatch.setenv("PATH", f"{FAKES}{os.pathsep}{os.environ['PATH']}")
+    return state
+
+
+def _report(tmp_path: Path, node: str, passed: bool, level: str = "quick") -> Path:
+    report = rejudged(gpu_report(node, [790.0], passed=passed), level=level)
+    path = tmp_path / f"{node}-{level}-{'pass' if passed else 'fail'}.json"
+    path.write_text(report.model_dump_json())
+    return path
+
+
+def _act(report: Path, node: str, *more: str) -> object:
+    return CliRunner().invoke(app, ["act", "slurm", str(report), "--node", node, *more])
+
+
+def _nodes(state: Path) -> dict[str, dict[str, str]]:
+    return dict(json.loads(state.read_text())["nodes"])
+
+
+def test_a_fault_on_every_node_at_once_drains_one_and_stops(fleet: Path, tmp_path: Path) -> None:
+    """A driver update that fails `stack` on all 50 nodes in one round of the health check:
+    without the breaker, 50 drains; with it, 1 (2% of 50, at least one), 49 loud refusals."""
+    codes = []
+    for i in range(50):
+        node = f"gpu{i:02d}"
+        result = _act(_report(tmp_path, node, passed=False), node)
+        codes.append(result.exit_code)
+        if result.exit_code == 4:
+            assert "failed, NOT drained: gpuaccept drained 1 of 50 node(s)" in result.stderr
+    drained = [name for name, n in _nodes(fleet).items() if n["state"] == "drained"]
+    assert drained == ["gpu00"]
+    assert codes == [1] + [4] * 49
+    assert _nodes(fleet)["gpu00"]["reason"] == "gpuaccept quick: compute"
+
+
+def test_a_site_with_a_wider_breaker_drains_up_to_its_share(fleet: Path, tmp_path: Path) -> None:
+    for i in range(10):
+        node = f"gpu{i:02d}"
+        _act(_report(tmp_path, node, passed=False), node, "--breaker-share", "0.1")
+    assert sum(n["state"] == "drained" for n in _nodes(fleet).values()) == 5
+
+
+def test_shadow_mode_changes_nothing_and_says_what_it_would_do(fleet: Path, tmp_path: Path) -> None:
+    before = fleet.read_text()
+    result = _act(_report(tmp_path, "gpu07", passed=False), "gpu07", "--act", "shadow")
+    assert result.exit_code == 1
+    assert result.stdout.strip() == (
+        "[ACT] shadow: gpu07: would drain: failed: drained (gpuaccept quick: compute) "
+        "(nothing changed: --act shadow)"
+    )
+    assert fleet.read_text() == before
+    report = _act(_report(tmp_path, "gpu07", passed=False), "gpu07", "--act", "report")
+    assert report.exit_code == 1
+    assert (
+        report.stdout.strip() == "[ACT] report: gpu07: fail at quick (compute) (nothing acted on)"
+    )
+    assert fleet.read_text() == before
+
+
+def test_report_mode_asks_slurm_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no Slurm client at all
+    passed = _act(_report(tmp_path, "gpu00", passed=True), "gpu00", "--act", "report")
+    assert passed.exit_code == 0
+    assert passed.stdout.strip() == "[ACT] report: gpu00: pass at quick (nothing acted on)"
+
+
+def test_only_gpuaccepts_drain_is_lifted_and_only_after_a_standard_pass(
+    fleet: Path, tmp_path: Path
+) -> None:
+    state = json.loads(fleet.read_text())
+    state["nodes"]["gpu01"] = {"state": "drained", "reason": "admin: DIMM swap", "since": ""}
+    fleet.write_text(json.dumps(state))
+    assert _act(_report(tmp_path, "gpu00", passed=False), "gpu00").exit_code == 1
+    assert _nodes(fleet)["gpu00"]["state"] == "drained"
+    # the quick health check passes: not enough to return it
+    quick = _act(_report(tmp_path, "gpu00", passed=True), "gpu00")
+    assert quick.exit_code == 0
+    assert _nodes(fleet)["gpu00"]["state"] == "drained"
+    assert "returns after a passing standard run" in quick.stdout
+    back = _act(_report(tmp_path, "gpu00", passed=True, level="standard"), "gpu00")
+    assert back.exit_code == 0, back.output
+    assert _nodes(fleet)["gpu00"] == {"state": "idle", "reason": "", "since": ""}
+    theirs = _act(_report(tmp_path, "gpu01", passed=True, level="full"), "gpu01")
+    assert theirs.exit_code == 0
+    assert "drained by someone else (admin: DIMM swap)" in theirs.stdout
+    assert _nodes(fleet)["gpu01"]["reason"] == "admin: DIMM swap"
+
+
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        (["--act", "yes"], "--act 'yes': give one of report, shadow, enforce"),
+        (["--resume-level", "max"], "--resume-level 'max': give one of quick, standard, full"),
+        (["--breaker-share", "1.5"], "--breaker-share 1.5: give a fraction from 0 to 1"),
+        (["--breaker-share", "nan"], "--breaker-share nan: give a fraction from 0 to 1"),
+        (["--breaker-minutes", "0"], "--breaker-minutes 0: give minutes above 0, a week at most"),
+        (["--node", "gpu99"], "node gpu99 is not among Slurm's nodes: give --node"),
+    ],
+)
+def test_a_wrong_input_is_one_line_and_exit_2_before_anything_changes(
+    fleet: Path, tmp_path: Path, flags: list[str], says: str
+) -> None:
+    before = fleet.read_text()
+    report = _report(tmp_path, "gpu00", passed=False)
+    result = CliRunner().invoke(app, ["act", "slurm", str(report), "--node", "gpu00", *flags])
+    assert result.exit_code == 2, result.output
+    (line,) = result.stderr.strip().splitlines()
+    assert line == f"gpuaccept act slurm: error: {says}"
+    assert fleet.read_text() == before
+
+
+def test_a_cpu_or_benchmark_report_acts_on_nothing(fleet: Path, tmp_path: Path) -> None:
+    cpu = rejudged(gpu_report("gpu03", [790.0], passed=True), device_mode="cpu")
+    path = tmp_path / "cpu.json"
+    path.write_text(cpu.model_dump_json())
+    result = _act(path, "gpu03")
+    assert result.exit_code == 0
+    assert "the run judged nothing: nothing is changed" in result.stdout
+    bench = rejudged(gpu_report("gpu03", [790.0]), command="bench matmul")
+    path.write_text(bench.model_dump_json())
+    refused = _act(path, "gpu03")
+    assert refused.exit_code == 2
+    assert "not a `gpuaccept accept` report" in refused.stderr
+
+
+def test_without_slurm_the_command_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no sinfo anywhere
+    result = _act(_report(tmp_path, "gpu00", passed=False), "gpu00")
+    assert result.exit_code == 3
+    assert "sinfo not found: acting on Slurm needs its client commands" in result.stderr

@@ -1,0 +1,138 @@
+"""The decision after a run (issue #31 §2, §3), rule by rule at its bounds: drain a failing node
+once, never past the breaker, resume only what gpuaccept drained and only after its level."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import pytest
+
+from gpuaccept.act.policy import Guard, SchedNode, decide, drain_reason, recent_drains
+
+NOW = datetime(2026, 11, 26, 12, 0, 0)
+
+
+def node(name: str = "n1", reason: str = "", minutes_ago: float | None = 1.0) -> SchedNode:
+    when = None if minutes_ago is None else NOW - timedelta(minutes=minutes_ago)
+    return SchedNode(name, bool(reason), reason, when if reason else None)
+
+
+def fleet(count: int, drained: int = 0, minutes_ago: float = 1.0) -> list[SchedNode]:
+    return [
+        node(f"n{i}", "gpuaccept quick: health" if i < drained else "", minutes_ago)
+        for i in range(count)
+    ]
+
+
+def test_a_failing_node_is_drained_with_the_reason_gpuaccept_owns() -> None:
+    this = node("n9")
+    decision = decide("fail", "quick", ["health", "fabric"], this, [this, *fleet(99)], NOW)
+    assert (decision.action, decision.reason) == ("drain", "gpuaccept quick: health, fabric")
+    assert decision.why == "failed: drained (gpuaccept quick: health, fabric)"
+
+
+def test_a_reason_is_cut_to_what_slurm_keeps() -> None:
+    assert len(drain_reason("quick", ["x" * 300])) == 200
+
+
+def test_a_node_drained_already_is_not_drained_again_by_anyone() -> None:
+    admin = node("n1", "fan replaced, burn-in pending")
+    decision = decide("fail", "quick", ["health"], admin, [admin], NOW)
+    assert decision.action == "none"
+    assert decision.why == "failed; drained already (fan replaced, burn-in pending)"
+
+
+@pytest.mark.parametrize(
+    ("nodes", "drained", "action"),
+    [
+        (50, 0, "drain"),  # limit max(1, floor(0.02 x 50)) = 1
+        (50, 1, "refused"),
+        (100, 1, "drain"),  # limit 2
+        (100, 2, "refused"),
+        (1000, 19, "drain"),  # limit 20: 2% of a thousand
+        (1000, 20, "refused"),
+        (1, 0, "drain"),  # the smallest cluster may drain its one node
+    ],
+)
+def test_the_breaker_stops_at_its_share_of_the_partition(
+    nodes: int, drained: int, action: str
+) -> None:
+    partition = fleet(nodes, drained)
+    this = partition[-1]
+    assert decide("fail", "quick", ["stack"], this, partition, NOW).action == action
+
+
+def test_a_refusal_says_how_many_where_and_why() -> None:
+    partition = fleet(50, 1)
+    decision = decide("fail", "quick", ["stack"], partition[-1], partition, NOW)
+    assert decision.why == (
+        "failed, NOT drained: gpuaccept drained 1 of 50 node(s) in the last 60 min (n0), the "
+        "breaker's limit is 1 (2%): a fault on this many nodes at once is more likely the stack "
+        "or the site than the hardware; look before draining more"
+    )
+    many = fleet(50, 7)
+    said = decide("fail", "quick", ["stack"], many[-1], many, NOW, Guard(share=0.1)).why
+    assert "(n0, n1, n2, n3, n4, ...)" in said
+
+
+def test_only_drains_within_the_window_and_gpuaccepts_own_count() -> None:
+    guard = Guard(minutes=60.0)
+    old = node("a", "gpuaccept quick: health", minutes_ago=60.001)
+    edge = node("b", "gpuaccept standard: compute", minutes_ago=60.0)
+    undated = node("c", "gpuaccept full: burnin", minutes_ago=None)
+    admin = node("d", "rack 4 power work", minutes_ago=1.0)
+    looks_like = node("e", "gpuaccept-ish: not ours", minutes_ago=1.0)
+    counted = recent_drains([old, edge, undated, admin, looks_like], NOW, guard)
+    assert [n.name for n in counted] == ["b", "c"]  # an undated drain counts: err on caution
+
+
+def test_a_site_can_widen_or_narrow_the_breaker() -> None:
+    partition = fleet(100, 4)
+    this = partition[-1]
+    assert decide("fail", "quick", ["x"], this, partition, NOW, Guard(share=0.05)).action == "drain"
+    assert decide("fail", "quick", ["x"], this, partition, NOW, Guard(share=0.04)).action == (
+        "refused"
+    )
+    stale = fleet(100, 4, minutes_ago=30.0)
+    assert decide("fail", "quick", ["x"], stale[-1], stale, NOW, Guard(minutes=29.0)).action == (
+        "drain"
+    )
+
+
+def test_a_node_gpuaccept_drained_returns_after_a_pass_at_the_resume_level() -> None:
+    ours = node("n1", "gpuaccept quick: health")
+    quick = decide("pass", "quick", [], ours, [ours], NOW)
+    assert quick.action == "none"
+    assert quick.why == (
+        "passed quick; a node gpuaccept drained returns after a passing standard run (or above)"
+    )
+    for level in ("standard", "full"):
+        back = decide("pass", level, [], ours, [ours], NOW)
+        assert back.action == "resume"
+        assert back.why == f"passed {level}: resumed (gpuaccept had drained it: {ours.reason})"
+    strict = Guard(resume_level="full")
+    assert decide("pass", "standard", [], ours, [ours], NOW, strict).action == "none"
+    lenient = Guard(resume_level="quick")
+    assert decide("pass", "quick", [], ours, [ours], NOW, lenient).action == "resume"
+
+
+def test_a_drain_set_by_anyone_else_is_never_lifted() -> None:
+    for reason in ("admin: fan", "gpuaccept: old style", "NHC: check_hw_ib failed", "gpuacceptx"):
+        theirs = node("n1", reason)
+        decision = decide("pass", "full", [], theirs, [theirs], NOW)
+        assert decision.action == "none", reason
+        assert decision.why == (
+            f"passed; drained by someone else ({reason}): not gpuaccept's drain to lift"
+        )
+
+
+def test_a_passing_node_in_service_and_a_run_that_judged_nothing_change_nothing() -> None:
+    free = node("n1")
+    assert decide("pass", "quick", [], free, [free], NOW).why == "passed; in service"
+    ours = node("n2", "gpuaccept quick: health")
+    for this in (free, ours):
+        decision = decide("not-judged", "full", [], this, [this], NOW)
+        assert (decision.action, decision.why) == (
+            "none",
+            "the run judged nothing: nothing is changed",
+        )
