@@ -11,7 +11,8 @@ rm -rf mutants
 "$python" -m mutmut run >/dev/null 2>&1 || true # its live counter is for a terminal
 results=$("$python" -m mutmut results --all true 2>/dev/null || true)
 killed=$(grep -c ': killed$' <<<"$results" || true)
-survived=$(grep -c ': survived$' <<<"$results" || true)
+# a mutant no selected test runs is not killed: it counts as a survivor
+survived=$(grep -c -E ': (survived|no tests)$' <<<"$results" || true)
 total=$((killed + survived))
 if ((total == 0)); then
   echo "mutation-test: mutmut produced no result (see: $python -m mutmut run)" >&2
@@ -19,7 +20,7 @@ if ((total == 0)); then
 fi
 score=$((100 * killed / total))
 echo "mutation-test: $killed of $total mutants killed ($score%), $survived survived"
-grep ': survived$' <<<"$results" | sed 's/: survived$//' | while read -r name; do
+grep -E ': (survived|no tests)$' <<<"$results" | sed -E 's/: (survived|no tests)$//' | while read -r name; do
   echo "  survived: $name"
   # a mutant whose diff has no +/- line must not end the list (grep exits 1 under pipefail)
   "$python" -m mutmut show "$name" 2>/dev/null | grep -E '^[-+] ' | sed 's/^/      /' || true

@@ -136,3 +136,45 @@ def test_a_passing_node_in_service_and_a_run_that_judged_nothing_change_nothing(
             "none",
             "the run judged nothing: nothing is changed",
         )
+
+
+def test_every_decision_names_its_node_and_a_drain_without_a_reason_is_said() -> None:
+    bare = SchedNode("n7", True, "", None)  # DRAIN with no reason shown
+    ours = node("n8", "gpuaccept quick: health")
+    free = node("n9")
+    cases = [
+        decide("not-judged", "quick", [], free, [free], NOW),
+        decide("fail", "quick", ["x"], free, [free], NOW),
+        decide("fail", "quick", ["x"], bare, [bare], NOW),
+        decide("fail", "quick", ["x"], free, [free, ours], NOW),  # refused: ours is recent
+        decide("pass", "quick", [], free, [free], NOW),
+        decide("pass", "quick", [], bare, [bare], NOW),
+        decide("pass", "quick", [], ours, [ours], NOW),
+        decide("pass", "standard", [], ours, [ours], NOW),
+    ]
+    assert [d.node for d in cases] == ["n9", "n9", "n7", "n9", "n9", "n7", "n8", "n8"]
+    assert [d.action for d in cases] == [
+        "none",
+        "drain",
+        "none",
+        "refused",
+        "none",
+        "none",
+        "none",
+        "resume",
+    ]
+    assert cases[2].why == "failed; drained already (no reason)"
+    assert (
+        cases[5].why == "passed; drained by someone else (no reason): not gpuaccept's drain to lift"
+    )
+
+
+@pytest.mark.parametrize(
+    ("drained", "listed"), [(5, "n0, n1, n2, n3, n4"), (6, "n0, n1, n2, n3, n4, ...")]
+)
+def test_a_refusal_lists_five_drained_nodes_and_says_when_there_are_more(
+    drained: int, listed: str
+) -> None:
+    partition = fleet(50, drained)
+    said = decide("fail", "quick", ["x"], partition[-1], partition, NOW, Guard(share=0.1)).why
+    assert f"({listed}), the breaker's limit is 5" in said
