@@ -196,3 +196,49 @@ def test_the_cli_prints_the_commands_and_refuses_a_bad_node(tmp_path: Path) -> N
     )
     assert applied.returncode == 3  # no kubernetes client installed here
     assert "pip install kubernetes" in applied.stderr
+
+
+def test_a_quick_pass_lifts_no_taint_and_a_standard_pass_does() -> None:
+    """Issue #31 §3 for Kubernetes, as for Slurm: the pool daemonset's quick check taints a node
+    that fails it, and only a passing standard run (k8s/accept-job.yaml, which tolerates the
+    taint) lifts it; the failed label stays until then."""
+    quick = node_verdict(rejudged(_report(), level="quick"))
+    label, *rest = kubectl_commands(quick)
+    assert rest == []  # no taint command at all: left as it is
+    assert "gpuaccept.io/verdict=pass" in label
+    assert not any(part.startswith("gpuaccept.io/failed") for part in label)
+    assert quick.note == (
+        "passed quick: the gpuaccept.io/unfit taint, if set, is lifted by a passing standard run "
+        "(k8s/accept-job.yaml tolerates it)"
+    )
+    assert kubectl_commands(node_verdict(_report()))[1][-1] == "gpuaccept.io/unfit:NoSchedule-"
+    lenient = node_verdict(rejudged(_report(), level="quick"), resume_level="quick")
+    assert lenient.remove_taint
+    assert lenient.note is None
+    strict = node_verdict(_report(), resume_level="full")
+    assert not strict.remove_taint
+    failed_quick = node_verdict(rejudged(_report(passed=False), level="quick"))
+    assert failed_quick.taint == "compute"  # a failure taints at any level
+
+
+def test_node_verdict_says_what_it_left_and_refuses_a_level_it_does_not_know(
+    tmp_path: Path,
+) -> None:
+    from typer.testing import CliRunner
+
+    from gpuaccept.cli import app
+
+    path = tmp_path / "quick.json"
+    path.write_text(rejudged(_report(), level="quick").model_dump_json())
+    done = CliRunner().invoke(app, ["node-verdict", str(path)])
+    assert done.exit_code == 0, done.output
+    assert "NoSchedule-" not in done.stdout
+    assert done.stderr.strip() == (
+        "# gpu017: passed quick: the gpuaccept.io/unfit taint, if set, is lifted by a passing "
+        "standard run (k8s/accept-job.yaml tolerates it)"
+    )
+    wrong = CliRunner().invoke(app, ["node-verdict", str(path), "--resume-level", "max"])
+    assert wrong.exit_code == 2
+    assert wrong.stderr.strip() == (
+        "gpuaccept node-verdict: error: --resume-level 'max': give one of quick, standard, full"
+    )

@@ -13,6 +13,12 @@ def node_verdict(
     node: str | None = typer.Option(
         None, "--node", metavar="NAME", help="The node (default: the one the report names)."
     ),
+    resume_level: str = typer.Option(
+        "standard",
+        "--resume-level",
+        metavar="LEVEL",
+        help="The level whose pass lifts the unfit taint (a quick pass below it lifts nothing).",
+    ),
     apply: bool = typer.Option(
         False,
         "--apply",
@@ -25,8 +31,10 @@ def node_verdict(
     Reads `gpuaccept accept` reports. pass on the GPUs: gpuaccept.io/verdict=pass and the
     gpuaccept.io/unfit taint removed; fail: verdict=fail, gpuaccept.io/failed=CHECKS and the
     NoSchedule taint gpuaccept.io/unfit; not judged, interrupted or CPU mode: the taint is left
-    as it is. Of several reports of one node, the newest run is applied.
+    as it is. A pass below --resume-level (default standard) lifts no taint: the quick check that
+    found a fault does not clear it. Of several reports of one node, the newest run is applied.
     """
+    from gpuaccept.act.policy import LEVELS
     from gpuaccept.errors import InputError
     from gpuaccept.report.node_verdict import (
         apply_verdict,
@@ -37,6 +45,8 @@ def node_verdict(
     )
     from gpuaccept.report.reading import dated_in_future, load_report
 
+    if resume_level not in LEVELS:
+        raise InputError(f"--resume-level {resume_level!r}: give one of {', '.join(LEVELS)}")
     if node is not None and len(reports) > 1:
         raise InputError("--node names one node: give one report with it")
     # every report is read and judged before any node is changed
@@ -48,7 +58,7 @@ def node_verdict(
             if future is not None:  # it would stay "the newest" and overrule every real run
                 typer.echo(f"# report {path}: {future}; not applied", err=True)
                 continue
-            verdicts.append(node_verdict(report, node))
+            verdicts.append(node_verdict(report, node, resume_level))
         except InputError as error:
             text = str(error)
             where = text if text.startswith(f"report {path}") else f"report {path}: {text}"
@@ -69,6 +79,8 @@ def node_verdict(
             err=True,
         )
     for verdict in newest:
+        if verdict.note:
+            typer.echo(f"# {verdict.node}: {verdict.note}", err=True)
         if apply:
             apply_verdict(verdict)
             typer.echo(f"[K8S] {verdict.node}: {verdict.verdict} (labels and taint applied)")

@@ -36,6 +36,7 @@ class NodeVerdict:
     taint: str | None  # the unfit taint's value to set; None with remove_taint False: leave it
     remove_taint: bool
     started_at: str  # when the run began (ISO 8601): the newest report of a node wins
+    note: str | None = None  # what was left as it is, and why (said on stderr)
 
 
 def node_of(report: RunReport) -> str | None:
@@ -54,7 +55,14 @@ def _label_value(text: str) -> str:
     return _LABEL_VALUE.sub("-", text)[:63].strip("-_.") or "none"
 
 
-def node_verdict(report: RunReport, node: str | None = None) -> NodeVerdict:
+def node_verdict(
+    report: RunReport, node: str | None = None, resume_level: str = "standard"
+) -> NodeVerdict:
+    """The labels and taint a report puts on its node. A pass below `resume_level` lifts no
+    taint and leaves the failed label (issue #31 §3, as `act slurm` returns a node: the quick
+    check that found a fault is not the check that clears it)."""
+    from gpuaccept.act.policy import LEVELS
+
     verdict = report.verdict
     if verdict.kind != ACCEPT:
         raise InputError(
@@ -76,15 +84,26 @@ def node_verdict(report: RunReport, node: str | None = None) -> NodeVerdict:
         f"{PREFIX}/level": _label_value(report.level),
         f"{PREFIX}/checked": report.started_at[:10],
     }
-    if state != "not-judged":  # a run that judged nothing leaves the last judgement standing
+    below = (
+        state == "pass"
+        and report.level in LEVELS
+        and LEVELS.index(report.level) < LEVELS.index(resume_level)
+    )
+    if state != "not-judged" and not below:  # a run that judged nothing changes nothing
         labels[f"{PREFIX}/failed"] = failed
     return NodeVerdict(
         node=name,
         verdict=state,
         labels=labels,
         taint=failed if state == "fail" else None,
-        remove_taint=state == "pass",
+        remove_taint=state == "pass" and not below,
         started_at=report.started_at,
+        note=(
+            f"passed {report.level}: the {TAINT_KEY} taint, if set, is lifted by a passing "
+            f"{resume_level} run (k8s/accept-job.yaml tolerates it)"
+            if below
+            else None
+        ),
     )
 
 
