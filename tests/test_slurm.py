@@ -7,6 +7,7 @@ Without the packages, or without root, every test here skips and says why."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -283,7 +284,7 @@ def test_the_health_check_drains_a_failing_node_with_its_reason(slurm: dict[str,
         assert failed.returncode == 1, failed.stdout + failed.stderr
         state, reason = _node_state(slurm)
         assert state in ("drained", "draining")
-        assert reason == "gpuaccept quick: inventory"
+        assert re.fullmatch(r"gpuaccept quick: inventory \[stack [0-9a-f]{8}\]", reason), reason
     finally:
         subprocess.run(
             ["scontrol", "update", f"NodeName={_node()}", "State=RESUME"],
@@ -424,7 +425,7 @@ def test_the_health_check_drains_a_node_whose_infiniband_port_is_down(
         assert "mlx5_5:1 is DOWN (LinkUp), expected ACTIVE (LinkUp)" in failed.stdout
         state, reason = _node_state(slurm)
         assert state in ("drained", "draining")
-        assert reason == "gpuaccept quick: fabric"
+        assert re.fullmatch(r"gpuaccept quick: fabric \[stack [0-9a-f]{8}\]", reason), reason
     finally:
         subprocess.run(
             ["scontrol", "update", f"NodeName={_node()}", "State=RESUME"],
@@ -482,12 +483,12 @@ def test_act_returns_only_its_own_drain_and_only_after_a_standard_pass(
         assert failed.returncode == 1, failed.stdout + failed.stderr
         state, reason = _node_state(slurm)
         assert state in ("drained", "draining")
-        assert reason == "gpuaccept quick: compute"
+        assert re.fullmatch(r"gpuaccept quick: compute \[stack [0-9a-f]{8}\]", reason), reason
         again = _act(slurm, tmp_path, passed=False, level="quick")  # one cause, one drain
-        assert "failed; drained already (gpuaccept quick: compute)" in again.stdout
+        assert f"failed; drained already ({reason})" in again.stdout
         quick = _act(slurm, tmp_path, passed=True, level="quick")
         assert quick.returncode == 0, quick.stdout + quick.stderr
-        assert _node_state(slurm)[1] == "gpuaccept quick: compute"
+        assert _node_state(slurm)[1] == reason
         standard = _act(slurm, tmp_path, passed=True, level="standard")
         assert standard.returncode == 0, standard.stdout + standard.stderr
         assert "passed standard: resumed" in standard.stdout
@@ -554,7 +555,7 @@ def test_the_health_check_in_shadow_mode_drains_nothing_and_says_so(
     )
     try:
         assert done.returncode == 1, done.stdout + done.stderr
-        assert "would drain: failed: drained (gpuaccept quick: inventory)" in done.stdout
+        assert "would drain: failed: drained (gpuaccept quick: inventory [stack " in done.stdout
         assert _node_state(slurm) == ("idle", "none")
     finally:
         _resume_and_wait(slurm)

@@ -29,11 +29,23 @@ def fleet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return state
 
 
-def _report(tmp_path: Path, node: str, passed: bool, level: str = "quick") -> Path:
-    report = rejudged(gpu_report(node, [790.0], passed=passed), level=level)
-    path = tmp_path / f"{node}-{level}-{'pass' if passed else 'fail'}.json"
+def _report(
+    tmp_path: Path, node: str, passed: bool, level: str = "quick", torch: str = "2.13.0"
+) -> Path:
+    """A GPU accept report of `node`; `torch` picks its software stack."""
+    torch_info = {"torch": {"version": torch}}
+    base = gpu_report(node, [790.0], passed=passed, extra_environment=torch_info)
+    report = rejudged(base, level=level)
+    path = tmp_path / f"{node}-{level}-{'pass' if passed else 'fail'}-{torch}.json"
     path.write_text(report.model_dump_json())
     return path
+
+
+def _stack(torch: str = "2.13.0") -> str:
+    from gpuaccept.record.environment import stack_sha256
+
+    report = gpu_report("any", [790.0], extra_environment={"torch": {"version": torch}})
+    return stack_sha256(report.environment)[:8]
 
 
 def _act(report: Path, node: str, *more: str) -> object:
@@ -57,14 +69,41 @@ def test_a_fault_on_every_node_at_once_drains_one_and_stops(fleet: Path, tmp_pat
     drained = [name for name, n in _nodes(fleet).items() if n["state"] == "drained"]
     assert drained == ["gpu00"]
     assert codes == [1] + [4] * 49
-    assert _nodes(fleet)["gpu00"]["reason"] == "gpuaccept quick: compute"
+    assert _nodes(fleet)["gpu00"]["reason"] == f"gpuaccept quick: compute [stack {_stack()}]"
 
 
 def test_a_site_with_a_wider_breaker_drains_up_to_its_share(fleet: Path, tmp_path: Path) -> None:
-    for i in range(10):
+    for i in range(10):  # each on a stack of its own: no regression, the breaker alone
         node = f"gpu{i:02d}"
-        _act(_report(tmp_path, node, passed=False), node, "--breaker-share", "0.1")
+        _act(_report(tmp_path, node, passed=False, torch=f"2.{i}"), node, "--breaker-share", "0.1")
     assert sum(n["state"] == "drained" for n in _nodes(fleet).values()) == 5
+
+
+def test_a_stack_regression_drains_two_nodes_then_names_the_stack(
+    fleet: Path, tmp_path: Path
+) -> None:
+    """Issue #31 §2: a library update fails `compute` on every node of one stack. With a breaker
+    wide enough not to stop it (50%), the third node on that stack is not drained: the refusal
+    names the stack; a node on another stack, or failing another check, is still drained."""
+    codes = {}
+    for i in range(6):
+        node = f"gpu{i:02d}"
+        result = _act(_report(tmp_path, node, passed=False), node, "--breaker-share", "0.5")
+        codes[node] = result.exit_code
+    assert codes == {"gpu00": 1, "gpu01": 1, "gpu02": 4, "gpu03": 4, "gpu04": 4, "gpu05": 4}
+    refused = _act(_report(tmp_path, "gpu09", passed=False), "gpu09", "--breaker-share", "0.5")
+    assert refused.stderr.strip() == (
+        f"act: gpu09: failed compute, NOT drained: 2 other node(s) on the same software stack "
+        f"({_stack()}) failed the same in the last 60 min (gpu00, gpu01): a regression of the "
+        "stack, not this node's hardware; compare the stack with the last one that passed"
+    )
+    other = _act(
+        _report(tmp_path, "gpu10", passed=False, torch="2.12.0"), "gpu10", "--breaker-share", "0.5"
+    )
+    assert other.exit_code == 1
+    assert (
+        _nodes(fleet)["gpu10"]["reason"] == f"gpuaccept quick: compute [stack {_stack('2.12.0')}]"
+    )
 
 
 def test_shadow_mode_changes_nothing_and_says_what_it_would_do(fleet: Path, tmp_path: Path) -> None:
@@ -72,8 +111,8 @@ def test_shadow_mode_changes_nothing_and_says_what_it_would_do(fleet: Path, tmp_
     result = _act(_report(tmp_path, "gpu07", passed=False), "gpu07", "--act", "shadow")
     assert result.exit_code == 1
     assert result.stdout.strip() == (
-        "[ACT] shadow: gpu07: would drain: failed: drained (gpuaccept quick: compute) "
-        "(nothing changed: --act shadow)"
+        f"[ACT] shadow: gpu07: would drain: failed: drained (gpuaccept quick: compute [stack "
+        f"{_stack()}]) (nothing changed: --act shadow)"
     )
     assert fleet.read_text() == before
     report = _act(_report(tmp_path, "gpu07", passed=False), "gpu07", "--act", "report")

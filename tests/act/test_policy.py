@@ -178,3 +178,75 @@ def test_a_refusal_lists_five_drained_nodes_and_says_when_there_are_more(
     partition = fleet(50, drained)
     said = decide("fail", "quick", ["x"], partition[-1], partition, NOW, Guard(share=0.1)).why
     assert f"({listed}), the breaker's limit is 5" in said
+
+
+STACK = "0123abcd" + "9" * 56
+
+
+def _drained(name: str, checks: str, stack: str | None, minutes_ago: float = 1.0) -> SchedNode:
+    tag = f" [stack {stack[:8]}]" if stack else ""
+    return node(name, f"gpuaccept quick: {checks}{tag}", minutes_ago)
+
+
+def test_a_drain_reason_keeps_the_stack_tag_whatever_the_checks() -> None:
+    assert drain_reason("quick", ["stack"], STACK) == "gpuaccept quick: stack [stack 0123abcd]"
+    long = drain_reason("full", ["x" * 300], STACK)
+    assert len(long) == 200
+    assert long.endswith(" [stack 0123abcd]")
+    assert drain_reason("quick", ["health"]) == "gpuaccept quick: health"
+    assert _drained("a", "health, fabric", STACK).cause() == ("health, fabric", "0123abcd")
+    assert _drained("a", "health", None).cause() == ("health", None)
+    assert node("b", "admin: fan").cause() is None
+    assert node("c").cause() is None
+    # a reason without DRAIN (a node down with gpuaccept's old reason) is no drain of gpuaccept's
+    assert SchedNode("d", False, "gpuaccept quick: health [stack 0123abcd]", None).cause() is None
+
+
+def test_the_third_node_on_one_stack_failing_the_same_checks_is_a_regression() -> None:
+    wide = Guard(share=0.5)
+    this = node("n9")
+    two = [_drained("a", "stack", STACK), _drained("b", "stack", STACK)]
+    decision = decide("fail", "quick", ["stack"], this, [this, *two, *fleet(20)], NOW, wide, STACK)
+    assert decision.action == "refused"
+    assert decision.node == "n9"
+    assert decision.why == (
+        "failed stack, NOT drained: 2 other node(s) on the same software stack (0123abcd) failed "
+        "the same in the last 60 min (a, b): a regression of the stack, not this node's "
+        "hardware; compare the stack with the last one that passed"
+    )
+    # one other node is no regression yet
+    one = decide("fail", "quick", ["stack"], this, [this, two[0], *fleet(20)], NOW, wide, STACK)
+    assert one.action == "drain"
+    # another stack, other checks, a drain out of the window, no stack known: not the same cause
+    for others, stack in (
+        (two, "ffff0000" + "0" * 56),
+        ([_drained("a", "health", STACK), _drained("b", "health", STACK)], STACK),
+        ([_drained("a", "stack", STACK, 61.0), _drained("b", "stack", STACK, 61.0)], STACK),
+        (two, None),
+    ):
+        partition = [this, *others, *fleet(20)]
+        assert decide("fail", "quick", ["stack"], this, partition, NOW, wide, stack).action == (
+            "drain"
+        ), (others, stack)
+    strict = Guard(share=0.5, regression_nodes=1)
+    assert (
+        decide("fail", "quick", ["stack"], this, [this, two[0], *fleet(20)], NOW, strict, STACK)
+    ).action == "refused"
+
+
+def test_a_regression_of_several_checks_names_them_all() -> None:
+    this = node("n9")
+    both = [_drained(n, "stack, compute", STACK) for n in ("a", "b")]
+    said = decide(
+        "fail", "quick", ["stack", "compute"], this, [this, *both], NOW, Guard(share=0.9), STACK
+    ).why
+    assert said.startswith("failed stack, compute, NOT drained: 2 other node(s)")
+
+
+def test_a_regression_lists_five_nodes_and_says_when_there_are_more() -> None:
+    wide = Guard(share=0.9)
+    this = node("n9")
+    for count, listed in ((5, "s0, s1, s2, s3, s4"), (6, "s0, s1, s2, s3, s4, ...")):
+        others = [_drained(f"s{i}", "stack", STACK) for i in range(count)]
+        said = decide("fail", "quick", ["stack"], this, [this, *others], NOW, wide, STACK).why
+        assert f"({listed}): a regression" in said

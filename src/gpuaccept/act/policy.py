@@ -8,6 +8,10 @@
   (default standard: the quick health check that drained it is not enough to return it). A drain
   with any other reason is not gpuaccept's to lift, whatever the run says.
 - A run that judged nothing changes nothing.
+- **A regression is not a hardware fault**: a drain's reason carries the software stack's digest
+  (`record.environment.stack_sha256`, 8 hex digits); when `regression_nodes` other nodes on the
+  same stack failed the same checks within the window, this failure is the stack's, not this
+  node's: it is not drained, and the refusal names the stack (exit 4, as the breaker's).
 
 The breaker's default, 2% of the partition in 60 minutes (at least one node): Meta's Llama 3
 405B run on 16,384 H100s, 8 to a server (2,048 nodes), saw 419 unexpected interruptions in 54
@@ -30,6 +34,11 @@ from typing import Literal
 
 LEVELS = ("quick", "standard", "full")
 OWN_REASON = re.compile(r"^gpuaccept (quick|standard|full): ")
+_REASON = re.compile(
+    r"^gpuaccept (?:quick|standard|full): (?P<checks>.*?)(?: \[stack (?P<stack>[0-9a-f]{8})\])?$"
+)
+STACK_DIGITS = 8
+REASON_LIMIT = 200
 
 Action = Literal["drain", "resume", "none", "refused"]
 Verdict = Literal["pass", "fail", "not-judged"]
@@ -40,6 +49,8 @@ class Guard:
     share: float = 0.02  # of the partition's nodes gpuaccept may drain within `minutes`
     minutes: float = 60.0
     resume_level: str = "standard"
+    # other nodes on one stack failing the same checks within `minutes` that make a regression
+    regression_nodes: int = 2
 
     def limit(self, nodes: int) -> int:
         """How many drains within the window the partition tolerates (at least one)."""
@@ -57,6 +68,11 @@ class SchedNode:
     def drained_by_gpuaccept(self) -> bool:
         return self.drained and bool(OWN_REASON.match(self.reason))
 
+    def cause(self) -> tuple[str, str | None] | None:
+        """(failed checks, stack digest) of a drain gpuaccept set; None for any other."""
+        found = _REASON.match(self.reason) if self.drained_by_gpuaccept else None
+        return (found.group("checks"), found.group("stack")) if found else None
+
 
 @dataclass(frozen=True)
 class Decision:
@@ -66,8 +82,12 @@ class Decision:
     reason: str = ""  # the scheduler reason a drain sets
 
 
-def drain_reason(level: str, failed_checks: list[str]) -> str:
-    return f"gpuaccept {level}: {', '.join(failed_checks)}"[:200]
+def drain_reason(level: str, failed_checks: list[str], stack: str | None = None) -> str:
+    """`gpuaccept LEVEL: CHECKS [stack DIGEST]`, within what Slurm keeps (the checks are cut,
+    never the stack tag the regression rule reads)."""
+    tag = f" [stack {stack[:STACK_DIGITS]}]" if stack else ""
+    head = f"gpuaccept {level}: {', '.join(failed_checks)}"
+    return head[: REASON_LIMIT - len(tag)] + tag
 
 
 def recent_drains(nodes: list[SchedNode], now: datetime, guard: Guard) -> list[SchedNode]:
@@ -89,9 +109,10 @@ def decide(
     partition: list[SchedNode],
     now: datetime,
     guard: Guard | None = None,
+    stack: str | None = None,
 ) -> Decision:
     """The action on `node` for a run of `level` with `verdict`; `partition`: every node the
-    breaker counts (the node itself included)."""
+    breaker counts (the node itself included); `stack`: the run's stack digest."""
     guard = guard or Guard()
     if verdict == "not-judged":
         return Decision("none", node.name, "the run judged nothing: nothing is changed")
@@ -101,6 +122,21 @@ def decide(
                 "none", node.name, f"failed; drained already ({node.reason or 'no reason'})"
             )
         recent = recent_drains(partition, now, guard)
+        reason = drain_reason(level, failed_checks, stack)
+        if stack is not None:
+            # this run's cause, read back as any drain's: the same cut checks, the same tag
+            cause = SchedNode(node.name, True, reason, None).cause()
+            same = [n for n in recent if n.cause() == cause]  # never this node: not drained
+            if len(same) >= guard.regression_nodes:
+                names = ", ".join(n.name for n in same[:5]) + (", ..." if len(same) > 5 else "")
+                return Decision(
+                    "refused",
+                    node.name,
+                    f"failed {', '.join(failed_checks)}, NOT drained: {len(same)} other node(s) "
+                    f"on the same software stack ({stack[:STACK_DIGITS]}) failed the same in the "
+                    f"last {guard.minutes:g} min ({names}): a regression of the stack, not this "
+                    "node's hardware; compare the stack with the last one that passed",
+                )
         limit = guard.limit(len(partition))
         if len(recent) >= limit:
             names = ", ".join(n.name for n in recent[:5]) + (", ..." if len(recent) > 5 else "")
@@ -112,7 +148,6 @@ def decide(
                 f"{limit} ({guard.share:.0%}): a fault on this many nodes at once is more likely "
                 "the stack or the site than the hardware; look before draining more",
             )
-        reason = drain_reason(level, failed_checks)
         return Decision("drain", node.name, f"failed: drained ({reason})", reason)
     if not node.drained:
         return Decision("none", node.name, "passed; in service")

@@ -16,9 +16,11 @@ REFUSED_EXIT = 4
 _MODES = ("report", "shadow", "enforce")
 
 
-def _verdict(report_path: Path) -> tuple[Verdict, str, list[str], str | None]:
-    """(verdict, level, failed checks, the node the report names) of an accept report."""
+def _verdict(report_path: Path) -> tuple[Verdict, str, list[str], str | None, str]:
+    """(verdict, level, failed checks, the node the report names, its stack digest) of an
+    accept report."""
     from gpuaccept.errors import InputError
+    from gpuaccept.record.environment import stack_sha256
     from gpuaccept.report.node_verdict import node_of
     from gpuaccept.report.reading import dated_in_future, load_report
     from gpuaccept.results import Outcome
@@ -39,7 +41,8 @@ def _verdict(report_path: Path) -> tuple[Verdict, str, list[str], str | None]:
         verdict = "pass"
     else:
         verdict = "not-judged"
-    return verdict, report.level, list(report.verdict.failed_checks), node_of(report)
+    failed = list(report.verdict.failed_checks)
+    return verdict, report.level, failed, node_of(report), stack_sha256(report.environment)
 
 
 @app.command("slurm")
@@ -78,9 +81,11 @@ def slurm(
 ) -> None:
     """Drain a failing node, resume one gpuaccept drained once it passes, never more.
 
-    A failing node is drained with the reason `gpuaccept LEVEL: CHECKS` unless it is drained
-    already or gpuaccept drained --breaker-share of the nodes in the last --breaker-minutes (the
-    circuit breaker: exit 4, the node left in service, said on stderr). A node is resumed only
+    A failing node is drained with the reason `gpuaccept LEVEL: CHECKS [stack DIGEST]` unless it
+    is drained already, two other nodes on the same software stack failed the same checks in the
+    last --breaker-minutes (a regression of the stack, not the node), or gpuaccept drained
+    --breaker-share of the nodes in that time (the circuit breaker); both refusals exit 4, the
+    node left in service, said on stderr. A node is resumed only
     when gpuaccept drained it (its reason) and the run passed --resume-level or above; a drain
     set by anyone else is never lifted. A run that judged nothing changes nothing. Exit: 0 in
     service or resumed; 1 the node failed; 4 the breaker refused the drain.
@@ -102,7 +107,7 @@ def slurm(
         raise InputError(
             f"--breaker-minutes {breaker_minutes:g}: give minutes above 0, a week at most"
         )
-    verdict, level, failed, named = _verdict(report)
+    verdict, level, failed, named, stack = _verdict(report)
     name = node or named
     if not name:
         raise InputError(f"report {report}: names no node: give --node")
@@ -118,7 +123,7 @@ def slurm(
         where = f" in partition {partition}" if partition else ""
         raise InputError(f"node {name} is not among Slurm's nodes{where}: give --node")
     guard = Guard(share=breaker_share, minutes=breaker_minutes, resume_level=resume_level)
-    decision = decide(verdict, level, failed, this, nodes, datetime.now(), guard)
+    decision = decide(verdict, level, failed, this, nodes, datetime.now(), guard, stack)
     if act == "enforce":
         carry_out(decision)
         typer.echo(f"[ACT] {name}: {decision.why}")
