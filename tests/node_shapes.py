@@ -13,8 +13,11 @@ Where a shape's facts come from (read, not remembered):
 - AWS EFA, torvalds/linux drivers/infiniband/hw/efa/efa_verbs.c: efa_query_port sets the state
   ACTIVE, LinkUp and "4X EDR" whatever the link (so sysfs prints "100 Gb/sec (4X EDR)" on every
   EFA port), and efa_port_link_layer returns IB_LINK_LAYER_UNSPECIFIED, which
-  drivers/infiniband/core/sysfs.c link_layer_show prints as "Unknown". A p5 has 32 EFA devices
-  (AWS's 3,200 Gbps of EFA in 100 G devices). EFA has no PMA: no counters/ directory.
+  drivers/infiniband/core/sysfs.c link_layer_show prints as "Unknown". A p5 has 32 EFA devices:
+  "P5 and P5e instances support up to 32 network cards and can provide up to 3,200 Gbps of network
+  bandwidth", one EFA per card
+  (docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html). EFA has no PMA: no
+  counters/ directory.
 - The one-GPU H200 slice is not modelled: tests/shapes/h200-one-gpu-slice.json was captured on a
   real cloud VM on 2026-11-26 (scripts/capture_node_shape.py): virtio devices, numa_node -1, no
   cpufreq, NVML answering "Not Supported" for all 18 NVLinks and the fabric.
