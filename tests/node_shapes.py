@@ -34,7 +34,6 @@ gVNIC, no RDMA device; A3 Ultra: eight 400 G RoCE ports), which no source here l
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -44,19 +43,10 @@ from typing import Any
 from gpuaccept.node_profile import NodeExpectation
 from gpuaccept.probe.fabric import ERROR_COUNTERS
 from tests.checks.conftest import h100_sxm
+from tests.fabric_tree import _link, _write
 
 SHAPES_DIR = Path(__file__).parent / "shapes"
 NDR, HDR, EDR = "400 Gb/sec (4X NDR)", "200 Gb/sec (4X HDR)", "100 Gb/sec (4X EDR)"
-
-
-def _write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text + "\n")
-
-
-def _link(link: Path, target: Path) -> None:
-    link.parent.mkdir(parents=True, exist_ok=True)
-    link.symlink_to(os.path.relpath(target, link.parent))
 
 
 class Tree:

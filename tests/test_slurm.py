@@ -257,6 +257,20 @@ def _node_state(env: dict[str, str]) -> tuple[str, str]:
     return state, reason
 
 
+def _resume_and_wait(env: dict[str, str]) -> None:
+    """Resume this node and wait until slurmctld has heard from slurmd ("idle*" until then)."""
+    subprocess.run(
+        ["scontrol", "update", f"NodeName={_node()}", "State=RESUME"],
+        env=env,
+        check=False,
+        timeout=STEP_TIMEOUT,
+    )
+    deadline = time.monotonic() + 60
+    while _node_state(env)[0] != "idle" and time.monotonic() < deadline:
+        time.sleep(1)
+    assert _node_state(env) == ("idle", "none")
+
+
 def test_the_health_check_drains_a_failing_node_with_its_reason(slurm: dict[str, str]) -> None:
     check = [str(REPO / "slurm" / "healthcheck.sh")]
     # two checks stand in for the quick level (the jobs above run all of it): the verdict path
@@ -286,17 +300,7 @@ def test_the_health_check_drains_a_failing_node_with_its_reason(slurm: dict[str,
         assert state in ("drained", "draining")
         assert re.fullmatch(r"gpuaccept quick: inventory \[stack [0-9a-f]{8}\]", reason), reason
     finally:
-        subprocess.run(
-            ["scontrol", "update", f"NodeName={_node()}", "State=RESUME"],
-            env=slurm,
-            check=False,
-            timeout=STEP_TIMEOUT,
-        )
-    # resumed: idle again once slurmctld has heard from slurmd ("idle*" until then)
-    deadline = time.monotonic() + 60
-    while _node_state(slurm)[0] != "idle" and time.monotonic() < deadline:
-        time.sleep(1)
-    assert _node_state(slurm) == ("idle", "none")
+        _resume_and_wait(slurm)
 
 
 def test_a_run_that_judged_nothing_does_not_drain(slurm: dict[str, str], tmp_path: Path) -> None:
@@ -427,29 +431,7 @@ def test_the_health_check_drains_a_node_whose_infiniband_port_is_down(
         assert state in ("drained", "draining")
         assert re.fullmatch(r"gpuaccept quick: fabric \[stack [0-9a-f]{8}\]", reason), reason
     finally:
-        subprocess.run(
-            ["scontrol", "update", f"NodeName={_node()}", "State=RESUME"],
-            env=slurm,
-            check=False,
-            timeout=STEP_TIMEOUT,
-        )
-    deadline = time.monotonic() + 60
-    while _node_state(slurm)[0] != "idle" and time.monotonic() < deadline:
-        time.sleep(1)
-    assert _node_state(slurm) == ("idle", "none")
-
-
-def _resume_and_wait(env: dict[str, str]) -> None:
-    subprocess.run(
-        ["scontrol", "update", f"NodeName={_node()}", "State=RESUME"],
-        env=env,
-        check=False,
-        timeout=STEP_TIMEOUT,
-    )
-    deadline = time.monotonic() + 60
-    while _node_state(env)[0] != "idle" and time.monotonic() < deadline:
-        time.sleep(1)
-    assert _node_state(env) == ("idle", "none")
+        _resume_and_wait(slurm)
 
 
 def _act(
