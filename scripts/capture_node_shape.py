@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 PAGE = 4096
+# The attributes gpuaccept's readers look at (probe/fabric.py ERROR_COUNTERS, Q_COUNTERS), named
+# again here: the script runs on the node to capture, where gpuaccept need not be installed.
 IB_PORT_ATTRS = ("state", "phys_state", "rate", "link_layer")
 IB_COUNTERS = (
     "symbol_error",

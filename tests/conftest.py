@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fcntl
 import os
 import tomllib
 from collections.abc import Iterator
@@ -10,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.cpu_turns import held
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -39,13 +40,8 @@ def _one_gpu_test_at_a_time(
         yield
         return
     # every worker's basetemp (popen-gwN) shares this parent; without xdist it is pytest-of-USER
-    lock_path = tmp_path_factory.getbasetemp().parent / "gpuaccept-gpu-tests.lock"
-    with lock_path.open("a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    with held(tmp_path_factory.getbasetemp().parent / "gpuaccept-gpu-tests.lock"):
+        yield
 
 
 # Modules whose tests start Python processes (CLI runs, suites in workers, ranks, job scripts)

@@ -15,11 +15,17 @@ from pathlib import Path
 
 
 @contextmanager
-def cpu_turn() -> Iterator[None]:
-    path = Path(tempfile.gettempdir()) / f"gpuaccept-tests-cpu-turns-{os.getuid()}.lock"
+def held(path: Path) -> Iterator[None]:
+    """The exclusive lock on `path` (made if missing) for the block: processes take turns."""
     with path.open("a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+@contextmanager
+def cpu_turn() -> Iterator[None]:
+    with held(Path(tempfile.gettempdir()) / f"gpuaccept-tests-cpu-turns-{os.getuid()}.lock"):
+        yield

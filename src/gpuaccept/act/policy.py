@@ -32,7 +32,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
-LEVELS = ("quick", "standard", "full")
+from gpuaccept.suite.selection import LEVELS
+
 OWN_REASON = re.compile(r"^gpuaccept (quick|standard|full): ")
 _REASON = re.compile(
     r"^gpuaccept (?:quick|standard|full): (?P<checks>.*?)(?: \[stack (?P<stack>[0-9a-f]{8})\])?$"
@@ -82,12 +83,23 @@ class Decision:
     reason: str = ""  # the scheduler reason a drain sets
 
 
+def returns_to_service(level: str, resume_level: str) -> bool:
+    """Whether a pass at `level` may return a node gpuaccept took out (a level it does not know
+    returns nothing)."""
+    return level in LEVELS and LEVELS.index(level) >= LEVELS.index(resume_level)
+
+
 def drain_reason(level: str, failed_checks: list[str], stack: str | None = None) -> str:
     """`gpuaccept LEVEL: CHECKS [stack DIGEST]`, within what Slurm keeps (the checks are cut,
     never the stack tag the regression rule reads)."""
     tag = f" [stack {stack[:STACK_DIGITS]}]" if stack else ""
     head = f"gpuaccept {level}: {', '.join(failed_checks)}"
     return head[: REASON_LIMIT - len(tag)] + tag
+
+
+def _named(nodes: list[SchedNode]) -> str:
+    """The first five nodes' names, and "..." when there are more."""
+    return ", ".join(n.name for n in nodes[:5]) + (", ..." if len(nodes) > 5 else "")
 
 
 def recent_drains(nodes: list[SchedNode], now: datetime, guard: Guard) -> list[SchedNode]:
@@ -128,25 +140,23 @@ def decide(
             cause = SchedNode(node.name, True, reason, None).cause()
             same = [n for n in recent if n.cause() == cause]  # never this node: not drained
             if len(same) >= guard.regression_nodes:
-                names = ", ".join(n.name for n in same[:5]) + (", ..." if len(same) > 5 else "")
                 return Decision(
                     "refused",
                     node.name,
                     f"failed {', '.join(failed_checks)}, NOT drained: {len(same)} other node(s) "
                     f"on the same software stack ({stack[:STACK_DIGITS]}) failed the same in the "
-                    f"last {guard.minutes:g} min ({names}): a regression of the stack, not this "
-                    "node's hardware; compare the stack with the last one that passed",
+                    f"last {guard.minutes:g} min ({_named(same)}): a regression of the stack, not "
+                    "this node's hardware; compare the stack with the last one that passed",
                 )
         limit = guard.limit(len(partition))
         if len(recent) >= limit:
-            names = ", ".join(n.name for n in recent[:5]) + (", ..." if len(recent) > 5 else "")
             return Decision(
                 "refused",
                 node.name,
                 f"failed, NOT drained: gpuaccept drained {len(recent)} of {len(partition)} "
-                f"node(s) in the last {guard.minutes:g} min ({names}), the breaker's limit is "
-                f"{limit} ({guard.share:.0%}): a fault on this many nodes at once is more likely "
-                "the stack or the site than the hardware; look before draining more",
+                f"node(s) in the last {guard.minutes:g} min ({_named(recent)}), the breaker's "
+                f"limit is {limit} ({guard.share:.0%}): a fault on this many nodes at once is more "
+                "likely the stack or the site than the hardware; look before draining more",
             )
         return Decision("drain", node.name, f"failed: drained ({reason})", reason)
     if not node.drained:
@@ -158,7 +168,7 @@ def decide(
             f"passed; drained by someone else ({node.reason or 'no reason'}): not gpuaccept's "
             "drain to lift",
         )
-    if LEVELS.index(level) < LEVELS.index(guard.resume_level):
+    if not returns_to_service(level, guard.resume_level):
         return Decision(
             "none",
             node.name,

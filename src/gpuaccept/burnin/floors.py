@@ -45,9 +45,8 @@ def reference_floors(
             reference = model.metrics.get(metric)
             if reference is None:
                 continue
-            floor = reference.value * reference.lower_fraction
             floors.setdefault(stressor, {})[label] = RateFloor(
-                floor,
+                reference.floor,
                 f"{reference.lower_fraction:g} x the {model.display} reference "
                 f"{reference.value:g} {reference.unit} ({metric}, references.toml)",
             )

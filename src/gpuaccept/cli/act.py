@@ -21,9 +21,8 @@ def _verdict(report_path: Path) -> tuple[Verdict, str, list[str], str | None, st
     accept report."""
     from gpuaccept.errors import InputError
     from gpuaccept.record.environment import stack_sha256
-    from gpuaccept.report.node_verdict import node_of
+    from gpuaccept.report.node_verdict import fitness, node_of
     from gpuaccept.report.reading import dated_in_future, load_report
-    from gpuaccept.results import Outcome
     from gpuaccept.verdict import ACCEPT
 
     report = load_report(report_path)
@@ -33,14 +32,7 @@ def _verdict(report_path: Path) -> tuple[Verdict, str, list[str], str | None, st
     future = dated_in_future(report)
     if future is not None:
         raise InputError(f"{shown}: {future}; nothing is done on it")
-    outcome = report.verdict.outcome
-    verdict: Verdict
-    if outcome is Outcome.FAIL:
-        verdict = "fail"
-    elif outcome is Outcome.PASS and report.verdict.is_node_acceptance:
-        verdict = "pass"
-    else:
-        verdict = "not-judged"
+    verdict = fitness(report)
     failed = list(report.verdict.failed_checks)
     return verdict, report.level, failed, node_of(report), stack_sha256(report.environment)
 
@@ -93,9 +85,10 @@ def slurm(
     import math
     from datetime import datetime
 
-    from gpuaccept.act.policy import LEVELS, Guard, decide
+    from gpuaccept.act.policy import Guard, decide
     from gpuaccept.act.slurm import carry_out, read_nodes
     from gpuaccept.errors import InputError
+    from gpuaccept.suite.selection import LEVELS
 
     if act not in _MODES:
         raise InputError(f"--act {act!r}: give one of {', '.join(_MODES)}")

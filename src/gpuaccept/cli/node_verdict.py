@@ -34,7 +34,6 @@ def node_verdict(
     as it is. A pass below --resume-level (default standard) lifts no taint: the quick check that
     found a fault does not clear it. Of several reports of one node, the newest run is applied.
     """
-    from gpuaccept.act.policy import LEVELS
     from gpuaccept.errors import InputError
     from gpuaccept.report.node_verdict import (
         apply_verdict,
@@ -44,6 +43,7 @@ def node_verdict(
         tied,
     )
     from gpuaccept.report.reading import dated_in_future, load_report
+    from gpuaccept.suite.selection import LEVELS
 
     if resume_level not in LEVELS:
         raise InputError(f"--resume-level {resume_level!r}: give one of {', '.join(LEVELS)}")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from gpuaccept.errors import InputError
 from gpuaccept.naming import run_title
@@ -55,13 +55,23 @@ def _label_value(text: str) -> str:
     return _LABEL_VALUE.sub("-", text)[:63].strip("-_.") or "none"
 
 
+def fitness(report: RunReport) -> Literal["pass", "fail", "not-judged"]:
+    """What an accept report says of its node: a failure in any mode (a node whose GPUs are
+    unusable runs in CPU mode and fails inventory), a pass on the GPUs alone, else nothing."""
+    if report.verdict.outcome is Outcome.FAIL:
+        return "fail"
+    if report.verdict.outcome is Outcome.PASS and report.verdict.is_node_acceptance:
+        return "pass"
+    return "not-judged"
+
+
 def node_verdict(
     report: RunReport, node: str | None = None, resume_level: str = "standard"
 ) -> NodeVerdict:
     """The labels and taint a report puts on its node. A pass below `resume_level` lifts no
     taint and leaves the failed label (issue #31 §3, as `act slurm` returns a node: the quick
     check that found a fault is not the check that clears it)."""
-    from gpuaccept.act.policy import LEVELS
+    from gpuaccept.act.policy import returns_to_service
 
     verdict = report.verdict
     if verdict.kind != ACCEPT:
@@ -73,22 +83,13 @@ def node_verdict(
     if not name or not _NODE_NAME.fullmatch(name):
         raise InputError(f"node name {name!r} is not a Kubernetes node name: give one with --node")
     failed = _label_value(".".join(verdict.failed_checks)) if verdict.failed_checks else None
-    if verdict.outcome is Outcome.FAIL:
-        state = "fail"
-    elif verdict.outcome is Outcome.PASS and verdict.is_node_acceptance:
-        state = "pass"
-    else:
-        state = "not-judged"
+    state = fitness(report)
     labels: dict[str, str | None] = {
         f"{PREFIX}/verdict": state,
         f"{PREFIX}/level": _label_value(report.level),
         f"{PREFIX}/checked": report.started_at[:10],
     }
-    below = (
-        state == "pass"
-        and report.level in LEVELS
-        and LEVELS.index(report.level) < LEVELS.index(resume_level)
-    )
+    below = state == "pass" and not returns_to_service(report.level, resume_level)
     if state != "not-judged" and not below:  # a run that judged nothing changes nothing
         labels[f"{PREFIX}/failed"] = failed
     return NodeVerdict(
