@@ -18,9 +18,10 @@ Where a shape's facts come from (read, not remembered):
   bandwidth", one EFA per card
   (docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html). EFA has no PMA: no
   counters/ directory.
-- The one-GPU H200 slice is not modelled: tests/shapes/h200-one-gpu-slice.json was captured on a
-  real cloud VM on 2026-11-26 (scripts/capture_node_shape.py): virtio devices, numa_node -1, no
-  cpufreq, NVML answering "Not Supported" for all 18 NVLinks and the fabric.
+- The one-GPU H200 and H100 slices are not modelled: tests/shapes/h200-one-gpu-slice.json and
+  h100-one-gpu-slice.json were captured on real cloud VMs on 2026-11-26
+  (scripts/capture_node_shape.py): virtio devices, numa_node -1, no cpufreq, NVML answering "Not
+  Supported" for all 18 NVLinks and the fabric.
 - The DGX H100 is tests/fabric_tree.py's HGX tree with a frontend RoCE HCA and a storage HCA
   whose second port is uncabled, each on a PCIe switch without a GPU.
 
@@ -375,7 +376,29 @@ def _hgx_faults(rail: str, vanished: str) -> list[Variant]:
     ]
 
 
-_h200_slice_build, _h200_slice_nvml = captured(SHAPES_DIR / "h200-one-gpu-slice.json")
+
+def _captured_slice(name: str) -> Shape:
+    """A one-GPU cloud VM read by scripts/capture_node_shape.py: no fabric to judge, and its
+    one GPU cannot be a straggler against itself, only below its reference floor (a warning)."""
+    build, nvml = captured(SHAPES_DIR / f"{name}.json")
+    return Shape(
+        name,
+        build,
+        nvml,
+        NodeExpectation(cpus=16),
+        16,
+        {"fabric": "skip", "health": "pass", "host": "pass", "burnin": "pass"},
+        [
+            Variant(
+                "an uncorrectable SRAM ECC error",
+                uncorrectable_ecc(0),
+                "health",
+                "uncorrectable SRAM",
+            ),
+            Variant("its GPU 40% slow in the burn-in", slow_gpu(0), "burnin", "below", "warn"),
+        ],
+    )
+
 
 SHAPES: list[Shape] = [
     Shape(
@@ -500,21 +523,6 @@ SHAPES: list[Shape] = [
             Variant("one GPU 40% slow in the burn-in", slow_gpu(1), "burnin", "gpu1"),
         ],
     ),
-    Shape(
-        "h200-one-gpu-slice",
-        _h200_slice_build,
-        _h200_slice_nvml,
-        NodeExpectation(cpus=16),
-        16,
-        {"fabric": "skip", "health": "pass", "host": "pass", "burnin": "pass"},
-        [
-            Variant(
-                "an uncorrectable SRAM ECC error",
-                uncorrectable_ecc(0),
-                "health",
-                "uncorrectable SRAM",
-            ),
-            Variant("its GPU 40% slow in the burn-in", slow_gpu(0), "burnin", "below", "warn"),
-        ],
-    ),
+    _captured_slice("h200-one-gpu-slice"),
+    _captured_slice("h100-one-gpu-slice"),
 ]
