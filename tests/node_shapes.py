@@ -376,7 +376,6 @@ def _hgx_faults(rail: str, vanished: str) -> list[Variant]:
     ]
 
 
-
 def _captured_slice(name: str) -> Shape:
     """A one-GPU cloud VM read by scripts/capture_node_shape.py: no fabric to judge, and its
     one GPU cannot be a straggler against itself, only below its reference floor (a warning)."""
