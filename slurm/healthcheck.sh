@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Slurm HealthCheckProgram (or Prolog): a quick acceptance of this node, and the verdict acted on
 # through `gpuaccept act slurm` (docs/actions.md), which guards every drain:
-# - a failing node is drained with the reason "gpuaccept quick: CHECKS", unless the circuit
-#   breaker holds (gpuaccept drained 2% of the nodes in the last hour: exit 4, not drained);
+# - a failing node is drained with the reason "gpuaccept quick: ACTION: CHECKS", unless the circuit
+#   breaker holds (gpuaccept drained 2% of the nodes in the last hour: exit 4, not drained), or
+#   its failure is soft (recommended action: rerun, e.g. a figure below its floor) and it has not
+#   failed two runs in a row yet (counted from the earlier reports in $GPUACCEPT_RESULTS);
 # - a node gpuaccept drained is checked at $GPUACCEPT_RESUME_LEVEL (default standard) instead,
 #   and resumed when it passes; a drain set by anyone else is never lifted here.
 #

@@ -53,6 +53,15 @@ def _accept(flag: str) -> Argv:
     return lambda path, _: ["accept", "--device", "cpu", *history, "--only", "stack", flag, path]
 
 
+def _failed_report(scratch: Path) -> str:
+    """A failing accept report in `scratch`, for inputs read beside one."""
+    from tests.run_reports import gpu_report
+
+    path = scratch / "failed-report.json"
+    path.write_text(gpu_report("n1", [500.0], passed=False).model_dump_json())
+    return str(path)
+
+
 def _history(command: str) -> Argv:
     extra = {"show": ["1"], "compare": ["1", "2"], "trend": ["x"]}.get(command, [])
     return lambda path, _: ["history", command, *extra, "--history", path]
@@ -77,6 +86,7 @@ MISSING_HISTORY = "a history that does not exist yet is created (or listed as em
 REGISTRY: list[Input] = [
     Input("accept", "--baseline", "reads", _accept("--baseline"), FILE_FORMS),
     Input("accept", "--node-profile", "reads", _accept("--node-profile"), FILE_FORMS),
+    Input("accept", "--rules", "reads", _accept("--rules"), FILE_FORMS),
     Input("accept", "--record-baseline", "writes", _accept("--record-baseline"), OUTPUT_FORMS),
     Input("accept", "--report-dir", "writes", covered_by=("tests/test_cli_inputs.py",)),
     Input("accept", "--junit", "writes", _accept("--junit"), OUTPUT_FORMS),
@@ -140,6 +150,24 @@ REGISTRY: list[Input] = [
         "reads",
         lambda path, _: ["act", "slurm", path, "--node", "n1"],
         FILE_FORMS,
+    ),
+    Input(
+        "act slurm",
+        "--earlier",
+        "reads",
+        lambda path, scratch: [
+            "act",
+            "slurm",
+            _failed_report(scratch),
+            "--node",
+            "n1",
+            "--earlier",
+            path,
+        ],
+        ("missing", "a-file"),
+        covered_by=(
+            "tests/act/test_repeats.py::test_earlier_reports_are_the_nodes_newest_and_a_damaged_one_is_said",
+        ),
     ),
     *_bench("matmul"),
     *_bench("membw"),

@@ -133,6 +133,7 @@ def test_a_passing_node_is_labelled_and_untainted() -> None:
             "gpuaccept.io/level=standard",
             "gpuaccept.io/checked=2026-11-01",
             "gpuaccept.io/failed-",
+            "gpuaccept.io/action=none",
             "--overwrite",
         ],
         ["kubectl", "taint", "node", "gpu017", "gpuaccept.io/unfit:NoSchedule-"],
@@ -144,6 +145,7 @@ def test_a_failing_node_is_tainted_with_its_failed_checks() -> None:
     label, taint = kubectl_commands(verdict)
     assert "gpuaccept.io/verdict=fail" in label
     assert "gpuaccept.io/failed=compute" in label
+    assert "gpuaccept.io/action=drain" in label  # the report's recommended action
     assert taint == [
         "kubectl",
         "taint",
@@ -171,6 +173,7 @@ def test_a_report_judging_nothing_leaves_the_taint_alone() -> None:
     verdict = node_verdict(rejudged(report, checks=skipped))
     (label,) = kubectl_commands(verdict)
     assert "gpuaccept.io/verdict=not-judged" in label
+    assert not any(part.startswith("gpuaccept.io/action") for part in label)
     taints = [{"key": "gpuaccept.io/unfit", "value": "x", "effect": "NoSchedule"}]
     assert patch_for(verdict, taints)["spec"]["taints"] == taints
 
@@ -207,6 +210,7 @@ def test_a_quick_pass_lifts_no_taint_and_a_standard_pass_does() -> None:
     assert rest == []  # no taint command at all: left as it is
     assert "gpuaccept.io/verdict=pass" in label
     assert not any(part.startswith("gpuaccept.io/failed") for part in label)
+    assert not any(part.startswith("gpuaccept.io/action") for part in label)
     assert quick.note == (
         "passed quick: the gpuaccept.io/unfit taint, if set, is lifted by a passing standard run "
         "(k8s/accept-job.yaml tolerates it)"

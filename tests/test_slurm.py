@@ -298,7 +298,9 @@ def test_the_health_check_drains_a_failing_node_with_its_reason(slurm: dict[str,
         assert failed.returncode == 1, failed.stdout + failed.stderr
         state, reason = _node_state(slurm)
         assert state in ("drained", "draining")
-        assert re.fullmatch(r"gpuaccept quick: inventory \[stack [0-9a-f]{8}\]", reason), reason
+        assert re.fullmatch(
+            r"gpuaccept quick: reboot-node: inventory \[stack [0-9a-f]{8}\]", reason
+        ), reason
     finally:
         _resume_and_wait(slurm)
 
@@ -429,7 +431,7 @@ def test_the_health_check_drains_a_node_whose_infiniband_port_is_down(
         assert "mlx5_5:1 is DOWN (LinkUp), expected ACTIVE (LinkUp)" in failed.stdout
         state, reason = _node_state(slurm)
         assert state in ("drained", "draining")
-        assert re.fullmatch(r"gpuaccept quick: fabric \[stack [0-9a-f]{8}\]", reason), reason
+        assert re.fullmatch(r"gpuaccept quick: drain: fabric \[stack [0-9a-f]{8}\]", reason), reason
     finally:
         _resume_and_wait(slurm)
 
@@ -465,7 +467,9 @@ def test_act_returns_only_its_own_drain_and_only_after_a_standard_pass(
         assert failed.returncode == 1, failed.stdout + failed.stderr
         state, reason = _node_state(slurm)
         assert state in ("drained", "draining")
-        assert re.fullmatch(r"gpuaccept quick: compute \[stack [0-9a-f]{8}\]", reason), reason
+        assert re.fullmatch(r"gpuaccept quick: drain: compute \[stack [0-9a-f]{8}\]", reason), (
+            reason
+        )
         again = _act(slurm, tmp_path, passed=False, level="quick")  # one cause, one drain
         assert f"failed; drained already ({reason})" in again.stdout
         quick = _act(slurm, tmp_path, passed=True, level="quick")
@@ -537,7 +541,10 @@ def test_the_health_check_in_shadow_mode_drains_nothing_and_says_so(
     )
     try:
         assert done.returncode == 1, done.stdout + done.stderr
-        assert "would drain: failed: drained (gpuaccept quick: inventory [stack " in done.stdout
+        assert (
+            "would drain: failed: drained (gpuaccept quick: reboot-node: inventory [stack "
+            in done.stdout
+        )
         assert _node_state(slurm) == ("idle", "none")
     finally:
         _resume_and_wait(slurm)

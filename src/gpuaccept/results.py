@@ -21,6 +21,7 @@ from pydantic import (
     model_validator,
 )
 
+from gpuaccept.actions import ActionPlan, ActionRules
 from gpuaccept.verdict import Outcome, RunVerdict, Status, judge_run
 
 __all__ = [
@@ -173,6 +174,11 @@ class RunReport(_Frozen):
         description="computed once from the checks when the run ends; every writer renders it"
     )
     environment: dict[str, Any] = Field(default_factory=dict)
+    actions: ActionPlan | None = Field(
+        default=None,
+        description="what to do about the findings (gpuaccept.actions), planned once when the "
+        "run ends; absent from reports written before it existed",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -221,6 +227,33 @@ class RunReport(_Frozen):
             )
         return self
 
+    @model_validator(mode="after")
+    def _actions_match_checks(self) -> RunReport:
+        """Actions planned by this gpuaccept's own tables are the ones its checks give now: a
+        report whose `replace` was edited into `none` is refused. A site's tables are not in
+        the report: their plan is held to its shape (the node's action the most severe)."""
+        from gpuaccept.actions import builtin_rules, plan_actions
+
+        plan = self.actions
+        if plan is not None and plan.rules == builtin_rules().label:
+            expected = plan_actions(self.checks)
+            if plan != expected:
+                raise ValueError(
+                    f"the stored actions are not the ones its checks give: {plan.action.value!r}"
+                    f" (its checks give {expected.action.value!r})"
+                    if plan.action is not expected.action
+                    else "the stored actions are not the ones its checks give"
+                )
+        return self
+
+    @property
+    def action_plan(self) -> ActionPlan:
+        """The stored plan; for a report written before plans were stored, the built-in
+        tables' plan of its checks."""
+        from gpuaccept.actions import plan_actions
+
+        return self.actions if self.actions is not None else plan_actions(self.checks)
+
     @field_validator("started_at", "finished_at")
     @classmethod
     def _iso_time(cls, value: str) -> str:
@@ -262,10 +295,13 @@ class RunReport(_Frozen):
         environment: dict[str, Any],
         interrupted_by: int | None = None,
         interrupted_check: str | None = None,
+        rules: ActionRules | None = None,
     ) -> RunReport:
         """The report of a run that began at `started` (wall) / `monotonic_start` and ends now,
-        with its verdict: judged here, once, and stored."""
+        with its verdict and its actions (planned by `rules`, else the built-in tables): judged
+        here, once, and stored."""
         from gpuaccept import __version__
+        from gpuaccept.actions import plan_actions
 
         return cls(
             tool_version=__version__,
@@ -285,6 +321,7 @@ class RunReport(_Frozen):
                 interrupted_check=interrupted_check,
             ),
             environment=environment,
+            actions=plan_actions(checks, rules),
         )
 
     @property

@@ -69,7 +69,7 @@ def test_a_fault_on_every_node_at_once_drains_one_and_stops(fleet: Path, tmp_pat
     drained = [name for name, n in _nodes(fleet).items() if n["state"] == "drained"]
     assert drained == ["gpu00"]
     assert codes == [1] + [4] * 49
-    assert _nodes(fleet)["gpu00"]["reason"] == f"gpuaccept quick: compute [stack {_stack()}]"
+    assert _nodes(fleet)["gpu00"]["reason"] == f"gpuaccept quick: drain: compute [stack {_stack()}]"
 
 
 def test_a_site_with_a_wider_breaker_drains_up_to_its_share(fleet: Path, tmp_path: Path) -> None:
@@ -102,7 +102,8 @@ def test_a_stack_regression_drains_two_nodes_then_names_the_stack(
     )
     assert other.exit_code == 1
     assert (
-        _nodes(fleet)["gpu10"]["reason"] == f"gpuaccept quick: compute [stack {_stack('2.12.0')}]"
+        _nodes(fleet)["gpu10"]["reason"]
+        == f"gpuaccept quick: drain: compute [stack {_stack('2.12.0')}]"
     )
 
 
@@ -111,14 +112,16 @@ def test_shadow_mode_changes_nothing_and_says_what_it_would_do(fleet: Path, tmp_
     result = _act(_report(tmp_path, "gpu07", passed=False), "gpu07", "--act", "shadow")
     assert result.exit_code == 1
     assert result.stdout.strip() == (
-        f"[ACT] shadow: gpu07: would drain: failed: drained (gpuaccept quick: compute [stack "
-        f"{_stack()}]) (nothing changed: --act shadow)"
+        "[ACT] shadow: gpu07: would drain: failed: drained (gpuaccept quick: drain: compute "
+        f"[stack {_stack()}]) (nothing changed: --act shadow)"
     )
     assert fleet.read_text() == before
     report = _act(_report(tmp_path, "gpu07", passed=False), "gpu07", "--act", "report")
     assert report.exit_code == 1
     assert (
-        report.stdout.strip() == "[ACT] report: gpu07: fail at quick (compute) (nothing acted on)"
+        report.stdout.strip()
+        == "[ACT] report: gpu07: fail at quick (compute), recommended action drain "
+        "(nothing acted on)"
     )
     assert fleet.read_text() == before
 
@@ -127,7 +130,10 @@ def test_report_mode_asks_slurm_nothing(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.setenv("PATH", str(tmp_path))  # no Slurm client at all
     passed = _act(_report(tmp_path, "gpu00", passed=True), "gpu00", "--act", "report")
     assert passed.exit_code == 0
-    assert passed.stdout.strip() == "[ACT] report: gpu00: pass at quick (nothing acted on)"
+    assert (
+        passed.stdout.strip()
+        == "[ACT] report: gpu00: pass at quick, recommended action none (nothing acted on)"
+    )
 
 
 def test_only_gpuaccepts_drain_is_lifted_and_only_after_a_standard_pass(

@@ -250,3 +250,54 @@ def test_a_regression_lists_five_nodes_and_says_when_there_are_more() -> None:
         others = [_drained(f"s{i}", "stack", STACK) for i in range(count)]
         said = decide("fail", "quick", ["stack"], this, [this, *others], NOW, wide, STACK).why
         assert f"({listed}): a regression" in said
+
+
+@pytest.mark.parametrize(
+    ("action", "repeats", "debounce", "drained"),
+    [
+        ("rerun", 0, 2, False),  # one slow run is a rerun, not a repair ticket
+        ("rerun", 1, 2, True),  # the second in a row drains
+        ("rerun", 1, 3, False),
+        ("rerun", 2, 3, True),
+        ("rerun", 0, 1, True),  # --debounce 1: at once
+        ("monitor", 0, 2, False),
+        ("none", 0, 2, False),
+        ("reset-gpu", 0, 2, True),  # hard faults drain at once
+        ("reboot-node", 0, 5, True),
+        ("drain", 0, 2, True),
+        ("replace", 0, 2, True),
+        (None, 0, 2, True),  # a report without a plan is judged as before: drained
+    ],
+)
+def test_a_soft_failure_drains_only_when_it_repeats(
+    action: str | None, repeats: int, debounce: int, drained: bool
+) -> None:
+    this = node("n9")
+    decision = decide(
+        "fail",
+        "quick",
+        ["compute"],
+        this,
+        [this, *fleet(99)],
+        NOW,
+        Guard(debounce=debounce),
+        action=action,
+        repeats=repeats,
+    )
+    assert (decision.action == "drain") is drained, decision.why
+    if not drained:
+        assert decision.why == (
+            f"failed compute (recommended: {action}, not a hard fault): NOT drained until it "
+            f"fails {debounce} runs in a row within 24 h; this is {repeats + 1} of {debounce}"
+        )
+    else:
+        said = f"{action}: " if action else ""
+        assert decision.reason == f"gpuaccept quick: {said}compute"
+
+
+def test_a_drain_set_before_actions_existed_is_still_gpuaccepts() -> None:
+    old = node("n1", "gpuaccept quick: health [stack 0123abcd]")
+    new = node("n2", "gpuaccept quick: replace: health [stack 0123abcd]")
+    assert old.cause() == new.cause() == ("health", "0123abcd")
+    assert old.drained_by_gpuaccept
+    assert new.drained_by_gpuaccept

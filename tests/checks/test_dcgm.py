@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from gpuaccept.actions import Action, plan_actions
 from gpuaccept.checks import dcgm
 from gpuaccept.probe.dcgm import DcgmError, parse_diag
 from gpuaccept.results import Status
@@ -341,8 +342,24 @@ def test_whole_results_of_a_failing_and_a_runtime_error_run(
         "area": "HEALTH",
         "status": Status.FAIL,
         "message": "DCGM memory on NVML GPU 1: fail (bad row)",
-        "details": _TABLE_KEYS,
+        "details": sorted([*_TABLE_KEYS, "findings"]),
     }
+    # DCGM's own error code is the finding's cause: 50, DCGM_FR_STRESS_LEVEL, whose severity in
+    # dcgm_errors.c is TRIAGE: drain
+    assert result.details["findings"] == [
+        {
+            "status": "fail",
+            "text": "DCGM memory on NVML GPU 1: fail (bad row)",
+            "kind": "dcgm-error",
+            "code": "50",
+            "gpu": "NVML GPU 1",
+        }
+    ]
+    plan = plan_actions([result])
+    assert (plan.action, plan.recommendations[0].cause) == (
+        Action.DRAIN,
+        "DCGM_FR_STRESS_LEVEL: DCGM severity TRIAGE",
+    )
     assert result.details["rows"][3] == {
         "category": "Hardware",
         "test": "memory",
@@ -359,7 +376,7 @@ def test_whole_results_of_a_failing_and_a_runtime_error_run(
         "area": "HEALTH",
         "status": Status.FAIL,
         "message": "DCGM runtime error: host engine died",
-        "details": _TABLE_KEYS,
+        "details": sorted([*_TABLE_KEYS, "findings"]),
     }
 
 

@@ -376,11 +376,19 @@ def test_a_clean_run_reads_in_full(fake_gpus: Any, monkeypatch: pytest.MonkeyPat
     assert sorted(result.details) == [
         "counter_growth",
         "events",
+        "findings",
         "kernel_log",
         "kernel_xids",
         "notes",
         "xid_source",
     ]
+    # both XID 13s keep their cause for the action tables: the NVML event names its GPU's
+    # UUID, the kernel log its PCI address
+    assert [(f["kind"], f["code"], f["status"]) for f in result.details["findings"]] == [
+        ("xid", "13", "warn"),
+        ("xid", "13", "warn"),
+    ]
+    assert result.details["findings"][1]["gpu"] == "PCI 0000:1b:00"
     assert result.details["events"][0]["xid"] == 13
     assert result.details["kernel_xids"][0]["xid"] == 13
     assert result.details["kernel_log"] == {"readable": True, "source": "dmesg"}

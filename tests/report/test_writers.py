@@ -95,10 +95,18 @@ def test_junit_counts_and_marks_each_check(tmp_path: Path) -> None:
     cases = {case.get("name"): case for case in suite.iter("testcase")}
     failure = cases["compute"].find("failure")
     assert failure is not None
+    # the check's recommended action leads its message: this synthetic check keeps no findings,
+    # so its failure takes the check's action (drain); the check that could not complete, rerun
     assert (
-        failure.get("message") == 'gpu3 matmul_bf16_tflops 512 TFLOPS below floor <596> & "quoted"'
+        failure.get("message")
+        == '[drain] gpu3 matmul_bf16_tflops 512 TFLOPS below floor <596> & "quoted"'
     )
-    assert cases["ddp"].find("error") is not None
+    error = cases["ddp"].find("error")
+    assert error is not None
+    assert (error.get("message") or "").startswith("[rerun] ")
+    properties = {p.get("name"): p.get("value") for p in suite.iter("property")}
+    assert properties["gpuaccept.action"] == "drain"
+    assert properties["gpuaccept.action_rules"].startswith("built-in (sha256 ")
     assert cases["health"].find("skipped") is not None
     assert cases["inventory"].find("failure") is None
 
@@ -116,3 +124,40 @@ def test_console_lines_carry_the_area_prefix_and_the_verdict() -> None:
 def test_summary_table_has_a_row_per_check() -> None:
     table = console.summary_table(sample_report())
     assert table.row_count == 4
+
+
+def test_every_writer_shows_the_recommended_action() -> None:
+    """Issue #31 §1: the node's action and each finding's wherever the verdict is shown."""
+    from gpuaccept.report.html import render_html
+    from gpuaccept.report.markdown import render_markdown
+    from gpuaccept.report.prometheus import render_prometheus
+
+    report = sample_report()
+    plan = report.action_plan
+    assert (plan.action.value, [r.action.value for r in plan.recommendations]) == (
+        "drain",
+        ["drain", "rerun"],
+    )
+    lines = console.action_lines(report)
+    assert lines[0].startswith("[ACTION] drain: the node's action, the most severe of 2 finding(s)")
+    assert lines[1].startswith("[ACTION]   drain <- compute: gpu3 matmul_bf16_tflops")
+    assert lines[2].startswith("[ACTION]   rerun <- ddp: ")
+    clean = rejudged(report, checks=report.checks[:1])
+    assert console.action_lines(clean) == ["[ACTION] none: nothing to do"]
+    page = render_html(report, {})
+    assert '<b id="action">drain</b>' in page
+    assert "<h2>Actions</h2>" in page
+    assert "<h2>Actions</h2>" not in render_html(clean, {})
+    assert "- recommended action: **drain (compute: gpu3 matmul" in render_markdown(report)
+    metrics = render_prometheus(report)
+    assert 'gpuaccept_run_action{action="drain",' in metrics
+    states = [line for line in metrics.splitlines() if line.startswith("gpuaccept_run_action{")]
+    assert [line.rsplit(" ", 1)[1] for line in states] == ["0.0"] * 5 + ["1.0", "0.0"]
+    ddp = [
+        line
+        for line in metrics.splitlines()
+        if line.startswith("gpuaccept_check_action{") and 'check="ddp"' in line
+    ]
+    assert [line for line in ddp if line.endswith(" 1.0")] == [
+        line for line in ddp if 'action="rerun"' in line
+    ]

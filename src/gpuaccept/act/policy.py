@@ -8,6 +8,10 @@
   (default standard: the quick health check that drained it is not enough to return it). A drain
   with any other reason is not gpuaccept's to lift, whatever the run says.
 - A run that judged nothing changes nothing.
+- **Debounce**: a failure whose recommended action is soft (`rerun`: a figure below its floor, a
+  check that could not complete) drains only when the node failed `debounce` runs in a row
+  (default 2) within `debounce_hours` (24); a hard fault (reset-gpu, reboot-node, drain, replace)
+  drains at once. One slow run is a rerun, not a repair ticket.
 - **A regression is not a hardware fault**: a drain's reason carries the software stack's digest
   (`record.environment.stack_sha256`, 8 hex digits); when `regression_nodes` other nodes on the
   same stack failed the same checks within the window, this failure is the stack's, not this
@@ -35,13 +39,20 @@ from typing import Literal
 from gpuaccept.suite.selection import LEVELS
 
 OWN_REASON = re.compile(r"^gpuaccept (quick|standard|full): ")
+# `gpuaccept LEVEL: [ACTION: ]CHECKS [stack DIGEST]`: the action is absent from the drains of
+# gpuaccept before actions existed, which stay gpuaccept's own (and are resumed as such)
 _REASON = re.compile(
-    r"^gpuaccept (?:quick|standard|full): (?P<checks>.*?)(?: \[stack (?P<stack>[0-9a-f]{8})\])?$"
+    r"^gpuaccept (?:quick|standard|full): "
+    r"(?:(?:monitor|rerun|reset-gpu|reboot-node|drain|replace): )?"
+    r"(?P<checks>.*?)(?: \[stack (?P<stack>[0-9a-f]{8})\])?$"
 )
 STACK_DIGITS = 8
 REASON_LIMIT = 200
 
 Action = Literal["drain", "resume", "none", "refused"]
+# A failure whose recommended action (gpuaccept.actions) leaves the node in service: a figure
+# below its floor, a check that could not complete. It drains only when it repeats.
+SOFT_ACTIONS = frozenset({"none", "monitor", "rerun"})
 Verdict = Literal["pass", "fail", "not-judged"]
 
 
@@ -52,6 +63,9 @@ class Guard:
     resume_level: str = "standard"
     # other nodes on one stack failing the same checks within `minutes` that make a regression
     regression_nodes: int = 2
+    # consecutive failing runs (this one included) before a soft failure drains (issue #31 §2)
+    debounce: int = 2
+    debounce_hours: float = 24.0
 
     def limit(self, nodes: int) -> int:
         """How many drains within the window the partition tolerates (at least one)."""
@@ -89,11 +103,15 @@ def returns_to_service(level: str, resume_level: str) -> bool:
     return level in LEVELS and LEVELS.index(level) >= LEVELS.index(resume_level)
 
 
-def drain_reason(level: str, failed_checks: list[str], stack: str | None = None) -> str:
-    """`gpuaccept LEVEL: CHECKS [stack DIGEST]`, within what Slurm keeps (the checks are cut,
-    never the stack tag the regression rule reads)."""
+def drain_reason(
+    level: str, failed_checks: list[str], stack: str | None = None, action: str | None = None
+) -> str:
+    """`gpuaccept LEVEL: ACTION: CHECKS [stack DIGEST]` (ACTION: what the report recommends,
+    gpuaccept.actions), within what Slurm keeps (the checks are cut, never the stack tag the
+    regression rule reads)."""
     tag = f" [stack {stack[:STACK_DIGITS]}]" if stack else ""
-    head = f"gpuaccept {level}: {', '.join(failed_checks)}"
+    said = f"{action}: " if action else ""
+    head = f"gpuaccept {level}: {said}{', '.join(failed_checks)}"
     return head[: REASON_LIMIT - len(tag)] + tag
 
 
@@ -122,9 +140,13 @@ def decide(
     now: datetime,
     guard: Guard | None = None,
     stack: str | None = None,
+    action: str | None = None,
+    repeats: int = 0,
 ) -> Decision:
     """The action on `node` for a run of `level` with `verdict`; `partition`: every node the
-    breaker counts (the node itself included); `stack`: the run's stack digest."""
+    breaker counts (the node itself included); `stack`: the run's stack digest; `action`: the
+    report's recommended action, said in the drain's reason; `repeats`: the node's failing runs
+    just before this one (the debounce of a soft failure)."""
     guard = guard or Guard()
     if verdict == "not-judged":
         return Decision("none", node.name, "the run judged nothing: nothing is changed")
@@ -133,8 +155,16 @@ def decide(
             return Decision(
                 "none", node.name, f"failed; drained already ({node.reason or 'no reason'})"
             )
+        if action in SOFT_ACTIONS and repeats + 1 < guard.debounce:
+            return Decision(
+                "none",
+                node.name,
+                f"failed {', '.join(failed_checks)} (recommended: {action}, not a hard fault): "
+                f"NOT drained until it fails {guard.debounce} runs in a row within "
+                f"{guard.debounce_hours:g} h; this is {repeats + 1} of {guard.debounce}",
+            )
         recent = recent_drains(partition, now, guard)
-        reason = drain_reason(level, failed_checks, stack)
+        reason = drain_reason(level, failed_checks, stack, action)
         if stack is not None:
             # this run's cause, read back as any drain's: the same cut checks, the same tag
             cause = SchedNode(node.name, True, reason, None).cause()

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from gpuaccept.actions import ActionRules
 from gpuaccept.node_profile import NodeExpectation
 from gpuaccept.probe.hardware import ExpectedGpus
 from gpuaccept.probe.nvml_events import GpuEvent
@@ -60,6 +61,7 @@ class CheckContext:
     dcgm_level: int | None = None  # dcgmi diag -r N; None: the level's default, 0: never
     min_busbw_gbps: float | None = None  # the operator's all-reduce floor (fails below 0.9 x)
     node: NodeExpectation | None = None  # what the node must have beyond its GPUs
+    action_rules: ActionRules | None = None  # a site's action tables (accept --rules)
     # InfiniBand/RoCE port error counters when the run started ('mlx5_0:1' -> counter -> value)
     start_fabric_counters: dict[str, dict[str, int | None]] | None = None
 

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from collections import Counter
 
+from gpuaccept.actions import Cause
 from gpuaccept.checks.context import CheckContext
 from gpuaccept.checks.judging import Findings
-from gpuaccept.probe.dcgm import DcgmError, dcgmi_path, run_diag
+from gpuaccept.probe.dcgm import DcgmError, DcgmResult, dcgmi_path, run_diag
 from gpuaccept.results import CheckResult, Status
 
 DEFAULT_FULL_LEVEL = 3
@@ -29,6 +30,16 @@ _COLUMNS = [
     ["status", "status"],
     ["message", "message"],
 ]
+
+
+def _caused(text: str, result: DcgmResult) -> str:
+    """The finding with DCGM's own error code as its cause, when dcgmi gave one: the most severe
+    of its codes is not known here (the tables are), so the first is kept and every code stays
+    in the message's table row."""
+    if not result.error_ids:
+        return text
+    gpu = None if result.gpu is None else f"NVML GPU {result.gpu}"
+    return Cause(text, "dcgm-error", result.error_ids[0], gpu)
 
 
 def level_for(context: CheckContext) -> int:
@@ -69,8 +80,11 @@ def run(context: CheckContext) -> CheckResult:
             # (an error DCGM attached to no GPU); a passing summary adds nothing to the table
             if result.status == "fail" and (result.category, result.test) not in failed_tests:
                 findings.failures.append(
-                    f"DCGM {result.test} (test summary, no GPU named): fail"
-                    + (f" ({message})" if message else "")
+                    _caused(
+                        f"DCGM {result.test} (test summary, no GPU named): fail"
+                        + (f" ({message})" if message else ""),
+                        result,
+                    )
                 )
             elif result.status not in _NOT_FAILED | {"fail", "warn"}:
                 findings.failures.append(
@@ -91,9 +105,9 @@ def run(context: CheckContext) -> CheckResult:
             f" ({message})" if message else ""
         )
         if result.status == "fail":
-            findings.failures.append(text)
+            findings.failures.append(_caused(text, result))
         elif result.status == "warn":
-            findings.warnings.append(text)
+            findings.warnings.append(_caused(text, result))
         elif result.status == "not run":
             # dcgmi leaves out what did not run: the GPU was not judged by that test
             findings.warnings.append(text)

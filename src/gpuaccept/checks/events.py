@@ -16,6 +16,7 @@ from collections import Counter
 from dataclasses import asdict
 from typing import Any
 
+from gpuaccept.actions import Cause
 from gpuaccept.checks.context import CheckContext
 from gpuaccept.checks.judging import Findings
 from gpuaccept.checks.load_judging import replay_rate_limit
@@ -29,6 +30,26 @@ from gpuaccept.results import CheckResult, Status
 NVLINK_CRC_FAIL_PER_SECOND = 100.0  # DCGM_LIMIT_MAX_NVLINK_CRC_ERROR
 
 
+# An NVML event kind as the cause the action tables know it by (gpuaccept.actions)
+_EVENT_CAUSES = {
+    "ecc_double_bit": "ecc-uncorrectable",
+    "fatal_poison": "ecc-uncorrectable",
+    "dram_retirement": "remap-pending",
+    "dram_retirement_failure": "remap-failure",
+    "gpu_unavailable": "lost-gpu",
+}
+
+
+def _event_cause(event: GpuEvent, text: str) -> str:
+    if event.kind == "xid" and event.xid is not None:
+        return Cause(text, "xid", event.xid, event.gpu_uuid)
+    if event.kind == "recovery_action" and event.action:
+        return Cause(text, "recovery-action", event.action, event.gpu_uuid)
+    if event.kind in _EVENT_CAUSES:
+        return Cause(text, "cause", _EVENT_CAUSES[event.kind], event.gpu_uuid)
+    return text
+
+
 def judge_events(events: tuple[GpuEvent, ...] | list[GpuEvent], findings: Findings) -> None:
     seen: Counter[tuple[str, str, str]] = Counter()
     first: dict[tuple[str, str, str], GpuEvent] = {}
@@ -39,7 +60,7 @@ def judge_events(events: tuple[GpuEvent, ...] | list[GpuEvent], findings: Findin
     for key, count in seen.items():
         event = first[key]
         times = f" ({count} times)" if count > 1 else ""
-        text = f"NVML event {event.describe()}{times}"
+        text = _event_cause(event, f"NVML event {event.describe()}{times}")
         (findings.failures if event.fails_node else findings.warnings).append(text)
 
 
@@ -59,13 +80,19 @@ def judge_kernel_log(scan: KernelLogScan, findings: Findings) -> None:
         newest[key] = None if None in stamps else max(s for s in stamps if s is not None)
     for (pci, xid), count in sorted(counts.items()):
         times = f", {count} times" if count > 1 else ""
-        text = f"kernel log since boot: XID {xid} ({describe_xid(xid)}) on PCI {pci}{times}"
+        said = f"kernel log since boot: XID {xid} ({describe_xid(xid)}) on PCI {pci}{times}"
+        text = Cause(said, "xid", xid, f"PCI {pci}")
         stamp, uptime = newest[(pci, xid)], scan.uptime_seconds
         age = None if stamp is None or uptime is None else uptime - stamp
         if age is not None and age > KERNEL_LOG_WINDOW_SECONDS and is_critical(xid):
             findings.warnings.append(
-                f"{text}, the last {age / 3600:.1f} h ago: older than aznhc's 2 h window, "
-                "not judged (reboot to clear it)"
+                Cause(
+                    f"{text}, the last {age / 3600:.1f} h ago: older than aznhc's 2 h window, "
+                    "not judged (reboot to clear it)",
+                    "xid",
+                    xid,
+                    f"PCI {pci}",
+                )
             )
             continue
         (findings.failures if is_critical(xid) else findings.warnings).append(text)
@@ -82,14 +109,28 @@ def judge_growth(
         tag = f"NVML GPU {before.index} ({before.uuid})"
         after = now.get(before.uuid)
         if after is None:
-            findings.failures.append(f"{tag} was read at the start but not at the end (lost?)")
+            findings.failures.append(
+                Cause(
+                    f"{tag} was read at the start but not at the end (lost?)",
+                    "cause",
+                    "lost-gpu",
+                    before.uuid,
+                )
+            )
             continue
         grew: dict[str, int] = {}
         if before.ecc_uncorrected_volatile is not None and after.ecc_uncorrected_volatile:
             delta = after.ecc_uncorrected_volatile - before.ecc_uncorrected_volatile
             if delta > 0:
                 grew["ecc_uncorrected"] = delta
-                findings.failures.append(f"{tag}: {delta} uncorrectable ECC error(s) in the run")
+                findings.failures.append(
+                    Cause(
+                        f"{tag}: {delta} uncorrectable ECC error(s) in the run",
+                        "cause",
+                        "ecc-uncorrectable",
+                        before.uuid,
+                    )
+                )
         if before.ecc_corrected_volatile is not None and after.ecc_corrected_volatile:
             delta = after.ecc_corrected_volatile - before.ecc_corrected_volatile
             if delta > 0:
@@ -108,7 +149,13 @@ def judge_growth(
                 if was is not None and now_value is not None and now_value > was:
                     grew[f"nvlink{link}_{name}"] = now_value - was
                     findings.failures.append(
-                        f"{tag}: NVLink {link} {name} errors grew by {now_value - was} in the run"
+                        Cause(
+                            f"{tag}: NVLink {link} {name} errors grew by {now_value - was} in "
+                            "the run",
+                            "cause",
+                            "nvlink-errors",
+                            before.uuid,
+                        )
                     )
             if crc0 is not None and crc1 is not None and crc1 > crc0:
                 grew[f"nvlink{link}_crc"] = crc1 - crc0
@@ -121,9 +168,10 @@ def judge_growth(
             where = ", ".join(f"link {link} +{count}" for link, count in crc_links)
             text = f"{tag}: NVLink CRC errors grew by {crc_total} ({rate:.1f}/s; {where})"
             if rate >= NVLINK_CRC_FAIL_PER_SECOND:
-                findings.failures.append(f"{text}, at or above DCGM's 100/s")
-            else:
-                findings.warnings.append(text)
+                text += ", at or above DCGM's 100/s"
+            caused = Cause(text, "cause", "nvlink-errors", before.uuid)
+            above = rate >= NVLINK_CRC_FAIL_PER_SECOND
+            (findings.failures if above else findings.warnings).append(caused)
         if grew:
             growth.append({"uuid": before.uuid, "index": before.index, "grew": grew})
     return growth
@@ -143,8 +191,13 @@ def _judge_replay_growth(
         limit = replay_rate_limit(gen, width)
         if replays / minutes > limit:
             findings.warnings.append(
-                f"NVML GPU {entry['index']} ({entry['uuid']}): {replays} PCIe replays in the run, "
-                f"above DCGM's {limit}/min for Gen{gen} x{width}"
+                Cause(
+                    f"NVML GPU {entry['index']} ({entry['uuid']}): {replays} PCIe replays in the "
+                    f"run, above DCGM's {limit}/min for Gen{gen} x{width}",
+                    "cause",
+                    "pcie-replays",
+                    entry["uuid"],
+                )
             )
 
 

@@ -48,6 +48,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from gpuaccept.actions import Cause
 from gpuaccept.checks.context import CheckContext
 from gpuaccept.checks.judging import Findings
 from gpuaccept.probe.fabric import (
@@ -138,21 +139,32 @@ def judge_ports(
         missing = sorted(
             set(rails) - {p.name for p in roles.rails} - {p.device for p in roles.rails}
         )
-        findings.failures += [f"rail {name} (node profile) is not on this node" for name in missing]
+        findings.failures += [
+            Cause(f"rail {name} (node profile) is not on this node", "cause", "port-down")
+            for name in missing
+        ]
     ports = roles.rails
     for port in ports:
         if port.state != "ACTIVE" or port.phys_state != "LinkUp":
             findings.failures.append(
-                f"{port.name} is {port.state or 'unreadable'} ({port.phys_state or 'unreadable'}),"
-                " expected ACTIVE (LinkUp)"
+                Cause(
+                    f"{port.name} is {port.state or 'unreadable'} "
+                    f"({port.phys_state or 'unreadable'}), expected ACTIVE (LinkUp)",
+                    "cause",
+                    "port-down",
+                )
             )
     for port in ports:
         if nic_rate_gbps is not None and (port.rate_gbps or 0) < nic_rate_gbps:
             findings.failures.append(
-                f"{port.name} runs at {port.rate_gbps:g} Gb/s, below the expected "
-                f"{nic_rate_gbps:g} Gb/s"
-                if port.rate_gbps is not None
-                else f"{port.name}: rate unreadable, expected {nic_rate_gbps:g} Gb/s"
+                Cause(
+                    f"{port.name} runs at {port.rate_gbps:g} Gb/s, below the expected "
+                    f"{nic_rate_gbps:g} Gb/s"
+                    if port.rate_gbps is not None
+                    else f"{port.name}: rate unreadable, expected {nic_rate_gbps:g} Gb/s",
+                    "cause",
+                    "port-down",
+                )
             )
     if nic_rate_gbps is None:
         for layer in sorted({p.link_layer or "" for p in ports}):
@@ -167,8 +179,12 @@ def judge_ports(
     active = [p for p in ports if p.state == "ACTIVE" and p.phys_state == "LinkUp"]
     if expect_nics is not None and len(active) < expect_nics:
         findings.failures.append(
-            f"{len(active)} ACTIVE InfiniBand/RoCE rail port(s), {expect_nics} expected "
-            "(--expect-nics or the node profile's nics)"
+            Cause(
+                f"{len(active)} ACTIVE InfiniBand/RoCE rail port(s), {expect_nics} expected "
+                "(--expect-nics or the node profile's nics)",
+                "cause",
+                "port-down",
+            )
         )
     ib = [p for p in ports if p.link_layer == "InfiniBand"]
     tables = Counter(p.pkeys for p in ib)
@@ -262,7 +278,9 @@ def judge_link_flaps(
     for interface, count in sorted(counts.items()):
         text = f"{interface}: {count} link flap(s) (lost carrier) in the kernel log in 24 h"
         if count >= FLAP_THRESHOLD:
-            findings.failures.append(f"{text}, aznhc fails at {FLAP_THRESHOLD}")
+            findings.failures.append(
+                Cause(f"{text}, aznhc fails at {FLAP_THRESHOLD}", "cause", "port-errors")
+            )
         else:
             findings.warnings.append(text)
     for interface, count in sorted(undated.items()):
@@ -350,7 +368,11 @@ def judge_counter_growth(
     for port, before in sorted(start.items()):
         after = end.get(port)
         if after is None:
-            findings.failures.append(f"{port} was read at the start but not at the end (gone?)")
+            findings.failures.append(
+                Cause(
+                    f"{port} was read at the start but not at the end (gone?)", "cause", "port-down"
+                )
+            )
             continue
         grew: dict[str, int] = {}
         for name, bits in _WIDTHS.items():
@@ -376,7 +398,7 @@ def judge_counter_growth(
                 if now > 0:
                     grew[name] = now
         for name, delta in grew.items():
-            text = f"{port} {name} grew by {delta} in the run"
+            text = Cause(f"{port} {name} grew by {delta} in the run", "cause", "port-errors")
             if name in FAILING_GROWTH:
                 findings.failures.append(text)
             elif name in WARNING_GROWTH:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
+from gpuaccept.actions import Cause
 from gpuaccept.checks.context import CheckContext
 from gpuaccept.checks.judging import Findings, measurement_targets
 from gpuaccept.probe.hardware import load_nvml, nvml_missing_reason
@@ -35,33 +36,59 @@ RETIREMENT_TABLE_FULL_PAGES = 62  # sbe + dbe retired pages with a retirement st
 _IDLE_NORMAL_REASONS = {"software power cap"}
 
 
+def _caused(health: GpuHealth, text: str, cause: str) -> Cause:
+    return Cause(text, "cause", cause, health.uuid)
+
+
 def _ras_failures(health: GpuHealth, tag: str) -> list[str]:
-    failures = []
+    failures: list[str] = []
     ecc = health.ecc
     for key, count in sorted(ecc.items()):
         scope, kind, where = key.split("_")
         if where == "sram" and kind == "uncorrected" and count > 0:
-            failures.append(f"{tag}: {count} uncorrectable SRAM ECC error(s) ({scope})")
+            failures.append(
+                _caused(
+                    health,
+                    f"{tag}: {count} uncorrectable SRAM ECC error(s) ({scope})",
+                    "ecc-uncorrectable",
+                )
+            )
         elif where == "sram" and kind == "corrected" and count > SRAM_CORRECTED_LIMIT:
             failures.append(
-                f"{tag}: {count} corrected SRAM ECC errors ({scope}) above {RAS_SOURCE}'s "
-                f"{SRAM_CORRECTED_LIMIT}"
+                _caused(
+                    health,
+                    f"{tag}: {count} corrected SRAM ECC errors ({scope}) above {RAS_SOURCE}'s "
+                    f"{SRAM_CORRECTED_LIMIT}",
+                    "ecc-limit",
+                )
             )
         elif where == "dram" and count > DRAM_ECC_LIMIT:
             failures.append(
-                f"{tag}: {count} {kind} DRAM ECC errors ({scope}) above {RAS_SOURCE}'s "
-                f"{DRAM_ECC_LIMIT}"
+                _caused(
+                    health,
+                    f"{tag}: {count} {kind} DRAM ECC errors ({scope}) above {RAS_SOURCE}'s "
+                    f"{DRAM_ECC_LIMIT}",
+                    "ecc-limit",
+                )
             )
     rows = health.remapped_rows_uncorrectable
     if rows is not None and rows >= UNCORRECTABLE_REMAPPED_ROWS_LIMIT:
         failures.append(
-            f"{tag}: {rows} rows remapped for uncorrectable errors, at or above {ROWS_SOURCE} "
-            f"{UNCORRECTABLE_REMAPPED_ROWS_LIMIT}"
+            _caused(
+                health,
+                f"{tag}: {rows} rows remapped for uncorrectable errors, at or above "
+                f"{ROWS_SOURCE} {UNCORRECTABLE_REMAPPED_ROWS_LIMIT}",
+                "remapped-rows-limit",
+            )
         )
     retired = (health.retired_pages_sbe or 0) + (health.retired_pages_dbe or 0)
     if health.retired_pages_pending and retired >= RETIREMENT_TABLE_FULL_PAGES:
         failures.append(
-            f"{tag}: page retirement table full ({retired} pages retired, more pending)"
+            _caused(
+                health,
+                f"{tag}: page retirement table full ({retired} pages retired, more pending)",
+                "retirement-limit",
+            )
         )
     return failures
 
@@ -87,8 +114,12 @@ def _nvlink_failures(health: GpuHealth, model: ModelReferences | None, tag: str)
     ]
     which = f" (down: {', '.join(down)})" if down else ""
     return [
-        f"{tag}: {len(active)} of {expected} NVLinks active{which}; a {model.display} has "
-        f"{expected} (datasheet NVLink bandwidth / per-link bandwidth)"
+        _caused(
+            health,
+            f"{tag}: {len(active)} of {expected} NVLinks active{which}; a {model.display} has "
+            f"{expected} (datasheet NVLink bandwidth / per-link bandwidth)",
+            "nvlink-down",
+        )
     ]
 
 
@@ -112,15 +143,17 @@ def _fabric_findings(
             f"(a {model.display} on an NVSwitch system registers with it)"
         ]
     if fabric.state != "completed":
-        return [
+        text = (
             f"{tag}: NVSwitch fabric registration {fabric.state} (is nvidia-fabricmanager "
             "running and healthy?)"
-        ], []
-    if fabric.status not in (None, 0):
-        return [f"{tag}: NVSwitch fabric registration failed (NVML status {fabric.status})"], []
-    if fabric.health:
-        return [f"{tag}: NVSwitch fabric reports {', '.join(fabric.health)}"], []
-    return [], []
+        )
+    elif fabric.status not in (None, 0):
+        text = f"{tag}: NVSwitch fabric registration failed (NVML status {fabric.status})"
+    elif fabric.health:
+        text = f"{tag}: NVSwitch fabric reports {', '.join(fabric.health)}"
+    else:
+        return [], []
+    return [_caused(health, text, "nvswitch-fabric")], []
 
 
 def judge_health(
@@ -131,20 +164,47 @@ def judge_health(
     reach over NVLink or the NVSwitch fabric: its links and registration are reported in the
     details, not held to the model's count."""
     tag = f"gpu{health.index}"
-    failures, warnings = [], []
+    failures: list[str] = []
+    warnings: list[str] = []
     if health.ecc_uncorrectable_volatile:
-        failures.append(f"{tag}: {health.ecc_uncorrectable_volatile} uncorrectable ECC error(s)")
+        failures.append(
+            _caused(
+                health,
+                f"{tag}: {health.ecc_uncorrectable_volatile} uncorrectable ECC error(s)",
+                "ecc-uncorrectable",
+            )
+        )
     if health.retired_pages_pending:
-        failures.append(f"{tag}: page retirement pending (reset the GPU)")
+        failures.append(
+            _caused(health, f"{tag}: page retirement pending (reset the GPU)", "retirement-pending")
+        )
     if health.remapped_rows_failed:
-        failures.append(f"{tag}: row remapping failed (the GPU needs service)")
+        failures.append(
+            _caused(health, f"{tag}: row remapping failed (the GPU needs service)", "remap-failure")
+        )
     if health.remapped_rows_pending:
-        failures.append(f"{tag}: row remapping pending (reset the GPU)")
+        failures.append(
+            _caused(health, f"{tag}: row remapping pending (reset the GPU)", "remap-pending")
+        )
     action = health.recovery_action
     if action in FAILING_RECOVERY_ACTIONS:
-        failures.append(f"{tag}: the driver asks for a {action} (NVML recovery action)")
+        failures.append(
+            Cause(
+                f"{tag}: the driver asks for a {action} (NVML recovery action)",
+                "recovery-action",
+                action,
+                health.uuid,
+            )
+        )
     elif action not in (None, "none"):
-        warnings.append(f"{tag}: the driver asks for {action} (NVML recovery action)")
+        warnings.append(
+            Cause(
+                f"{tag}: the driver asks for {action} (NVML recovery action)",
+                "recovery-action",
+                action,
+                health.uuid,
+            )
+        )
     failures += _ras_failures(health, tag)
     if not alone:
         failures += _nvlink_failures(health, model, tag)
@@ -196,9 +256,11 @@ def run(context: CheckContext) -> CheckResult:
         try:
             health = read_gpu_health(nvml, gpu.index, gpu.uuid)
         except GpuNotFound as error:
-            (findings.failures if error.lost else findings.warnings).append(
-                f"{target.label}: {error}; its health could not be read"
-            )
+            said = f"{target.label}: {error}; its health could not be read"
+            if error.lost:
+                findings.failures.append(Cause(said, "cause", "lost-gpu", target.uuid))
+            else:
+                findings.warnings.append(said)
             continue
         if health.mig_instance is not None:
             # A slice: its memory and SMs are what torch reports; ECC, links and fabric belong

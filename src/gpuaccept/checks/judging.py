@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuaccept.actions import Cause, finding_records
 from gpuaccept.checks.context import CheckContext
 from gpuaccept.references import CPU_MODEL
 from gpuaccept.results import CheckResult, Measurement, Status, Verdict, nan_figure_failures
@@ -115,17 +116,23 @@ class Findings:
         return measurement
 
     def conclude(self, ok_message: str) -> CheckResult:
+        """The check's result; its details keep every finding with its cause (`findings`),
+        which the action plan (gpuaccept.actions) reads."""
         failures = list(self.failures)
-        failures += nan_figure_failures(self.measurements)
+        failures += [
+            Cause(text, "cause", "measurement-failed")
+            for text in nan_figure_failures(self.measurements)
+        ]
         for number, m in enumerate(self.measurements):
             if m.verdict is Verdict.FAIL and m.reference is not None:
                 where = self.where.get(number) or (
                     "cpu" if m.device_index is None else f"gpu{m.device_index}"
                 )
-                failures.append(
+                text = (
                     f"{where} {m.name} {m.value:.4g} {m.unit} below floor {m.reference.floor:.4g} "
                     f"({m.reference.lower_fraction:g} x {m.reference.value:g}, {m.reference_model})"
                 )
+                failures.append(Cause(text, "cause", "below-floor"))
         warnings = list(self.warnings)
         if self.unknown_models:
             warnings.append(
@@ -144,5 +151,9 @@ class Findings:
             status=status,
             message=message,
             measurements=self.measurements,
-            details=self.details,
+            details=(
+                {**self.details, "findings": finding_records(failures, warnings)}
+                if failures or warnings
+                else self.details
+            ),
         )

@@ -36,6 +36,7 @@ from gpuaccept.suite.selection import (
 )
 
 if TYPE_CHECKING:
+    from gpuaccept.actions import ActionRules
     from gpuaccept.node_profile import NodeExpectation
     from gpuaccept.probe.hardware import ExpectedGpus
     from gpuaccept.references import ReferenceTable
@@ -154,6 +155,14 @@ def accept(
         "Default: -r 3 at level full, off otherwise.",
         rich_help_panel="What to run",
     ),
+    rules: Path | None = typer.Option(
+        None,
+        "--rules",
+        metavar="FILE",
+        help="TOML of the site's action tables over the built-in ones: what each XID, DCGM "
+        "error or finding recommends (docs/actions.md).",
+        rich_help_panel="Judging",
+    ),
     min_busbw: float | None = typer.Option(
         None,
         "--min-busbw",
@@ -242,6 +251,7 @@ def accept(
             no_history=no_history,
             drop=drop_policy(drop_tolerance, fail_on_drop),
             node=_node_expectation(node_profile, expect_nics, expect_nic_rate, expect_nvme),
+            rules=rules,
         )
         if plan.launch is not None and report_out is not None:
             raise InputError(
@@ -264,6 +274,7 @@ def accept(
                 min_busbw=plan.min_busbw,
                 pairwise=plan.pairwise,
                 node=plan.node,
+                rules=plan.rules,
             )
             return
         from gpuaccept.cli.signals import interrupts_as_exceptions
@@ -369,6 +380,7 @@ class AcceptPlan:
     pairwise: bool
     drop: DropPolicy  # how the run is held against this node's own history
     node: NodeExpectation | None = None
+    rules: ActionRules | None = None  # the site's action tables (--rules); None: built-in
 
 
 def _plan(
@@ -391,9 +403,11 @@ def _plan(
     no_history: bool,
     drop: DropPolicy,
     node: NodeExpectation | None = None,
+    rules: Path | None = None,
 ) -> AcceptPlan:
     """Refuse every input that could be wrong, before any work (exit 2 with one line)."""
     from gpuaccept import references as refs
+    from gpuaccept.actions import load_rules
     from gpuaccept.cli.recording import history_path as recorded_in
     from gpuaccept.output_files import (
         check_output_directory,
@@ -431,13 +445,14 @@ def _plan(
         check_output_file(junit, "--junit")
     if record_baseline is not None:
         check_output_file(record_baseline, "--record-baseline")
+    action_rules = load_rules(rules) if rules is not None else None
     refuse_collisions(
         {
             "--history": recorded_in(history, no_history),
             "--junit": junit,
             "--record-baseline": record_baseline,
         },
-        {"--baseline": baseline},
+        {"--baseline": baseline, "--rules": rules},
     )
     history_path = history_target(history, no_history)
     if launch is None:
@@ -467,6 +482,7 @@ def _plan(
         pairwise=pairwise,
         drop=drop,
         node=node,
+        rules=action_rules,
     )
 
 
@@ -494,6 +510,7 @@ def _run(plan: AcceptPlan) -> tuple[list[RunReport], Interrupted | None]:
         dcgm_level=plan.dcgm,
         min_busbw_gbps=plan.min_busbw,
         node=plan.node,
+        action_rules=plan.rules,
     )
     reports: list[RunReport] = []
     capture_started, capture_clock = datetime.now(UTC), time.monotonic()
@@ -512,6 +529,7 @@ def _run(plan: AcceptPlan) -> tuple[list[RunReport], Interrupted | None]:
                 checks=[skipped(spec, f"not run: the run was {stopped}") for spec in plan.specs],
                 environment={},
                 interrupted_by=stopped.signum,
+                rules=plan.rules,
             )
         )
         return reports, stopped
@@ -543,10 +561,12 @@ def _write(
     import sys
 
     from gpuaccept import references as refs
-    from gpuaccept.report.console import result_line, summary_table, summary_text
+    from gpuaccept.report.console import action_lines, result_line, summary_table, summary_text
 
     if interrupted is None:
-        reports = [compared_with_history(r, plan.history_path, plan.drop) for r in reports]
+        reports = [
+            compared_with_history(r, plan.history_path, plan.drop, plan.rules) for r in reports
+        ]
     report = reports[-1]
     written.append(report)
     if plan.report_dir is not None:
@@ -581,6 +601,8 @@ def _write(
             note=f"median of {len(reports)} run(s), level {plan.level}",
         )
         typer.echo(f"[BASELINE] wrote {plan.record_baseline}")
+    for line in action_lines(report):
+        typer.echo(line)
     typer.echo(result_line(report))
     if report.verdict.exit_code:
         raise typer.Exit(report.verdict.exit_code)

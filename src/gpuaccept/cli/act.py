@@ -9,6 +9,7 @@ import typer
 
 if TYPE_CHECKING:
     from gpuaccept.act.policy import Verdict
+    from gpuaccept.results import RunReport
 
 app = typer.Typer(no_args_is_help=True, help="Act on a verdict in the scheduler, with guards.")
 
@@ -16,9 +17,11 @@ REFUSED_EXIT = 4
 _MODES = ("report", "shadow", "enforce")
 
 
-def _verdict(report_path: Path) -> tuple[Verdict, str, list[str], str | None, str]:
-    """(verdict, level, failed checks, the node the report names, its stack digest) of an
-    accept report."""
+def _verdict(
+    report_path: Path,
+) -> tuple[RunReport, Verdict, str, list[str], str | None, str, str]:
+    """(the report, verdict, level, failed checks, the node the report names, its stack digest,
+    its recommended action) of an accept report."""
     from gpuaccept.errors import InputError
     from gpuaccept.record.environment import stack_sha256
     from gpuaccept.report.node_verdict import fitness, node_of
@@ -34,7 +37,23 @@ def _verdict(report_path: Path) -> tuple[Verdict, str, list[str], str | None, st
         raise InputError(f"{shown}: {future}; nothing is done on it")
     verdict = fitness(report)
     failed = list(report.verdict.failed_checks)
-    return verdict, report.level, failed, node_of(report), stack_sha256(report.environment)
+    action = report.action_plan.action.value
+    stack = stack_sha256(report.environment)
+    return report, verdict, report.level, failed, node_of(report), stack, action
+
+
+def _repeats(run: RunReport, path: Path, earlier: Path | None, node: str, hours: float) -> int:
+    """The node's failing runs just before this one, from its earlier reports; what could not
+    be read is said on stderr (a damaged neighbour never changes what is done to this node
+    beyond not counting)."""
+    from gpuaccept.act.repeats import consecutive_failures, earlier_reports
+
+    reports, unreadable = earlier_reports(earlier or path.parent, node, path)
+    for line in unreadable[:3]:
+        typer.echo(f"act: not counted: {line}", err=True)
+    if len(unreadable) > 3:
+        typer.echo(f"act: not counted: {len(unreadable) - 3} more unreadable report(s)", err=True)
+    return consecutive_failures(run, reports, hours)
 
 
 @app.command("slurm")
@@ -70,22 +89,43 @@ def slurm(
     breaker_minutes: float = typer.Option(
         60.0, "--breaker-minutes", metavar="MINUTES", help="The breaker's window."
     ),
+    debounce: int = typer.Option(
+        2,
+        "--debounce",
+        min=1,
+        max=20,
+        metavar="K",
+        help="A failure whose recommended action is only a rerun drains when the node failed K "
+        "runs in a row (1: at once); hard faults drain at once.",
+    ),
+    debounce_hours: float = typer.Option(
+        24.0, "--debounce-hours", metavar="HOURS", help="The runs in a row count within this."
+    ),
+    earlier: Path | None = typer.Option(
+        None,
+        "--earlier",
+        metavar="DIR",
+        help="Where the node's earlier accept reports are (default: the report's directory; "
+        "the newest 64 files are read).",
+    ),
 ) -> None:
     """Drain a failing node, resume one gpuaccept drained once it passes, never more.
 
-    A failing node is drained with the reason `gpuaccept LEVEL: CHECKS [stack DIGEST]` unless it
-    is drained already, two other nodes on the same software stack failed the same checks in the
-    last --breaker-minutes (a regression of the stack, not the node), or gpuaccept drained
-    --breaker-share of the nodes in that time (the circuit breaker); both refusals exit 4, the
-    node left in service, said on stderr. A node is resumed only
-    when gpuaccept drained it (its reason) and the run passed --resume-level or above; a drain
-    set by anyone else is never lifted. A run that judged nothing changes nothing. Exit: 0 in
-    service or resumed; 1 the node failed; 4 the breaker refused the drain.
+    A failing node is drained with the reason `gpuaccept LEVEL: ACTION: CHECKS [stack DIGEST]`
+    (ACTION: the report's recommended action) unless it is drained already, its failure is soft
+    (recommended: rerun) and has not yet repeated --debounce runs in a row, two other nodes on
+    the same software stack failed the same checks in the last --breaker-minutes (a regression
+    of the stack, not the node), or gpuaccept drained --breaker-share of the nodes in that time
+    (the circuit breaker); both refusals exit 4, the node left in service, said on stderr. A
+    node is resumed only when gpuaccept drained it (its reason) and the run passed
+    --resume-level or above; a drain set by anyone else is never lifted. A run that judged
+    nothing changes nothing. Exit: 0 in service or resumed; 1 the node failed; 4 the breaker
+    refused the drain.
     """
     import math
     from datetime import datetime
 
-    from gpuaccept.act.policy import Guard, decide
+    from gpuaccept.act.policy import SOFT_ACTIONS, Guard, decide
     from gpuaccept.act.slurm import carry_out, read_nodes
     from gpuaccept.errors import InputError
     from gpuaccept.suite.selection import LEVELS
@@ -100,7 +140,13 @@ def slurm(
         raise InputError(
             f"--breaker-minutes {breaker_minutes:g}: give minutes above 0, a week at most"
         )
-    verdict, level, failed, named, stack = _verdict(report)
+    if not (math.isfinite(debounce_hours) and 0 < debounce_hours <= 30 * 24):
+        raise InputError(
+            f"--debounce-hours {debounce_hours:g}: give hours above 0, thirty days at most"
+        )
+    if earlier is not None and not earlier.is_dir():
+        raise InputError(f"--earlier {earlier}: not a directory of reports")
+    run, verdict, level, failed, named, stack, action = _verdict(report)
     name = node or named
     if not name:
         raise InputError(f"report {report}: names no node: give --node")
@@ -108,15 +154,29 @@ def slurm(
         raise InputError(f"report {report}: level {level!r} is not one of {', '.join(LEVELS)}")
     if act == "report":
         checks = f" ({', '.join(failed)})" if failed else ""
-        typer.echo(f"[ACT] report: {name}: {verdict} at {level}{checks} (nothing acted on)")
+        typer.echo(
+            f"[ACT] report: {name}: {verdict} at {level}{checks}, recommended action {action} "
+            "(nothing acted on)"
+        )
         raise typer.Exit(1 if verdict == "fail" else 0)
     nodes = read_nodes(partition)
     this = next((n for n in nodes if n.name == name), None)
     if this is None:
         where = f" in partition {partition}" if partition else ""
         raise InputError(f"node {name} is not among Slurm's nodes{where}: give --node")
-    guard = Guard(share=breaker_share, minutes=breaker_minutes, resume_level=resume_level)
-    decision = decide(verdict, level, failed, this, nodes, datetime.now(), guard, stack)
+    guard = Guard(
+        share=breaker_share,
+        minutes=breaker_minutes,
+        resume_level=resume_level,
+        debounce=debounce,
+        debounce_hours=debounce_hours,
+    )
+    repeats = 0
+    if verdict == "fail" and action in SOFT_ACTIONS and debounce > 1:
+        repeats = _repeats(run, report, earlier, named or name, debounce_hours)
+    decision = decide(
+        verdict, level, failed, this, nodes, datetime.now(), guard, stack, action, repeats
+    )
     if act == "enforce":
         carry_out(decision)
         typer.echo(f"[ACT] {name}: {decision.why}")

@@ -402,7 +402,7 @@ def _write(job: BurnInJob, report: RunReport, stopped: Interrupted | None) -> No
     import sys
 
     from gpuaccept.cli.recording import compared_with_history, record_run
-    from gpuaccept.report.console import check_line, result_line, summary_text
+    from gpuaccept.report.console import action_lines, check_line, result_line, summary_text
 
     if stopped is None and report.verdict.judged and job.history_path is not None:
         report = _compared_with_fleet(report, job)
@@ -422,6 +422,8 @@ def _write(job: BurnInJob, report: RunReport, stopped: Interrupted | None) -> No
     record_run(report, job.history_path)
     if not sys.stdout.isatty():
         typer.echo(summary_text(report))
+    for line in action_lines(report):
+        typer.echo(line)
     typer.echo(result_line(report))
     if report.verdict.exit_code:
         raise typer.Exit(report.verdict.exit_code)

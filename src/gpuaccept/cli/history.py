@@ -141,7 +141,7 @@ def show(
 ) -> None:
     """One run: its checks and figures (or the whole report with --json)."""
     from gpuaccept.naming import floor_verdict_text
-    from gpuaccept.report.console import check_line, result_line
+    from gpuaccept.report.console import action_lines, check_line, result_line
     from gpuaccept.results import device_label
 
     with _open(history) as store:
@@ -158,6 +158,8 @@ def show(
         for m in check.measurements:
             device = device_label(m.device_index)
             typer.echo(f"    {device} {m.name} {m.value:.4g} {m.unit} ({floor_verdict_text(m)})")
+    for line in action_lines(report):
+        typer.echo(line)
     typer.echo(result_line(report))
 
 

@@ -20,6 +20,7 @@ from gpuaccept.cli.signals import interrupts_as_exceptions
 from gpuaccept.errors import Interrupted
 
 if TYPE_CHECKING:
+    from gpuaccept.actions import ActionRules
     from gpuaccept.node_profile import NodeExpectation
     from gpuaccept.probe.hardware import ExpectedGpus
     from gpuaccept.references import ReferenceTable
@@ -41,12 +42,18 @@ def accept_across_nodes(
     min_busbw: float | None,
     pairwise: bool,
     node: NodeExpectation | None = None,
+    rules: ActionRules | None = None,
 ) -> None:
     from gpuaccept.checks.context import CheckContext
     from gpuaccept.errors import EnvironmentProblem
     from gpuaccept.probe.hardware import list_cuda_gpus, resolve_device_mode
     from gpuaccept.record.environment import capture_environment
-    from gpuaccept.report.console import CPU_MODE_LINE, environment_line, result_line
+    from gpuaccept.report.console import (
+        CPU_MODE_LINE,
+        action_lines,
+        environment_line,
+        result_line,
+    )
     from gpuaccept.suite import level_settings
     from gpuaccept.suite.multinode import MultiNodeRun, PeerLost
 
@@ -66,6 +73,7 @@ def accept_across_nodes(
         dcgm_level=dcgm,
         min_busbw_gbps=min_busbw,
         node=node,
+        action_rules=rules,
     )
     run = MultiNodeRun(context, launch, say=typer.echo if leader else None)
     started, clock = datetime.now(UTC), time.monotonic()
@@ -126,6 +134,8 @@ def accept_across_nodes(
 
             typer.echo(f"[REPORT] {write_json_report(report, report_dir)}")
         record_run(report, history_path)
+        for line in action_lines(report):
+            typer.echo(f"[{launch.node_name}] {line}")
         typer.echo(f"[{launch.node_name}] {result_line(report)}")
         passed = report.verdict.passed
     if interrupted is not None or lost is not None:

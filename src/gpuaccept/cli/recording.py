@@ -12,6 +12,7 @@ import typer
 from gpuaccept.errors import InputError
 
 if TYPE_CHECKING:
+    from gpuaccept.actions import ActionRules
     from gpuaccept.results import RunReport
 
 HISTORY = typer.Option(
@@ -64,7 +65,12 @@ def drop_policy(tolerance_percent: float | None, fail: bool) -> DropPolicy:
     return DropPolicy(tolerance_percent, fail)
 
 
-def compared_with_history(report: RunReport, target: Path | None, policy: DropPolicy) -> RunReport:
+def compared_with_history(
+    report: RunReport,
+    target: Path | None,
+    policy: DropPolicy,
+    rules: ActionRules | None = None,
+) -> RunReport:
     """`report` with a `history` check added: its figures against this node's own past runs
     (none without a history, or for a run that judged nothing or was interrupted)."""
     verdict = report.verdict
@@ -94,7 +100,7 @@ def compared_with_history(report: RunReport, target: Path | None, policy: DropPo
             message=f"not compared with the node's past runs: {error}",
         )
     typer.echo(check_line(check))
-    return with_check(report, check)
+    return with_check(report, check, rules)
 
 
 def history_path(path: Path | None, disabled: bool) -> Path | None:

@@ -50,6 +50,8 @@ class DcgmResult:
     status: str  # "pass", "fail", "warn", "skip", "not run", or what dcgmi printed, lowered
     messages: tuple[str, ...] = ()
     summary: bool = False  # the test's test_summary (its overall result, every error)
+    # DCGM_FR_* codes of its warnings (dcgm_errors.h), which the action tables read
+    error_ids: tuple[int, ...] = ()
 
 
 @dataclass
@@ -77,6 +79,18 @@ def _messages(result: dict[str, Any]) -> tuple[str, ...]:
         )
         if text:
             found.append(" ".join(str(text).split()))
+    return tuple(found)
+
+
+def _error_ids(result: dict[str, Any]) -> tuple[int, ...]:
+    """The `error_id`s of a result's warnings (DCGM 4): whole numbers below 10,000 only."""
+    warnings = result.get("warnings")
+    found = []
+    for warning in warnings if isinstance(warnings, list) else []:
+        raw = warning.get("error_id") if isinstance(warning, dict) else None
+        text = str(raw).strip() if isinstance(raw, int | str) and not isinstance(raw, bool) else ""
+        if text.isdigit() and int(text) < 10_000:
+            found.append(int(text))
     return tuple(found)
 
 
@@ -147,7 +161,12 @@ def parse_diag(text: str) -> DcgmDiag:
                         seen.add(gpu)
                     diag.results.append(
                         DcgmResult(
-                            name, test_name, gpu, _status(result.get("status")), _messages(result)
+                            name,
+                            test_name,
+                            gpu,
+                            _status(result.get("status")),
+                            _messages(result),
+                            error_ids=_error_ids(result),
                         )
                     )
             summary = test.get("test_summary")
@@ -160,6 +179,7 @@ def parse_diag(text: str) -> DcgmDiag:
                         _status(summary.get("status")),
                         _messages(summary),
                         summary=True,
+                        error_ids=_error_ids(summary),
                     )
                 )
                 # a test that ran on some GPUs: those DCGM lists without a result did not run it

@@ -36,13 +36,16 @@ import statistics
 import time
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuaccept.record.comparison import higher_is_better
 from gpuaccept.record.environment import stack_sha256
 from gpuaccept.record.history import History
 from gpuaccept.results import CheckResult, RunReport, device_label
 from gpuaccept.verdict import Outcome, Status
+
+if TYPE_CHECKING:
+    from gpuaccept.actions import ActionRules
 
 CHECK_NAME = "history"
 DEFAULT_DROP_TOLERANCE_PERCENT = 20.0
@@ -311,14 +314,23 @@ def _medians(
     return values
 
 
-def with_check(report: RunReport, check: CheckResult) -> RunReport:
-    """`report` (judged, not interrupted) with `check` added and its verdict judged again."""
+def with_check(
+    report: RunReport, check: CheckResult, rules: ActionRules | None = None
+) -> RunReport:
+    """`report` (judged, not interrupted) with `check` added, its verdict judged again and its
+    actions planned again with `rules`, the tables the run was planned with (built-in: None)."""
+    from gpuaccept.actions import builtin_rules, plan_actions
     from gpuaccept.verdict import judge_run
 
     if not report.verdict.judged or report.verdict.outcome is Outcome.INTERRUPTED:
         raise ValueError("only a judged, uninterrupted run is compared with its history")
+    planned = report.actions.rules if report.actions is not None else None
+    if planned is not None and planned != (rules or builtin_rules()).label:
+        raise ValueError(f"the run's actions were planned with {planned}: pass those rules")
     checks = [*report.checks, check]
     verdict = judge_run(
         checks, kind=report.command, device_mode=report.device_mode, level=report.level
     )
-    return report.model_copy(update={"checks": checks, "verdict": verdict})
+    return report.model_copy(
+        update={"checks": checks, "verdict": verdict, "actions": plan_actions(checks, rules)}
+    )

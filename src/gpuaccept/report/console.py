@@ -47,6 +47,30 @@ def result_line(report: RunReport) -> str:
     return f"[RESULT] {report.verdict.sentence}"
 
 
+ACTION_LINES_SHOWN = 8
+
+
+def action_lines(report: RunReport) -> list[str]:
+    """The node's recommended action, then each finding's (`[ACTION] ...`): what to do, said
+    before the verdict's last line."""
+    plan = report.action_plan
+    if not plan.recommendations:
+        return ["[ACTION] none: nothing to do"]
+    lines = [
+        f"[ACTION] {plan.action.value}: the node's action, the most severe of "
+        f"{len(plan.recommendations)} finding(s) ({plan.rules})"
+    ]
+    for r in plan.recommendations[:ACTION_LINES_SHOWN]:
+        gpu = f" [{r.gpu}]" if r.gpu else ""
+        cause = r.cause if len(r.cause) <= 100 else r.cause[:97] + "..."
+        finding = r.finding if len(r.finding) <= 160 else r.finding[:157] + "..."
+        lines.append(f"[ACTION]   {r.action.value} <- {r.check}{gpu}: {finding} ({cause})")
+    more = len(plan.recommendations) - ACTION_LINES_SHOWN
+    if more > 0:
+        lines.append(f"[ACTION]   ... and {more} more (the JSON report has them all)")
+    return lines
+
+
 def summary_table(report: RunReport) -> Table:
     table = Table(title=run_title(report))
     for column in ("area", "check", "status", "seconds", "key figures"):

@@ -161,7 +161,16 @@ def _check_details(check: CheckResult) -> str:
         parts.append(_burnin_charts(series))
     if check.name == "workload" and isinstance(check.details.get("losses"), list):
         parts.append(_workload_charts(check.details))
-    hidden = ("columns", "rows", "load", "series", "losses", "tokens_per_second_per_step")
+    # "findings" are the Actions table's rows
+    hidden = (
+        "columns",
+        "rows",
+        "load",
+        "series",
+        "losses",
+        "tokens_per_second_per_step",
+        "findings",
+    )
     rest = {k: v for k, v in check.details.items() if k not in hidden}
     if rest:
         parts.append(_value(rest))
@@ -410,6 +419,21 @@ def render_html(report: RunReport, trends: dict[str, list[MetricPoint]]) -> str:
         f'<h3 id="check-{i}">{_text(c.name)} ({_text(c.status.value)})</h3>{_check_details(c)}'
         for i, c in enumerate(report.checks)
     )
+    plan = report.action_plan
+    actions = _table(
+        ["action", "check", "status", "GPU", "finding", "why"],
+        [
+            [
+                f"<b>{_text(r.action.value)}</b>",
+                _text(r.check),
+                _text(r.status.value),
+                _text(r.gpu or ""),
+                _text(r.finding),
+                _text(r.cause),
+            ]
+            for r in plan.recommendations
+        ],
+    )
     environment_json = json.dumps(report.environment, indent=2, sort_keys=True, ensure_ascii=False)
     return (
         "<!DOCTYPE html>\n"
@@ -417,11 +441,14 @@ def render_html(report: RunReport, trends: dict[str, list[MetricPoint]]) -> str:
         f"<title>{escape(title)}</title><style>{_STYLE}</style></head><body>"
         f"<h1>{escape(title)}</h1>"
         f'<p><span class="verdict {verdict}">{shown}</span></p>'
+        f'<p>Recommended action: <b id="action">{_text(plan.action.value)}</b> '
+        f"(tables: {_text(plan.rules)})</p>"
         f"<p>Started {_text(report.started_at)}, {report.duration_seconds:.1f} s, "
         f"gpuaccept {_text(report.tool_version)}</p>"
         f"<h2>Environment</h2>{_environment(report)}"
         f"<h2>Checks</h2>{checks}"
-        f"<h2>Trends</h2>{_charts(trends, report)}"
+        + (f"<h2>Actions</h2>{actions}" if plan.recommendations else "")
+        + f"<h2>Trends</h2>{_charts(trends, report)}"
         f"<h2>Details</h2>{details}"
         f"<h2>Environment capture</h2><details><summary>JSON</summary>"
         f"<pre>{escape(environment_json)}</pre></details>"

@@ -21,6 +21,10 @@ def render_junit(report: RunReport) -> str:
         time=f"{report.duration_seconds:.3f}",
         timestamp=report.started_at,
     )
+    plan = report.action_plan
+    properties = ET.SubElement(suite, "properties")
+    ET.SubElement(properties, "property", name="gpuaccept.action", value=plan.action.value)
+    ET.SubElement(properties, "property", name="gpuaccept.action_rules", value=plan.rules)
     for check in report.checks:
         case = ET.SubElement(
             suite,
@@ -29,10 +33,12 @@ def render_junit(report: RunReport) -> str:
             name=check.name,
             time=f"{check.duration_seconds:.3f}",
         )
+        # the check's recommended action leads the message a CI system shows
+        said = f"[{plan.for_check(check.name).value}] {check.message}"
         if check.status is Status.FAIL:
-            ET.SubElement(case, "failure", message=check.message).text = check.message
+            ET.SubElement(case, "failure", message=said).text = said
         elif check.status is Status.ERROR:
-            ET.SubElement(case, "error", message=check.message).text = check.message
+            ET.SubElement(case, "error", message=said).text = said
         elif check.status is Status.SKIP:
             ET.SubElement(case, "skipped", message=check.message)
         lines = [

@@ -50,6 +50,7 @@ def render_markdown(report: RunReport) -> str:
         "",
         f"**[RESULT] {_inline(report.verdict.sentence)}**",
         "",
+        f"- recommended action: **{_inline(report.action_plan.sentence)}**",
         f"- node: {_known(system.get('hostname'))}, started {report.started_at}, "
         f"{report.duration_seconds:.1f} s, gpuaccept {report.tool_version}",
         f"- torch {_known(torch_info.get('version'))}, CUDA runtime "

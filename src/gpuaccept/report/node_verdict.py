@@ -4,7 +4,8 @@ same change made through the Kubernetes API.
 Only an `accept` report is read (a benchmark or a training run says nothing of a node's
 fitness). pass on the GPUs: labels gpuaccept.io/verdict=pass (level, date), the gpuaccept.io/unfit
 taint removed; fail (in any mode: a GPU node whose GPUs are unusable runs in CPU mode and fails
-inventory): verdict=fail, gpuaccept.io/failed=<checks>, and the NoSchedule taint
+inventory): verdict=fail, gpuaccept.io/failed=<checks>, gpuaccept.io/action=<the recommended
+action: reset-gpu, reboot-node, drain, replace...>, and the NoSchedule taint
 gpuaccept.io/unfit=<checks>, so no new pod lands there; not judged, interrupted, or a pass of the
 CPU twins: the labels say not-judged and the taint and the failed label are left as they are.
 Given several reports of one node, only the newest (by start time, not file name) is applied.
@@ -92,6 +93,9 @@ def node_verdict(
     below = state == "pass" and not returns_to_service(report.level, resume_level)
     if state != "not-judged" and not below:  # a run that judged nothing changes nothing
         labels[f"{PREFIX}/failed"] = failed
+        # what to do about the node (gpuaccept.actions), beside the checks it is for: a
+        # selector for the repair queue
+        labels[f"{PREFIX}/action"] = report.action_plan.action.value
     return NodeVerdict(
         node=name,
         verdict=state,

@@ -10,6 +10,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from gpuaccept.actions import Action
 from gpuaccept.output_files import write_bytes_atomically
 from gpuaccept.results import Outcome, RunReport, Status, Verdict
 
@@ -61,7 +62,16 @@ class _RunCollector(Collector):
             "gpuaccept_run_duration_seconds", "How long the run took", labels=run_labels
         )
         duration.add_metric(run_values, report.duration_seconds)
-        yield from (passed, outcome, acceptance, started, duration)
+        plan = report.action_plan
+        action = GaugeMetricFamily(
+            "gpuaccept_run_action",
+            "The node's recommended action as a state set (none, monitor, rerun, reset-gpu, "
+            "reboot-node, drain, replace): 1 on the most severe of its findings' actions",
+            labels=[*run_labels, "action"],
+        )
+        for choice in Action:
+            action.add_metric([*run_values, choice.value], float(plan.action is choice))
+        yield from (passed, outcome, acceptance, started, duration, action)
 
         check_labels = [*run_labels, "check", "area"]
         check_passed = GaugeMetricFamily(
@@ -94,9 +104,18 @@ class _RunCollector(Collector):
             "The lowest value the reference accepts for this figure",
             labels=figure_labels,
         )
+        check_action = GaugeMetricFamily(
+            "gpuaccept_check_action",
+            "The check's recommended action as a state set: 1 on the most severe of its "
+            "findings' actions",
+            labels=[*check_labels, "action"],
+        )
         for check in report.checks:
             labels = [*run_values, check.name, check.area]
             check_passed.add_metric(labels, float(not check.status.is_failure))
+            chosen = plan.for_check(check.name)
+            for choice in Action:
+                check_action.add_metric([*labels, choice.value], float(chosen is choice))
             for status in Status:
                 check_status.add_metric([*labels, status.value], float(check.status is status))
             check_seconds.add_metric(labels, check.duration_seconds)
@@ -115,7 +134,7 @@ class _RunCollector(Collector):
                     within.add_metric(figure, float(m.verdict is Verdict.PASS))
                 if m.reference is not None:
                     floor.add_metric(figure, m.reference.floor)
-        yield from (check_passed, check_status, check_seconds, value, within, floor)
+        yield from (check_passed, check_status, check_action, check_seconds, value, within, floor)
 
 
 def render_prometheus(report: RunReport) -> str:

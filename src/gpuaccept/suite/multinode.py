@@ -548,6 +548,7 @@ class MultiNodeRun:
             environment=environment,
             interrupted_by=interrupted_by,
             interrupted_check=interrupted_check,
+            rules=self.context.action_rules,
         )
 
 

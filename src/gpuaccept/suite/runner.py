@@ -355,5 +355,6 @@ def run_acceptance(
         environment=environment,
         interrupted_by=None if interruption is None else interruption.error.signum,
         interrupted_check=None if interruption is None else interruption.check,
+        rules=context.action_rules,
     )
     return SuiteOutcome(report, None if interruption is None else interruption.error)

@@ -1,0 +1,82 @@
+"""How many runs in a row a node has failed (issue #31 §2, the debounce): read from the node's
+earlier accept reports, the files the health check leaves in its results directory, so that no
+store beside the reports and Slurm's own state is needed.
+
+A run that judged nothing is passed over; a pass, or a failure of other checks, ends the count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from gpuaccept.errors import InputError
+from gpuaccept.results import RunReport
+from gpuaccept.verdict import ACCEPT
+
+# The newest files looked at: an hourly health check leaves 24 a day; more than this many files
+# to read before each drain would make act's cost grow with the directory, not the window.
+EARLIER_FILES_READ = 64
+
+
+def consecutive_failures(report: RunReport, earlier: Iterable[RunReport], hours: float) -> int:
+    """The failing runs of the node just before `report` within `hours`, each sharing a failed
+    check with it."""
+    from gpuaccept.report.node_verdict import fitness
+
+    start = datetime.fromisoformat(report.started_at)
+    since = start - timedelta(hours=hours)
+    runs = sorted(
+        (
+            run
+            for run in earlier
+            if run.verdict.kind == ACCEPT
+            and since <= datetime.fromisoformat(run.started_at) < start
+        ),
+        key=lambda run: datetime.fromisoformat(run.started_at),
+        reverse=True,
+    )
+    failed = set(report.verdict.failed_checks)
+    count = 0
+    for run in runs:
+        state = fitness(run)
+        if state == "not-judged":
+            continue
+        if state == "pass" or not failed & set(run.verdict.failed_checks):
+            break
+        count += 1
+    return count
+
+
+def earlier_reports(
+    directory: Path, node: str, this: Path, limit: int = EARLIER_FILES_READ
+) -> tuple[list[RunReport], list[str]]:
+    """The accept reports of `node` among the newest `limit` regular `*.json` files of
+    `directory` (this report left out), and what could not be read, one line each: a damaged
+    neighbour is said, never a reason to act differently on this node."""
+    from gpuaccept.report.node_verdict import node_of
+    from gpuaccept.report.reading import load_report
+
+    try:
+        entries = [
+            (entry.stat().st_mtime, entry)
+            for entry in directory.iterdir()
+            if entry.suffix == ".json" and entry.is_file() and not entry.is_symlink()
+        ]
+    except OSError as error:
+        raise InputError(f"--earlier {directory}: cannot list it: {error.strerror}") from None
+    itself = this.resolve()
+    chosen = sorted(
+        (e for e in entries if e[1].resolve() != itself), key=lambda e: e[0], reverse=True
+    )
+    reports, unreadable = [], []
+    for _, path in chosen[:limit]:
+        try:
+            report = load_report(path)
+        except InputError as error:
+            unreadable.append(str(error))
+            continue
+        if report.verdict.kind == ACCEPT and node_of(report) == node:
+            reports.append(report)
+    return reports, unreadable

@@ -1,0 +1,338 @@
+"""What to do about a run's findings (issue #31 §1): every failing or warning finding carries an
+action from a closed set, and the node's action is the most severe of them.
+
+Checks name the cause of a finding where they know it (`Cause`: an XID, NVML's recovery action, a
+DCGM error code, a row-remapping failure, a port down...); the tables in data/actions.toml turn a
+cause into an action and keep the source of each row. A finding no cause names takes its check's
+action for its status. Two bounds hold whatever a table says: a failing finding recommends at
+least `rerun` (the verdict failed: "nothing to do" would hide it), and a warning at most
+`monitor` (the verdict passed: nothing that takes a node out of service follows from a pass).
+
+The plan is computed once, when the report is made, stored in it and rendered by every writer.
+A site changes any row with `--rules FILE` (the same tables, only the rows it changes).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tomllib
+from enum import StrEnum
+from functools import cache
+from importlib.resources import files
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, model_validator
+
+from gpuaccept.errors import InputError
+from gpuaccept.verdict import Status
+
+if TYPE_CHECKING:
+    from gpuaccept.results import CheckResult
+
+
+class Action(StrEnum):
+    """The closed set, from the least to the most severe."""
+
+    NONE = "none"
+    MONITOR = "monitor"
+    RERUN = "rerun"
+    RESET_GPU = "reset-gpu"
+    REBOOT_NODE = "reboot-node"
+    DRAIN = "drain"
+    REPLACE = "replace"
+
+    @property
+    def severity(self) -> int:
+        return list(Action).index(self)
+
+    @property
+    def takes_out_of_service(self) -> bool:
+        """Whether the node must leave service for it (a GPU reset stops every job on it)."""
+        return self.severity >= Action.RESET_GPU.severity
+
+
+def most_severe(actions: list[Action]) -> Action:
+    return max(actions, key=lambda action: action.severity, default=Action.NONE)
+
+
+CauseKind = Literal["xid", "recovery-action", "dcgm-error", "cause"]
+
+
+class Cause(str):
+    """A finding's text that also names its cause: still the string every message, test and
+    writer reads, and the key the action tables are looked up by."""
+
+    kind: CauseKind
+    code: str
+    gpu: str | None
+
+    def __new__(cls, text: str, kind: CauseKind, code: str | int, gpu: str | None = None) -> Cause:
+        made = super().__new__(cls, text)
+        made.kind, made.code, made.gpu = kind, str(code), gpu
+        return made
+
+    def __reduce__(self) -> tuple[Any, ...]:  # survives pickling between worker processes
+        return (Cause, (str(self), self.kind, self.code, self.gpu))
+
+
+def finding_records(failures: list[str], warnings: list[str]) -> list[dict[str, Any]]:
+    """The findings of a check as its details store them: every one, caused or not, so that the
+    plan can tell a check whose failures all have a cause from one with others beside them."""
+    return [
+        {
+            "status": status.value,
+            "text": str(text),
+            "kind": getattr(text, "kind", None),
+            "code": getattr(text, "code", None),
+            "gpu": getattr(text, "gpu", None),
+        }
+        for status, texts in ((Status.FAIL, failures), (Status.WARN, warnings))
+        for text in texts
+    ]
+
+
+# --- the tables ---------------------------------------------------------------------------
+
+
+class _Table(BaseModel):
+    # not `strict`, which refuses an action's name for the enum; numbers are StrictInt, and a
+    # str field never takes a number in pydantic's lax mode either
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class XidRow(_Table):
+    action: Action
+    catalog: str = ""
+    mnemonic: str = ""
+
+
+class DcgmErrorRow(_Table):
+    name: str
+    severity: Literal["NONE", "MONITOR", "ISOLATE", "UNKNOWN", "TRIAGE", "CONFIG", "RESET"]
+    line: StrictInt = 0
+
+
+class CauseRow(_Table):
+    action: Action
+    source: str = ""
+
+
+class CheckRow(_Table):
+    fail: Action = Action.DRAIN
+    warn: Action = Action.MONITOR
+    error: Action = Action.RERUN
+
+
+class ActionRules(_Table):
+    schema_: StrictInt = Field(default=1, alias="schema", ge=1, le=1)
+    xid: dict[str, XidRow] = Field(default_factory=dict)
+    recovery_action: dict[str, Action] = Field(default_factory=dict)
+    dcgm_severity: dict[str, Action] = Field(default_factory=dict)
+    dcgm_error: dict[str, DcgmErrorRow] = Field(default_factory=dict)
+    cause: dict[str, CauseRow] = Field(default_factory=dict)
+    check: dict[str, CheckRow] = Field(default_factory=dict)
+    origin: str = Field(default="built-in", exclude=True)
+
+    @model_validator(mode="after")
+    def _keys(self) -> ActionRules:
+        for table in ("xid", "dcgm_error"):
+            for key in getattr(self, table):
+                if not key.isdigit() or len(key) > 6:
+                    raise ValueError(f"{table}.{key}: a key is a code, a whole number")
+        return self
+
+    def merged(self, site: ActionRules) -> ActionRules:
+        """These rules with each row the site's file gives replaced by the site's."""
+        update = {
+            table: {**getattr(self, table), **getattr(site, table)}
+            for table in ("xid", "recovery_action", "dcgm_severity", "dcgm_error", "cause", "check")
+        }
+        return self.model_copy(update={**update, "origin": site.origin})
+
+    def action_for(self, kind: str | None, code: str | None) -> tuple[Action, str] | None:
+        """(action, where it comes from) of a named cause; None when no row names it."""
+        if kind == "xid" and code in self.xid:
+            row = self.xid[code]
+            return row.action, f"XID {code} {row.mnemonic}: catalogue {row.catalog or 'site'}"
+        if kind == "recovery-action" and code in self.recovery_action:
+            return self.recovery_action[code], f"NVML recovery action {code!r}"
+        if kind == "dcgm-error" and code in self.dcgm_error:
+            error = self.dcgm_error[code]
+            action = self.dcgm_severity.get(error.severity)
+            if action is not None:
+                return action, f"{error.name}: DCGM severity {error.severity}"
+        if kind == "cause" and code in self.cause:
+            return self.cause[code].action, self.cause[code].source
+        return None
+
+    def for_check(self, check: str, status: Status) -> Action:
+        row = self.check.get(check) or self.check.get("default") or CheckRow()
+        return {Status.FAIL: row.fail, Status.WARN: row.warn, Status.ERROR: row.error}.get(
+            status, Action.NONE
+        )
+
+    @property
+    def digest(self) -> str:
+        text = self.model_dump_json(by_alias=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+    @property
+    def label(self) -> str:
+        """How a plan names the tables it was made with: `built-in (sha256 ...)`, or the site's
+        file over them. The digest tells one release's tables from another's."""
+        return f"{self.origin} (sha256 {self.digest})"
+
+
+@cache
+def builtin_rules() -> ActionRules:
+    text = files("gpuaccept.data").joinpath("actions.toml").read_text(encoding="utf-8")
+    return ActionRules.model_validate(tomllib.loads(text))
+
+
+_MAX_RULES_BYTES = 1024 * 1024
+
+
+def load_rules(path: Path) -> ActionRules:
+    """The built-in tables with a site's rows over them; any fault in the file is an InputError
+    naming it (a rules file that half applies would act on rows nobody chose)."""
+    from gpuaccept.input_files import first_validation_error, read_toml_input
+
+    raw = read_toml_input(path, "rules file", f"rules {path}", _MAX_RULES_BYTES)
+    try:
+        site = ActionRules.model_validate(raw)
+    except ValidationError as error:
+        raise InputError(f"rules {path}: {first_validation_error(error)}") from None
+    rows = sum(
+        len(getattr(site, t))
+        for t in ("xid", "recovery_action", "dcgm_severity", "dcgm_error", "cause", "check")
+    )
+    if not rows:
+        raise InputError(f"rules {path}: changes no row (tables: xid, recovery_action, ...)")
+    return builtin_rules().merged(site.model_copy(update={"origin": f"site {path.name}"}))
+
+
+# --- the plan -------------------------------------------------------------------------------
+
+
+class Recommendation(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    check: str
+    status: Status
+    action: Action
+    cause: str = Field(description="what the action was looked up by, with its source")
+    finding: str = Field(description="the finding, as the check said it")
+    gpu: str | None = None
+
+
+class ActionPlan(BaseModel):
+    """The node's action and each finding's, with the rules that gave them."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    action: Action
+    rules: str = Field(description="the tables that gave the actions, with their digest")
+    recommendations: list[Recommendation] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _node_action(self) -> ActionPlan:
+        expected = most_severe([r.action for r in self.recommendations])
+        if self.action is not expected:
+            raise ValueError(
+                f"the node's action {self.action.value!r} is not the most severe of its "
+                f"findings' ({expected.value!r})"
+            )
+        return self
+
+    def for_check(self, check: str) -> Action:
+        return most_severe([r.action for r in self.recommendations if r.check == check])
+
+    @property
+    def sentence(self) -> str:
+        """`reset-gpu (health: gpu3: row remapping pending)`, or `none`."""
+        if not self.recommendations:
+            return Action.NONE.value
+        worst = next(r for r in self.recommendations if r.action is self.action)
+        more = len({r.check for r in self.recommendations if r.action is self.action}) - 1
+        also = f" and {more} more" if more > 0 else ""
+        return f"{self.action.value} ({worst.check}: {_cut(worst.finding, 160)}{also})"
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+_FLOOR = {Status.FAIL: Action.RERUN, Status.ERROR: Action.RERUN}
+_CEILING = {Status.WARN: Action.MONITOR}
+
+
+def _bounded(action: Action, status: Status) -> Action:
+    floor, ceiling = _FLOOR.get(status), _CEILING.get(status)
+    if floor is not None and action.severity < floor.severity:
+        return floor
+    if ceiling is not None and action.severity > ceiling.severity:
+        return ceiling
+    return action
+
+
+def _record_status(record: Any) -> Status | None:
+    try:
+        return Status(str(record.get("status"))) if isinstance(record, dict) else None
+    except ValueError:
+        return None
+
+
+def _check_recommendations(check: CheckResult, rules: ActionRules) -> list[Recommendation]:
+    """One recommendation per finding the check recorded; a failing or warning check whose
+    status no recorded finding explains (an exception, a writer that keeps no findings) gets
+    its check's action for that status, so no failure is ever left without one."""
+    if check.status in (Status.PASS, Status.SKIP):
+        return []
+    out: list[Recommendation] = []
+    records = check.details.get("findings")
+    if check.status is not Status.ERROR and isinstance(records, list):
+        for record in records:
+            status = _record_status(record)
+            if status not in (Status.FAIL, Status.WARN):
+                continue
+            kind, code = record.get("kind"), record.get("code")
+            found = rules.action_for(kind, None if code is None else str(code))
+            if found is not None:
+                action, cause = found
+            else:
+                action = rules.for_check(check.name, status)
+                cause = "check" if kind is None else f"{kind} {code}: no row; the check's action"
+            gpu = record.get("gpu")
+            out.append(
+                Recommendation(
+                    check=check.name,
+                    status=status,
+                    action=_bounded(action, status),
+                    cause=cause,
+                    finding=_cut(str(record.get("text", "")), 500),
+                    gpu=gpu if isinstance(gpu, str) else None,
+                )
+            )
+    if not any(r.status is check.status for r in out):
+        out.append(
+            Recommendation(
+                check=check.name,
+                status=check.status,
+                action=_bounded(rules.for_check(check.name, check.status), check.status),
+                cause="check",
+                finding=_cut(check.message, 500),
+            )
+        )
+    return out
+
+
+def plan_actions(checks: list[CheckResult], rules: ActionRules | None = None) -> ActionPlan:
+    """Each failing, erring or warning finding's action, and the node's."""
+    rules = rules or builtin_rules()
+    recommendations = [r for check in checks for r in _check_recommendations(check, rules)]
+    return ActionPlan(
+        action=most_severe([r.action for r in recommendations]),
+        rules=rules.label,
+        recommendations=recommendations,
+    )

@@ -1,0 +1,149 @@
+"""The debounce's count (issue #31 §2): a node's failing runs just before this one, read from its
+earlier reports; and `act slurm` over the fleet's stand-in Slurm with them."""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from gpuaccept.act.repeats import consecutive_failures, earlier_reports
+from gpuaccept.cli import app
+from gpuaccept.results import RunReport, Status
+from tests.run_reports import gpu_report, rejudged
+
+FAKES = Path(__file__).resolve().parents[1] / "fake_slurm"
+
+
+def _run(hours: float, passed: bool, node: str = "gpu01", check: str = "compute") -> RunReport:
+    """An accept run of `node` `hours` after T0 whose failure is soft: `check` below its floor,
+    the finding's cause `below-floor`, so its recommended action is a rerun."""
+    report = gpu_report(node, [790.0 if passed else 500.0], passed=passed, hours=hours)
+    if passed:
+        return report
+    checks = [
+        c.model_copy(
+            update={
+                "name": check,
+                "details": {
+                    "findings": [
+                        {
+                            "status": "fail",
+                            "text": "gpu0 matmul_bf16_tflops 500 TFLOPS below floor 640",
+                            "kind": "cause",
+                            "code": "below-floor",
+                            "gpu": None,
+                        }
+                    ]
+                },
+            }
+        )
+        if c.name == "compute"
+        else c
+        for c in report.checks
+    ]
+    return rejudged(report, checks=checks, level="quick")
+
+
+def test_the_count_runs_back_until_a_pass_and_only_over_the_same_checks() -> None:
+    now = _run(10, passed=False)
+    assert now.action_plan.action.value == "rerun"
+    assert consecutive_failures(now, [], 24) == 0
+    assert consecutive_failures(now, [_run(9, False), _run(8, False)], 24) == 2
+    assert consecutive_failures(now, [_run(9, False), _run(8, True), _run(7, False)], 24) == 1
+    assert consecutive_failures(now, [_run(9, True), _run(8, False)], 24) == 0
+    # another check's failure ends the count: it is not the same fault repeating
+    assert consecutive_failures(now, [_run(9, False, check="memory"), _run(8, False)], 24) == 0
+    # outside the window, and runs that started after this one, do not count
+    assert consecutive_failures(now, [_run(9, False)], 0.5) == 0
+    assert consecutive_failures(now, [_run(11, False)], 24) == 0
+
+
+def test_a_run_that_judged_nothing_is_passed_over() -> None:
+    skipped = _run(9, passed=True)
+    nothing = rejudged(
+        skipped, checks=[c.model_copy(update={"status": Status.SKIP}) for c in skipped.checks]
+    )
+    now = _run(10, passed=False)
+    assert consecutive_failures(now, [nothing, _run(8, False)], 24) == 1
+
+
+def _write(directory: Path, report: RunReport, name: str, mtime: float) -> Path:
+    path = directory / name
+    path.write_text(report.model_dump_json())
+    os.utime(path, (mtime, mtime))
+    return path
+
+
+def test_earlier_reports_are_the_nodes_newest_and_a_damaged_one_is_said(tmp_path: Path) -> None:
+    this = _write(tmp_path, _run(10, False), "this.json", 1000)
+    _write(tmp_path, _run(9, False), "a.json", 900)
+    _write(tmp_path, _run(9, False, node="gpu02"), "other-node.json", 950)
+    (tmp_path / "damaged.json").write_text("{not json")
+    (tmp_path / "notes.txt").write_text("not a report")
+    (tmp_path / "link.json").symlink_to(tmp_path / "a.json")
+    (tmp_path / "dir.json").mkdir()
+    os.mkfifo(tmp_path / "fifo.json")  # never opened: a reader would block on it
+    (tmp_path / "zero.json").symlink_to("/dev/zero")
+    with (tmp_path / "huge.json").open("wb") as stream:
+        stream.truncate(2 * 1024**3)  # sparse: refused by its size, never read
+    os.utime(tmp_path / "huge.json", (800, 800))
+    reports, unreadable = earlier_reports(tmp_path, "gpu01", this)
+    assert [r.started_at for r in reports] == [_run(9, False).started_at]
+    assert len(unreadable) == 2
+    assert unreadable[0].startswith(f"report {tmp_path / 'damaged.json'}: not JSON")
+    assert unreadable[1].startswith(f"report {tmp_path / 'huge.json'}: ")
+    # only the newest files are read: the cost does not grow with the directory
+    many, _ = earlier_reports(tmp_path, "gpu01", this, limit=1)
+    assert many == []  # the newest other file is gpu02's
+
+
+@pytest.fixture
+def slurm_fleet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    state = tmp_path / "slurm.json"
+    state.write_text(json.dumps({"nodes": {f"gpu{i:02d}": {"state": "idle"} for i in range(50)}}))
+    monkeypatch.setenv("FAKE_SLURM_STATE", str(state))
+    monkeypatch.setenv("FAKE_SLURM_NOW", datetime.now().isoformat(timespec="seconds"))
+    monkeypatch.setenv("PATH", f"{FAKES}{os.pathsep}{os.environ['PATH']}")
+    return state
+
+
+def test_a_slow_run_is_not_drained_and_a_second_in_a_row_is(
+    slurm_fleet: Path, tmp_path: Path
+) -> None:
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    first = _write(reports, _run(1, False), "r1.json", 100)
+    once = CliRunner().invoke(app, ["act", "slurm", str(first), "--node", "gpu01"])
+    assert once.exit_code == 1, once.output
+    assert "NOT drained until it fails 2 runs in a row within 24 h; this is 1 of 2" in once.stdout
+    assert json.loads(slurm_fleet.read_text())["nodes"]["gpu01"]["state"] == "idle"
+    second = _write(reports, _run(2, False), "r2.json", 200)
+    twice = CliRunner().invoke(app, ["act", "slurm", str(second), "--node", "gpu01"])
+    assert twice.exit_code == 1, twice.output
+    node = json.loads(slurm_fleet.read_text())["nodes"]["gpu01"]
+    assert node["reason"].startswith("gpuaccept quick: rerun: compute [stack ")
+    # another node's slow run is counted on its own: gpu01's do not make it a repeat
+    other = _write(reports, _run(3, False, node="gpu02"), "r3.json", 300)
+    apart = CliRunner().invoke(app, ["act", "slurm", str(other), "--node", "gpu02"])
+    assert "this is 1 of 2" in apart.stdout
+
+
+def test_the_debounce_options_are_checked(slurm_fleet: Path, tmp_path: Path) -> None:
+    path = _write(tmp_path, _run(1, False), "r.json", 100)
+    runner = CliRunner()
+    at_once = runner.invoke(app, ["act", "slurm", str(path), "--node", "gpu01", "--debounce", "1"])
+    assert at_once.exit_code == 1
+    assert json.loads(slurm_fleet.read_text())["nodes"]["gpu01"]["state"] != "idle"
+    for bad, said in [
+        (["--debounce-hours", "0"], "--debounce-hours 0: give hours above 0"),
+        (["--debounce-hours", "nan"], "--debounce-hours nan"),
+        (["--earlier", str(path)], f"--earlier {path}: not a directory of reports"),
+    ]:
+        refused = runner.invoke(app, ["act", "slurm", str(path), "--node", "gpu03", *bad])
+        assert refused.exit_code == 2, refused.output
+        assert said in refused.output

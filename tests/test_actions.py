@@ -1,0 +1,289 @@
+"""gpuaccept.actions (issue #31 §1): the closed set, the bounds a status puts on a finding's
+action, the node's action, the stored plan a report keeps (and refuses when edited), and a
+site's `--rules FILE`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from gpuaccept.actions import (
+    Action,
+    ActionPlan,
+    Cause,
+    builtin_rules,
+    finding_records,
+    load_rules,
+    plan_actions,
+)
+from gpuaccept.errors import InputError
+from gpuaccept.results import CheckResult, RunReport, Status
+from tests.run_reports import gpu_report
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _check(
+    name: str, status: Status, *findings: tuple[str, str, str | None, str | None]
+) -> CheckResult:
+    """A check whose details keep `findings` as (status, text, kind, code) records."""
+    records = [
+        {"status": s, "text": text, "kind": kind, "code": code, "gpu": None}
+        for s, text, kind, code in findings
+    ]
+    details = {"findings": records} if records else {}
+    return CheckResult(name=name, area="X", status=status, message="said", details=details)
+
+
+def test_the_closed_set_is_ordered_from_least_to_most_severe() -> None:
+    assert [a.value for a in Action] == [
+        "none",
+        "monitor",
+        "rerun",
+        "reset-gpu",
+        "reboot-node",
+        "drain",
+        "replace",
+    ]
+    assert [a.takes_out_of_service for a in Action] == [False, False, False, True, True, True, True]
+
+
+def test_a_failing_finding_is_at_least_rerun_and_a_warning_at_most_monitor() -> None:
+    # XID 43 is IGNORE in the catalogue; failing, it still recommends a rerun
+    failing = _check("events", Status.FAIL, ("fail", "XID 43", "xid", "43"))
+    assert plan_actions([failing]).action is Action.RERUN
+    # XID 79 is RESTART_BM; as a warning (an old XID), no more than monitor
+    warning = _check("events", Status.WARN, ("warn", "XID 79, 30 h ago", "xid", "79"))
+    assert plan_actions([warning]).action is Action.MONITOR
+    ignored = _check("events", Status.WARN, ("warn", "XID 43", "xid", "43"))
+    assert plan_actions([ignored]).action is Action.NONE
+    erring = CheckResult(name="compute", area="X", status=Status.ERROR, message="timed out")
+    assert plan_actions([erring]).action is Action.RERUN
+
+
+def test_the_nodes_action_is_the_most_severe_and_passes_and_skips_add_none() -> None:
+    checks = [
+        _check("events", Status.FAIL, ("fail", "XID 79", "xid", "79")),
+        _check("health", Status.FAIL, ("fail", "remap failed", "cause", "remap-failure")),
+        CheckResult(name="stack", area="X", status=Status.PASS, message="ok"),
+        CheckResult(name="dcgm", area="X", status=Status.SKIP, message="not asked"),
+    ]
+    plan = plan_actions(checks)
+    assert plan.action is Action.REPLACE
+    assert [(r.check, r.action) for r in plan.recommendations] == [
+        ("events", Action.REBOOT_NODE),
+        ("health", Action.REPLACE),
+    ]
+    assert plan.sentence == "replace (health: remap failed)"
+    assert plan_actions([checks[2], checks[3]]).recommendations == []
+
+
+def test_a_check_without_findings_takes_its_rows_action() -> None:
+    assert plan_actions([_check("inventory", Status.FAIL)]).action is Action.REBOOT_NODE
+    assert plan_actions([_check("burnin-throughput", Status.FAIL)]).action is Action.RERUN
+    assert plan_actions([_check("burnin-correctness", Status.FAIL)]).action is Action.DRAIN
+    assert plan_actions([_check("stack", Status.WARN)]).action is Action.MONITOR
+
+
+def test_a_failing_check_whose_records_explain_only_warnings_still_gets_a_failure() -> None:
+    check = _check("events", Status.FAIL, ("warn", "XID 13", "xid", "13"))
+    plan = plan_actions([check])
+    assert [(r.status, r.action) for r in plan.recommendations] == [
+        (Status.WARN, Action.MONITOR),
+        (Status.FAIL, Action.DRAIN),
+    ]
+
+
+def test_forged_or_unknown_records_fall_back_on_the_checks_action() -> None:
+    check = CheckResult(
+        name="health",
+        area="X",
+        status=Status.FAIL,
+        message="said",
+        details={
+            "findings": [
+                "not a record",
+                {"status": "bogus", "text": "x"},
+                {"status": "fail", "text": "new", "kind": "cause", "code": "no-such-cause"},
+            ]
+        },
+    )
+    (recommendation,) = plan_actions([check]).recommendations
+    assert recommendation.action is Action.DRAIN
+    assert recommendation.cause == "cause no-such-cause: no row; the check's action"
+
+
+def test_a_cause_stays_the_string_every_writer_reads() -> None:
+    cause = Cause("gpu0: row remapping pending", "cause", "remap-pending", "GPU-1")
+    assert cause == "gpu0: row remapping pending"
+    assert "; ".join([cause, "x"]) == "gpu0: row remapping pending; x"
+    import pickle
+
+    again = pickle.loads(pickle.dumps(cause))
+    assert (again, again.kind, again.code, again.gpu) == (cause, "cause", "remap-pending", "GPU-1")
+    assert finding_records([cause], ["plain"]) == [
+        {
+            "status": "fail",
+            "text": "gpu0: row remapping pending",
+            "kind": "cause",
+            "code": "remap-pending",
+            "gpu": "GPU-1",
+        },
+        {"status": "warn", "text": "plain", "kind": None, "code": None, "gpu": None},
+    ]
+
+
+def test_a_plan_whose_action_is_not_its_worst_is_refused() -> None:
+    plan = plan_actions([_check("inventory", Status.FAIL)])
+    with pytest.raises(ValidationError, match="not the most severe"):
+        ActionPlan.model_validate({**plan.model_dump(), "action": "none"})
+
+
+def test_every_builtin_row_cites_its_source() -> None:
+    rules = builtin_rules()
+    assert len(rules.xid) == 161
+    assert len(rules.dcgm_error) == 133
+    assert all(row.catalog for row in rules.xid.values())
+    assert all(row.line > 0 for row in rules.dcgm_error.values())
+    assert all(row.source for row in rules.cause.values())
+    assert set(rules.dcgm_severity) == {
+        "NONE",
+        "MONITOR",
+        "ISOLATE",
+        "UNKNOWN",
+        "TRIAGE",
+        "CONFIG",
+        "RESET",
+    }
+
+
+# --- the plan in the report ---------------------------------------------------------------
+
+
+def _failed_report() -> RunReport:
+    return gpu_report("node1", [500.0], passed=False)
+
+
+def test_a_report_stores_its_plan_and_refuses_an_edited_one() -> None:
+    report = _failed_report()
+    planned = report.model_copy(update={"actions": plan_actions(report.checks)})
+    stored = RunReport.model_validate_json(planned.model_dump_json())
+    assert stored.actions is not None
+    assert stored.actions.action is Action.DRAIN
+    edited = json.loads(planned.model_dump_json())
+    edited["actions"]["recommendations"][0]["action"] = "none"
+    edited["actions"]["action"] = "none"
+    with pytest.raises(ValidationError, match="the stored actions are not the ones its checks"):
+        RunReport.model_validate(edited)
+
+
+def test_a_report_from_before_plans_existed_is_planned_by_the_builtin_tables() -> None:
+    report = _failed_report()
+    assert report.actions is None
+    assert report.action_plan.action is Action.DRAIN
+    assert report.action_plan.rules == builtin_rules().label
+
+
+def test_a_plan_by_a_sites_tables_is_kept_as_it_was_made(tmp_path: Path) -> None:
+    rules_file = tmp_path / "site.toml"
+    rules_file.write_text('[check.compute]\nfail = "replace"\n')
+    rules = load_rules(rules_file)
+    report = _failed_report()
+    planned = report.model_copy(update={"actions": plan_actions(report.checks, rules)})
+    stored = RunReport.model_validate_json(planned.model_dump_json())
+    assert stored.action_plan.action is Action.REPLACE
+    assert stored.action_plan.rules.startswith("site site.toml (sha256 ")
+
+
+def test_a_comparison_added_to_a_site_planned_run_needs_the_sites_rules(tmp_path: Path) -> None:
+    from gpuaccept.record.self_comparison import with_check
+
+    rules_file = tmp_path / "site.toml"
+    rules_file.write_text('[check.history]\nwarn = "none"\n')
+    rules = load_rules(rules_file)
+    report = gpu_report("node1", [790.0])
+    planned = report.model_copy(update={"actions": plan_actions(report.checks, rules)})
+    history = CheckResult(name="history", area="HISTORY", status=Status.WARN, message="slower")
+    with pytest.raises(ValueError, match="pass those rules"):
+        with_check(planned, history)
+    compared = with_check(planned, history, rules)
+    assert compared.action_plan.action is Action.NONE  # the site's row, not the built-in monitor
+
+
+# --- a site's rules file --------------------------------------------------------------------
+
+
+def test_a_sites_rows_replace_the_builtin_ones_and_nothing_else(tmp_path: Path) -> None:
+    path = tmp_path / "rules.toml"
+    path.write_text(
+        '[xid]\n79 = { action = "replace" }\n'
+        '[cause.below-floor]\naction = "drain"\n'
+        '[recovery_action]\n"drain P2P" = "reset-gpu"\n'
+    )
+    rules = load_rules(path)
+    assert rules.xid["79"].action is Action.REPLACE
+    assert rules.xid["48"] == builtin_rules().xid["48"]
+    assert rules.cause["below-floor"].action is Action.DRAIN
+    assert rules.cause["remap-pending"] == builtin_rules().cause["remap-pending"]
+    assert rules.recovery_action["drain P2P"] is Action.RESET_GPU
+    assert rules.label != builtin_rules().label
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ('[xid]\n79 = { action = "fix-it" }\n', "xid.79.action"),
+        ('[xid]\nabc = { action = "drain" }\n', "a key is a code, a whole number"),
+        ('[dcgm_error]\n5 = { name = "X", severity = "BAD" }\n', "dcgm_error.5.severity"),
+        ('[dcgm_error]\n5 = { name = "X", severity = "RESET", line = "7" }\n', "line"),
+        ('[cause.remap-pending]\naction = "none"\nsauce = "typo"\n', "sauce"),
+        ("[actions]\nx = 1\n", "actions"),
+        ("schema = 2\n", "schema"),
+        ("schema = 1\n", "changes no row"),
+        ("[xid\n", "rules"),
+    ],
+)
+def test_a_faulty_rules_file_is_one_line_naming_the_file(
+    tmp_path: Path, text: str, said: str
+) -> None:
+    path = tmp_path / "rules.toml"
+    path.write_text(text)
+    with pytest.raises(InputError) as raised:
+        load_rules(path)
+    message = str(raised.value)
+    assert message.startswith(f"rules {path}")
+    assert "\n" not in message
+    assert said in message
+
+
+def test_the_generator_writes_rows_the_tables_accept(tmp_path: Path) -> None:
+    """scripts/action_tables.py turns the two sources into [xid] and [dcgm_error] rows that
+    validate (a catalogue or DCGM release is a re-run, not a hand edit)."""
+    csv = tmp_path / "xid.csv"
+    csv.write_text(
+        "79,ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS,RESTART_BM,FATAL\n"
+        "154,GPU_RECOVERY_ACTION_CHANGED ,Follow guidance,NONFATAL\n"
+    )
+    dcgm = tmp_path / "dcgm"
+    (dcgm / "dcgmlib" / "src").mkdir(parents=True)
+    (dcgm / "dcgmlib" / "dcgm_errors.h").write_text("    DCGM_FR_PCI_REPLAY_RATE = 3, //!<\n")
+    (dcgm / "dcgmlib" / "src" / "dcgm_errors.c").write_text(
+        "x\n    DCGM_ERROR_TABLE_ENTRY(DCGM_FR_PCI_REPLAY_RATE, DCGM_ERROR_ISOLATE, EC),\n"
+    )
+    done = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "action_tables.py"), str(csv), str(dcgm)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    rules_file = tmp_path / "generated.toml"
+    rules_file.write_text(done.stdout)
+    rules = load_rules(rules_file)
+    assert rules.xid["79"].action is Action.REBOOT_NODE
+    assert "154" not in rules.xid  # its action is the recovery action's, not a row
+    assert (rules.dcgm_error["3"].severity, rules.dcgm_error["3"].line) == ("ISOLATE", 2)
