@@ -239,6 +239,21 @@ def nvmlDeviceGetUUID(handle: _Handle) -> str:
     return str(_gpu(handle)["uuid"])
 
 
+def nvmlDeviceGetSerial(handle: _Handle) -> str:
+    """The board's serial; a scenario without one plays a board that does not report it."""
+    serial = _gpu(handle).get("serial")
+    if serial is None:
+        raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+    return str(serial)
+
+
+def nvmlDeviceGetBoardPartNumber(handle: _Handle) -> str:
+    part = _gpu(handle).get("board_part_number")
+    if part is None:
+        raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+    return str(part)
+
+
 def nvmlDeviceGetName(handle: _Handle) -> str:
     return str(_gpu(handle).get("name", "NVIDIA H100 80GB HBM3"))
 

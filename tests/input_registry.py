@@ -63,7 +63,12 @@ def _failed_report(scratch: Path) -> str:
 
 
 def _history(command: str) -> Argv:
-    extra = {"show": ["1"], "compare": ["1", "2"], "trend": ["x"]}.get(command, [])
+    extra = {
+        "show": ["1"],
+        "compare": ["1", "2"],
+        "trend": ["x"],
+        "gpu": ["GPU-00000000-0000-0000-0000-000000000000"],
+    }.get(command, [])
     return lambda path, _: ["history", command, *extra, "--history", path]
 
 
@@ -206,7 +211,7 @@ REGISTRY: list[Input] = [
             FILE_FORMS[1:],
             allowed={"missing": MISSING_HISTORY} if command == "list" else {},
         )
-        for command in ("list", "show", "compare", "trend", "fleet")
+        for command in ("list", "show", "compare", "trend", "fleet", "gpu")
     ),
     Input("history import", "REPORTS", "reads", _reports(["history", "import"]), FILE_FORMS),
     Input("history import", "--history", "reads", covered_by=("tests/test_cli_history.py",)),
@@ -239,6 +244,19 @@ REGISTRY: list[Input] = [
         lambda value, _: ["history", "list"],
         FILE_FORMS[1:],
         allowed={"missing": MISSING_HISTORY},
+    ),
+    # files every command's environment capture reads (issue #31 §4: the machine's identity)
+    *(
+        Input(
+            "accept",
+            path,
+            "reads",
+            covered_by=(
+                "tests/record/test_machine_identity.py::"
+                "test_a_hostile_identity_file_is_absent_not_a_hang_nor_a_problem",
+            ),
+        )
+        for path in ("/etc/machine-id", "$GPUACCEPT_SYSFS_ROOT/class/dmi/id/product_serial")
     ),
     Input(
         "accept",

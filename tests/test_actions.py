@@ -5,8 +5,6 @@ site's `--rules FILE`."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -24,8 +22,6 @@ from gpuaccept.actions import (
 from gpuaccept.errors import InputError
 from gpuaccept.results import CheckResult, RunReport, Status
 from tests.run_reports import gpu_report
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 def _check(
@@ -261,29 +257,46 @@ def test_a_faulty_rules_file_is_one_line_naming_the_file(
     assert said in message
 
 
-def test_the_generator_writes_rows_the_tables_accept(tmp_path: Path) -> None:
-    """scripts/action_tables.py turns the two sources into [xid] and [dcgm_error] rows that
-    validate (a catalogue or DCGM release is a re-run, not a hand edit)."""
-    csv = tmp_path / "xid.csv"
-    csv.write_text(
-        "79,ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS,RESTART_BM,FATAL\n"
-        "154,GPU_RECOVERY_ACTION_CHANGED ,Follow guidance,NONFATAL\n"
+def test_a_cause_is_looked_up_in_its_own_table_only() -> None:
+    """A cause whose code happens to be a key of another table (`none` is a recovery action,
+    `3` a DCGM code) is not read from that table."""
+    for code in ("none", "3"):
+        check = _check("health", Status.FAIL, ("fail", "x", "cause", code))
+        (recommendation,) = plan_actions([check]).recommendations
+        assert recommendation.cause == f"cause {code}: no row; the check's action"
+        assert recommendation.action is Action.DRAIN
+
+
+def test_a_sites_xid_row_says_it_is_the_sites(tmp_path: Path) -> None:
+    path = tmp_path / "rules.toml"
+    path.write_text('[xid]\n79 = { action = "replace" }\n')
+    check = _check("events", Status.FAIL, ("fail", "XID 79", "xid", "79"))
+    (recommendation,) = plan_actions([check], load_rules(path)).recommendations
+    assert (recommendation.action, recommendation.cause) == (
+        Action.REPLACE,
+        "XID 79: catalogue site",
     )
-    dcgm = tmp_path / "dcgm"
-    (dcgm / "dcgmlib" / "src").mkdir(parents=True)
-    (dcgm / "dcgmlib" / "dcgm_errors.h").write_text("    DCGM_FR_PCI_REPLAY_RATE = 3, //!<\n")
-    (dcgm / "dcgmlib" / "src" / "dcgm_errors.c").write_text(
-        "x\n    DCGM_ERROR_TABLE_ENTRY(DCGM_FR_PCI_REPLAY_RATE, DCGM_ERROR_ISOLATE, EC),\n"
-    )
-    done = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "action_tables.py"), str(csv), str(dcgm)],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    rules_file = tmp_path / "generated.toml"
-    rules_file.write_text(done.stdout)
-    rules = load_rules(rules_file)
-    assert rules.xid["79"].action is Action.REBOOT_NODE
-    assert "154" not in rules.xid  # its action is the recovery action's, not a row
-    assert (rules.dcgm_error["3"].severity, rules.dcgm_error["3"].line) == ("ISOLATE", 2)
+    (builtin,) = plan_actions([check]).recommendations
+    assert builtin.cause == "XID 79 ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS: catalogue RESTART_BM"
+
+
+def test_a_rules_file_too_large_is_refused_by_its_size(tmp_path: Path) -> None:
+    path = tmp_path / "rules.toml"
+    with path.open("wb") as stream:
+        stream.truncate(2 * 1024 * 1024)
+    with pytest.raises(InputError, match=r"larger than 1048576 bytes; not a rules file$"):
+        load_rules(path)
+
+
+def test_each_checks_action_is_its_own() -> None:
+    checks = [
+        _check("inventory", Status.FAIL),
+        CheckResult(name="ddp", area="X", status=Status.ERROR, message="timed out"),
+        CheckResult(name="stack", area="X", status=Status.PASS, message="ok"),
+    ]
+    plan = plan_actions(checks)
+    assert [plan.for_check(c) for c in ("inventory", "ddp", "stack")] == [
+        Action.REBOOT_NODE,
+        Action.RERUN,
+        Action.NONE,
+    ]

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from gpuaccept.cli import app
 from gpuaccept.errors import InputError
-from gpuaccept.record.history import History
+from gpuaccept.record.history import SCHEMA_VERSION, History
 from gpuaccept.report.console import result_line
 from gpuaccept.report.html import render_html
 from gpuaccept.report.markdown import render_markdown
@@ -247,7 +247,7 @@ def test_a_version_1_history_is_upgraded_with_verdicts_judged_again(tmp_path: Pa
         (run,) = history.list_runs()
     assert run.verdict.outcome is Outcome.NOT_JUDGED
     with sqlite3.connect(db) as raw:
-        assert raw.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         assert raw.execute("SELECT passed FROM runs").fetchone()[0] == 0
 
 

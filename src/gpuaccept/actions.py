@@ -154,7 +154,8 @@ class ActionRules(_Table):
         """(action, where it comes from) of a named cause; None when no row names it."""
         if kind == "xid" and code in self.xid:
             row = self.xid[code]
-            return row.action, f"XID {code} {row.mnemonic}: catalogue {row.catalog or 'site'}"
+            name = f" {row.mnemonic}" if row.mnemonic else ""
+            return row.action, f"XID {code}{name}: catalogue {row.catalog or 'site'}"
         if kind == "recovery-action" and code in self.recovery_action:
             return self.recovery_action[code], f"NVML recovery action {code!r}"
         if kind == "dcgm-error" and code in self.dcgm_error:
@@ -198,7 +199,7 @@ def load_rules(path: Path) -> ActionRules:
     naming it (a rules file that half applies would act on rows nobody chose)."""
     from gpuaccept.input_files import first_validation_error, read_toml_input
 
-    raw = read_toml_input(path, "rules file", f"rules {path}", _MAX_RULES_BYTES)
+    raw = read_toml_input(path, "rules", f"rules {path}", _MAX_RULES_BYTES)
     try:
         site = ActionRules.model_validate(raw)
     except ValidationError as error:

@@ -301,3 +301,18 @@ def test_a_drain_set_before_actions_existed_is_still_gpuaccepts() -> None:
     assert old.cause() == new.cause() == ("health", "0123abcd")
     assert old.drained_by_gpuaccept
     assert new.drained_by_gpuaccept
+
+
+def test_a_soft_failure_without_a_count_is_its_first_and_names_every_check() -> None:
+    from gpuaccept.act.policy import Decision
+
+    this = node("n9")
+    decision = decide(
+        "fail", "quick", ["compute", "memory"], this, [this], NOW, Guard(), action="rerun"
+    )
+    assert decision == Decision(
+        "none",
+        "n9",
+        "failed compute, memory (recommended: rerun, not a hard fault): NOT drained until it "
+        "fails 2 runs in a row within 24 h; this is 1 of 2",
+    )

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from gpuaccept.act.repeats import consecutive_failures, earlier_reports
 from gpuaccept.cli import app
+from gpuaccept.errors import InputError
 from gpuaccept.results import RunReport, Status
 from tests.run_reports import gpu_report, rejudged
 
@@ -63,6 +64,23 @@ def test_the_count_runs_back_until_a_pass_and_only_over_the_same_checks() -> Non
     assert consecutive_failures(now, [_run(11, False)], 24) == 0
 
 
+def test_the_windows_edges_count_and_this_run_is_not_its_own_repeat() -> None:
+    now = _run(10, passed=False)
+    assert consecutive_failures(now, [_run(9, False)], 1.0) == 1  # exactly a window back
+    assert consecutive_failures(now, [now, _run(9, False)], 24) == 1  # a copy of this run
+
+
+def test_a_directory_that_cannot_be_listed_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(self: Path) -> None:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(Path, "iterdir", refuse)
+    with pytest.raises(InputError, match=rf"^--earlier {tmp_path}: cannot list it: Permission"):
+        earlier_reports(tmp_path, "gpu01", tmp_path / "gpuaccept-accept-r.json")
+
+
 def test_a_run_that_judged_nothing_is_passed_over() -> None:
     skipped = _run(9, passed=True)
     nothing = rejudged(
@@ -80,23 +98,27 @@ def _write(directory: Path, report: RunReport, name: str, mtime: float) -> Path:
 
 
 def test_earlier_reports_are_the_nodes_newest_and_a_damaged_one_is_said(tmp_path: Path) -> None:
-    this = _write(tmp_path, _run(10, False), "this.json", 1000)
-    _write(tmp_path, _run(9, False), "a.json", 900)
-    _write(tmp_path, _run(9, False, node="gpu02"), "other-node.json", 950)
-    (tmp_path / "damaged.json").write_text("{not json")
+    this = _write(tmp_path, _run(10, False), "gpuaccept-accept-this.json", 1000)
+    _write(tmp_path, _run(9, False), "gpuaccept-accept-a.json", 900)
+    _write(tmp_path, _run(9, False, node="gpu02"), "gpuaccept-accept-other-node.json", 950)
+    (tmp_path / "gpuaccept-accept-damaged.json").write_text("{not json")
     (tmp_path / "notes.txt").write_text("not a report")
-    (tmp_path / "link.json").symlink_to(tmp_path / "a.json")
-    (tmp_path / "dir.json").mkdir()
-    os.mkfifo(tmp_path / "fifo.json")  # never opened: a reader would block on it
-    (tmp_path / "zero.json").symlink_to("/dev/zero")
-    with (tmp_path / "huge.json").open("wb") as stream:
+    (tmp_path / "slurm.json").write_text("{not a report either}")  # not an accept report's name
+    (tmp_path / "gpuaccept-burnin-gpu01.json").write_text("{a burn-in's, not read}")
+    (tmp_path / "gpuaccept-accept-link.json").symlink_to(tmp_path / "gpuaccept-accept-a.json")
+    (tmp_path / "gpuaccept-accept-dir.json").mkdir()
+    os.mkfifo(tmp_path / "gpuaccept-accept-fifo.json")  # never opened: a reader would block on it
+    (tmp_path / "gpuaccept-accept-zero.json").symlink_to("/dev/zero")
+    with (tmp_path / "gpuaccept-accept-huge.json").open("wb") as stream:
         stream.truncate(2 * 1024**3)  # sparse: refused by its size, never read
-    os.utime(tmp_path / "huge.json", (800, 800))
+    os.utime(tmp_path / "gpuaccept-accept-huge.json", (800, 800))
     reports, unreadable = earlier_reports(tmp_path, "gpu01", this)
     assert [r.started_at for r in reports] == [_run(9, False).started_at]
     assert len(unreadable) == 2
-    assert unreadable[0].startswith(f"report {tmp_path / 'damaged.json'}: not JSON")
-    assert unreadable[1].startswith(f"report {tmp_path / 'huge.json'}: ")
+    assert unreadable[0].startswith(
+        f"report {tmp_path / 'gpuaccept-accept-damaged.json'}: not JSON"
+    )
+    assert unreadable[1].startswith(f"report {tmp_path / 'gpuaccept-accept-huge.json'}: ")
     # only the newest files are read: the cost does not grow with the directory
     many, _ = earlier_reports(tmp_path, "gpu01", this, limit=1)
     assert many == []  # the newest other file is gpu02's
@@ -117,24 +139,24 @@ def test_a_slow_run_is_not_drained_and_a_second_in_a_row_is(
 ) -> None:
     reports = tmp_path / "reports"
     reports.mkdir()
-    first = _write(reports, _run(1, False), "r1.json", 100)
+    first = _write(reports, _run(1, False), "gpuaccept-accept-r1.json", 100)
     once = CliRunner().invoke(app, ["act", "slurm", str(first), "--node", "gpu01"])
     assert once.exit_code == 1, once.output
     assert "NOT drained until it fails 2 runs in a row within 24 h; this is 1 of 2" in once.stdout
     assert json.loads(slurm_fleet.read_text())["nodes"]["gpu01"]["state"] == "idle"
-    second = _write(reports, _run(2, False), "r2.json", 200)
+    second = _write(reports, _run(2, False), "gpuaccept-accept-r2.json", 200)
     twice = CliRunner().invoke(app, ["act", "slurm", str(second), "--node", "gpu01"])
     assert twice.exit_code == 1, twice.output
     node = json.loads(slurm_fleet.read_text())["nodes"]["gpu01"]
     assert node["reason"].startswith("gpuaccept quick: rerun: compute [stack ")
     # another node's slow run is counted on its own: gpu01's do not make it a repeat
-    other = _write(reports, _run(3, False, node="gpu02"), "r3.json", 300)
+    other = _write(reports, _run(3, False, node="gpu02"), "gpuaccept-accept-r3.json", 300)
     apart = CliRunner().invoke(app, ["act", "slurm", str(other), "--node", "gpu02"])
     assert "this is 1 of 2" in apart.stdout
 
 
 def test_the_debounce_options_are_checked(slurm_fleet: Path, tmp_path: Path) -> None:
-    path = _write(tmp_path, _run(1, False), "r.json", 100)
+    path = _write(tmp_path, _run(1, False), "gpuaccept-accept-r.json", 100)
     runner = CliRunner()
     at_once = runner.invoke(app, ["act", "slurm", str(path), "--node", "gpu01", "--debounce", "1"])
     assert at_once.exit_code == 1

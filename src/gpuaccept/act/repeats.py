@@ -15,9 +15,13 @@ from gpuaccept.errors import InputError
 from gpuaccept.results import RunReport
 from gpuaccept.verdict import ACCEPT
 
-# The newest files looked at: an hourly health check leaves 24 a day; more than this many files
-# to read before each drain would make act's cost grow with the directory, not the window.
-EARLIER_FILES_READ = 64
+# The newest files looked at: an hourly health check leaves 24 a day, 192 is eight days (the
+# repeat offenders' week and a day); more would make act's cost grow with the directory, not
+# the window.
+EARLIER_FILES_READ = 192
+# accept reports as `--report-dir` names them (report.json_report.report_filename); the other
+# files of a results directory (burn-in and benchmark reports, anything else) are not read
+REPORT_PREFIX = "gpuaccept-accept-"
 
 
 def consecutive_failures(report: RunReport, earlier: Iterable[RunReport], hours: float) -> int:
@@ -40,10 +44,10 @@ def consecutive_failures(report: RunReport, earlier: Iterable[RunReport], hours:
     failed = set(report.verdict.failed_checks)
     count = 0
     for run in runs:
-        state = fitness(run)
-        if state == "not-judged":
+        if fitness(run) == "not-judged":
             continue
-        if state == "pass" or not failed & set(run.verdict.failed_checks):
+        # a pass has no failed check: it ends the count as another check's failure does
+        if not failed & set(run.verdict.failed_checks):
             break
         count += 1
     return count
@@ -52,9 +56,9 @@ def consecutive_failures(report: RunReport, earlier: Iterable[RunReport], hours:
 def earlier_reports(
     directory: Path, node: str, this: Path, limit: int = EARLIER_FILES_READ
 ) -> tuple[list[RunReport], list[str]]:
-    """The accept reports of `node` among the newest `limit` regular `*.json` files of
-    `directory` (this report left out), and what could not be read, one line each: a damaged
-    neighbour is said, never a reason to act differently on this node."""
+    """The accept reports of `node` among the newest `limit` regular `gpuaccept-accept-*.json`
+    files of `directory` (this report left out), and what could not be read, one line each: a
+    damaged neighbour is said, never a reason to act differently on this node."""
     from gpuaccept.report.node_verdict import node_of
     from gpuaccept.report.reading import load_report
 
@@ -62,14 +66,15 @@ def earlier_reports(
         entries = [
             (entry.stat().st_mtime, entry)
             for entry in directory.iterdir()
-            if entry.suffix == ".json" and entry.is_file() and not entry.is_symlink()
+            if entry.name.startswith(REPORT_PREFIX)
+            and entry.suffix == ".json"
+            and entry.is_file()
+            and not entry.is_symlink()
         ]
     except OSError as error:
         raise InputError(f"--earlier {directory}: cannot list it: {error.strerror}") from None
     itself = this.resolve()
-    chosen = sorted(
-        (e for e in entries if e[1].resolve() != itself), key=lambda e: e[0], reverse=True
-    )
+    chosen = sorted((e for e in entries if e[1].resolve() != itself), reverse=True)
     reports, unreadable = [], []
     for _, path in chosen[:limit]:
         try:

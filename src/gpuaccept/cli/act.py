@@ -42,18 +42,17 @@ def _verdict(
     return report, verdict, report.level, failed, node_of(report), stack, action
 
 
-def _repeats(run: RunReport, path: Path, earlier: Path | None, node: str, hours: float) -> int:
-    """The node's failing runs just before this one, from its earlier reports; what could not
-    be read is said on stderr (a damaged neighbour never changes what is done to this node
-    beyond not counting)."""
-    from gpuaccept.act.repeats import consecutive_failures, earlier_reports
+def _earlier(path: Path, earlier: Path | None, node: str) -> list[RunReport]:
+    """The node's earlier accept reports; what could not be read is said on stderr (a damaged
+    neighbour never changes what is done to this node beyond not counting)."""
+    from gpuaccept.act.repeats import earlier_reports
 
     reports, unreadable = earlier_reports(earlier or path.parent, node, path)
     for line in unreadable[:3]:
         typer.echo(f"act: not counted: {line}", err=True)
     if len(unreadable) > 3:
         typer.echo(f"act: not counted: {len(unreadable) - 3} more unreadable report(s)", err=True)
-    return consecutive_failures(run, reports, hours)
+    return reports
 
 
 @app.command("slurm")
@@ -106,7 +105,19 @@ def slurm(
         "--earlier",
         metavar="DIR",
         help="Where the node's earlier accept reports are (default: the report's directory; "
-        "the newest 64 files are read).",
+        "the newest 192 files are read).",
+    ),
+    replace_after: int = typer.Option(
+        3,
+        "--replace-after",
+        min=0,
+        max=100,
+        metavar="N",
+        help="A node, or a GPU by its UUID, failing in N incidents within --replace-days is a "
+        "repeat offender: its action becomes replace (0: never).",
+    ),
+    replace_days: float = typer.Option(
+        7.0, "--replace-days", metavar="DAYS", help="The repeat offenders' window."
     ),
 ) -> None:
     """Drain a failing node, resume one gpuaccept drained once it passes, never more.
@@ -125,7 +136,7 @@ def slurm(
     import math
     from datetime import datetime
 
-    from gpuaccept.act.policy import SOFT_ACTIONS, Guard, decide
+    from gpuaccept.act.policy import Guard, decide
     from gpuaccept.act.slurm import carry_out, read_nodes
     from gpuaccept.errors import InputError
     from gpuaccept.suite.selection import LEVELS
@@ -144,6 +155,8 @@ def slurm(
         raise InputError(
             f"--debounce-hours {debounce_hours:g}: give hours above 0, thirty days at most"
         )
+    if not (math.isfinite(replace_days) and 0 < replace_days <= 90):
+        raise InputError(f"--replace-days {replace_days:g}: give days above 0, ninety at most")
     if earlier is not None and not earlier.is_dir():
         raise InputError(f"--earlier {earlier}: not a directory of reports")
     run, verdict, level, failed, named, stack, action = _verdict(report)
@@ -172,8 +185,17 @@ def slurm(
         debounce_hours=debounce_hours,
     )
     repeats = 0
-    if verdict == "fail" and action in SOFT_ACTIONS and debounce > 1:
-        repeats = _repeats(run, report, earlier, named or name, debounce_hours)
+    if verdict == "fail":
+        from gpuaccept.act.offenders import offences
+        from gpuaccept.act.repeats import consecutive_failures
+
+        earlier_runs = _earlier(report, earlier, named or name)
+        repeats = consecutive_failures(run, earlier_runs, debounce_hours)
+        found = offences(run, earlier_runs, replace_after, replace_days) if replace_after else []
+        for offence in found:
+            typer.echo(f"[ACT] {name}: {offence.said}")
+        if found:
+            action = "replace"  # a repair that did not hold is not tried once more
     decision = decide(
         verdict, level, failed, this, nodes, datetime.now(), guard, stack, action, repeats
     )

@@ -133,6 +133,58 @@ def list_runs(
     )
 
 
+_GPU_UUID = re.compile(r"(GPU|MIG)-[0-9A-Fa-f-]{8,64}")
+
+
+@app.command("gpu")
+def gpu(
+    uuid: str = typer.Argument(..., metavar="UUID", help="The GPU's UUID (GPU-...), as NVML says."),
+    history: Path | None = DATABASE,
+    limit: int = typer.Option(
+        100, "--limit", min=1, max=10_000, metavar="N", help="Newest runs to read."
+    ),
+    as_json: bool = AS_JSON,
+) -> None:
+    """One GPU's life, followed by its UUID across hosts: every run it took part in, what each
+    recommended for it, and whether it is a repeat offender (3 incidents in 7 days: replace)."""
+    from dataclasses import asdict
+
+    from gpuaccept.act.offenders import gpu_life
+
+    if not _GPU_UUID.fullmatch(uuid):
+        raise InputError(f"{uuid!r} is not a GPU UUID (GPU-xxxxxxxx-..., from nvidia-smi -L)")
+    with _open(history) as store:
+        found = store.gpu_runs(uuid, limit)
+        reports = {row.id: store.report(row.id) for row, _, _ in found}
+    rows = [
+        (row.id, row.started_at, row.hostname, row.command, row.verdict.label, index, serial)
+        for row, index, serial in found
+    ]
+    life = gpu_life(uuid, rows, reports)
+    if as_json:
+        typer.echo(json.dumps({**asdict(life), "said": life.said}, indent=2, default=str))
+        return
+    if not life.runs:
+        typer.echo(f"no run recorded with GPU {uuid}")
+        return
+    _echo_table(
+        ["run", "started (UTC)", "host", "index", "command", "result", "action for it"],
+        [
+            [
+                str(r.run),
+                r.started_at[:19],
+                str(r.host),
+                "" if r.index is None else str(r.index),
+                r.command,
+                r.verdict,
+                r.action.value,
+            ]
+            for r in life.runs
+        ],
+    )
+    typer.echo(life.said)
+
+
 @app.command("show")
 def show(
     run: str = typer.Argument(..., help="Run id (see `gpuaccept history list`)."),

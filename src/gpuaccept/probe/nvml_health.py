@@ -417,6 +417,35 @@ def read_recovery_action(nvml: Any, handle: Any) -> str | None:
     return RECOVERY_ACTIONS.get(number, f"action {number}")
 
 
+_SERIAL_CHARACTERS = 64  # NVML_DEVICE_SERIAL_BUFFER_SIZE 30, part numbers 80: a cap, not a parse
+
+
+def board_identity(index: int, uuid: str | None) -> dict[str, str | None]:
+    """The board's serial and part number as NVML reports them (issue #31 §4: an RMA names the
+    serial; a GPU is followed by its UUID across hosts), None where the board or the driver does
+    not say. Printable characters only, cut to a bound: they land in reports and reasons."""
+    found: dict[str, str | None] = {"serial": None, "board_part_number": None}
+    nvml = load_nvml()
+    if nvml is None:
+        return found
+    try:
+        handle, _mig = find_gpu(nvml, index, uuid)
+    except Exception:  # GpuNotFound: said by health and inventory
+        return found
+    for key, call in (
+        ("serial", "nvmlDeviceGetSerial"),
+        ("board_part_number", "nvmlDeviceGetBoardPartNumber"),
+    ):
+        try:
+            raw = getattr(nvml, call)(handle)
+        except Exception:  # not supported on this board or driver
+            continue
+        text = raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw)
+        text = "".join(c for c in text if c.isprintable()).strip()[:_SERIAL_CHARACTERS]
+        found[key] = text or None
+    return found
+
+
 def nvml_identity(index: int, uuid: str | None) -> tuple[int | None, bool]:
     """(NVML's PCI device id, device << 16 | vendor, or None when NVML cannot say; whether the
     device torch numbers `index` is a MIG instance). The reference table keys models by the id;

@@ -106,6 +106,17 @@ def read_attribute(path: Path) -> str | None:
     return text
 
 
+def read_optional(path: Path) -> str | None:
+    """A file read with the same bounds (regular, a page, READ_SECONDS) whose absence or refusal
+    is nobody's fault: an identity a machine may not expose to this user (DMI serials are root's).
+    Nothing is noted among the node's unreadable attributes."""
+    result: list[tuple[str | None, str | None]] = []
+    reader = threading.Thread(target=lambda: result.append(_read_now(path)), daemon=True)
+    reader.start()
+    reader.join(READ_SECONDS)
+    return result[0][0] if result else None
+
+
 def read_int(path: Path, base: int = 0) -> int | None:
     """The attribute as an integer (`base` 0: decimal or 0x-prefixed), None otherwise."""
     text = read_attribute(path)

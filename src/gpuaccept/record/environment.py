@@ -90,6 +90,7 @@ def _cuda() -> dict[str, Any]:
 
 def _gpus() -> list[dict[str, Any]]:
     from gpuaccept.probe.hardware import list_cuda_gpus
+    from gpuaccept.probe.nvml_health import board_identity
 
     return [
         {
@@ -100,6 +101,8 @@ def _gpus() -> list[dict[str, Any]]:
             "memory_bytes": gpu.memory_bytes,
             "compute_capability": f"{gpu.capability[0]}.{gpu.capability[1]}",
             "multiprocessors": gpu.multiprocessors,
+            # the board behind the UUID, for a GPU's life across hosts and its RMA (#31 §4)
+            **board_identity(gpu.index, gpu.uuid),
         }
         for gpu in list_cuda_gpus()
     ]
@@ -177,6 +180,28 @@ def _system() -> dict[str, Any]:
         "memory_bytes": _probe(_memory_bytes),
         "in_container": runtime is not None,
         "container_runtime": runtime,
+        # the machine behind the hostname (issue #31 §4): hostnames are reused, boards move
+        **(_probe(machine_identity) or {}),
+    }
+
+
+# Machine identity: systemd's machine-id (machine-id(5): 32 lower-case hex digits, set at
+# installation), and the DMI product serial the vendor's RMA names (readable by root only on
+# most systems: absent otherwise, never an error).
+_MACHINE_ID = Path("/etc/machine-id")
+_HEX32 = re.compile(r"[0-9a-f]{32}")
+_DMI_PLACEHOLDERS = {"", "none", "not specified", "to be filled by o.e.m.", "default string", "0"}
+
+
+def machine_identity() -> dict[str, str | None]:
+    from gpuaccept.probe.sysfs import read_optional, sysfs_root
+
+    machine_id = read_optional(_MACHINE_ID)
+    serial = read_optional(sysfs_root() / "class/dmi/id/product_serial")
+    serial = "".join(c for c in serial or "" if c.isprintable()).strip()[:64]
+    return {
+        "machine_id": machine_id if machine_id and _HEX32.fullmatch(machine_id) else None,
+        "product_serial": None if serial.lower() in _DMI_PLACEHOLDERS else serial,
     }
 
 

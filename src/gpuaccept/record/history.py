@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from gpuaccept.errors import InputError
 from gpuaccept.results import RunReport, RunVerdict
@@ -27,7 +28,8 @@ HISTORY_ENV = "GPUACCEPT_HISTORY"
 APPLICATION_ID = 0x67707561  # "gpua" in the SQLite header marks our databases
 # 2: each run's verdict (RunVerdict as JSON) is stored beside the report; a version 1 database
 # is upgraded in place when first opened (its verdicts judged from the stored reports).
-SCHEMA_VERSION = 2
+# 3: run_gpus, each run's GPUs by UUID and serial (issue #31 §4: a GPU's life across hosts)
+SCHEMA_VERSION = 3
 BUSY_TIMEOUT_SECONDS = 60.0
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -64,6 +66,29 @@ CREATE TABLE IF NOT EXISTS measurements (
 );
 CREATE INDEX IF NOT EXISTS measurements_by_name ON measurements (name, check_name);
 CREATE INDEX IF NOT EXISTS measurements_by_run ON measurements (run_id);
+CREATE TABLE IF NOT EXISTS run_gpus (
+    run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    uuid TEXT NOT NULL,
+    gpu_index INTEGER,
+    serial TEXT,
+    name TEXT
+);
+CREATE INDEX IF NOT EXISTS run_gpus_by_uuid ON run_gpus (uuid, run_id);
+"""
+
+_RUN_COLUMNS = (
+    "id, started_at, hostname, command, level, device_mode, verdict_json, duration_seconds, "
+    "tool_version, source"
+)
+
+# Every GPU of every stored run, read out of its report by SQLite's own JSON functions (a backfill
+# of a 200,000-run history is one statement, not a Python loop over every report).
+_BACKFILL_RUN_GPUS = """
+INSERT INTO run_gpus (run_id, uuid, gpu_index, serial, name)
+SELECT runs.id, json_extract(gpu.value, '$.uuid'), json_extract(gpu.value, '$.index'),
+       json_extract(gpu.value, '$.serial'), json_extract(gpu.value, '$.name')
+FROM runs, json_each(runs.report_json, '$.environment.gpus') AS gpu
+WHERE json_type(gpu.value, '$.uuid') = 'text'
 """
 
 
@@ -323,6 +348,12 @@ class History:
                         run_id,
                     ),
                 )
+        if version < 3:
+            for statement in filter(str.strip, _SCHEMA.split(";")):
+                if "run_gpus" in statement:
+                    db.execute(statement)
+            db.execute("DELETE FROM run_gpus")  # filled from the reports, whatever was there
+            db.execute(_BACKFILL_RUN_GPUS)
         db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def append(self, reports: Sequence[tuple[RunReport, str]]) -> list[tuple[int, bool]]:
@@ -390,8 +421,36 @@ class History:
                         if not math.isnan(m.value)
                     ],
                 )
+                db.executemany(
+                    "INSERT INTO run_gpus (run_id, uuid, gpu_index, serial, name) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    [
+                        (run_id, gpu["uuid"], gpu.get("index"), gpu.get("serial"), gpu.get("name"))
+                        for gpu in report.environment.get("gpus") or []
+                        if isinstance(gpu, dict) and isinstance(gpu.get("uuid"), str)
+                    ],
+                )
                 stored.append((run_id, True))
         return stored
+
+    def gpu_runs(self, uuid: str, limit: int = 200) -> list[tuple[RunRow, int | None, str | None]]:
+        """The runs a GPU took part in, newest first, on whatever host (run, its index there, its
+        serial as captured): bounded by `limit`, found through the UUID's index."""
+        rows = self._connection.execute(
+            "SELECT runs.id, run_gpus.gpu_index, run_gpus.serial FROM run_gpus "
+            "JOIN runs ON runs.id = run_gpus.run_id WHERE run_gpus.uuid = ? "
+            "ORDER BY julianday(runs.started_at) DESC, runs.id DESC LIMIT ?",
+            (uuid, limit),
+        ).fetchall()
+        found = {row.id: row for row in self._runs_by_id([int(r[0]) for r in rows])}
+        return [(found[int(r[0])], r[1], r[2]) for r in rows if int(r[0]) in found]
+
+    def _runs_by_id(self, ids: list[int]) -> list[RunRow]:
+        if not ids:
+            return []
+        marks = ", ".join("?" for _ in ids)
+        sql = f"SELECT {_RUN_COLUMNS} FROM runs WHERE id IN ({marks})"
+        return [self._run_row(row) for row in self._connection.execute(sql, ids)]
 
     def list_runs(
         self,
@@ -421,28 +480,28 @@ class History:
         where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
         order = "ASC" if oldest_first else "DESC"
         sql = (
-            "SELECT id, started_at, hostname, command, level, device_mode, verdict_json, "
-            "duration_seconds, tool_version, source FROM runs"
+            f"SELECT {_RUN_COLUMNS} FROM runs"
             f"{where} ORDER BY julianday(started_at) {order}, id {order}"
         )
         if limit is not None:
             sql += " LIMIT ?"
             parameters.append(limit)
-        return [
-            RunRow(
-                id=row[0],
-                started_at=row[1],
-                hostname=row[2],
-                command=row[3],
-                level=row[4],
-                device_mode=row[5],
-                verdict=self._verdict(row[0], row[6]),
-                duration_seconds=row[7],
-                tool_version=row[8],
-                source=row[9],
-            )
-            for row in self._connection.execute(sql, parameters)
-        ]
+        return [self._run_row(row) for row in self._connection.execute(sql, parameters)]
+
+    def _run_row(self, row: Sequence[Any]) -> RunRow:
+        """A RunRow from the columns _RUN_COLUMNS names, in that order."""
+        return RunRow(
+            id=row[0],
+            started_at=row[1],
+            hostname=row[2],
+            command=row[3],
+            level=row[4],
+            device_mode=row[5],
+            verdict=self._verdict(row[0], row[6]),
+            duration_seconds=row[7],
+            tool_version=row[8],
+            source=row[9],
+        )
 
     def _verdict(self, run_id: int, text: str) -> RunVerdict:
         try:

@@ -1,0 +1,199 @@
+"""Repeat offenders (issue #31 §4): a GPU remediated again and again, or a node that keeps
+failing, is replaced, not repaired once more.
+
+- A GPU whose findings recommended a remediation (reset-gpu, reboot-node, drain, replace) in
+  `limit` incidents within `days` is replaced, on whichever host those were: it is followed by
+  its UUID, not its hostname.
+- A node that failed in `limit` incidents within `days` is replaced (its action says so in the
+  drain).
+
+An incident is a stretch of failing runs that a pass (or the start of the record) comes before:
+a drained node that fails its hourly re-validation until it is repaired is one incident, not
+one per hour.
+
+GPUd escalates a reboot to hardware inspection after repeated reboots the same way; 3 in 7 days
+is the issue's default: an hourly health check that failed three times in a week for the same
+board has had two repairs that did not hold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from gpuaccept.actions import Action, most_severe
+from gpuaccept.results import RunReport
+from gpuaccept.verdict import ACCEPT, Outcome
+
+DEFAULT_LIMIT = 3
+DEFAULT_DAYS = 7.0
+
+
+def remediated(uuid: str, reports: Iterable[RunReport]) -> set[str]:
+    """The start times of the runs whose findings named this GPU with an action that takes it
+    out of service (reset-gpu, reboot-node, drain, replace)."""
+    return {
+        report.started_at
+        for report in reports
+        if any(
+            r.gpu == uuid and r.action.takes_out_of_service
+            for r in report.action_plan.recommendations
+        )
+    }
+
+
+def incidents(runs: Iterable[tuple[str, bool | None]]) -> list[str]:
+    """The start of each incident among (started_at, failed?) runs, failed None for a run that
+    judged nothing (passed over): a failure after a pass, or the first failure."""
+    ordered = sorted(runs, key=lambda run: datetime.fromisoformat(run[0]))
+    starts, before = [], False
+    for started_at, failed in ordered:
+        if failed is None:
+            continue
+        if failed and not before:
+            starts.append(started_at)
+        before = failed
+    return starts
+
+
+def within(started_at: Iterable[str], newest: str, days: float) -> int:
+    """How many of the times fall within `days` before `newest` (inclusive)."""
+    end = datetime.fromisoformat(newest)
+    since = end - timedelta(days=days)
+    return sum(since <= datetime.fromisoformat(t) <= end for t in started_at)
+
+
+def node_incidents(reports: Iterable[RunReport]) -> list[str]:
+    from gpuaccept.report.node_verdict import fitness
+
+    judged = {"pass": False, "fail": True}
+    return incidents(
+        (r.started_at, judged.get(fitness(r))) for r in reports if r.verdict.kind == ACCEPT
+    )
+
+
+def gpu_incidents(uuid: str, reports: Iterable[RunReport]) -> list[str]:
+    """Incidents of one GPU: runs it took part in, failed when a finding named it for a
+    remediation."""
+    reports = list(reports)
+    named = remediated(uuid, reports)
+    return incidents(
+        (r.started_at, r.started_at in named)
+        for r in reports
+        if any(
+            g.get("uuid") == uuid for g in r.environment.get("gpus") or [] if isinstance(g, dict)
+        )
+        or r.started_at in named
+    )
+
+
+@dataclass(frozen=True)
+class Offence:
+    """Why a node or one of its GPUs is to be replaced."""
+
+    what: str  # "node gpu07" or "GPU GPU-..."
+    count: int
+    days: float
+
+    @property
+    def said(self) -> str:
+        return (
+            f"{self.what} failed in {self.count} incidents within {self.days:g} days: a repeat "
+            "offender, replace it"
+        )
+
+
+def offences(
+    report: RunReport,
+    earlier: list[RunReport],
+    limit: int = DEFAULT_LIMIT,
+    days: float = DEFAULT_DAYS,
+) -> list[Offence]:
+    """The node's and its GPUs' offences as of `report` (which counts), from its earlier runs:
+    only what this run failed for is held against it."""
+    runs = [report, *earlier]
+    found = []
+    if report.verdict.outcome is Outcome.FAIL:
+        count = within(node_incidents(runs), report.started_at, days)
+        if count >= limit:
+            found.append(Offence(f"node {report.hostname or '(unnamed)'}", count, days))
+    named = {r.gpu for r in report.action_plan.recommendations if r.action.takes_out_of_service}
+    for uuid in sorted(g for g in named if g and g.startswith("GPU-")):
+        count = within(gpu_incidents(uuid, runs), report.started_at, days)
+        if count >= limit:
+            found.append(Offence(f"GPU {uuid}", count, days))
+    return found
+
+
+@dataclass(frozen=True)
+class GpuRun:
+    run: int
+    started_at: str
+    host: str | None
+    command: str
+    verdict: str  # the run's label: PASS, FAILURE: ..., NOT JUDGED
+    index: int | None  # the GPU's index on that host
+    serial: str | None
+    action: Action  # the most severe action the run's findings named this GPU for
+
+
+@dataclass(frozen=True)
+class GpuLife:
+    uuid: str
+    runs: list[GpuRun]  # newest first
+    hosts: list[str]  # in the order the GPU was first seen on them
+    serials: list[str]
+    incidents: int  # within `days` before its newest run
+    days: float
+    offender: bool
+
+    @property
+    def said(self) -> str:
+        moved = f", moved between {len(self.hosts)} hosts" if len(self.hosts) > 1 else ""
+        verdict = (
+            f": a repeat offender, replace it ({self.incidents} incidents >= the limit)"
+            if self.offender
+            else ""
+        )
+        serial = f" (serial {', '.join(self.serials)})" if self.serials else ""
+        return (
+            f"GPU {self.uuid}{serial}: {len(self.runs)} run(s) on {', '.join(self.hosts) or '?'}"
+            f"{moved}; {self.incidents} incident(s) in the {self.days:g} days before its newest "
+            f"run{verdict}"
+        )
+
+
+def gpu_life(
+    uuid: str,
+    rows: list[tuple[int, str, str | None, str, str, int | None, str | None]],
+    reports: dict[int, RunReport],
+    limit: int = DEFAULT_LIMIT,
+    days: float = DEFAULT_DAYS,
+) -> GpuLife:
+    """A GPU's runs (run id, start, host, command, label, index, serial; newest first) with what
+    each run's findings named it for, read from the stored `reports` by run id."""
+    runs = []
+    for run_id, started_at, host, command, label, index, serial in rows:
+        report = reports.get(run_id)
+        named = (
+            [r.action for r in report.action_plan.recommendations if r.gpu == uuid]
+            if report is not None
+            else []
+        )
+        runs.append(
+            GpuRun(run_id, started_at, host, command, label, index, serial, most_severe(named))
+        )
+    count = 0
+    if runs:
+        starts = gpu_incidents(uuid, list(reports.values()))
+        count = within(starts, runs[0].started_at, days)
+    return GpuLife(
+        uuid,
+        runs,
+        list(dict.fromkeys(r.host for r in reversed(runs) if r.host)),
+        list(dict.fromkeys(r.serial for r in reversed(runs) if r.serial)),
+        count,
+        days,
+        count >= limit > 0,
+    )

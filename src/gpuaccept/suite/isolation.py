@@ -1,0 +1,233 @@
+"""Finding the bad nodes of a multi-node job in O(log N) rounds (issue #33 §1): a planner that
+decides the next round from the results of the last, testable without ranks. The runner (torchrun
+or srun sub-jobs, one per group) runs each round's groups at once and reports which passed.
+
+The stages, after NVIDIA's Cluster Readiness Engine (screen, bisect, confirm, cross-boundary) and
+Google's cluster-health-scanner (a suspect re-tested beside a known-good node):
+
+1. **screen**: every node alone, all at once: a node that fails alone is bad, no more is needed.
+2. **whole**: the rest as one job. A pass ends the search.
+3. **bisect**: each failing group split in two (along racks first, when the topology is known),
+   every half of every failing group tested in the same round; a half that passes is known good,
+   a failing half is split again, down to groups of two or three. A group whose halves both
+   pass fails only as a whole: the fault is between them (a spine, a switch between racks),
+   said as such.
+4. **confirm**: each node of a failing small group beside a known-good node (one that passed in
+   a group of two or more); the ones that still fail are the suspects.
+
+With k bad nodes among N: 2 + ceil(log2 N) + 1 rounds when every pair can be confirmed at once,
+well inside the issue's 2 k ceil(log2 N) + k; all-pairs rounds (`--pairwise`) are N - 1.
+A rack all of whose nodes are suspects is named as the rack.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+Group = tuple[str, ...]
+SMALLEST_SPLIT = 3  # a group this small or smaller is confirmed node by node
+
+
+@dataclass(frozen=True)
+class Round:
+    number: int
+    stage: str  # screen, whole, bisect, confirm
+    groups: tuple[Group, ...]  # disjoint: run at the same time
+    passed: tuple[bool, ...] = ()
+
+
+@dataclass(frozen=True)
+class Isolation:
+    suspects: tuple[str, ...]  # nodes that failed alone or beside a known-good node
+    boundaries: tuple[tuple[Group, Group], ...]  # halves that pass alone and fail together
+    racks: tuple[str, ...]  # racks whose every node is a suspect
+    rounds: tuple[Round, ...]
+
+    @property
+    def passed(self) -> bool:
+        return not self.suspects and not self.boundaries
+
+
+@dataclass
+class IsolationPlan:
+    """next_round() gives the groups to run; record() takes which passed; done when None."""
+
+    nodes: Sequence[str]
+    topology: Mapping[str, str] = field(default_factory=dict)  # node -> rack (or switch)
+    rounds: list[Round] = field(default_factory=list)
+    _stage: str = "screen"
+    _pending: tuple[Group, ...] = ()
+    _splits: dict[Group, tuple[Group, Group]] = field(default_factory=dict)
+    _failing: list[Group] = field(default_factory=list)
+    _to_confirm: list[str] = field(default_factory=list)
+    _good: list[str] = field(default_factory=list)
+    suspects: list[str] = field(default_factory=list)
+    boundaries: list[tuple[Group, Group]] = field(default_factory=list)
+    _crossed: bool = False
+
+    def __post_init__(self) -> None:
+        if len(set(self.nodes)) != len(self.nodes):
+            raise ValueError("a node is named twice")
+
+    def next_round(self) -> Round | None:
+        if self._stage == "screen":
+            groups: tuple[Group, ...] = tuple((node,) for node in self.nodes)
+        elif self._stage == "whole":
+            rest = tuple(n for n in self.nodes if n not in self.suspects)
+            groups = (rest,) if len(rest) >= 2 else ()
+        elif self._stage == "bisect":
+            self._splits = {group: self._halves(group) for group in self._failing}
+            groups = tuple(half for pair in self._splits.values() for half in pair)
+        elif self._stage == "confirm":
+            groups = self._confirm_pairs()
+        else:
+            return None
+        if not groups:
+            self._advance(())
+            return self.next_round()
+        self._pending = groups
+        return Round(len(self.rounds) + 1, self._stage, groups)
+
+    def record(self, passed: Sequence[bool]) -> None:
+        if len(passed) != len(self._pending):
+            raise ValueError(f"{len(passed)} results for {len(self._pending)} groups")
+        self.rounds.append(
+            Round(len(self.rounds) + 1, self._stage, self._pending, tuple(bool(p) for p in passed))
+        )
+        self._advance(tuple(bool(p) for p in passed))
+
+    # --- the stages -------------------------------------------------------------------------
+
+    def _advance(self, passed: tuple[bool, ...]) -> None:
+        groups = self._pending
+        self._pending = ()
+        if self._stage == "screen":
+            self.suspects += [g[0] for g, ok in zip(groups, passed, strict=True) if not ok]
+            self._stage = "whole"
+        elif self._stage == "whole":
+            if groups and not passed[0]:
+                self._failing = []
+                self._failed(groups[0], self._failing)
+                self._stage = "bisect" if self._failing else "confirm"
+            else:
+                self._good += list(groups[0]) if groups else []
+                self._stage = "done"
+        elif self._stage == "bisect":
+            result = dict(zip(groups, passed, strict=True))
+            failing: list[Group] = []
+            for first, second in self._splits.values():
+                ok_first, ok_second = result[first], result[second]
+                for half, ok in ((first, ok_first), (second, ok_second)):
+                    if ok:
+                        self._good += half
+                    else:
+                        self._failed(half, failing)
+                if ok_first and ok_second:
+                    self.boundaries.append((first, second))
+            self._failing = failing
+            self._stage = "bisect" if failing else "confirm"
+        elif self._stage == "confirm":
+            crossing = bool(groups) and all(g[1] in self._to_confirm for g in groups)
+            for group, ok in zip(groups, passed, strict=True):
+                if crossing:  # a pair of nodes both still to confirm: a pass clears both
+                    if ok:
+                        self._good += group
+                        self._to_confirm = [n for n in self._to_confirm if n not in group]
+                    continue
+                suspect = group[0]
+                self._to_confirm.remove(suspect)
+                if not ok:
+                    self.suspects.append(suspect)
+            if not self._to_confirm:
+                self._stage = "done"
+
+    def _failed(self, group: Group, failing: list[Group]) -> None:
+        """A failing group of three or fewer is confirmed node by node (its halves would hold
+        one node, whose test alone says nothing between nodes); a larger one is split again."""
+        if len(group) <= SMALLEST_SPLIT:
+            self._to_confirm += group
+        else:
+            failing.append(group)
+
+    def _halves(self, group: Group) -> tuple[Group, Group]:
+        """Two halves of a failing group: along racks when it spans several (a rack or a spine
+        fault then shows as one half failing, or as a boundary), else down the middle."""
+        racks: dict[str, list[str]] = {}
+        for node in group:
+            racks.setdefault(self.topology.get(node, ""), []).append(node)
+        if len(racks) > 1:
+            ordered = sorted(racks.values(), key=len, reverse=True)
+            first: list[str] = []
+            second: list[str] = []
+            for members in ordered:  # the larger racks first, each to the lighter half
+                (first if len(first) <= len(second) else second).extend(members)
+            if min(len(first), len(second)) >= 2:
+                return tuple(first), tuple(second)
+        middle = len(group) // 2
+        return group[:middle], group[middle:]
+
+    def _confirm_pairs(self) -> tuple[Group, ...]:
+        """Each node still to confirm beside its own known-good node, as many as there are good
+        nodes (the rest wait for the next round); with no good node at all, every node left is a
+        suspect (nothing was ever seen to work to hold it against)."""
+        good = [n for n in dict.fromkeys(self._good) if n not in self.suspects]
+        if not good and not self._crossed and len(self._to_confirm) >= 3:
+            # no node was ever seen to pass beside another (a small job): pair them across the
+            # groups they failed in, once; a pair that passes clears both
+            self._crossed = True
+            waiting = self._to_confirm
+            half = (len(waiting) + 1) // 2
+            return tuple(zip(waiting[:half], waiting[half:], strict=False))
+        if not good:
+            # nothing to hold a suspect against: every node left is one, said as such
+            self.suspects += self._to_confirm
+            self._to_confirm = []
+            return ()
+        pairs: list[Group] = []
+        for node in self._to_confirm:
+            if not good:
+                break  # the rest wait for the next round, with the same partners free again
+            rack = self.topology.get(node)
+            # a partner in the node's own rack, so that a fault between racks is not laid on it
+            partner = next((g for g in good if self.topology.get(g) == rack), good[0])
+            good.remove(partner)
+            pairs.append((node, partner))
+        return tuple(pairs)
+
+    def result(self) -> Isolation:
+        racks: dict[str, list[str]] = {}
+        for node in self.nodes:
+            if node in self.topology:
+                racks.setdefault(self.topology[node], []).append(node)
+        whole_racks = tuple(
+            sorted(
+                rack
+                for rack, members in racks.items()
+                if len(members) >= 2 and all(m in self.suspects for m in members)
+            )
+        )
+        return Isolation(
+            tuple(dict.fromkeys(self.suspects)),
+            tuple(self.boundaries),
+            whole_racks,
+            tuple(self.rounds),
+        )
+
+
+def isolate(
+    nodes: Sequence[str],
+    run_round: Callable[[tuple[Group, ...]], Sequence[bool]],
+    topology: Mapping[str, str] | None = None,
+) -> Isolation:
+    """Run the plan to its end with `run_round` (the groups of one round, at once -> passed)."""
+    plan = IsolationPlan(nodes, dict(topology or {}))
+    while (step := plan.next_round()) is not None:
+        plan.record(run_round(step.groups))
+    return plan.result()
+
+
+def round_ceiling(nodes: int, bad: int) -> int:
+    """The issue's target: k bad nodes found in at most 2 k ceil(log2 N) + k rounds."""
+    return 2 * bad * math.ceil(math.log2(max(nodes, 2))) + bad

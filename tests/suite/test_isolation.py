@@ -1,0 +1,221 @@
+"""The isolation planner (issue #33 §1) against simulated fleets: k bad nodes, inter-node faults
+a node's own screen cannot see, faults between racks, and the round ceiling."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+
+import pytest
+
+from gpuaccept.suite.isolation import Group, IsolationPlan, isolate, round_ceiling
+
+
+def fleet(count: int) -> list[str]:
+    return [f"n{i:04d}" for i in range(count)]
+
+
+def oracle(
+    bad_alone: frozenset[str] | set[str] = frozenset(),
+    bad_together: frozenset[str] | set[str] = frozenset(),
+    spine: tuple[set[str], set[str]] | None = None,
+    calls: list[tuple[Group, ...]] | None = None,
+) -> Callable[[tuple[Group, ...]], list[bool]]:
+    """A round's groups -> passed: a node bad alone fails every group it is in; one bad only
+    with others (a NIC, a cable) fails every group of two or more; a spine fault fails every
+    group with nodes on both of its sides."""
+
+    def run(groups: tuple[Group, ...]) -> list[bool]:
+        if calls is not None:
+            calls.append(groups)
+        flat = [n for g in groups for n in g]
+        assert len(flat) == len(set(flat)), "the groups of one round are disjoint"
+        results = []
+        for group in groups:
+            members = set(group)
+            fails = bool(members & bad_alone)
+            fails |= len(group) >= 2 and bool(members & bad_together)
+            if spine is not None:
+                fails |= bool(members & spine[0]) and bool(members & spine[1])
+            results.append(not fails)
+        return results
+
+    return run
+
+
+# enough good nodes for a group of them to pass and clear the rest: four per bad node
+CASES = [(n, k) for n, k in itertools.product([4, 5, 8, 64, 100, 1000], [1, 2, 3, 4]) if n >= 4 * k]
+
+
+@pytest.mark.parametrize(("count", "bad"), CASES)
+def test_k_nodes_bad_only_beside_others_are_found_within_the_ceiling(count: int, bad: int) -> None:
+    nodes = fleet(count)
+    wrong = set(nodes[1 :: max(1, count // bad)][:bad])
+    found = isolate(nodes, oracle(bad_together=wrong))
+    assert set(found.suspects) == wrong
+    assert found.boundaries == ()
+    assert len(found.rounds) <= round_ceiling(count, bad)
+
+
+def test_a_node_that_fails_alone_is_named_by_the_screen_in_one_round() -> None:
+    nodes = fleet(16)
+    calls: list[tuple[Group, ...]] = []
+    found = isolate(nodes, oracle(bad_alone={"n0005"}, calls=calls))
+    assert found.suspects == ("n0005",)
+    assert [r.stage for r in found.rounds] == ["screen", "whole"]
+    assert calls[0] == tuple((n,) for n in nodes)
+    assert calls[1] == (tuple(n for n in nodes if n != "n0005"),)  # the rest, without it
+
+
+def test_a_healthy_job_takes_two_rounds_and_names_nobody() -> None:
+    found = isolate(fleet(4096), oracle())
+    assert found.passed
+    assert [r.stage for r in found.rounds] == ["screen", "whole"]
+
+
+def test_one_bad_node_in_4096_takes_fifteen_rounds_not_4095() -> None:
+    nodes = fleet(4096)
+    found = isolate(nodes, oracle(bad_together={"n3000"}))
+    assert found.suspects == ("n3000",)
+    stages = [r.stage for r in found.rounds]
+    # screen, whole, 11 bisections (4096 -> 2 in halves), confirm
+    assert stages == ["screen", "whole", *["bisect"] * 11, "confirm"]
+    assert len(found.rounds) == 14 <= round_ceiling(4096, 1) == 25
+
+
+def test_a_fault_between_two_racks_is_named_as_a_boundary_not_as_nodes() -> None:
+    nodes = fleet(8)
+    topology = {n: ("rack-a" if i < 4 else "rack-b") for i, n in enumerate(nodes)}
+    spine = (set(nodes[:4]), set(nodes[4:]))
+    found = isolate(nodes, oracle(spine=spine), topology)
+    assert found.suspects == ()
+    assert found.boundaries == ((tuple(nodes[:4]), tuple(nodes[4:])),)
+    assert not found.passed
+
+
+def test_a_rack_whose_every_node_fails_is_named_as_the_rack() -> None:
+    nodes = fleet(12)
+    topology = {n: f"rack-{i // 4}" for i, n in enumerate(nodes)}
+    found = isolate(nodes, oracle(bad_together=set(nodes[4:8])), topology)
+    assert set(found.suspects) == set(nodes[4:8])
+    assert found.racks == ("rack-1",)
+
+
+def test_a_suspect_is_confirmed_beside_a_good_node_of_its_own_rack() -> None:
+    nodes = fleet(8)
+    topology = {n: ("rack-a" if i % 2 == 0 else "rack-b") for i, n in enumerate(nodes)}
+    found = isolate(nodes, oracle(bad_together={"n0002"}), topology)
+    (confirm,) = [r for r in found.rounds if r.stage == "confirm"]
+    for suspect, partner in confirm.groups:
+        assert topology[suspect] == topology[partner]
+    assert found.suspects == ("n0002",)
+
+
+def test_with_no_node_ever_seen_to_pass_beside_another_every_node_is_a_suspect() -> None:
+    nodes = fleet(4)
+    found = isolate(nodes, oracle(bad_together={"n0000", "n0001", "n0002"}))
+    # n0003 too: nothing it was tested with ever passed, so nothing clears it
+    assert set(found.suspects) == set(nodes)
+
+
+def test_with_more_to_confirm_than_good_nodes_the_rest_wait_a_round() -> None:
+    nodes = fleet(8)
+    wrong = {"n0000", "n0001", "n0002", "n0004", "n0005"}
+    found = isolate(nodes, oracle(bad_together=wrong))
+    assert set(found.suspects) == wrong
+    confirms = [r for r in found.rounds if r.stage == "confirm"]
+    # six to confirm, two good nodes (n0006, n0007): three rounds of two pairs
+    assert [len(r.groups) for r in confirms] == [2, 2, 2]
+
+
+def test_a_small_job_is_crossed_once_to_find_a_good_pair() -> None:
+    found = isolate(fleet(3), oracle(bad_together={"n0001"}))
+    assert found.suspects == ("n0001",)
+    assert [r.stage for r in found.rounds] == ["screen", "whole", "confirm", "confirm"]
+    two = isolate(fleet(2), oracle(bad_together={"n0001"}))
+    assert set(two.suspects) == {"n0000", "n0001"}  # two nodes that fail together: either
+
+
+def test_the_planner_refuses_a_node_named_twice_and_a_wrong_result_count() -> None:
+    with pytest.raises(ValueError, match=r"^a node is named twice$"):
+        IsolationPlan(["a", "a"])
+    plan = IsolationPlan(["a", "b"])
+    step = plan.next_round()
+    assert step is not None
+    with pytest.raises(ValueError, match="1 results for 2 groups"):
+        plan.record([True])
+
+
+def test_rounds_are_numbered_and_keep_what_passed() -> None:
+    found = isolate(fleet(8), oracle(bad_together={"n0002"}))
+    assert [r.number for r in found.rounds] == list(range(1, len(found.rounds) + 1))
+    assert found.rounds[0].passed == (True,) * 8
+    assert found.rounds[1].passed == (False,)
+    plan = IsolationPlan(["a", "b", "c"])
+    first = plan.next_round()
+    assert first is not None
+    assert (first.number, first.stage, first.passed) == (1, "screen", ())
+
+
+def test_a_job_of_two_with_one_node_bad_alone_has_no_whole_round() -> None:
+    found = isolate(fleet(2), oracle(bad_alone={"n0000"}))
+    assert found.suspects == ("n0000",)
+    assert [r.stage for r in found.rounds] == ["screen"]  # one node left: nothing between nodes
+
+
+def test_good_nodes_from_every_passing_half_confirm_at_once() -> None:
+    found = isolate(fleet(16), oracle(bad_together={"n0001", "n0005"}))
+    assert set(found.suspects) == {"n0001", "n0005"}
+    # four to confirm, and twelve good nodes gathered over two rounds: one confirm round
+    assert [r.stage for r in found.rounds].count("confirm") == 1
+
+
+def test_a_small_job_crosses_every_pair_before_it_calls_them_all_suspects() -> None:
+    found = isolate(fleet(4), oracle(bad_together={"n0000", "n0002"}))
+    assert set(found.suspects) == {"n0000", "n0002"}
+    crossing = next(r for r in found.rounds if r.stage == "confirm")
+    assert crossing.groups == (("n0000", "n0002"), ("n0001", "n0003"))
+    assert crossing.passed == (False, True)
+
+
+def test_halves_follow_the_racks_not_the_order_of_the_nodes() -> None:
+    nodes = fleet(8)
+    topology = {n: ("rack-a" if i % 2 == 0 else "rack-b") for i, n in enumerate(nodes)}
+    spine = (
+        {n for n in nodes if topology[n] == "rack-a"},
+        {n for n in nodes if topology[n] == "rack-b"},
+    )
+    found = isolate(nodes, oracle(spine=spine), topology)
+    assert found.suspects == ()
+    ((first, second),) = found.boundaries
+    assert {topology[n] for n in first} == {"rack-a"}
+    assert {topology[n] for n in second} == {"rack-b"}
+
+
+def test_a_rack_of_two_is_named_and_a_rack_of_two_is_a_half_of_its_own() -> None:
+    nodes = fleet(6)
+    topology = {n: ("rack-a" if i < 4 else "rack-b") for i, n in enumerate(nodes)}
+    found = isolate(nodes, oracle(bad_together={"n0004", "n0005"}), topology)
+    assert set(found.suspects) == {"n0004", "n0005"}
+    assert found.racks == ("rack-b",)
+    spine = (set(nodes[:4]), set(nodes[4:]))
+    split = isolate(nodes, oracle(spine=spine), topology)
+    assert split.boundaries == ((tuple(nodes[:4]), tuple(nodes[4:])),)
+
+
+def test_the_largest_rack_is_placed_first_so_small_racks_share_a_half() -> None:
+    nodes = fleet(6)
+    topology = {n: "rack-a" for n in nodes[:4]} | {"n0004": "rack-b", "n0005": "rack-c"}
+    found = isolate(nodes, oracle(bad_together={"n0001"}), topology)
+    first_bisect = next(r for r in found.rounds if r.stage == "bisect")
+    assert first_bisect.groups == (tuple(nodes[:4]), ("n0004", "n0005"))
+
+
+def test_a_node_bad_alone_stays_a_suspect_when_the_rest_cannot_be_told_apart() -> None:
+    found = isolate(fleet(5), oracle(bad_alone={"n0004"}, bad_together={"n0000", "n0001", "n0002"}))
+    assert set(found.suspects) == set(fleet(5))
+
+
+def test_the_ceiling_of_a_two_node_job() -> None:
+    assert round_ceiling(2, 1) == 3
+    assert round_ceiling(4096, 4) == 100

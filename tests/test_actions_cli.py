@@ -1,0 +1,62 @@
+"""`accept --rules FILE` end to end and scripts/action_tables.py (issue #31 §1); kept apart from
+tests/test_actions.py, which the mutation run selects: an in-process `accept` cannot run under
+mutmut, and its copy of the tree has no scripts/."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from gpuaccept.actions import Action, load_rules
+from gpuaccept.cli import app
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_accept_plans_with_the_sites_rules_and_refuses_a_bad_file(tmp_path: Path) -> None:
+    good = tmp_path / "rules.toml"
+    good.write_text('[check.stack]\nfail = "replace"\n')
+    runner = CliRunner()
+    base = ["accept", "--device", "cpu", "--no-history", "--only", "stack", "--json"]
+    done = runner.invoke(app, [*base, "--rules", str(good)])
+    assert done.exit_code == 0, done.output
+    report = json.loads(done.stdout)
+    assert report["actions"]["rules"].startswith("site rules.toml (sha256 ")
+    assert report["actions"]["action"] == "none"
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[check.stack]\nfail = "reboot-cluster"\n')
+    refused = runner.invoke(app, [*base, "--rules", str(bad)])
+    assert refused.exit_code == 2
+    assert f"rules {bad}: check.stack.fail" in refused.output
+
+
+def test_the_generator_writes_rows_the_tables_accept(tmp_path: Path) -> None:
+    """scripts/action_tables.py turns the two sources into [xid] and [dcgm_error] rows that
+    validate (a catalogue or DCGM release is a re-run, not a hand edit)."""
+    csv = tmp_path / "xid.csv"
+    csv.write_text(
+        "79,ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS,RESTART_BM,FATAL\n"
+        "154,GPU_RECOVERY_ACTION_CHANGED ,Follow guidance,NONFATAL\n"
+    )
+    dcgm = tmp_path / "dcgm"
+    (dcgm / "dcgmlib" / "src").mkdir(parents=True)
+    (dcgm / "dcgmlib" / "dcgm_errors.h").write_text("    DCGM_FR_PCI_REPLAY_RATE = 3, //!<\n")
+    (dcgm / "dcgmlib" / "src" / "dcgm_errors.c").write_text(
+        "x\n    DCGM_ERROR_TABLE_ENTRY(DCGM_FR_PCI_REPLAY_RATE, DCGM_ERROR_ISOLATE, EC),\n"
+    )
+    done = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "action_tables.py"), str(csv), str(dcgm)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    rules_file = tmp_path / "generated.toml"
+    rules_file.write_text(done.stdout)
+    rules = load_rules(rules_file)
+    assert rules.xid["79"].action is Action.REBOOT_NODE
+    assert "154" not in rules.xid  # its action is the recovery action's, not a row
+    assert (rules.dcgm_error["3"].severity, rules.dcgm_error["3"].line) == ("ISOLATE", 2)
