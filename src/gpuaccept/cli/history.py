@@ -138,7 +138,7 @@ _GPU_UUID = re.compile(r"(GPU|MIG)-[0-9A-Fa-f-]{8,64}")
 
 @app.command("gpu")
 def gpu(
-    uuid: str = typer.Argument(..., metavar="UUID", help="The GPU's UUID (GPU-...), as NVML says."),
+    uuid: str = typer.Argument(..., help="The GPU's UUID (GPU-...), as NVML says."),
     history: Path | None = DATABASE,
     limit: int = typer.Option(
         100, "--limit", min=1, max=10_000, metavar="N", help="Newest runs to read."
