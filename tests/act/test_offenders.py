@@ -4,12 +4,9 @@ counted; a GPU keeps its count when it moves; `act slurm` says replace; `history
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
-from datetime import datetime
 from pathlib import Path
 
-import pytest
 from typer.testing import CliRunner
 
 from gpuaccept.act.offenders import gpu_incidents, incidents, node_incidents, offences
@@ -18,7 +15,6 @@ from gpuaccept.record.history import History
 from gpuaccept.results import RunReport, Status
 from tests.run_reports import gpu_report, rejudged
 
-FAKES = Path(__file__).resolve().parents[1] / "fake_slurm"
 UUID = "GPU-0b55801c-cc06-7e13-d5d1-f7b201b3c062"
 
 
@@ -159,17 +155,7 @@ def test_a_history_from_before_run_gpus_is_filled_from_its_reports(tmp_path: Pat
     ]
 
 
-@pytest.fixture
-def slurm_fleet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    state = tmp_path / "slurm.json"
-    state.write_text(json.dumps({"nodes": {f"gpu{i:02d}": {"state": "idle"} for i in range(50)}}))
-    monkeypatch.setenv("FAKE_SLURM_STATE", str(state))
-    monkeypatch.setenv("FAKE_SLURM_NOW", datetime.now().isoformat(timespec="seconds"))
-    monkeypatch.setenv("PATH", f"{FAKES}{os.pathsep}{os.environ['PATH']}")
-    return state
-
-
-def test_act_drains_a_repeat_offender_for_replacement(slurm_fleet: Path, tmp_path: Path) -> None:
+def test_act_drains_a_repeat_offender_for_replacement(fleet: Path, tmp_path: Path) -> None:
     reports = tmp_path / "reports"
     reports.mkdir()
     for number, (hours, remap) in enumerate([(0, True), (1, False), (50, True), (51, False)]):
@@ -181,7 +167,7 @@ def test_act_drains_a_repeat_offender_for_replacement(slurm_fleet: Path, tmp_pat
     done = CliRunner().invoke(app, ["act", "slurm", str(now), "--node", "gpu01"])
     assert done.exit_code == 1, done.stdout + done.stderr
     assert "[ACT] gpu01: node gpu01 failed in 3 incidents within 7 days" in done.stdout
-    reason = json.loads(slurm_fleet.read_text())["nodes"]["gpu01"]["reason"]
+    reason = json.loads(fleet.read_text())["nodes"]["gpu01"]["reason"]
     assert reason.startswith("gpuaccept quick: replace: health [stack ")
     # another node, whose earlier reports are not these: the report's own action (reset-gpu)
     other = tmp_path / "other"
@@ -202,7 +188,7 @@ def test_act_drains_a_repeat_offender_for_replacement(slurm_fleet: Path, tmp_pat
         ],
     )
     assert plain.exit_code == 1
-    reason = json.loads(slurm_fleet.read_text())["nodes"]["gpu02"]["reason"]
+    reason = json.loads(fleet.read_text())["nodes"]["gpu02"]["reason"]
     assert reason.startswith("gpuaccept quick: reset-gpu: health [stack ")
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -16,8 +15,6 @@ from gpuaccept.cli import app
 from gpuaccept.errors import InputError
 from gpuaccept.results import RunReport, Status
 from tests.run_reports import gpu_report, rejudged
-
-FAKES = Path(__file__).resolve().parents[1] / "fake_slurm"
 
 
 def _run(hours: float, passed: bool, node: str = "gpu01", check: str = "compute") -> RunReport:
@@ -124,30 +121,18 @@ def test_earlier_reports_are_the_nodes_newest_and_a_damaged_one_is_said(tmp_path
     assert many == []  # the newest other file is gpu02's
 
 
-@pytest.fixture
-def slurm_fleet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    state = tmp_path / "slurm.json"
-    state.write_text(json.dumps({"nodes": {f"gpu{i:02d}": {"state": "idle"} for i in range(50)}}))
-    monkeypatch.setenv("FAKE_SLURM_STATE", str(state))
-    monkeypatch.setenv("FAKE_SLURM_NOW", datetime.now().isoformat(timespec="seconds"))
-    monkeypatch.setenv("PATH", f"{FAKES}{os.pathsep}{os.environ['PATH']}")
-    return state
-
-
-def test_a_slow_run_is_not_drained_and_a_second_in_a_row_is(
-    slurm_fleet: Path, tmp_path: Path
-) -> None:
+def test_a_slow_run_is_not_drained_and_a_second_in_a_row_is(fleet: Path, tmp_path: Path) -> None:
     reports = tmp_path / "reports"
     reports.mkdir()
     first = _write(reports, _run(1, False), "gpuaccept-accept-r1.json", 100)
     once = CliRunner().invoke(app, ["act", "slurm", str(first), "--node", "gpu01"])
     assert once.exit_code == 1, once.output
     assert "NOT drained until it fails 2 runs in a row within 24 h; this is 1 of 2" in once.stdout
-    assert json.loads(slurm_fleet.read_text())["nodes"]["gpu01"]["state"] == "idle"
+    assert json.loads(fleet.read_text())["nodes"]["gpu01"]["state"] == "idle"
     second = _write(reports, _run(2, False), "gpuaccept-accept-r2.json", 200)
     twice = CliRunner().invoke(app, ["act", "slurm", str(second), "--node", "gpu01"])
     assert twice.exit_code == 1, twice.output
-    node = json.loads(slurm_fleet.read_text())["nodes"]["gpu01"]
+    node = json.loads(fleet.read_text())["nodes"]["gpu01"]
     assert node["reason"].startswith("gpuaccept quick: rerun: compute [stack ")
     # another node's slow run is counted on its own: gpu01's do not make it a repeat
     other = _write(reports, _run(3, False, node="gpu02"), "gpuaccept-accept-r3.json", 300)
@@ -155,12 +140,12 @@ def test_a_slow_run_is_not_drained_and_a_second_in_a_row_is(
     assert "this is 1 of 2" in apart.stdout
 
 
-def test_the_debounce_options_are_checked(slurm_fleet: Path, tmp_path: Path) -> None:
+def test_the_debounce_options_are_checked(fleet: Path, tmp_path: Path) -> None:
     path = _write(tmp_path, _run(1, False), "gpuaccept-accept-r.json", 100)
     runner = CliRunner()
     at_once = runner.invoke(app, ["act", "slurm", str(path), "--node", "gpu01", "--debounce", "1"])
     assert at_once.exit_code == 1
-    assert json.loads(slurm_fleet.read_text())["nodes"]["gpu01"]["state"] != "idle"
+    assert json.loads(fleet.read_text())["nodes"]["gpu01"]["state"] != "idle"
     for bad, said in [
         (["--debounce-hours", "0"], "--debounce-hours 0: give hours above 0"),
         (["--debounce-hours", "nan"], "--debounce-hours nan"),

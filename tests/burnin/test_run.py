@@ -18,6 +18,7 @@ from gpuaccept.verdict import Status
 from tests.cpu_turns import cpu_turn
 
 WINDOW = 0.6
+HEALTHY_TOLERANCE = 75.0
 
 
 def _burnin(windows: int, **settings: object) -> tuple[BurnInProgress, Path | None]:
@@ -56,7 +57,11 @@ def faulty() -> BurnInProgress:
 
 @pytest.fixture(scope="module")
 def healthy() -> BurnInProgress:
-    progress, _ = _burnin(5, straggler_tolerance_percent=50.0)
+    # the twin's three workers share two cores with whatever the suite's other worker runs:
+    # a healthy worker read 55.8% below the node's confirmed best in a 0.6 s gemm-fp32 window
+    # once in CI (fresh clone at b1b7cbd); the straggler rule itself is held to 40% against a
+    # 60%-slow worker in `faulty`
+    progress, _ = _burnin(5, straggler_tolerance_percent=HEALTHY_TOLERANCE)
     return progress
 
 
@@ -75,7 +80,9 @@ def test_a_healthy_burn_in_finds_nothing_and_passes(healthy: BurnInProgress) -> 
         assert sorted(window.throughput) == ["cpu0", "cpu1", "cpu2"]
         assert all(rate > 0 for rate in window.throughput.values())
     plan = BurnInPlan.build(5 * WINDOW, WINDOW, 3)
-    checks = burnin_checks(healthy, plan, device_mode="cpu", straggler_tolerance_percent=50.0)
+    checks = burnin_checks(
+        healthy, plan, device_mode="cpu", straggler_tolerance_percent=HEALTHY_TOLERANCE
+    )
     assert [c.status for c in checks] == [Status.PASS] * 3
     assert {m.name for m in checks[2].measurements} == {
         "burnin_gemm_bf16",
