@@ -232,6 +232,22 @@ REGISTRY: list[Input] = [
     ),
     Input(
         "burnin",
+        "--rules",
+        "reads",
+        lambda path, _: [
+            "burnin",
+            "--duration",
+            "2s",
+            "--device",
+            "cpu",
+            "--no-history",
+            "--rules",
+            path,
+        ],
+        FILE_FORMS,
+    ),
+    Input(
+        "burnin",
         "GPUACCEPT_SYSFS_ROOT",
         "env",
         lambda value, _: ["burnin", "--duration", "2s", "--device", "cpu", "--no-history"],

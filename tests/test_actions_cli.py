@@ -60,3 +60,30 @@ def test_the_generator_writes_rows_the_tables_accept(tmp_path: Path) -> None:
     assert rules.xid["79"].action is Action.REBOOT_NODE
     assert "154" not in rules.xid  # its action is the recovery action's, not a row
     assert (rules.dcgm_error["3"].severity, rules.dcgm_error["3"].line) == ("ISOLATE", 2)
+
+
+def test_burnin_plans_with_the_sites_rules(tmp_path: Path) -> None:
+    rules = tmp_path / "rules.toml"
+    rules.write_text('[check.burnin-throughput]\nfail = "replace"\n')
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    done = CliRunner().invoke(
+        app,
+        [
+            "burnin",
+            "--duration",
+            "1s",
+            "--device",
+            "cpu",
+            "--no-history",
+            "--report-dir",
+            str(reports),
+            "--rules",
+            str(rules),
+        ],
+    )
+    assert done.exit_code == 0, done.output
+    (path,) = reports.iterdir()
+    report = json.loads(path.read_text())
+    assert report["actions"]["rules"].startswith("site rules.toml (sha256 ")
+    assert "[ACTION] none: nothing to do" in done.stdout

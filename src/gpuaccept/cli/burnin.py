@@ -17,6 +17,7 @@ from gpuaccept.cli.recording import HISTORY, NO_HISTORY, drop_policy, history_ta
 from gpuaccept.errors import InputError, Interrupted
 
 if TYPE_CHECKING:
+    from gpuaccept.actions import ActionRules
     from gpuaccept.burnin.checkpoint import CheckpointLock
     from gpuaccept.burnin.plan import BurnInPlan, BurnInProgress, WindowFigures
     from gpuaccept.burnin.run import BurnInSettings
@@ -125,6 +126,13 @@ def burnin(
     junit: Path | None = typer.Option(
         None, "--junit", metavar="FILE", help="Write JUnit XML.", rich_help_panel="Outputs"
     ),
+    rules: Path | None = typer.Option(
+        None,
+        "--rules",
+        metavar="FILE",
+        help="TOML of the site's action tables over the built-in ones (docs/actions.md).",
+        rich_help_panel="Judging",
+    ),
     history: Path | None = HISTORY,
     no_history: bool = NO_HISTORY,
 ) -> None:
@@ -151,6 +159,7 @@ def burnin(
         junit=junit,
         history=history,
         no_history=no_history,
+        rules=rules,
     )
     with interrupts_as_exceptions():
         report, stop = _run(job)
@@ -172,6 +181,7 @@ class BurnInJob:
     history_path: Path | None
     checkpoint_exit_code: int | None = None
     lock: CheckpointLock | None = None  # held until the process ends
+    rules: ActionRules | None = None  # the site's action tables (--rules); None: built-in
 
 
 def _plan(
@@ -190,8 +200,10 @@ def _plan(
     junit: Path | None,
     history: Path | None,
     no_history: bool,
+    rules: Path | None = None,
 ) -> BurnInJob:
     """Refuse every input that could be wrong, before any work (exit 2 with one line)."""
+    from gpuaccept.actions import load_rules
     from gpuaccept.burnin.floors import reference_floors
     from gpuaccept.burnin.judging import DEFAULT_STRAGGLER_TOLERANCE_PERCENT
     from gpuaccept.burnin.plan import (
@@ -236,12 +248,14 @@ def _plan(
         check_output_file(junit, "--junit")
     if checkpoint is not None:
         check_output_file(checkpoint, "--checkpoint")
+    action_rules = load_rules(rules) if rules is not None else None
     refuse_collisions(
         {
             "--history": recorded_in(history, no_history),
             "--junit": junit,
             "--checkpoint": checkpoint,
-        }
+        },
+        {"--rules": rules},
     )
     mode = resolve_device_mode(device)
     gpus = list_cuda_gpus() if mode == "cuda" else []
@@ -288,6 +302,7 @@ def _plan(
         history_path=history_target(history, no_history),
         checkpoint_exit_code=checkpoint_exit_code,
         lock=lock,
+        rules=action_rules,
     )
 
 
@@ -394,6 +409,7 @@ def _run(job: BurnInJob) -> tuple[RunReport | None, Interrupted | None]:
         checks=checks,
         environment=environment,
         interrupted_by=None if stopped is None else stopped.signum,
+        rules=job.rules,
     )
     return report, stopped
 
@@ -409,7 +425,9 @@ def _write(job: BurnInJob, report: RunReport, stopped: Interrupted | None) -> No
     for check in report.checks:
         typer.echo(check_line(check))
     if stopped is None:
-        report = compared_with_history(report, job.history_path, drop_policy(None, False))
+        report = compared_with_history(
+            report, job.history_path, drop_policy(None, False), job.rules
+        )
     if job.report_dir is not None:
         from gpuaccept.report.json_report import write_json_report
 
@@ -447,4 +465,4 @@ def _compared_with_fleet(report: RunReport, job: BurnInJob) -> RunReport:
             status=Status.SKIP,
             message=f"not compared with other nodes: {error}",
         )
-    return with_check(report, check)
+    return with_check(report, check, job.rules)
