@@ -62,6 +62,19 @@ def _failed_report(scratch: Path) -> str:
     return str(path)
 
 
+def _burnin(flag: str) -> Argv:
+    return lambda path, _: [
+        "burnin",
+        "--duration",
+        "2s",
+        "--device",
+        "cpu",
+        "--no-history",
+        flag,
+        path,
+    ]
+
+
 def _history(command: str) -> Argv:
     extra = {
         "show": ["1"],
@@ -92,6 +105,7 @@ REGISTRY: list[Input] = [
     Input("accept", "--baseline", "reads", _accept("--baseline"), FILE_FORMS),
     Input("accept", "--node-profile", "reads", _accept("--node-profile"), FILE_FORMS),
     Input("accept", "--rules", "reads", _accept("--rules"), FILE_FORMS),
+    Input("burnin", "--rules", "reads", _burnin("--rules"), FILE_FORMS),
     Input("accept", "--record-baseline", "writes", _accept("--record-baseline"), OUTPUT_FORMS),
     Input("accept", "--report-dir", "writes", covered_by=("tests/test_cli_inputs.py",)),
     Input("accept", "--junit", "writes", _accept("--junit"), OUTPUT_FORMS),
@@ -110,16 +124,7 @@ REGISTRY: list[Input] = [
         "burnin",
         "--checkpoint",
         "reads",
-        lambda path, _: [
-            "burnin",
-            "--duration",
-            "2s",
-            "--device",
-            "cpu",
-            "--no-history",
-            "--checkpoint",
-            path,
-        ],
+        _burnin("--checkpoint"),
         FILE_FORMS[1:],
         allowed={"missing": "a checkpoint that does not exist yet is a fresh start"},
         covered_by=("tests/burnin/test_checkpoint.py",),
@@ -229,22 +234,6 @@ REGISTRY: list[Input] = [
         "env",
         lambda value, _: ["accept", "--device", "cpu", "--no-history", "--only", "stack"],
         ENV_DIR_FORMS,
-    ),
-    Input(
-        "burnin",
-        "--rules",
-        "reads",
-        lambda path, _: [
-            "burnin",
-            "--duration",
-            "2s",
-            "--device",
-            "cpu",
-            "--no-history",
-            "--rules",
-            path,
-        ],
-        FILE_FORMS,
     ),
     Input(
         "burnin",

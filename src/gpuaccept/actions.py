@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import tomllib
 from enum import StrEnum
-from functools import cache
+from functools import cache, cached_property
 from importlib.resources import files
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -124,6 +124,9 @@ class CheckRow(_Table):
     error: Action = Action.RERUN
 
 
+_TABLES = ("xid", "recovery_action", "dcgm_severity", "dcgm_error", "cause", "check")
+
+
 class ActionRules(_Table):
     schema_: StrictInt = Field(default=1, alias="schema", ge=1, le=1)
     xid: dict[str, XidRow] = Field(default_factory=dict)
@@ -142,13 +145,15 @@ class ActionRules(_Table):
                     raise ValueError(f"{table}.{key}: a key is a code, a whole number")
         return self
 
-    def merged(self, site: ActionRules) -> ActionRules:
-        """These rules with each row the site's file gives replaced by the site's."""
-        update = {
-            table: {**getattr(self, table), **getattr(site, table)}
-            for table in ("xid", "recovery_action", "dcgm_severity", "dcgm_error", "cause", "check")
-        }
-        return self.model_copy(update={**update, "origin": site.origin})
+    def merged(self, site: ActionRules, origin: str) -> ActionRules:
+        """These rules with each row the site's file gives replaced by the site's: a new model,
+        never a copy (a copy would carry this one's cached label)."""
+        rows = {table: {**getattr(self, table), **getattr(site, table)} for table in _TABLES}
+        return ActionRules.model_validate({**rows, "origin": origin})
+
+    @property
+    def rows(self) -> int:
+        return sum(len(getattr(self, table)) for table in _TABLES)
 
     def action_for(self, kind: str | None, code: str | None) -> tuple[Action, str] | None:
         """(action, where it comes from) of a named cause; None when no row names it."""
@@ -173,16 +178,13 @@ class ActionRules(_Table):
             status, Action.NONE
         )
 
-    @property
-    def digest(self) -> str:
-        text = self.model_dump_json(by_alias=True)
-        return hashlib.sha256(text.encode()).hexdigest()[:12]
-
-    @property
+    @cached_property
     def label(self) -> str:
         """How a plan names the tables it was made with: `built-in (sha256 ...)`, or the site's
-        file over them. The digest tells one release's tables from another's."""
-        return f"{self.origin} (sha256 {self.digest})"
+        file over them. The digest tells one release's tables from another's. Computed once:
+        every report read checks its plan's label against the built-in one."""
+        digest = hashlib.sha256(self.model_dump_json(by_alias=True).encode()).hexdigest()
+        return f"{self.origin} (sha256 {digest[:12]})"
 
 
 @cache
@@ -204,13 +206,9 @@ def load_rules(path: Path) -> ActionRules:
         site = ActionRules.model_validate(raw)
     except ValidationError as error:
         raise InputError(f"rules {path}: {first_validation_error(error)}") from None
-    rows = sum(
-        len(getattr(site, t))
-        for t in ("xid", "recovery_action", "dcgm_severity", "dcgm_error", "cause", "check")
-    )
-    if not rows:
+    if not site.rows:
         raise InputError(f"rules {path}: changes no row (tables: xid, recovery_action, ...)")
-    return builtin_rules().merged(site.model_copy(update={"origin": f"site {path.name}"}))
+    return builtin_rules().merged(site, f"site {path.name}")
 
 
 # --- the plan -------------------------------------------------------------------------------
@@ -257,10 +255,11 @@ class ActionPlan(BaseModel):
         worst = next(r for r in self.recommendations if r.action is self.action)
         more = len({r.check for r in self.recommendations if r.action is self.action}) - 1
         also = f" and {more} more" if more > 0 else ""
-        return f"{self.action.value} ({worst.check}: {_cut(worst.finding, 160)}{also})"
+        return f"{self.action.value} ({worst.check}: {shortened(worst.finding, 160)}{also})"
 
 
-def _cut(text: str, limit: int) -> str:
+def shortened(text: str, limit: int) -> str:
+    """`text` within `limit` characters, "..." where it was cut."""
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
@@ -311,7 +310,7 @@ def _check_recommendations(check: CheckResult, rules: ActionRules) -> list[Recom
                     status=status,
                     action=_bounded(action, status),
                     cause=cause,
-                    finding=_cut(str(record.get("text", "")), 500),
+                    finding=shortened(str(record.get("text", "")), 500),
                     gpu=gpu if isinstance(gpu, str) else None,
                 )
             )
@@ -322,7 +321,7 @@ def _check_recommendations(check: CheckResult, rules: ActionRules) -> list[Recom
                 status=check.status,
                 action=_bounded(rules.for_check(check.name, check.status), check.status),
                 cause="check",
-                finding=_cut(check.message, 500),
+                finding=shortened(check.message, 500),
             )
         )
     return out

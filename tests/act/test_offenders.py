@@ -244,3 +244,23 @@ def test_a_gpus_life_without_runs_or_with_a_report_gone() -> None:
     ]
     assert gpu_life(UUID, [row], {1: report}, limit=1).offender
     assert not gpu_life(UUID, [row], {1: report}, limit=0).offender  # 0: never
+
+
+def test_the_nodes_past_says_replace_only_for_an_offender_within_its_days() -> None:
+    from gpuaccept.act.repeats import node_past
+
+    runs = [
+        _run("gpu01", 0, remap=True),
+        _run("gpu01", 1, remap=False),
+        _run("gpu01", 50, remap=True),
+        _run("gpu01", 51, remap=False),
+        _run("gpu01", 99, remap=True),
+    ]
+    now = _run("gpu01", 100, remap=True)
+    past = node_past(now, runs, 24, 3, 7)
+    assert past.repeats == 1  # the run an hour before failed the same check
+    assert [o.what for o in past.offences] == ["node gpu01", f"GPU {UUID}"]
+    assert past.action("reset-gpu") == "replace"
+    never = node_past(now, runs, 24, 0, 7)  # --replace-after 0: never
+    assert (never.offences, never.action("reset-gpu")) == ((), "reset-gpu")
+    assert node_past(now, runs, 24, 3, 2).offences == ()  # two days hold one incident

@@ -36,14 +36,20 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
+from gpuaccept.actions import Action as RecommendedAction
 from gpuaccept.suite.selection import LEVELS
 
 OWN_REASON = re.compile(r"^gpuaccept (quick|standard|full): ")
+# a failure's recommended action, as a drain's reason says it (never `none`: a failure is at
+# least a rerun)
+_ACTIONS_SAID = "|".join(
+    re.escape(a.value) for a in RecommendedAction if a is not RecommendedAction.NONE
+)
 # `gpuaccept LEVEL: [ACTION: ]CHECKS [stack DIGEST]`: the action is absent from the drains of
 # gpuaccept before actions existed, which stay gpuaccept's own (and are resumed as such)
 _REASON = re.compile(
     r"^gpuaccept (?:quick|standard|full): "
-    r"(?:(?:monitor|rerun|reset-gpu|reboot-node|drain|replace): )?"
+    rf"(?:(?:{_ACTIONS_SAID}): )?"
     r"(?P<checks>.*?)(?: \[stack (?P<stack>[0-9a-f]{8})\])?$"
 )
 STACK_DIGITS = 8
@@ -52,7 +58,7 @@ REASON_LIMIT = 200
 Action = Literal["drain", "resume", "none", "refused"]
 # A failure whose recommended action (gpuaccept.actions) leaves the node in service: a figure
 # below its floor, a check that could not complete. It drains only when it repeats.
-SOFT_ACTIONS = frozenset({"none", "monitor", "rerun"})
+SOFT_ACTIONS = frozenset(a.value for a in RecommendedAction if not a.takes_out_of_service)
 Verdict = Literal["pass", "fail", "not-judged"]
 
 

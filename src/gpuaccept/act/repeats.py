@@ -8,9 +8,12 @@ A run that judged nothing is passed over; a pass, or a failure of other checks, 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from gpuaccept.act.offenders import Offence, offences
+from gpuaccept.actions import Action
 from gpuaccept.errors import InputError
 from gpuaccept.results import RunReport
 from gpuaccept.verdict import ACCEPT
@@ -85,3 +88,29 @@ def earlier_reports(
         if report.verdict.kind == ACCEPT and node_of(report) == node:
             reports.append(report)
     return reports, unreadable
+
+
+@dataclass(frozen=True)
+class NodePast:
+    """What a node's earlier runs say of its failure now: how many failed just before it (the
+    debounce counts them) and the offences that make it a repeat offender."""
+
+    repeats: int = 0
+    offences: tuple[Offence, ...] = ()
+
+    def action(self, recommended: str) -> str:
+        """The action to say in the drain: a repeat offender is replaced (a repair that did not
+        hold is not tried once more), anything else as its report recommends."""
+        return Action.REPLACE.value if self.offences else recommended
+
+
+def node_past(
+    report: RunReport,
+    earlier: list[RunReport],
+    debounce_hours: float,
+    replace_after: int,
+    replace_days: float,
+) -> NodePast:
+    """The node's past as of a failing `report`; `replace_after` 0 looks for no offender."""
+    found = offences(report, earlier, replace_after, replace_days) if replace_after else []
+    return NodePast(consecutive_failures(report, earlier, debounce_hours), tuple(found))

@@ -137,6 +137,7 @@ def slurm(
     from datetime import datetime
 
     from gpuaccept.act.policy import Guard, decide
+    from gpuaccept.act.repeats import NodePast, node_past
     from gpuaccept.act.slurm import carry_out, read_nodes
     from gpuaccept.errors import InputError
     from gpuaccept.suite.selection import LEVELS
@@ -184,20 +185,23 @@ def slurm(
         debounce=debounce,
         debounce_hours=debounce_hours,
     )
-    repeats = 0
+    past = NodePast()
     if verdict == "fail":
-        from gpuaccept.act.offenders import offences
-        from gpuaccept.act.repeats import consecutive_failures
-
         earlier_runs = _earlier(report, earlier, named or name)
-        repeats = consecutive_failures(run, earlier_runs, debounce_hours)
-        found = offences(run, earlier_runs, replace_after, replace_days) if replace_after else []
-        for offence in found:
-            typer.echo(f"[ACT] {name}: {offence.said}")
-        if found:
-            action = "replace"  # a repair that did not hold is not tried once more
+        past = node_past(run, earlier_runs, debounce_hours, replace_after, replace_days)
+    for offence in past.offences:
+        typer.echo(f"[ACT] {name}: {offence.said}")
     decision = decide(
-        verdict, level, failed, this, nodes, datetime.now(), guard, stack, action, repeats
+        verdict,
+        level,
+        failed,
+        this,
+        nodes,
+        datetime.now(),
+        guard,
+        stack,
+        past.action(action),
+        past.repeats,
     )
     if act == "enforce":
         carry_out(decision)

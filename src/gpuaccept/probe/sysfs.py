@@ -84,6 +84,16 @@ def _read_now(path: Path) -> tuple[str | None, str | None]:
     return data.decode(errors="replace").strip(), None
 
 
+def _read_bounded(path: Path) -> tuple[str | None, str | None] | None:
+    """(text, why not) of one read in a thread of its own; None when it did not answer within
+    READ_SECONDS (a blocking file: the thread is left, a daemon, and never joined again)."""
+    result: list[tuple[str | None, str | None]] = []
+    reader = threading.Thread(target=lambda: result.append(_read_now(path)), daemon=True)
+    reader.start()
+    reader.join(READ_SECONDS)
+    return result[0] if result else None
+
+
 def read_attribute(path: Path) -> str | None:
     """The attribute's text, stripped; None when it cannot be read (the reason noted)."""
     with _lock:
@@ -91,16 +101,13 @@ def read_attribute(path: Path) -> str | None:
     if wedged:
         _note(path, f"its directory did not answer within {READ_SECONDS:g} s")
         return None
-    result: list[tuple[str | None, str | None]] = []
-    reader = threading.Thread(target=lambda: result.append(_read_now(path)), daemon=True)
-    reader.start()
-    reader.join(READ_SECONDS)
-    if not result:
+    result = _read_bounded(path)
+    if result is None:
         with _lock:
             _wedged.add(path.parent)
         _note(path, f"did not answer within {READ_SECONDS:g} s")
         return None
-    text, why = result[0]
+    text, why = result
     if why is not None and not why.startswith("No such file"):
         _note(path, why)
     return text
@@ -110,11 +117,8 @@ def read_optional(path: Path) -> str | None:
     """A file read with the same bounds (regular, a page, READ_SECONDS) whose absence or refusal
     is nobody's fault: an identity a machine may not expose to this user (DMI serials are root's).
     Nothing is noted among the node's unreadable attributes."""
-    result: list[tuple[str | None, str | None]] = []
-    reader = threading.Thread(target=lambda: result.append(_read_now(path)), daemon=True)
-    reader.start()
-    reader.join(READ_SECONDS)
-    return result[0][0] if result else None
+    result = _read_bounded(path)
+    return result[0] if result is not None else None
 
 
 def read_int(path: Path, base: int = 0) -> int | None:

@@ -33,7 +33,7 @@ SCHEMA_VERSION = 3
 BUSY_TIMEOUT_SECONDS = 60.0
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
-_SCHEMA = """
+_RUNS_SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     id INTEGER PRIMARY KEY,
     report_sha256 TEXT NOT NULL UNIQUE,
@@ -66,6 +66,9 @@ CREATE TABLE IF NOT EXISTS measurements (
 );
 CREATE INDEX IF NOT EXISTS measurements_by_name ON measurements (name, check_name);
 CREATE INDEX IF NOT EXISTS measurements_by_run ON measurements (run_id);
+"""
+# 3: each run's GPUs, made by a new database and by the upgrade of an older one alike
+_RUN_GPUS_SCHEMA = """
 CREATE TABLE IF NOT EXISTS run_gpus (
     run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
     uuid TEXT NOT NULL,
@@ -75,6 +78,7 @@ CREATE TABLE IF NOT EXISTS run_gpus (
 );
 CREATE INDEX IF NOT EXISTS run_gpus_by_uuid ON run_gpus (uuid, run_id);
 """
+_SCHEMA = _RUNS_SCHEMA + _RUN_GPUS_SCHEMA
 
 _RUN_COLUMNS = (
     "id, started_at, hostname, command, level, device_mode, verdict_json, duration_seconds, "
@@ -349,9 +353,8 @@ class History:
                     ),
                 )
         if version < 3:
-            for statement in filter(str.strip, _SCHEMA.split(";")):
-                if "run_gpus" in statement:
-                    db.execute(statement)
+            for statement in filter(str.strip, _RUN_GPUS_SCHEMA.split(";")):
+                db.execute(statement)
             db.execute("DELETE FROM run_gpus")  # filled from the reports, whatever was there
             db.execute(_BACKFILL_RUN_GPUS)
         db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -436,21 +439,15 @@ class History:
     def gpu_runs(self, uuid: str, limit: int = 200) -> list[tuple[RunRow, int | None, str | None]]:
         """The runs a GPU took part in, newest first, on whatever host (run, its index there, its
         serial as captured): bounded by `limit`, found through the UUID's index."""
+        # one query: run_gpus' columns (run_id, uuid, gpu_index, serial, name) share no name
+        # with the runs' that _RUN_COLUMNS lists
         rows = self._connection.execute(
-            "SELECT runs.id, run_gpus.gpu_index, run_gpus.serial FROM run_gpus "
-            "JOIN runs ON runs.id = run_gpus.run_id WHERE run_gpus.uuid = ? "
-            "ORDER BY julianday(runs.started_at) DESC, runs.id DESC LIMIT ?",
+            f"SELECT {_RUN_COLUMNS}, gpu_index, serial FROM run_gpus "
+            "JOIN runs ON runs.id = run_gpus.run_id WHERE uuid = ? "
+            "ORDER BY julianday(started_at) DESC, id DESC LIMIT ?",
             (uuid, limit),
-        ).fetchall()
-        found = {row.id: row for row in self._runs_by_id([int(r[0]) for r in rows])}
-        return [(found[int(r[0])], r[1], r[2]) for r in rows if int(r[0]) in found]
-
-    def _runs_by_id(self, ids: list[int]) -> list[RunRow]:
-        if not ids:
-            return []
-        marks = ", ".join("?" for _ in ids)
-        sql = f"SELECT {_RUN_COLUMNS} FROM runs WHERE id IN ({marks})"
-        return [self._run_row(row) for row in self._connection.execute(sql, ids)]
+        )
+        return [(self._run_row(row[:10]), row[10], row[11]) for row in rows]
 
     def list_runs(
         self,

@@ -6,6 +6,7 @@ from typing import Any
 
 from rich.table import Table
 
+from gpuaccept.actions import shortened
 from gpuaccept.naming import figure_text, run_title
 from gpuaccept.results import CheckResult, RunReport, Status
 
@@ -62,8 +63,7 @@ def action_lines(report: RunReport) -> list[str]:
     ]
     for r in plan.recommendations[:ACTION_LINES_SHOWN]:
         gpu = f" [{r.gpu}]" if r.gpu else ""
-        cause = r.cause if len(r.cause) <= 100 else r.cause[:97] + "..."
-        finding = r.finding if len(r.finding) <= 160 else r.finding[:157] + "..."
+        finding, cause = shortened(r.finding, 160), shortened(r.cause, 100)
         lines.append(f"[ACTION]   {r.action.value} <- {r.check}{gpu}: {finding} ({cause})")
     more = len(plan.recommendations) - ACTION_LINES_SHOWN
     if more > 0:
