@@ -155,6 +155,16 @@ REGISTRY: list[Input] = [
     Input("report", "--history", "reads", covered_by=("tests/test_hostile_inputs.py",)),
     Input("node-verdict", "REPORTS", "reads", lambda path, _: ["node-verdict", path], FILE_FORMS),
     Input(
+        "node-verdict",
+        "--cluster",
+        "reads",
+        lambda path, scratch: ["node-verdict", _failed_report(scratch), "--cluster", path],
+        FILE_FORMS,
+        covered_by=(
+            "tests/act/test_kubernetes_fleet.py::test_a_cluster_file_that_is_not_a_node_list_is_refused",
+        ),
+    ),
+    Input(
         "act slurm",
         "REPORT",
         "reads",

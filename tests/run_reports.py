@@ -100,6 +100,45 @@ def gpu_report(
     )
 
 
+def soft_failure(
+    node: str, hours: float, passed: bool = False, check: str = "compute", **environment: Any
+) -> RunReport:
+    """An accept run of `node` `hours` after T0 (standard when it passes, quick when it fails) whose
+    failure is soft: `check` below its floor, the finding's cause `below-floor`, so its
+    recommended action is a rerun."""
+    report = gpu_report(
+        node,
+        [790.0 if passed else 500.0],
+        passed=passed,
+        hours=hours,
+        extra_environment=environment,
+    )
+    if passed:
+        return report
+    checks = [
+        c.model_copy(
+            update={
+                "name": check,
+                "details": {
+                    "findings": [
+                        {
+                            "status": "fail",
+                            "text": "gpu0 matmul_bf16_tflops 500 TFLOPS below floor 640",
+                            "kind": "cause",
+                            "code": "below-floor",
+                            "gpu": None,
+                        }
+                    ]
+                },
+            }
+        )
+        if c.name == "compute"
+        else c
+        for c in report.checks
+    ]
+    return rejudged(report, checks=checks, level="quick")
+
+
 def measurement_count(report: RunReport) -> int:
     return sum(len(check.measurements) for check in report.checks)
 

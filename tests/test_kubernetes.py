@@ -15,7 +15,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from gpuaccept.report.node_verdict import kubectl_commands, node_verdict, patch_for
+from gpuaccept.act.kubernetes import patch_for
+from gpuaccept.report.node_verdict import kubectl_commands, node_verdict
 from gpuaccept.results import Status
 from tests.run_reports import gpu_report, rejudged
 

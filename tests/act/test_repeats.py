@@ -14,37 +14,11 @@ from gpuaccept.act.repeats import consecutive_failures, earlier_reports
 from gpuaccept.cli import app
 from gpuaccept.errors import InputError
 from gpuaccept.results import RunReport, Status
-from tests.run_reports import gpu_report, rejudged
+from tests.run_reports import rejudged, soft_failure
 
 
 def _run(hours: float, passed: bool, node: str = "gpu01", check: str = "compute") -> RunReport:
-    """An accept run of `node` `hours` after T0 whose failure is soft: `check` below its floor,
-    the finding's cause `below-floor`, so its recommended action is a rerun."""
-    report = gpu_report(node, [790.0 if passed else 500.0], passed=passed, hours=hours)
-    if passed:
-        return report
-    checks = [
-        c.model_copy(
-            update={
-                "name": check,
-                "details": {
-                    "findings": [
-                        {
-                            "status": "fail",
-                            "text": "gpu0 matmul_bf16_tflops 500 TFLOPS below floor 640",
-                            "kind": "cause",
-                            "code": "below-floor",
-                            "gpu": None,
-                        }
-                    ]
-                },
-            }
-        )
-        if c.name == "compute"
-        else c
-        for c in report.checks
-    ]
-    return rejudged(report, checks=checks, level="quick")
+    return soft_failure(node, hours, passed, check)
 
 
 def test_the_count_runs_back_until_a_pass_and_only_over_the_same_checks() -> None:

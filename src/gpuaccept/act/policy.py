@@ -84,9 +84,14 @@ class SchedNode:
     drained: bool  # DRAIN set (draining or drained, whatever else its state says)
     reason: str  # "" when none
     reason_time: datetime | None  # when the reason was set (the scheduler's local time)
+    # whether gpuaccept set the drain, where the scheduler says so apart from the reason (a
+    # Kubernetes taint is gpuaccept's by its key); None: read from the reason (Slurm)
+    ours: bool | None = None
 
     @property
     def drained_by_gpuaccept(self) -> bool:
+        if self.ours is not None:
+            return self.drained and self.ours
         return self.drained and bool(OWN_REASON.match(self.reason))
 
     def cause(self) -> tuple[str, str | None] | None:

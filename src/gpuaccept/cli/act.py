@@ -8,13 +8,13 @@ from typing import TYPE_CHECKING
 import typer
 
 if TYPE_CHECKING:
-    from gpuaccept.act.policy import Verdict
+    from gpuaccept.act.policy import Guard, Verdict
     from gpuaccept.results import RunReport
 
 app = typer.Typer(no_args_is_help=True, help="Act on a verdict in the scheduler, with guards.")
 
 REFUSED_EXIT = 4
-_MODES = ("report", "shadow", "enforce")
+MODES = ("report", "shadow", "enforce")
 
 
 def _verdict(
@@ -55,6 +55,90 @@ def _earlier(path: Path, earlier: Path | None, node: str) -> list[RunReport]:
     return reports
 
 
+# The guards' options, shared by `act slurm` and `node-verdict` (one policy: act.policy)
+RESUME_LEVEL = typer.Option(
+    "standard",
+    "--resume-level",
+    metavar="LEVEL",
+    help="The level a node gpuaccept took out (drain, taint) must pass to return to service.",
+)
+BREAKER_SHARE = typer.Option(
+    0.02,
+    "--breaker-share",
+    metavar="FRACTION",
+    help="At most this share of the nodes (at least one) taken out by gpuaccept within "
+    "--breaker-minutes; past it a failing node is left in service and the exit is 4.",
+)
+BREAKER_MINUTES = typer.Option(
+    60.0, "--breaker-minutes", metavar="MINUTES", help="The breaker's window."
+)
+DEBOUNCE = typer.Option(
+    2,
+    "--debounce",
+    min=1,
+    max=20,
+    metavar="K",
+    help="A failure whose recommended action is only a rerun takes the node out when it failed "
+    "K runs in a row (1: at once); hard faults at once.",
+)
+DEBOUNCE_HOURS = typer.Option(
+    24.0, "--debounce-hours", metavar="HOURS", help="The runs in a row count within this."
+)
+REPLACE_AFTER = typer.Option(
+    3,
+    "--replace-after",
+    min=0,
+    max=100,
+    metavar="N",
+    help="A node, or a GPU by its UUID, failing in N incidents within --replace-days is a "
+    "repeat offender: its action becomes replace (0: never).",
+)
+REPLACE_DAYS = typer.Option(
+    7.0, "--replace-days", metavar="DAYS", help="The repeat offenders' window."
+)
+
+
+def checked_guard(
+    act: str,
+    resume_level: str,
+    breaker_share: float,
+    breaker_minutes: float,
+    debounce: int,
+    debounce_hours: float,
+    replace_days: float,
+) -> Guard:
+    """The guard the options give; InputError on the first one out of its range."""
+    import math
+
+    from gpuaccept.act.policy import Guard
+    from gpuaccept.errors import InputError
+    from gpuaccept.suite.selection import LEVELS
+
+    if act not in MODES:
+        raise InputError(f"--act {act!r}: give one of {', '.join(MODES)}")
+    if resume_level not in LEVELS:
+        raise InputError(f"--resume-level {resume_level!r}: give one of {', '.join(LEVELS)}")
+    if not (math.isfinite(breaker_share) and 0 <= breaker_share <= 1):
+        raise InputError(f"--breaker-share {breaker_share:g}: give a fraction from 0 to 1")
+    if not (math.isfinite(breaker_minutes) and 0 < breaker_minutes <= 7 * 24 * 60):
+        raise InputError(
+            f"--breaker-minutes {breaker_minutes:g}: give minutes above 0, a week at most"
+        )
+    if not (math.isfinite(debounce_hours) and 0 < debounce_hours <= 30 * 24):
+        raise InputError(
+            f"--debounce-hours {debounce_hours:g}: give hours above 0, thirty days at most"
+        )
+    if not (math.isfinite(replace_days) and 0 < replace_days <= 90):
+        raise InputError(f"--replace-days {replace_days:g}: give days above 0, ninety at most")
+    return Guard(
+        share=breaker_share,
+        minutes=breaker_minutes,
+        resume_level=resume_level,
+        debounce=debounce,
+        debounce_hours=debounce_hours,
+    )
+
+
 @app.command("slurm")
 def slurm(
     report: Path = typer.Argument(..., help="The node's `gpuaccept accept` JSON report."),
@@ -72,34 +156,11 @@ def slurm(
     partition: str | None = typer.Option(
         None, "--partition", metavar="NAME", help="The nodes the breaker counts (default: all)."
     ),
-    resume_level: str = typer.Option(
-        "standard",
-        "--resume-level",
-        metavar="LEVEL",
-        help="The level a node gpuaccept drained must pass to be resumed.",
-    ),
-    breaker_share: float = typer.Option(
-        0.02,
-        "--breaker-share",
-        metavar="FRACTION",
-        help="At most this share of the nodes (at least one) drained by gpuaccept within "
-        "--breaker-minutes; past it a failing node is not drained and the exit is 4.",
-    ),
-    breaker_minutes: float = typer.Option(
-        60.0, "--breaker-minutes", metavar="MINUTES", help="The breaker's window."
-    ),
-    debounce: int = typer.Option(
-        2,
-        "--debounce",
-        min=1,
-        max=20,
-        metavar="K",
-        help="A failure whose recommended action is only a rerun drains when the node failed K "
-        "runs in a row (1: at once); hard faults drain at once.",
-    ),
-    debounce_hours: float = typer.Option(
-        24.0, "--debounce-hours", metavar="HOURS", help="The runs in a row count within this."
-    ),
+    resume_level: str = RESUME_LEVEL,
+    breaker_share: float = BREAKER_SHARE,
+    breaker_minutes: float = BREAKER_MINUTES,
+    debounce: int = DEBOUNCE,
+    debounce_hours: float = DEBOUNCE_HOURS,
     earlier: Path | None = typer.Option(
         None,
         "--earlier",
@@ -107,18 +168,8 @@ def slurm(
         help="Where the node's earlier accept reports are (default: the report's directory; "
         "the newest 192 files are read).",
     ),
-    replace_after: int = typer.Option(
-        3,
-        "--replace-after",
-        min=0,
-        max=100,
-        metavar="N",
-        help="A node, or a GPU by its UUID, failing in N incidents within --replace-days is a "
-        "repeat offender: its action becomes replace (0: never).",
-    ),
-    replace_days: float = typer.Option(
-        7.0, "--replace-days", metavar="DAYS", help="The repeat offenders' window."
-    ),
+    replace_after: int = REPLACE_AFTER,
+    replace_days: float = REPLACE_DAYS,
 ) -> None:
     """Drain a failing node, resume one gpuaccept drained once it passes, never more.
 
@@ -133,31 +184,17 @@ def slurm(
     nothing changes nothing. Exit: 0 in service or resumed; 1 the node failed; 4 the breaker
     refused the drain.
     """
-    import math
     from datetime import datetime
 
-    from gpuaccept.act.policy import Guard, decide
+    from gpuaccept.act.policy import decide
     from gpuaccept.act.repeats import NodePast, node_past
     from gpuaccept.act.slurm import carry_out, read_nodes
     from gpuaccept.errors import InputError
     from gpuaccept.suite.selection import LEVELS
 
-    if act not in _MODES:
-        raise InputError(f"--act {act!r}: give one of {', '.join(_MODES)}")
-    if resume_level not in LEVELS:
-        raise InputError(f"--resume-level {resume_level!r}: give one of {', '.join(LEVELS)}")
-    if not (math.isfinite(breaker_share) and 0 <= breaker_share <= 1):
-        raise InputError(f"--breaker-share {breaker_share:g}: give a fraction from 0 to 1")
-    if not (math.isfinite(breaker_minutes) and 0 < breaker_minutes <= 7 * 24 * 60):
-        raise InputError(
-            f"--breaker-minutes {breaker_minutes:g}: give minutes above 0, a week at most"
-        )
-    if not (math.isfinite(debounce_hours) and 0 < debounce_hours <= 30 * 24):
-        raise InputError(
-            f"--debounce-hours {debounce_hours:g}: give hours above 0, thirty days at most"
-        )
-    if not (math.isfinite(replace_days) and 0 < replace_days <= 90):
-        raise InputError(f"--replace-days {replace_days:g}: give days above 0, ninety at most")
+    guard = checked_guard(
+        act, resume_level, breaker_share, breaker_minutes, debounce, debounce_hours, replace_days
+    )
     if earlier is not None and not earlier.is_dir():
         raise InputError(f"--earlier {earlier}: not a directory of reports")
     run, verdict, level, failed, named, stack, action = _verdict(report)
@@ -178,13 +215,6 @@ def slurm(
     if this is None:
         where = f" in partition {partition}" if partition else ""
         raise InputError(f"node {name} is not among Slurm's nodes{where}: give --node")
-    guard = Guard(
-        share=breaker_share,
-        minutes=breaker_minutes,
-        resume_level=resume_level,
-        debounce=debounce,
-        debounce_hours=debounce_hours,
-    )
     past = NodePast()
     if verdict == "fail":
         earlier_runs = _earlier(report, earlier, named or name)

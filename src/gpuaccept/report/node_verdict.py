@@ -14,9 +14,9 @@ Given several reports of one node, only the newest (by start time, not file name
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Literal
 
 from gpuaccept.errors import InputError
 from gpuaccept.naming import run_title
@@ -38,6 +38,8 @@ class NodeVerdict:
     remove_taint: bool
     started_at: str  # when the run began (ISO 8601): the newest report of a node wins
     note: str | None = None  # what was left as it is, and why (said on stderr)
+    # set beside the taint by the guards (act.kubernetes): its reason and time; None removes
+    annotations: dict[str, str | None] = field(default_factory=dict)
 
 
 def node_of(report: RunReport) -> str | None:
@@ -166,6 +168,12 @@ def kubectl_commands(verdict: NodeVerdict) -> list[list[str]]:
         for key, value in verdict.labels.items()
     ]
     commands = [["kubectl", "label", "node", verdict.node, *labels, "--overwrite"]]
+    if verdict.annotations:
+        said = [
+            f"{key}={value}" if value is not None else f"{key}-"
+            for key, value in verdict.annotations.items()
+        ]
+        commands.append(["kubectl", "annotate", "node", verdict.node, *said, "--overwrite"])
     if verdict.taint is not None:
         commands.append(
             [
@@ -180,34 +188,3 @@ def kubectl_commands(verdict: NodeVerdict) -> list[list[str]]:
     elif verdict.remove_taint:
         commands.append(["kubectl", "taint", "node", verdict.node, f"{TAINT_KEY}:NoSchedule-"])
     return commands
-
-
-def patch_for(verdict: NodeVerdict, taints: list[dict[str, Any]]) -> dict[str, Any]:
-    """The strategic-merge patch the commands amount to, given the node's current taints."""
-    kept = [t for t in taints if t.get("key") != TAINT_KEY]
-    if verdict.taint is not None:
-        kept.append({"key": TAINT_KEY, "value": verdict.taint, "effect": "NoSchedule"})
-    elif not verdict.remove_taint:
-        kept = taints
-    return {"metadata": {"labels": verdict.labels}, "spec": {"taints": kept}}
-
-
-def apply_verdict(verdict: NodeVerdict) -> None:
-    """Make the change through the Kubernetes API (in-cluster, else the kubeconfig)."""
-    from gpuaccept.errors import EnvironmentProblem
-
-    try:
-        from kubernetes import client, config  # type: ignore[import-not-found]
-    except ImportError:
-        raise EnvironmentProblem(
-            "--apply needs the Kubernetes Python client: pip install kubernetes "
-            "(or run the printed kubectl commands)"
-        ) from None
-    try:
-        config.load_incluster_config()
-    except config.ConfigException:
-        config.load_kube_config()
-    api = client.CoreV1Api()
-    node = api.read_node(verdict.node)
-    taints = [t.to_dict() for t in (node.spec.taints or [])]
-    api.patch_node(verdict.node, patch_for(verdict, taints))

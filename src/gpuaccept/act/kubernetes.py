@@ -1,0 +1,289 @@
+"""Kubernetes' side of acting on a verdict (issue #31 §2, §3): the same guards as `act slurm`
+(`act.policy.decide`: debounce, the regression rule, the circuit breaker, return to service only
+of gpuaccept's own taint after a pass at the resume level) over the cluster's nodes, read from
+`kubectl get nodes -o json` or the API.
+
+Kubernetes keeps no drain reason with a time as Slurm does, so gpuaccept writes its own beside
+its taint: the annotation `gpuaccept.io/reason` holds the reason in Slurm's form (`gpuaccept
+LEVEL: ACTION: CHECKS [stack DIGEST]`: the regression rule reads its stack tag) and
+`gpuaccept.io/tainted-at` when it was set (taints carry `timeAdded` only with the NoExecute
+effect: kubernetes/api core/v1 types.go, Taint.TimeAdded). A node is out of service for the
+guards when it carries gpuaccept's taint (gpuaccept's, whatever the annotations say) or is
+cordoned (`spec.unschedulable`: someone else's; a pass never uncordons it).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from gpuaccept.act.offenders import DEFAULT_DAYS, DEFAULT_LIMIT, Offence
+from gpuaccept.act.policy import Decision, Guard, SchedNode, decide
+from gpuaccept.act.repeats import NodePast, node_past
+from gpuaccept.errors import EnvironmentProblem, InputError
+from gpuaccept.record.environment import stack_sha256
+from gpuaccept.report.node_verdict import PREFIX, TAINT_KEY, NodeVerdict
+from gpuaccept.results import RunReport
+
+REASON_KEY = f"{PREFIX}/reason"
+TAINTED_AT_KEY = f"{PREFIX}/tainted-at"
+# `kubectl get nodes -o json` of 5,000 nodes (Kubernetes' tested limit) is about 100 MB with
+# their images lists; a file past this is not a node list
+MAX_CLUSTER_BYTES = 256 * 1024 * 1024
+CORDONED = "cordoned (spec.unschedulable)"
+
+
+@dataclass(frozen=True)
+class KubeNode:
+    name: str
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    taints: tuple[tuple[str, str], ...]  # (key, effect)
+    unschedulable: bool
+
+    @property
+    def tainted_by_gpuaccept(self) -> bool:
+        return any(key == TAINT_KEY for key, _ in self.taints)
+
+    def sched_node(self) -> SchedNode:
+        """The node as the guards see it (act.policy's view of a Slurm node)."""
+        if self.tainted_by_gpuaccept:
+            said = self.annotations.get(REASON_KEY, "")
+            return SchedNode(self.name, True, said, _when(self.annotations), ours=True)
+        return SchedNode(
+            self.name, self.unschedulable, CORDONED if self.unschedulable else "", None
+        )
+
+    def in_pool(self, selector: dict[str, str]) -> bool:
+        return all(self.labels.get(key) == value for key, value in selector.items())
+
+
+def _when(annotations: dict[str, str]) -> datetime | None:
+    """When gpuaccept tainted the node; None when unsaid or unreadable (the breaker then counts
+    the taint as recent: it errs on the side of tainting less)."""
+    try:
+        when = datetime.fromisoformat(annotations.get(TAINTED_AT_KEY, ""))
+    except ValueError:
+        return None
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+def _strings(value: object, where: str) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        raise InputError(f"{where}: not a map of strings")
+    return dict(value)
+
+
+def _node(item: object, where: str) -> KubeNode:
+    if not isinstance(item, dict) or item.get("kind", "Node") != "Node":
+        raise InputError(f"{where}: not a Node")
+    metadata, spec = item.get("metadata"), item.get("spec") or {}
+    if not isinstance(metadata, dict) or not isinstance(metadata.get("name"), str):
+        raise InputError(f"{where}: a Node without metadata.name")
+    if not isinstance(spec, dict):
+        raise InputError(f"{where}: spec is not a map")
+    name = metadata["name"]
+    taints = spec.get("taints") or []
+    if not isinstance(taints, list) or not all(
+        isinstance(t, dict) and isinstance(t.get("key"), str) for t in taints
+    ):
+        raise InputError(f"{where} ({name}): spec.taints is not a list of taints")
+    unschedulable = spec.get("unschedulable", False)
+    if not isinstance(unschedulable, bool):
+        raise InputError(f"{where} ({name}): spec.unschedulable is not true or false")
+    return KubeNode(
+        name=name,
+        labels=_strings(metadata.get("labels"), f"{where} ({name}): metadata.labels"),
+        annotations=_strings(metadata.get("annotations"), f"{where} ({name}): annotations"),
+        taints=tuple((t["key"], str(t.get("effect", ""))) for t in taints),
+        unschedulable=unschedulable,
+    )
+
+
+def parse_nodes(document: object, shown: str) -> list[KubeNode]:
+    """The nodes of a NodeList (`kubectl get nodes -o json`: kind List or NodeList)."""
+    if not isinstance(document, dict) or document.get("kind") not in ("List", "NodeList"):
+        raise InputError(f"{shown}: not a node list (give `kubectl get nodes -o json`)")
+    items = document.get("items")
+    if not isinstance(items, list):
+        raise InputError(f"{shown}: items is not a list")
+    nodes = [_node(item, f"{shown}: items[{i}]") for i, item in enumerate(items)]
+    names = [n.name for n in nodes]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise InputError(f"{shown}: node {twice[0]} is listed twice")
+    return nodes
+
+
+def read_cluster_file(path: Path) -> list[KubeNode]:
+    from gpuaccept.input_files import read_input_bytes
+
+    shown = f"--cluster {path}"
+    data = read_input_bytes(path, "cluster", MAX_CLUSTER_BYTES)
+    try:
+        document = json.loads(data)
+    except (ValueError, RecursionError) as error:  # UnicodeDecodeError is a ValueError
+        raise InputError(f"{shown}: not JSON: {error}") from None
+    return parse_nodes(document, shown)
+
+
+def _client() -> tuple[Any, Any]:
+    """(the kubernetes module's client, its CoreV1Api), configured in-cluster, else from the
+    kubeconfig."""
+    try:
+        from kubernetes import client, config  # type: ignore[import-not-found]
+    except ImportError:
+        raise EnvironmentProblem(
+            "--apply needs the Kubernetes Python client: pip install kubernetes "
+            "(or run the printed kubectl commands)"
+        ) from None
+    try:
+        config.load_incluster_config()
+    except config.ConfigException:
+        try:
+            config.load_kube_config()
+        except (config.ConfigException, OSError) as error:
+            raise EnvironmentProblem(f"no Kubernetes configuration: {error}") from None
+    return client, client.CoreV1Api()
+
+
+def _api_error(error: Exception) -> EnvironmentProblem:
+    status = getattr(error, "status", None)
+    said = f"HTTP {status} {getattr(error, 'reason', '')}".strip() if status else str(error)
+    return EnvironmentProblem(f"the Kubernetes API refused or did not answer: {said}")
+
+
+def read_cluster_api() -> list[KubeNode]:
+    """The cluster's nodes through the API, as `kubectl get nodes -o json` shows them."""
+    client, api = _client()
+    try:
+        listed = api.list_node()
+        document = client.ApiClient().sanitize_for_serialization(listed)
+    except Exception as error:  # the client's ApiException, urllib3's, a refused connection
+        raise _api_error(error) from None
+    return parse_nodes({**document, "kind": "NodeList"}, "the Kubernetes API's node list")
+
+
+def patch_for(verdict: NodeVerdict, taints: list[dict[str, Any]]) -> dict[str, Any]:
+    """The strategic-merge patch of a verdict, given the node's current taints (camelCase, as
+    the API serialises them)."""
+    kept = [t for t in taints if t.get("key") != TAINT_KEY]
+    if verdict.taint is not None:
+        kept.append({"key": TAINT_KEY, "value": verdict.taint, "effect": "NoSchedule"})
+    elif not verdict.remove_taint:
+        kept = taints
+    metadata: dict[str, Any] = {"labels": verdict.labels}
+    if verdict.annotations:
+        metadata["annotations"] = verdict.annotations  # a null value removes the key
+    return {"metadata": metadata, "spec": {"taints": kept}}
+
+
+def apply_verdict(verdict: NodeVerdict) -> None:
+    """Make the change through the Kubernetes API (in-cluster, else the kubeconfig)."""
+    client, api = _client()
+    try:
+        node = api.read_node(verdict.node)
+        taints = client.ApiClient().sanitize_for_serialization(node.spec.taints or [])
+        api.patch_node(verdict.node, patch_for(verdict, taints))
+    except Exception as error:
+        raise _api_error(error) from None
+
+
+def guarded(verdict: NodeVerdict, decision: Decision, now: datetime) -> NodeVerdict:
+    """The verdict's change as the guards decided it: the labels always (they record the run),
+    the taint only as decided: set with its reason and time on a drain, lifted with them on a
+    resume, left as it is otherwise (a refusal, a debounced failure, someone else's cordon)."""
+    if decision.action == "drain":
+        said: dict[str, str | None] = {
+            REASON_KEY: decision.reason,
+            TAINTED_AT_KEY: now.isoformat(timespec="seconds"),
+        }
+        return replace(verdict, remove_taint=False, annotations=said)
+    if decision.action == "resume":
+        gone: dict[str, str | None] = {REASON_KEY: None, TAINTED_AT_KEY: None}
+        return replace(verdict, taint=None, remove_taint=True, annotations=gone)
+    return replace(verdict, taint=None, remove_taint=False, annotations={})
+
+
+def after(node: KubeNode, decision: Decision, now: datetime) -> KubeNode:
+    """The node as the next decision of the same round sees it (the breaker counts the drains
+    this round made; a resumed node that someone cordoned stays out)."""
+    others = tuple(t for t in node.taints if t[0] != TAINT_KEY)
+    kept = {k: v for k, v in node.annotations.items() if k not in (REASON_KEY, TAINTED_AT_KEY)}
+    if decision.action == "drain":
+        said = {REASON_KEY: decision.reason, TAINTED_AT_KEY: now.isoformat(timespec="seconds")}
+        return replace(
+            node, taints=(*others, (TAINT_KEY, "NoSchedule")), annotations={**kept, **said}
+        )
+    if decision.action == "resume":
+        return replace(node, taints=others, annotations=kept)
+    return node
+
+
+@dataclass(frozen=True)
+class KubeAction:
+    """What the guards decided for one node: the change to make, why, and the offences that made
+    its action replace."""
+
+    change: NodeVerdict
+    decision: Decision
+    offences: tuple[Offence, ...] = ()
+
+
+def decide_round(
+    runs: list[tuple[NodeVerdict, RunReport]],
+    chosen: list[NodeVerdict],
+    nodes: list[KubeNode],
+    now: datetime,
+    guard: Guard,
+    pool: dict[str, str] | None = None,
+    replace_after: int = DEFAULT_LIMIT,
+    replace_days: float = DEFAULT_DAYS,
+) -> list[KubeAction]:
+    """The guarded change of each chosen verdict (the newest of its node), in order, against
+    the cluster's `nodes`: the breaker counts the nodes of the `pool` (labels that must match;
+    every node when None) and the drains this round made before; a node's other reports among
+    `runs` are its past (the debounce, repeat offenders)."""
+    state = {n.name: n for n in nodes}
+    report_of = {id(verdict): report for verdict, report in runs}
+    decided = []
+    for verdict in chosen:
+        kube = state.get(verdict.node)
+        if kube is None:
+            raise InputError(
+                f"node {verdict.node} is not among the cluster's nodes: give --node, or the "
+                "cluster it is in"
+            )
+        report = report_of[id(verdict)]
+        partition = [n.sched_node() for n in state.values() if n.in_pool(pool or {}) or n is kube]
+        past = NodePast()
+        if verdict.verdict == "fail":
+            earlier = [r for v, r in runs if v.node == verdict.node and r is not report]
+            past = node_past(report, earlier, guard.debounce_hours, replace_after, replace_days)
+        action = past.action(report.action_plan.action.value)
+        decision = decide(
+            verdict.verdict,  # type: ignore[arg-type]
+            report.level,
+            list(report.verdict.failed_checks),
+            kube.sched_node(),
+            partition,
+            now,
+            guard,
+            stack_sha256(report.environment),
+            action,
+            past.repeats,
+        )
+        labels = dict(verdict.labels)
+        if f"{PREFIX}/action" in labels:
+            labels[f"{PREFIX}/action"] = action
+        change = guarded(replace(verdict, labels=labels), decision, now)
+        decided.append(KubeAction(change, decision, past.offences))
+        state[verdict.node] = after(kube, decision, now)
+    return decided

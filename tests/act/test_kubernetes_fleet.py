@@ -1,0 +1,383 @@
+"""`gpuaccept node-verdict` with the guards over a simulated 50-node Kubernetes pool (issue #31
+§2, §3, §6): the cluster as `kubectl get nodes -o json` prints it (`--cluster`), and the API
+through a stand-in for the kubernetes client (tests/fake_kube) over the same document
+(`--apply`). The same rules as `act slurm` (act.policy): a fault on every node at once taints
+one and refuses the rest, a regression of the stack taints no more nodes and names the stack,
+a soft failure taints only when it repeats, only gpuaccept's own taint is lifted and only after
+a standard pass, shadow mode changes nothing."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from gpuaccept.act.kubernetes import REASON_KEY, TAINTED_AT_KEY, parse_nodes
+from gpuaccept.cli import app
+from gpuaccept.errors import InputError
+from gpuaccept.report.node_verdict import TAINT_KEY
+from gpuaccept.results import RunReport
+from tests.run_reports import gpu_report, rejudged, soft_failure
+
+FAKE_CLIENT = Path(__file__).resolve().parents[1] / "fake_kube"
+POOL = {"nvidia.com/gpu.present": "true"}
+
+
+def _node(name: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "kind": "Node",
+        "metadata": {"name": name, "labels": dict(POOL), "annotations": {}},
+        "spec": spec,
+    }
+
+
+def _cluster(tmp_path: Path, *changed: dict[str, Any], nodes: int = 50) -> Path:
+    """A pool of `nodes` GPU nodes, in service unless `changed` gives one."""
+    by_name = {f"gpu{i:02d}": _node(f"gpu{i:02d}") for i in range(nodes)}
+    by_name.update({n["metadata"]["name"]: n for n in changed})
+    path = tmp_path / "nodes.json"
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [*by_name.values()]}))
+    return path
+
+
+def _tainted(name: str, reason: str, minutes_ago: float = 5.0, **more: Any) -> dict[str, Any]:
+    node = _node(name, taints=[{"key": TAINT_KEY, "value": "x", "effect": "NoSchedule"}], **more)
+    when = datetime.now(UTC) - timedelta(minutes=minutes_ago)
+    node["metadata"]["annotations"] = {
+        REASON_KEY: reason,
+        TAINTED_AT_KEY: when.isoformat(timespec="seconds"),
+    }
+    return node
+
+
+def _stack(torch: str = "2.13.0") -> str:
+    from gpuaccept.record.environment import stack_sha256
+
+    report = gpu_report("any", [790.0], extra_environment={"torch": {"version": torch}})
+    return stack_sha256(report.environment)[:8]
+
+
+def _write(tmp_path: Path, report: RunReport, node: str, tag: str = "") -> Path:
+    """The report as the node's accept job stores it (the node named as the manifests do)."""
+    named = rejudged(report, environment={**report.environment, "scheduler": {"node_name": node}})
+    path = tmp_path / f"{node}-{named.started_at[:13]}{tag}.json"
+    path.write_text(named.model_dump_json())
+    return path
+
+
+def _failing(tmp_path: Path, node: str, torch: str = "2.13.0", hours: float = 0.0) -> Path:
+    """A hard failure (compute, recommended: drain) of `node` on the stack `torch` picks."""
+    stack = {"torch": {"version": torch}}
+    return _write(
+        tmp_path,
+        gpu_report(node, [500.0], passed=False, hours=hours, extra_environment=stack),
+        node,
+    )
+
+
+def _passing(tmp_path: Path, node: str, level: str = "standard", hours: float = 1.0) -> Path:
+    report = rejudged(gpu_report(node, [790.0], hours=hours), level=level)
+    return _write(tmp_path, report, node, f"-{level}")
+
+
+def _verdict(*args: str | Path) -> Any:
+    return CliRunner().invoke(app, ["node-verdict", *map(str, args)])
+
+
+def _commands(output: str, node: str) -> list[str]:
+    return [
+        line for line in output.splitlines() if line.startswith("kubectl") and f" {node} " in line
+    ]
+
+
+def test_a_fault_on_every_node_at_once_taints_one_and_stops(tmp_path: Path) -> None:
+    """A driver update that fails compute on all 50 nodes in one round: without the breaker,
+    50 taints; with it, 1 (2% of 50, at least one), 49 loud refusals and exit 4. Every node
+    still gets its labels: the verdict is recorded, only the taint is held back."""
+    cluster = _cluster(tmp_path)
+    reports = [_failing(tmp_path, f"gpu{i:02d}") for i in range(50)]
+    result = _verdict(*reports, "--cluster", cluster)
+    assert result.exit_code == 4, result.output
+    taints = [line for line in result.stdout.splitlines() if line.startswith("kubectl taint")]
+    assert taints == ["kubectl taint node gpu00 gpuaccept.io/unfit=compute:NoSchedule --overwrite"]
+    annotate = _commands(result.stdout, "gpu00")[1]
+    assert annotate.startswith(
+        f"kubectl annotate node gpu00 '{REASON_KEY}=gpuaccept standard: drain: compute "
+        f"[stack {_stack()}]' {TAINTED_AT_KEY}="
+    )
+    labels = [line for line in result.stdout.splitlines() if line.startswith("kubectl label")]
+    assert len(labels) == 50
+    assert all("gpuaccept.io/verdict=fail" in line for line in labels)
+    refusals = [line for line in result.stderr.splitlines() if "NOT drained" in line]
+    assert len(refusals) == 49
+    assert "gpuaccept drained 1 of 50 node(s)" in refusals[0]
+
+
+def test_the_breaker_counts_the_pool_and_recent_taints_only(tmp_path: Path) -> None:
+    """Two gpuaccept taints an hour and a half ago, one ten minutes ago; a wider breaker (10%
+    of 50: 5). Three more taints fit (1 recent + 3 = 4 < 5 before each), the fifth is refused;
+    nodes outside the pool (no GPU label) are not counted."""
+    old = [
+        _tainted(f"gpu0{i}", "gpuaccept standard: drain: memory", minutes_ago=90) for i in (1, 2)
+    ]
+    recent = _tainted("gpu03", "gpuaccept standard: drain: memory", minutes_ago=10)
+    cpu = [{"kind": "Node", "metadata": {"name": f"cpu{i}"}, "spec": {}} for i in range(50)]
+    cluster = _cluster(tmp_path, *old, recent)
+    document = json.loads(cluster.read_text())
+    document["items"] += cpu
+    cluster.write_text(json.dumps(document))
+    reports = [_failing(tmp_path, f"gpu{i:02d}", torch=f"2.{i}") for i in range(10, 15)]
+    result = _verdict(
+        *reports,
+        "--cluster",
+        cluster,
+        "--pool",
+        "nvidia.com/gpu.present=true",
+        "--breaker-share",
+        "0.1",
+    )
+    assert result.exit_code == 4, result.output
+    tainted = [line.split()[3] for line in result.stdout.splitlines() if "kubectl taint" in line]
+    assert tainted == ["gpu10", "gpu11", "gpu12", "gpu13"]
+    assert "gpuaccept drained 5 of 50 node(s)" in result.stderr  # gpu03 + 4, not the cpu nodes
+
+
+def test_a_stack_regression_taints_no_more_and_names_the_stack(tmp_path: Path) -> None:
+    """Two nodes tainted for compute on one stack within the hour: a third failing the same on
+    that stack is the stack's regression, not tainted, the stack named; a node failing on
+    another stack is tainted (the breaker is wide here)."""
+    reason = f"gpuaccept standard: drain: compute [stack {_stack()}]"
+    cluster = _cluster(tmp_path, _tainted("gpu00", reason), _tainted("gpu01", reason))
+    same = _failing(tmp_path, "gpu02")
+    other = _failing(tmp_path, "gpu03", torch="2.12.0")
+    result = _verdict(same, other, "--cluster", cluster, "--breaker-share", "0.5")
+    assert result.exit_code == 4
+    assert (
+        f"node-verdict: gpu02: failed compute, NOT drained: 2 other node(s) on the same software "
+        f"stack ({_stack()}) failed the same" in result.stderr
+    )
+    assert not [c for c in _commands(result.stdout, "gpu02") if "taint" in c]
+    assert [c for c in _commands(result.stdout, "gpu03") if c.startswith("kubectl taint")]
+
+
+def test_a_soft_failure_taints_only_when_it_repeats(tmp_path: Path) -> None:
+    """A figure below its floor (recommended: rerun) once: labelled fail, not tainted; the
+    node's next run failing the same: tainted. The node's older report given beside the newer
+    is its past (superseded for the labels, counted for the debounce)."""
+    cluster = _cluster(tmp_path)
+    first = _write(tmp_path, soft_failure("gpu05", 1.0), "gpu05")
+    once = _verdict(first, "--cluster", cluster)
+    assert once.exit_code == 0, once.output
+    (label,) = _commands(once.stdout, "gpu05")
+    assert "gpuaccept.io/verdict=fail" in label
+    assert "gpuaccept.io/action=rerun" in label
+    assert "NOT drained until it fails 2 runs in a row" in once.stderr
+    second = _write(tmp_path, soft_failure("gpu05", 2.0), "gpu05")
+    twice = _verdict(first, second, "--cluster", cluster)
+    assert twice.exit_code == 0, twice.output
+    assert "kubectl taint node gpu05 gpuaccept.io/unfit=compute:NoSchedule --overwrite" in (
+        twice.stdout
+    )
+    at_once = _verdict(first, "--cluster", cluster, "--debounce", "1")
+    assert "kubectl taint node gpu05" in at_once.stdout
+
+
+def test_a_repeat_offender_is_labelled_replace(tmp_path: Path) -> None:
+    """Three incidents within 7 days (fail, pass, fail, pass, fail): the action becomes replace
+    in the label and in the taint's reason."""
+    runs = [
+        _failing(tmp_path, "gpu07", hours=0),
+        _passing(tmp_path, "gpu07", hours=10),
+        _failing(tmp_path, "gpu07", hours=20),
+        _passing(tmp_path, "gpu07", hours=30),
+        _failing(tmp_path, "gpu07", hours=40),
+    ]
+    result = _verdict(*runs, "--cluster", _cluster(tmp_path))
+    assert result.exit_code == 0, result.output
+    label, annotate, _taint = _commands(result.stdout, "gpu07")
+    assert "gpuaccept.io/action=replace" in label
+    assert "gpuaccept standard: replace: compute" in annotate
+    assert "a repeat offender" in result.stderr
+
+
+def test_only_gpuaccepts_taint_is_lifted_and_only_after_a_standard_pass(tmp_path: Path) -> None:
+    ours = _tainted("gpu01", "gpuaccept quick: drain: compute")
+    cordoned = _node("gpu02", unschedulable=True)
+    both = _tainted("gpu03", "gpuaccept quick: drain: compute", unschedulable=True)
+    cluster = _cluster(tmp_path, ours, cordoned, both)
+    quick = _verdict(_passing(tmp_path, "gpu01", "quick"), "--cluster", cluster)
+    assert quick.exit_code == 0
+    assert not [c for c in _commands(quick.stdout, "gpu01") if "taint" in c or "annotate" in c]
+    assert "returns after a passing standard run" in quick.stderr
+    standard = _verdict(*(_passing(tmp_path, f"gpu0{i}") for i in (1, 2, 3)), "--cluster", cluster)
+    assert standard.exit_code == 0, standard.output
+    assert _commands(standard.stdout, "gpu01")[1:] == [
+        f"kubectl annotate node gpu01 {REASON_KEY}- {TAINTED_AT_KEY}- --overwrite",
+        "kubectl taint node gpu01 gpuaccept.io/unfit:NoSchedule-",
+    ]
+    # the administrator's cordon is not gpuaccept's to lift
+    assert len(_commands(standard.stdout, "gpu02")) == 1  # the labels only
+    assert "drained by someone else (cordoned (spec.unschedulable))" in standard.stderr
+    # gpuaccept's taint on a cordoned node is lifted; the cordon stays (no uncordon is printed)
+    assert "kubectl taint node gpu03 gpuaccept.io/unfit:NoSchedule-" in standard.stdout
+    assert "uncordon" not in standard.stdout
+
+
+def test_report_mode_is_todays_output_without_guards(tmp_path: Path) -> None:
+    """No cluster given: the verdict's commands as before the guards (a person reads them)."""
+    result = _verdict(_write(tmp_path, soft_failure("gpu05", 1.0), "gpu05"))
+    assert result.exit_code == 0
+    assert "kubectl taint node gpu05 gpuaccept.io/unfit=compute:NoSchedule --overwrite" in (
+        result.stdout
+    )
+    assert "annotate" not in result.stdout
+
+
+@pytest.fixture
+def api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """The stand-in kubernetes client over a 50-node pool's state file."""
+    home = tmp_path / "api"
+    home.mkdir()
+    state = _cluster(home)
+    monkeypatch.setenv("FAKE_KUBE_STATE", str(state))
+    monkeypatch.syspath_prepend(str(FAKE_CLIENT))
+    for name in [m for m in sys.modules if m == "kubernetes" or m.startswith("kubernetes.")]:
+        monkeypatch.delitem(sys.modules, name)
+    yield state
+    for name in [m for m in sys.modules if m == "kubernetes" or m.startswith("kubernetes.")]:
+        del sys.modules[name]
+
+
+def _api_nodes(state: Path) -> dict[str, dict[str, Any]]:
+    return {n["metadata"]["name"]: n for n in json.loads(state.read_text())["items"]}
+
+
+def test_apply_taints_through_the_api_and_the_next_round_sees_it(api: Path, tmp_path: Path) -> None:
+    """Enforce through the API: gpu00 tainted with its reason and time; a later call for another
+    node's failure counts that taint (from the API's state) and refuses."""
+    first = _verdict(_failing(tmp_path, "gpu00"), "--apply")
+    assert first.exit_code == 0, first.output
+    node = _api_nodes(api)["gpu00"]
+    assert node["spec"]["taints"] == [
+        {"key": TAINT_KEY, "value": "compute", "effect": "NoSchedule"}
+    ]
+    assert node["metadata"]["annotations"][REASON_KEY].startswith("gpuaccept standard: drain:")
+    assert node["metadata"]["labels"]["gpuaccept.io/verdict"] == "fail"
+    second = _verdict(_failing(tmp_path, "gpu01", torch="2.12.0"), "--apply")
+    assert second.exit_code == 4
+    assert "gpuaccept drained 1 of 50 node(s)" in second.stderr
+    untouched = _api_nodes(api)["gpu01"]
+    assert not untouched["spec"].get("taints")
+    assert untouched["metadata"]["labels"]["gpuaccept.io/verdict"] == "fail"
+    back = _verdict(_passing(tmp_path, "gpu00", hours=5), "--apply")
+    assert back.exit_code == 0, back.output
+    node = _api_nodes(api)["gpu00"]
+    assert node["spec"]["taints"] == []
+    assert REASON_KEY not in node["metadata"]["annotations"]
+
+
+def test_shadow_mode_changes_nothing_and_says_what_it_would_do(api: Path, tmp_path: Path) -> None:
+    before = api.read_text()
+    result = _verdict(_failing(tmp_path, "gpu04"), "--apply", "--act", "shadow")
+    assert result.exit_code == 0, result.output
+    assert "[K8S] shadow: gpu04: would taint: failed: drained (gpuaccept standard: drain:" in (
+        result.stdout
+    )
+    assert "(nothing changed: --act shadow)" in result.stdout
+    assert api.read_text() == before
+
+
+def test_an_api_that_does_not_answer_is_exit_3(
+    api: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_KUBE_DOWN", "1")
+    result = _verdict(_failing(tmp_path, "gpu04"), "--apply")
+    assert result.exit_code == 3
+    assert "the Kubernetes API refused or did not answer: HTTP 503 Service Unavailable" in (
+        result.stderr
+    )
+    monkeypatch.delenv("FAKE_KUBE_DOWN")
+    monkeypatch.setenv("FAKE_KUBE_NO_CONFIG", "1")
+    unconfigured = _verdict(_failing(tmp_path, "gpu04"), "--apply")
+    assert unconfigured.exit_code == 3
+    assert "no Kubernetes configuration" in unconfigured.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--act", "shadow"], "--act shadow decides against the cluster's nodes: give --cluster"),
+        (["--act", "enforce"], "--act enforce decides against the cluster's nodes"),
+        (["--act", "bogus"], "--act 'bogus': give one of report, shadow, enforce"),
+        (["--pool", "novalue"], "--pool 'novalue': give labels as KEY=VALUE"),
+        (["--breaker-share", "2"], "--breaker-share 2: give a fraction from 0 to 1"),
+        (["--act", "report", "--cluster", "CLUSTER"], "--act report reads no cluster"),
+        (["--apply", "--cluster", "CLUSTER"], "--apply reads the cluster from the API"),
+        (["--node", "gpu09", "OTHER"], "--node gpu09: the reports are of 2 nodes"),
+    ],
+)
+def test_a_wrong_option_is_one_line_and_exit_2(tmp_path: Path, args: list[str], said: str) -> None:
+    cluster = _cluster(tmp_path)
+    other = _failing(tmp_path, "gpu08")
+    given = [{"CLUSTER": str(cluster), "OTHER": str(other)}.get(a, a) for a in args]
+    result = _verdict(_failing(tmp_path, "gpu04"), *given)
+    assert result.exit_code == 2, result.output
+    assert said in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_a_node_the_cluster_lacks_is_refused_before_anything_is_printed(tmp_path: Path) -> None:
+    cluster = _cluster(tmp_path, nodes=3)
+    result = _verdict(
+        _failing(tmp_path, "gpu01"), _failing(tmp_path, "gpu77"), "--cluster", cluster
+    )
+    assert result.exit_code == 2
+    assert "node gpu77 is not among the cluster's nodes" in result.stderr
+    assert "kubectl" not in result.stdout  # decided for every node before a command is printed
+
+
+@pytest.mark.parametrize(
+    ("document", "said"),
+    [
+        ({"kind": "Pod", "items": []}, "not a node list"),
+        ({"kind": "List", "items": {}}, "items is not a list"),
+        ({"kind": "List", "items": [{"kind": "Pod"}]}, "items[0]: not a Node"),
+        ({"kind": "List", "items": [{"metadata": {}}]}, "a Node without metadata.name"),
+        (
+            {"kind": "List", "items": [{"metadata": {"name": "a"}, "spec": {"taints": [1]}}]},
+            "spec.taints is not a list of taints",
+        ),
+        (
+            {"kind": "List", "items": [{"metadata": {"name": "a"}, "spec": {"unschedulable": 1}}]},
+            "spec.unschedulable is not true or false",
+        ),
+        (
+            {"kind": "List", "items": [{"metadata": {"name": "a", "labels": {"k": 1}}}]},
+            "metadata.labels: not a map of strings",
+        ),
+        (
+            {"kind": "List", "items": [{"metadata": {"name": "a"}}, {"metadata": {"name": "a"}}]},
+            "node a is listed twice",
+        ),
+    ],
+)
+def test_a_cluster_file_that_is_not_a_node_list_is_refused(document: object, said: str) -> None:
+    with pytest.raises(InputError) as raised:
+        parse_nodes(document, "--cluster f")
+    assert said in str(raised.value)
+
+
+def test_a_gpuaccept_taint_with_a_damaged_time_counts_as_recent(tmp_path: Path) -> None:
+    """An annotation that is not a time (edited by hand): the breaker errs on the side of
+    tainting less, as it does for an undated Slurm reason."""
+    damaged = _tainted("gpu01", "gpuaccept standard: drain: memory")
+    damaged["metadata"]["annotations"][TAINTED_AT_KEY] = "yesterday"
+    result = _verdict(_failing(tmp_path, "gpu02"), "--cluster", _cluster(tmp_path, damaged))
+    assert result.exit_code == 4
+    assert "gpuaccept drained 1 of 50 node(s)" in result.stderr

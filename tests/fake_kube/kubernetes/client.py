@@ -1,0 +1,63 @@
+"""kubernetes.client: CoreV1Api's list_node, read_node and patch_node over the state file, with
+the strategic-merge semantics gpuaccept relies on (labels and annotations merged, a null value
+removes a key; spec.taints replaced whole, as a list without a merge key in a patch of ours)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+
+class ApiException(Exception):
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(f"({status}) Reason: {reason}")
+        self.status, self.reason = status, reason
+
+
+def _state() -> Path:
+    if os.environ.get("FAKE_KUBE_DOWN"):
+        raise ApiException(503, "Service Unavailable")
+    return Path(os.environ["FAKE_KUBE_STATE"])
+
+
+def _nodes() -> dict[str, Any]:
+    return dict(json.loads(_state().read_text()))
+
+
+class ApiClient:
+    def sanitize_for_serialization(self, value: Any) -> Any:
+        return copy.deepcopy(value)
+
+
+class CoreV1Api:
+    def list_node(self) -> dict[str, Any]:
+        return _nodes()
+
+    def _find(self, document: dict[str, Any], name: str) -> dict[str, Any]:
+        for item in document["items"]:
+            if item["metadata"]["name"] == name:
+                return item  # type: ignore[no-any-return]
+        raise ApiException(404, "Not Found")
+
+    def read_node(self, name: str) -> SimpleNamespace:
+        node = self._find(_nodes(), name)
+        return SimpleNamespace(spec=SimpleNamespace(taints=node.get("spec", {}).get("taints")))
+
+    def patch_node(self, name: str, body: dict[str, Any]) -> None:
+        document = _nodes()
+        node = self._find(document, name)
+        for part in ("labels", "annotations"):
+            merged = dict(node["metadata"].get(part) or {})
+            for key, value in (body.get("metadata", {}).get(part) or {}).items():
+                if value is None:
+                    merged.pop(key, None)
+                else:
+                    merged[key] = value
+            node["metadata"][part] = merged
+        if "taints" in body.get("spec", {}):
+            node.setdefault("spec", {})["taints"] = body["spec"]["taints"]
+        _state().write_text(json.dumps(document))
