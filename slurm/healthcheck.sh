@@ -14,7 +14,8 @@
 #
 # slurmd runs it as root with a bare environment: gpuaccept is found through $GPUACCEPT_ACTIVATE
 # or /opt/gpuaccept/activate.sh (see tasks/job-lib.sh), never in the current directory.
-# GPUACCEPT_HEALTHCHECK_ARGS adds accept options (e.g. "--expect-gpus 8"); GPUACCEPT_ACT is
+# GPUACCEPT_HEALTHCHECK_ARGS adds accept options (e.g. "--expect-gpus 8", or "--evidence DIR":
+# the vendor archive of a failure, within the timeout: docs/actions.md); GPUACCEPT_ACT is
 # act's mode: enforce (default), shadow (say what it would do, change nothing) or report;
 # GPUACCEPT_ACT_ARGS adds act options (e.g. "--breaker-share 0.05 --partition gpu"). The report
 # lands in $GPUACCEPT_RESULTS (default /var/lib/gpuaccept/reports) for `gpuaccept history import`.

@@ -108,6 +108,14 @@ REGISTRY: list[Input] = [
     Input("burnin", "--rules", "reads", _burnin("--rules"), FILE_FORMS),
     Input("accept", "--record-baseline", "writes", _accept("--record-baseline"), OUTPUT_FORMS),
     Input("accept", "--report-dir", "writes", covered_by=("tests/test_cli_inputs.py",)),
+    Input(
+        "accept",
+        "--evidence",
+        "writes",
+        _accept("--evidence"),
+        ("a-file", "under-a-file"),
+        covered_by=("tests/record/test_evidence.py",),
+    ),
     Input("accept", "--junit", "writes", _accept("--junit"), OUTPUT_FORMS),
     Input(
         "accept",

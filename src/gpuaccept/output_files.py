@@ -148,8 +148,12 @@ def write_text_atomically(path: Path, text: str, flag: str = "") -> None:
 
 def write_new_file(directory: Path, name: str, text: str, flag: str = "") -> Path:
     """Write a new file in `directory` named `name` (or `stem-2.ext`, ...): never replaces one."""
+    return write_new_bytes(directory, name, text.encode("utf-8"), flag)
+
+
+def write_new_bytes(directory: Path, name: str, data: bytes, flag: str = "") -> Path:
+    """`write_new_file` for bytes."""
     shown = _shown(directory, flag)
-    data = text.encode("utf-8")
     stem, dot, suffix = name.rpartition(".")
     if not dot:
         stem, suffix = name, ""

@@ -136,6 +136,16 @@ def accept(
     junit: Path | None = typer.Option(
         None, "--junit", metavar="FILE", help="Write JUnit XML.", rich_help_panel="Outputs"
     ),
+    evidence: Path | None = typer.Option(
+        None,
+        "--evidence",
+        metavar="DIR",
+        help="On a failure whose action is reset-gpu, reboot-node, drain or replace, write one "
+        "archive for the vendor here: the report, the kernel log around the XIDs, nvidia-smi "
+        "-q, nvidia-bug-report.sh, DCGM's results, InfiniBand counters, serials; credentials "
+        "scrubbed (docs/actions.md).",
+        rich_help_panel="Outputs",
+    ),
     check_timeout: float | None = typer.Option(
         None,
         "--check-timeout",
@@ -252,6 +262,7 @@ def accept(
             drop=drop_policy(drop_tolerance, fail_on_drop),
             node=_node_expectation(node_profile, expect_nics, expect_nic_rate, expect_nvme),
             rules=rules,
+            evidence=evidence,
         )
         if plan.launch is not None and report_out is not None:
             raise InputError(
@@ -381,6 +392,7 @@ class AcceptPlan:
     drop: DropPolicy  # how the run is held against this node's own history
     node: NodeExpectation | None = None
     rules: ActionRules | None = None  # the site's action tables (--rules); None: built-in
+    evidence: Path | None = None  # where a failure's vendor archive goes (--evidence)
 
 
 def _plan(
@@ -404,6 +416,7 @@ def _plan(
     drop: DropPolicy,
     node: NodeExpectation | None = None,
     rules: Path | None = None,
+    evidence: Path | None = None,
 ) -> AcceptPlan:
     """Refuse every input that could be wrong, before any work (exit 2 with one line)."""
     from gpuaccept import references as refs
@@ -423,8 +436,9 @@ def _plan(
     check_kernel_log_setting()
     check_sysfs_root_setting()
     launch = detect_launch()
-    if launch is not None and (junit is not None or record_baseline is not None):
-        flag = "--junit" if junit is not None else "--record-baseline"
+    one_node = {"--junit": junit, "--record-baseline": record_baseline, "--evidence": evidence}
+    if launch is not None and any(v is not None for v in one_node.values()):
+        flag = next(k for k, v in one_node.items() if v is not None)
         raise InputError(
             f"{flag} is for one node: under {launch.launcher} each node writes its "
             "own JSON report (--report-dir)"
@@ -443,6 +457,8 @@ def _plan(
         check_output_directory(report_dir, "--report-dir")
     if junit is not None:
         check_output_file(junit, "--junit")
+    if evidence is not None:
+        check_output_directory(evidence, "--evidence")
     if record_baseline is not None:
         check_output_file(record_baseline, "--record-baseline")
     action_rules = load_rules(rules) if rules is not None else None
@@ -483,6 +499,7 @@ def _plan(
         drop=drop,
         node=node,
         rules=action_rules,
+        evidence=evidence,
     )
 
 
@@ -550,6 +567,27 @@ def _run(plan: AcceptPlan) -> tuple[list[RunReport], Interrupted | None]:
     return reports, None
 
 
+def _evidence(report: RunReport, directory: Path) -> None:
+    """The vendor archive of a failure that takes something out of service; a failure to write
+    it is said and changes no verdict or exit (the report is written already)."""
+    from gpuaccept.errors import GpuacceptError
+    from gpuaccept.record.evidence import wanted, write_evidence
+    from gpuaccept.report.node_verdict import node_of
+
+    if not wanted(report):
+        return
+    typer.echo("[EVIDENCE] collecting (nvidia-smi -q, nvidia-bug-report.sh: minutes at most)")
+    try:
+        found = write_evidence(report, node_of(report) or "node", directory)
+    except GpuacceptError as error:
+        typer.echo(f"[EVIDENCE] not written: {error}", err=True)
+        return
+    missing = "; ".join(f"{name}: {why}" for name, why in found.missing.items())
+    typer.echo(f"[EVIDENCE] {found.path} ({len(found.members) + 1} files)")
+    if missing:
+        typer.echo(f"[EVIDENCE] not collected: {missing}")
+
+
 def _write(
     plan: AcceptPlan,
     reports: list[RunReport],
@@ -603,6 +641,8 @@ def _write(
         typer.echo(f"[BASELINE] wrote {plan.record_baseline}")
     for line in action_lines(report):
         typer.echo(line)
+    if plan.evidence is not None and interrupted is None:
+        _evidence(report, plan.evidence)
     typer.echo(result_line(report))
     if report.verdict.exit_code:
         raise typer.Exit(report.verdict.exit_code)
