@@ -18,7 +18,7 @@ board has had two repairs that did not hold.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -197,3 +197,71 @@ def gpu_life(
         days,
         count >= limit > 0,
     )
+
+
+DEFAULT_MTBI_DAYS = 30.0
+
+
+@dataclass(frozen=True)
+class Mtbi:
+    """Mean time between incidents of a node or a GPU over a window (issue #31 §4): the hours
+    between its first and last judged run there, over its incidents."""
+
+    what: str  # the node's name or the GPU's UUID
+    incidents: int
+    hours: float  # observed: first to last judged run in the window
+    runs: int
+    hosts: tuple[str, ...] = ()  # a GPU's hosts in the window, first seen first
+    serial: str | None = None
+
+    @property
+    def mean_hours(self) -> float | None:
+        """None without an incident, or with no time observed (one run)."""
+        return self.hours / self.incidents if self.incidents and self.hours > 0 else None
+
+
+def _observed(runs: Sequence[tuple[str, bool | None]]) -> float:
+    times = [datetime.fromisoformat(t) for t, failed in runs if failed is not None]
+    return (max(times) - min(times)).total_seconds() / 3600 if times else 0.0
+
+
+def node_mtbi(runs: Iterable[tuple[str | None, str, bool | None]]) -> list[Mtbi]:
+    """Per node, of its accept runs (host, started_at, failed?: None when nothing was judged);
+    the nodes with the most incidents first."""
+    by_node: dict[str, list[tuple[str, bool | None]]] = {}
+    for host, started_at, failed in runs:
+        by_node.setdefault(str(host), []).append((started_at, failed))
+    found = [
+        Mtbi(node, len(incidents(r)), _observed(r), sum(f is not None for _, f in r))
+        for node, r in by_node.items()
+    ]
+    return sorted(found, key=lambda m: (-m.incidents, m.what))
+
+
+def gpu_mtbi(
+    named: Iterable[tuple[str, int]],
+    took_part: Iterable[tuple[str, int, str, str | None, str | None]],
+) -> list[Mtbi]:
+    """Per GPU that a run named for a remediation: `named` (UUID, run id), `took_part` (UUID,
+    run id, started_at, host, serial) the runs it took part in, on whatever host; a run of it is
+    failed for the GPU when it named the GPU. The GPUs with the most incidents first."""
+    failed_for = set(named)
+    runs: dict[str, list[tuple[int, str, str | None, str | None]]] = {}
+    for uuid, run_id, started_at, host, serial in took_part:
+        runs.setdefault(uuid, []).append((run_id, started_at, host, serial))
+    found = []
+    for uuid, rows in runs.items():
+        rows.sort(key=lambda row: datetime.fromisoformat(row[1]))
+        judged = [(started, (uuid, run_id) in failed_for) for run_id, started, _, _ in rows]
+        serials = [s for *_, s in rows if s]
+        found.append(
+            Mtbi(
+                uuid,
+                len(incidents(judged)),
+                _observed(judged),
+                len(rows),
+                tuple(dict.fromkeys(h for _, _, h, _ in rows if h)),
+                serials[-1] if serials else None,
+            )
+        )
+    return sorted(found, key=lambda m: (-m.incidents, m.what))

@@ -6,6 +6,7 @@ import json
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,7 +15,8 @@ import typer
 from gpuaccept.errors import InputError
 
 if TYPE_CHECKING:
-    from gpuaccept.record.history import History
+    from gpuaccept.act.offenders import Mtbi
+    from gpuaccept.record.history import History, RunRow
 
 app = typer.Typer(
     rich_markup_mode=None,
@@ -401,24 +403,38 @@ def fleet(
         3, "--min-gpus", min=2, help="GPUs of a model needed before its median is trusted."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the view as JSON."),
+    mtbi_days: float = typer.Option(
+        30.0,
+        "--mtbi-days",
+        metavar="DAYS",
+        help="The window (ending at the history's newest run) of the mean time between "
+        "incidents per node and per GPU.",
+    ),
 ) -> None:
-    """The newest accept run per node, and GPUs that lag their fleet.
+    """The newest accept run per node, GPUs that lag their fleet, and the mean time between
+    incidents of each node and GPU that had one.
 
     Exit 1 when a node's newest accept did not pass (failed, judged nothing, or was
     interrupted), a GPU lags, or a node is slower than its own history; benchmark and training
     runs are not verdicts on a node.
     """
+    import math
+
     from gpuaccept.record.comparison import fleet_view
     from gpuaccept.record.self_comparison import stored_drop
     from gpuaccept.results import device_label
 
+    if not (math.isfinite(mtbi_days) and 0 < mtbi_days <= 3660):
+        raise InputError(f"--mtbi-days {mtbi_days:g}: give days above 0, ten years at most")
     with _open(history) as store:
+        runs = store.list_runs()
         view = fleet_view(
-            store.list_runs(),
+            runs,
             store.points(latest_only=True),
             tolerance_percent=tolerance,
             min_samples=min_gpus,
         )
+        mtbi = _mtbi(store, runs, mtbi_days)
         # nodes whose newest accept found them slower than their own past runs
         slower = [
             (run, drop)
@@ -466,6 +482,7 @@ def fleet(
                         }
                         for run, drop in slower
                     ],
+                    "mtbi": mtbi.as_json(),
                 },
                 indent=2,
             )
@@ -508,5 +525,108 @@ def fleet(
             typer.echo("\nNodes slower than their own history (their newest accept says):")
             for run, drop in slower:
                 typer.echo(f"  {run.hostname} (run {run.id}): {drop.message}")
+        _echo_mtbi(mtbi)
     if failing or view.outliers or slower:
         raise typer.Exit(1)
+
+
+@dataclass(frozen=True)
+class _FleetMtbi:
+    since: str
+    until: str
+    days: float
+    nodes: list[Mtbi]
+    gpus: list[Mtbi]
+
+    def fleet_hours(self) -> float | None:
+        """The nodes' hours observed over all their incidents: the fleet's MTBI per node."""
+        count = sum(m.incidents for m in self.nodes)
+        return sum(m.hours for m in self.nodes) / count if count else None
+
+    def as_json(self) -> dict[str, object]:
+        def entry(m: Mtbi) -> dict[str, object]:
+            return {
+                "incidents": m.incidents,
+                "hours_observed": round(m.hours, 3),
+                "runs": m.runs,
+                "mean_hours_between_incidents": m.mean_hours,
+            }
+
+        return {
+            "days": self.days,
+            "since": self.since,
+            "until": self.until,
+            "fleet_mean_hours_between_incidents_per_node": self.fleet_hours(),
+            "nodes": [{"node": m.what, **entry(m)} for m in self.nodes],
+            "gpus": [
+                {"uuid": m.what, "serial": m.serial, "hosts": list(m.hosts), **entry(m)}
+                for m in self.gpus
+            ],
+        }
+
+
+def _mtbi(store: History, runs: list[RunRow], days: float) -> _FleetMtbi:
+    """Incidents within `days` before the history's newest run: each node's from its accept
+    runs' verdicts, each GPU's (that one named for a remediation) from the runs it took part
+    in, on any host; bounded by the window, not the history."""
+    from datetime import datetime, timedelta
+
+    from gpuaccept.act.offenders import gpu_mtbi, node_mtbi
+    from gpuaccept.report.node_verdict import verdict_fitness
+
+    if not runs:
+        return _FleetMtbi("", "", days, [], [])
+    until = max(runs, key=lambda r: datetime.fromisoformat(r.started_at)).started_at
+    since = (datetime.fromisoformat(until) - timedelta(days=days)).isoformat()
+    start = datetime.fromisoformat(since)
+    judged = {"fail": True, "pass": False}
+    nodes = node_mtbi(
+        (run.hostname, run.started_at, judged.get(verdict_fitness(run.verdict)))
+        for run in runs
+        if run.command == "accept" and datetime.fromisoformat(run.started_at) >= start
+    )
+    named = store.remediated_gpus(since)
+    took_part = store.accept_runs_of_gpus(sorted({uuid for uuid, _, _ in named}), since)
+    gpus = gpu_mtbi(((uuid, run_id) for uuid, run_id, _ in named), took_part)
+    return _FleetMtbi(since, until, days, nodes, gpus)
+
+
+def _hours(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value / 24:.1f} d" if value >= 48 else f"{value:.1f} h"
+
+
+def _echo_mtbi(mtbi: _FleetMtbi) -> None:
+    if not mtbi.nodes:
+        return
+    hit = [m for m in mtbi.nodes if m.incidents]
+    typer.echo(
+        f"\nMean time between incidents, the {mtbi.days:g} days to {mtbi.until[:19]}: "
+        f"{len(hit)} of {len(mtbi.nodes)} node(s) had one; the fleet's per node "
+        f"{_hours(mtbi.fleet_hours())}"
+    )
+    if hit:
+        _echo_table(
+            ["node", "incidents", "observed", "runs", "MTBI"],
+            [
+                [m.what, str(m.incidents), _hours(m.hours), str(m.runs), _hours(m.mean_hours)]
+                for m in hit
+            ],
+        )
+    if mtbi.gpus:
+        typer.echo("GPUs a run named for a remediation:")
+        _echo_table(
+            ["gpu", "serial", "hosts", "incidents", "observed", "MTBI"],
+            [
+                [
+                    m.what,
+                    m.serial or "-",
+                    ", ".join(m.hosts),
+                    str(m.incidents),
+                    _hours(m.hours),
+                    _hours(m.mean_hours),
+                ]
+                for m in mtbi.gpus
+            ],
+        )

@@ -449,6 +449,59 @@ class History:
         )
         return [(self._run_row(row[:10]), row[10], row[11]) for row in rows]
 
+    def remediated_gpus(self, since: str) -> list[tuple[str, int, str]]:
+        """(GPU UUID, run id, started_at) of each failed accept run since `since` (ISO 8601)
+        whose actions named the GPU for a remediation (reset-gpu, reboot-node, drain, replace).
+        Only failed runs are read (a pass recommends monitor at most): their stored actions by
+        SQLite's JSON functions, and for a report from before actions were stored, the plan its
+        checks give (`RunReport.action_plan`)."""
+        window = (
+            "runs.command = 'accept' AND runs.passed = 0 "
+            "AND julianday(runs.started_at) >= julianday(?)"
+        )
+        rows = self._connection.execute(
+            "SELECT DISTINCT json_extract(rec.value, '$.gpu'), runs.id, runs.started_at "
+            "FROM runs, json_each(runs.report_json, '$.actions.recommendations') AS rec "
+            f"WHERE {window} "
+            "AND json_extract(rec.value, '$.action') IN "
+            "('reset-gpu', 'reboot-node', 'drain', 'replace') "
+            "AND json_extract(rec.value, '$.gpu') LIKE 'GPU-%'",
+            (since,),
+        )
+        found = [(str(uuid), int(run_id), str(started)) for uuid, run_id, started in rows]
+        unplanned = self._connection.execute(
+            f"SELECT runs.id, runs.started_at FROM runs WHERE {window} "
+            "AND coalesce(json_type(runs.report_json, '$.actions'), 'null') = 'null'",
+            (since,),
+        ).fetchall()
+        for run_id, started in unplanned:
+            named = {
+                r.gpu
+                for r in self.report(run_id).action_plan.recommendations
+                if r.gpu and r.gpu.startswith("GPU-") and r.action.takes_out_of_service
+            }
+            found += [(uuid, run_id, started) for uuid in sorted(named)]
+        return found
+
+    def accept_runs_of_gpus(
+        self, uuids: Sequence[str], since: str
+    ) -> list[tuple[str, int, str, str | None, str | None]]:
+        """(UUID, run id, started_at, host, serial) of the accept runs since `since` that these
+        GPUs took part in, through the UUID's index."""
+        found: list[tuple[str, int, str, str | None, str | None]] = []
+        chunk = 500  # SQLite's bound on a statement's parameters is 32,766 since 3.32
+        for start in range(0, len(uuids), chunk):
+            part = list(uuids[start : start + chunk])
+            marks = ", ".join("?" * len(part))
+            found += self._connection.execute(
+                "SELECT uuid, runs.id, runs.started_at, runs.hostname, serial FROM run_gpus "
+                "JOIN runs ON runs.id = run_gpus.run_id "
+                f"WHERE uuid IN ({marks}) AND runs.command = 'accept' "
+                "AND julianday(runs.started_at) >= julianday(?)",
+                (*part, since),
+            ).fetchall()
+        return found
+
     def list_runs(
         self,
         *,

@@ -21,7 +21,7 @@ from typing import Literal
 from gpuaccept.errors import InputError
 from gpuaccept.naming import run_title
 from gpuaccept.results import Outcome, RunReport
-from gpuaccept.verdict import ACCEPT
+from gpuaccept.verdict import ACCEPT, RunVerdict
 
 PREFIX = "gpuaccept.io"
 TAINT_KEY = f"{PREFIX}/unfit"
@@ -61,9 +61,14 @@ def _label_value(text: str) -> str:
 def fitness(report: RunReport) -> Literal["pass", "fail", "not-judged"]:
     """What an accept report says of its node: a failure in any mode (a node whose GPUs are
     unusable runs in CPU mode and fails inventory), a pass on the GPUs alone, else nothing."""
-    if report.verdict.outcome is Outcome.FAIL:
+    return verdict_fitness(report.verdict)
+
+
+def verdict_fitness(verdict: RunVerdict) -> Literal["pass", "fail", "not-judged"]:
+    """`fitness` of a run's verdict (as the history keeps it beside each run)."""
+    if verdict.outcome is Outcome.FAIL:
         return "fail"
-    if report.verdict.outcome is Outcome.PASS and report.verdict.is_node_acceptance:
+    if verdict.outcome is Outcome.PASS and verdict.is_node_acceptance:
         return "pass"
     return "not-judged"
 
