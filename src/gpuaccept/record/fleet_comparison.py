@@ -2,11 +2,12 @@
 
 Within a node a straggler is judged against the node's confirmed best (`burnin.judging`); a
 node whose every GPU is equally slow passes that test. Across nodes, each GPU's median rate per
-stressor is compared with the newest figure of every GPU of the same model on the *other* nodes
-the history holds, from burn-ins that passed on the GPU: a GPU more than the straggler tolerance
-below their median is a straggler of the fleet (the same 10% as within a node: gpu-fryer's,
-cited in `burnin.judging`). Fewer than three such GPUs make no median: the GPU is not compared,
-and the check says so (SKIP when nothing was compared), never a pass.
+stressor is compared with the newest figure of every GPU (by UUID: a GPU that moved between nodes
+is counted once, at its newest) of the same model on the *other* nodes the history holds, this
+run's own GPUs never among them, from burn-ins that passed on the GPU: a GPU more than the
+straggler tolerance below their median is a straggler of the fleet (the same 10% as within a
+node: gpu-fryer's, cited in `burnin.judging`). Fewer than three such GPUs make no median: the
+GPU is not compared, and the check says so (SKIP when nothing was compared), never a pass.
 
 Bits across nodes. A window's work is fixed by its stressor and seed, so the result bits the
 node's GPUs agreed on (the window's majority digest) must equal those of every other node that
@@ -59,6 +60,12 @@ def compare_with_fleet(
     host = report.hostname
     # CPU twins' figures name no GPU model: the model match below leaves them out
     passing = {row.id for row in history.list_runs() if row.verdict.outcome is Outcome.PASS}
+    # this run's own GPUs are no peers of themselves, wherever their older figures were measured
+    own = {
+        uuid
+        for g in report.environment.get("gpus") or []
+        if isinstance(g, dict) and isinstance(uuid := g.get("uuid"), str)
+    }
     compared: list[FleetFigure] = []
     uncompared: set[str] = set()
     for m in _throughput(report).measurements:
@@ -68,7 +75,10 @@ def compare_with_fleet(
             p.value
             # only a burn-in has this check and metric; the newest figure of each node and GPU
             for p in history.points(f"{_CHECK}/{m.name}", latest_only=True)
-            if p.run_id in passing and p.hostname != host and p.device_name == m.device_name
+            if p.run_id in passing
+            and p.hostname != host
+            and p.gpu_uuid not in own
+            and p.device_name == m.device_name
         ]
         if len(peers) < MIN_PEERS:
             uncompared.add(m.device_name)

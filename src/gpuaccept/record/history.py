@@ -593,7 +593,10 @@ class History:
         """Stored figures, oldest first. `metric` is `NAME` or `CHECK/NAME`; `command` and
         `level` keep like with like (a quick run's figures are not a standard run's).
 
-        With `latest_only`, only the newest figure per node, GPU and metric.
+        With `latest_only`, only the newest figure per GPU and metric: a GPU by its UUID wherever
+        it ran (a GPU moved to another node is one GPU, its newest figure on its newest host), a
+        figure without a UUID (the CPU twins, a capture without one, a node's figure) per node
+        and device (issue #31 §4).
         """
         clauses, parameters = _filters(node=node, command=command, level=level)
         conditions = [clauses.removeprefix(" WHERE ")] if clauses else []
@@ -608,7 +611,8 @@ class History:
         ranked = (
             "SELECT r.id, r.started_at, r.hostname, m.check_name, m.name, m.value, m.unit, "
             "m.device_index, m.device_name, m.gpu_uuid, ROW_NUMBER() OVER (PARTITION BY "
-            "r.hostname, m.check_name, m.name, coalesce(m.gpu_uuid, m.device_index) "
+            "m.check_name, m.name, coalesce(m.gpu_uuid, "
+            "coalesce(r.hostname, '') || '#' || coalesce(m.device_index, 'node')) "
             "ORDER BY r.started_at DESC, r.id DESC) AS newest "
             f"FROM measurements m JOIN runs r ON r.id = m.run_id{where}"
         )

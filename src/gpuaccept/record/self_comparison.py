@@ -35,7 +35,8 @@ import math
 import statistics
 import time
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from gpuaccept.record.comparison import higher_is_better
@@ -114,6 +115,8 @@ class SelfComparison:
     run_ids: list[int]  # the comparable runs, newest first
     figures: list[SelfFigure]
     nothing_to_compare: str | None = None  # why no figure was compared
+    # the runs on other hosts of GPUs that moved here, whose figures they gave
+    elsewhere_run_ids: list[int] = field(default_factory=list)
 
     @property
     def drops(self) -> list[SelfFigure]:
@@ -126,10 +129,19 @@ class SelfComparison:
             return CheckResult(
                 name=CHECK_NAME, area="HISTORY", status=Status.SKIP, message=self.nothing_to_compare
             )
-        runs = f"the median of this node's last {len(self.run_ids)} comparable run(s)"
+        said = []
+        if self.run_ids:
+            said.append(f"this node's last {len(self.run_ids)} comparable run(s)")
+        if self.elsewhere_run_ids:
+            said.append(
+                f"{len(self.elsewhere_run_ids)} comparable run(s) on other hosts of GPUs that "
+                "moved here"
+            )
+        runs = f"the median of {' and '.join(said)}"
         details: dict[str, Any] = {
             "tolerance_percent": self.tolerance_percent,
             "compared_runs": self.run_ids,
+            "compared_runs_of_moved_gpus": self.elsewhere_run_ids,
             "columns": [
                 ["metric", "figure"],
                 ["device", "device"],
@@ -200,8 +212,26 @@ def stored_drop(report: RunReport) -> CheckResult | None:
     return None
 
 
-def _figures(report: RunReport) -> dict[tuple[str, str, str], tuple[float, str]]:
-    """(metric, device, device model) -> (value, unit), for figures with a direction."""
+Key = tuple[str, str, str]  # (check/metric, the GPU's UUID or the device's label, its model)
+
+
+def _uuids(report: RunReport) -> dict[int, str]:
+    """Device index -> the GPU's UUID, as the run's capture names them."""
+    found = {}
+    for gpu in report.environment.get("gpus") or []:
+        if isinstance(gpu, dict) and isinstance(gpu.get("index"), int):
+            uuid = gpu.get("uuid")
+            if isinstance(uuid, str) and uuid:
+                found[gpu["index"]] = uuid
+    return found
+
+
+def _figures(report: RunReport) -> dict[Key, tuple[float, str, str]]:
+    """(metric, GPU, model) -> (value, unit, the device's label in this run), for figures with a
+    direction. A GPU's figure is keyed by its UUID where the capture names it (issue #31 §4): a
+    board swapped in under the same index is not compared with the one it replaced, and a GPU
+    that moved here keeps its own past."""
+    uuids = _uuids(report)
     figures = {}
     for check in report.checks:
         if check.name == CHECK_NAME:
@@ -209,8 +239,9 @@ def _figures(report: RunReport) -> dict[tuple[str, str, str], tuple[float, str]]
         for m in check.measurements:
             if higher_is_better(m.unit) is None or not math.isfinite(m.value):
                 continue  # no direction, or a failed (NaN) or absurd (infinite) figure
-            key = (f"{check.name}/{m.name}", device_label(m.device_index), m.device_name or "")
-            figures[key] = (m.value, m.unit)
+            label = device_label(m.device_index)
+            gpu = uuids.get(m.device_index, label) if m.device_index is not None else label
+            figures[(f"{check.name}/{m.name}", gpu, m.device_name or "")] = (m.value, m.unit, label)
     return figures
 
 
@@ -250,23 +281,30 @@ def compare_with_own_history(
 
     stack = stack_sha256(report.environment)
     newest = _comparable(history, runs(oldest_first=False), stack, comparable_runs)
-    candidates = newest.candidates
-    if not candidates:
-        return nothing(f"first passing {kind} run on {node}: nothing to compare with yet")
     chosen = newest.chosen
-    if not chosen:
-        return nothing(
-            f"no passing {kind} run on {node} with this software stack and GPU models "
-            f"({len(candidates)} on another: the stack changed; `gpuaccept history compare` "
-            "shows the runs either side)"
-        )
     first = _comparable(history, runs(oldest_first=True), stack, comparable_runs).chosen
     recent = _medians(chosen)
-    baseline = _medians(first)
+    baseline = _medians(first) if chosen else {}
+    now = _figures(report)
+    moved = _moved_here(
+        history, report, node, stack, comparable_runs, {k for k in now if k not in recent}
+    )
+    for found in moved:
+        recent.update(found.recent)
+        baseline.update(found.baseline)
+    if not chosen and not moved:
+        if not newest.candidates:
+            return nothing(f"first passing {kind} run on {node}: nothing to compare with yet")
+        return nothing(
+            f"no passing {kind} run on {node} with this software stack and GPU models "
+            f"({len(newest.candidates)} on another: the stack changed; `gpuaccept history "
+            "compare` shows the runs either side)"
+        )
+    hosts = {found.uuid: found.hosts for found in moved}
     figures = [
         SelfFigure(
             key[0],
-            key[1],
+            label if key[1] not in hosts else f"{label} ({key[1]}, its past on {hosts[key[1]]})",
             unit,
             value,
             statistics.median(recent[key]),
@@ -274,12 +312,66 @@ def compare_with_own_history(
             statistics.median(baseline[key]) if baseline.get(key) else None,
             len(baseline.get(key, [])),
         )
-        for key, (value, unit) in sorted(_figures(report).items())
+        for key, (value, unit, label) in sorted(now.items())
         if recent.get(key)
     ]
     if not figures:
         return nothing(f"no figure of this run was measured by the earlier {kind} runs")
-    return SelfComparison(tolerance_percent, [run_id for run_id, _ in chosen], figures)
+    return SelfComparison(
+        tolerance_percent,
+        [run_id for run_id, _ in chosen],
+        figures,
+        elsewhere_run_ids=sorted({run_id for found in moved for run_id in found.run_ids}),
+    )
+
+
+@dataclass(frozen=True)
+class _MovedGpu:
+    """A GPU of this run whose past runs were on other hosts (it moved here)."""
+
+    uuid: str
+    hosts: str
+    run_ids: list[int]
+    recent: dict[Key, list[float]]
+    baseline: dict[Key, list[float]]
+
+
+def _moved_here(
+    history: History,
+    report: RunReport,
+    node: str,
+    stack: str,
+    comparable_runs: int,
+    uncompared: set[Key],
+) -> list[_MovedGpu]:
+    """For each GPU whose figures this node's past lacks, its comparable runs on other hosts
+    (found through the history's UUID index, bounded): a GPU keeps its past when it moves."""
+    found = []
+    for uuid in sorted({key[1] for key in uncompared if key[1].startswith("GPU-")}):
+        rows = [
+            row
+            for row, _index, _serial in history.gpu_runs(uuid, limit=_SCAN_RUNS)
+            if row.hostname != node
+            and (row.command, row.level, row.device_mode)
+            == (report.command, report.level, report.device_mode)
+            and datetime.fromisoformat(row.started_at).timestamp()
+            <= time.time() + FUTURE_SKEW_SECONDS
+        ]
+        recent = _comparable(history, rows, stack, comparable_runs).chosen
+        if not recent:
+            continue
+        first = _comparable(history, rows[::-1], stack, comparable_runs).chosen
+        mine = {key for key in uncompared if key[1] == uuid}
+        found.append(
+            _MovedGpu(
+                uuid,
+                ", ".join(dict.fromkeys(str(past.hostname) for _, past in recent)),
+                [run_id for run_id, _ in recent],
+                {k: v for k, v in _medians(recent).items() if k in mine},
+                {k: v for k, v in _medians(first).items() if k in mine},
+            )
+        )
+    return [m for m in found if m.recent]
 
 
 FUTURE_SKEW_SECONDS = 300.0  # clocks of a cluster's nodes agree within minutes (NTP)
@@ -304,12 +396,10 @@ def _comparable(history: History, rows: list[Any], stack: str, wanted: int) -> _
     return _Comparable(candidates, chosen)
 
 
-def _medians(
-    runs: list[tuple[int, RunReport]],
-) -> dict[tuple[str, str, str], list[float]]:
-    values: dict[tuple[str, str, str], list[float]] = defaultdict(list)
+def _medians(runs: list[tuple[int, RunReport]]) -> dict[Key, list[float]]:
+    values: dict[Key, list[float]] = defaultdict(list)
     for _run_id, past in runs:
-        for key, (value, _unit) in _figures(past).items():
+        for key, (value, _unit, _label) in _figures(past).items():
             values[key].append(value)
     return values
 
