@@ -8,10 +8,11 @@ a standard pass, shadow mode changes nothing."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import sys
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -116,7 +117,7 @@ def test_a_fault_on_every_node_at_once_taints_one_and_stops(tmp_path: Path) -> N
     assert all("gpuaccept.io/verdict=fail" in line for line in labels)
     refusals = [line for line in result.stderr.splitlines() if "NOT drained" in line]
     assert len(refusals) == 49
-    assert "gpuaccept drained 1 of 50 node(s)" in refusals[0]
+    assert "gpuaccept drained 1 of 50 node(s) in the last 60 min (gpu00)" in refusals[0]
 
 
 def test_the_breaker_counts_the_pool_and_recent_taints_only(tmp_path: Path) -> None:
@@ -302,7 +303,20 @@ def test_an_api_that_does_not_answer_is_exit_3(
     assert "the Kubernetes API refused or did not answer: HTTP 503 Service Unavailable" in (
         result.stderr
     )
+    for down, said in [
+        ("refused", "did not answer: [Errno 111] Connection refused"),
+        ("status-only", "did not answer: HTTP 500\n"),
+    ]:
+        monkeypatch.setenv("FAKE_KUBE_DOWN", down)
+        failed = _verdict(_failing(tmp_path, "gpu04"), "--apply")
+        assert failed.exit_code == 3
+        assert said in failed.stderr
     monkeypatch.delenv("FAKE_KUBE_DOWN")
+    monkeypatch.setenv("FAKE_KUBE_PATCH_DENIED", "1")
+    denied = _verdict(_failing(tmp_path, "gpu04"), "--apply")
+    assert denied.exit_code == 3
+    assert "the Kubernetes API refused or did not answer: HTTP 403 Forbidden" in denied.stderr
+    monkeypatch.delenv("FAKE_KUBE_PATCH_DENIED")
     monkeypatch.setenv("FAKE_KUBE_NO_CONFIG", "1")
     unconfigured = _verdict(_failing(tmp_path, "gpu04"), "--apply")
     assert unconfigured.exit_code == 3
@@ -338,7 +352,10 @@ def test_a_node_the_cluster_lacks_is_refused_before_anything_is_printed(tmp_path
         _failing(tmp_path, "gpu01"), _failing(tmp_path, "gpu77"), "--cluster", cluster
     )
     assert result.exit_code == 2
-    assert "node gpu77 is not among the cluster's nodes" in result.stderr
+    assert (
+        "node gpu77 is not among the cluster's nodes: give --node, or the cluster it is in"
+        in result.stderr
+    )
     assert "kubectl" not in result.stdout  # decided for every node before a command is printed
 
 
@@ -381,3 +398,122 @@ def test_a_gpuaccept_taint_with_a_damaged_time_counts_as_recent(tmp_path: Path) 
     result = _verdict(_failing(tmp_path, "gpu02"), "--cluster", _cluster(tmp_path, damaged))
     assert result.exit_code == 4
     assert "gpuaccept drained 1 of 50 node(s)" in result.stderr
+
+
+def test_a_taint_from_before_the_annotations_is_gpuaccepts_and_counts(tmp_path: Path) -> None:
+    """A gpuaccept.io/unfit taint without gpuaccept's annotations (set by node-verdict before the
+    guards): still gpuaccept's (its key), counted by the breaker as recent (no time), said as
+    drained with no reason, and lifted by a standard pass."""
+    legacy = _node("gpu01", taints=[{"key": TAINT_KEY, "value": "x", "effect": "NoSchedule"}])
+    cluster = _cluster(tmp_path, legacy)
+    failing = _verdict(
+        _failing(tmp_path, "gpu01"), _failing(tmp_path, "gpu02"), "--cluster", cluster
+    )
+    assert failing.exit_code == 4
+    assert "# gpu01: failed; drained already (no reason)" in failing.stderr
+    assert "gpuaccept drained 1 of 50 node(s) in the last 60 min (gpu01)" in failing.stderr
+    back = _verdict(_passing(tmp_path, "gpu01"), "--cluster", cluster)
+    assert "kubectl taint node gpu01 gpuaccept.io/unfit:NoSchedule-" in back.stdout
+
+
+def test_a_taints_time_is_read_as_the_instant_it_names(tmp_path: Path) -> None:
+    """tainted-at with an offset is that instant (90 minutes ago in +05:00 is outside the hour);
+    one without an offset is UTC (kubectl annotate by hand)."""
+    old = datetime.now(UTC) - timedelta(minutes=90)
+    east = _tainted("gpu01", "gpuaccept standard: drain: memory")
+    east["metadata"]["annotations"][TAINTED_AT_KEY] = old.astimezone(
+        timezone(timedelta(hours=5))
+    ).isoformat()
+    naive = _tainted("gpu03", "gpuaccept standard: drain: memory")
+    naive["metadata"]["annotations"][TAINTED_AT_KEY] = old.replace(tzinfo=None).isoformat()
+    result = _verdict(_failing(tmp_path, "gpu02"), "--cluster", _cluster(tmp_path, east, naive))
+    assert result.exit_code == 0, result.output
+    assert "kubectl taint node gpu02" in result.stdout
+
+
+def test_a_taint_lifted_in_a_round_no_longer_counts_and_its_drains_do(tmp_path: Path) -> None:
+    """One call: gpu01 (gpuaccept's taint, 10 minutes old) passes standard and is lifted; gpu02
+    then fails and is tainted, the breaker no longer counting gpu01. With a wide breaker, two
+    nodes failing compute on one stack in one call are tainted and the third is the stack's
+    regression: the round's own taints carry their reasons."""
+    cluster = _cluster(tmp_path, _tainted("gpu01", "gpuaccept standard: drain: memory", 10))
+    result = _verdict(
+        _passing(tmp_path, "gpu01"), _failing(tmp_path, "gpu02"), "--cluster", cluster
+    )
+    assert result.exit_code == 0, result.output
+    assert "kubectl taint node gpu01 gpuaccept.io/unfit:NoSchedule-" in result.stdout
+    assert "kubectl taint node gpu02 gpuaccept.io/unfit=compute:NoSchedule --overwrite" in (
+        result.stdout
+    )
+    three = [_failing(tmp_path, f"gpu1{i}") for i in range(3)]
+    regression = _verdict(*three, "--cluster", _cluster(tmp_path), "--breaker-share", "0.5")
+    assert regression.exit_code == 4
+    tainted = [
+        line.split()[3] for line in regression.stdout.splitlines() if "kubectl taint" in line
+    ]
+    assert tainted == ["gpu10", "gpu11"]
+    assert "node-verdict: gpu12: failed compute, NOT drained: 2 other node(s) on the same" in (
+        regression.stderr
+    )
+
+
+def test_one_nodes_soft_failure_is_not_anothers_past(tmp_path: Path) -> None:
+    """Two nodes, each failing soft once, in one call: neither is tainted (each node's past is
+    its own reports only)."""
+    first = _write(tmp_path, soft_failure("gpu05", 1.0), "gpu05")
+    second = _write(tmp_path, soft_failure("gpu06", 2.0), "gpu06")
+    result = _verdict(first, second, "--cluster", _cluster(tmp_path))
+    assert result.exit_code == 0, result.output
+    assert "kubectl taint" not in result.stdout
+
+
+def test_a_refused_node_keeps_every_taint_it_had(api: Path, tmp_path: Path) -> None:
+    """Through the API: a failing node the breaker holds keeps its taints (a site's own
+    NoSchedule taint included); the patch replaces spec.taints, so it must carry them."""
+    state = json.loads(api.read_text())
+    site_taint = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+    for item in state["items"]:
+        if item["metadata"]["name"] == "gpu02":
+            item["spec"]["taints"] = [site_taint]
+        if item["metadata"]["name"] == "gpu01":
+            item.update(_tainted("gpu01", "gpuaccept standard: drain: memory"))
+    api.write_text(json.dumps(state))
+    result = _verdict(_failing(tmp_path, "gpu02"), "--apply")
+    assert result.exit_code == 4
+    assert _api_nodes(api)["gpu02"]["spec"]["taints"] == [site_taint]
+
+
+def test_a_cluster_file_fault_names_the_file(tmp_path: Path) -> None:
+    report = _failing(tmp_path, "gpu01")
+    garbage = tmp_path / "garbage.json"
+    garbage.write_text("{not json")
+    wrong = tmp_path / "pods.json"
+    wrong.write_text('{"kind": "PodList", "items": []}')
+    for path, said in [
+        (garbage, f"--cluster {garbage}: not JSON"),
+        (wrong, f"--cluster {wrong}: not a node list"),
+        (tmp_path, f"cluster {tmp_path}: is a directory"),
+    ]:
+        result = _verdict(report, "--cluster", path)
+        assert result.exit_code == 2
+        assert said in result.stderr
+
+
+def test_the_apis_node_list_is_checked_as_a_file_is(api: Path, tmp_path: Path) -> None:
+    state = json.loads(api.read_text())
+    state["items"][0]["metadata"]["labels"] = {"k": 1}
+    api.write_text(json.dumps(state))
+    result = _verdict(_failing(tmp_path, "gpu01"), "--apply")
+    assert result.exit_code == 2
+    assert "the Kubernetes API's node list: items[0] (gpu00): metadata.labels" in result.stderr
+
+
+def test_without_the_client_apply_says_how_to_get_it(tmp_path: Path) -> None:
+    if importlib.util.find_spec("kubernetes") is not None:
+        pytest.skip("the kubernetes client is installed here: --apply would reach a cluster")
+    result = _verdict(_failing(tmp_path, "gpu01"), "--apply")
+    assert result.exit_code == 3
+    assert (
+        "--apply needs the Kubernetes Python client: pip install kubernetes (or run the printed "
+        "kubectl commands)" in result.stderr
+    )

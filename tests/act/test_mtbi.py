@@ -132,3 +132,21 @@ def test_remediated_gpus_reads_stored_plans_and_plans_older_reports(tmp_path: Pa
         assert history.remediated_gpus("2026-11-01T09:00:00+00:00") == [
             (UUID, 2, stored.started_at)
         ]
+
+
+def test_a_node_that_judged_nothing_was_not_observed() -> None:
+    (idle,) = node_mtbi([("gpu04", T.format(1, 0), None), ("gpu04", T.format(2, 0), None)])
+    assert (idle.incidents, idle.hours, idle.runs, idle.mean_hours) == (0, 0.0, 0, None)
+
+
+def test_a_gpus_runs_are_ordered_by_time_not_by_run_id() -> None:
+    """Reports imported late get higher run ids than newer runs: the stretch of failures is
+    read in time order (named at hours 0 and 24 with a pass at 12 between: two incidents, not
+    one stretch), and a GPU without a captured serial has none."""
+    took_part = [
+        ("GPU-X", 9, T.format(1, 0), "gpu01", None),
+        ("GPU-X", 2, T.format(1, 12), "gpu01", None),
+        ("GPU-X", 1, T.format(2, 0), "gpu01", None),
+    ]
+    (x,) = gpu_mtbi([("GPU-X", 9), ("GPU-X", 1)], took_part)
+    assert (x.incidents, x.hours, x.serial) == (2, 24.0, None)

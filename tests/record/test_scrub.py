@@ -48,3 +48,20 @@ def test_what_the_vendor_needs_is_left_as_it_is() -> None:
         ]
     )
     assert scrub_text(text) == (text, 0)
+
+
+def test_every_credential_is_counted() -> None:
+    text = "\n".join(
+        [
+            "-----BEGIN RSA PRIVATE KEY-----\nAAA\n-----END RSA PRIVATE KEY-----",
+            "-----BEGIN EC PRIVATE KEY-----\nBBB\n-----END EC PRIVATE KEY-----",
+            "https://a:b@x.example/ https://c:d@y.example/",
+            "Authorization: Bearer one",
+            "authorization: Basic two",
+            "password=p1 secret=s1",
+            "AKIAIOSFODNN7EXAMPLE ASIAIOSFODNN7EXAMPL2",
+        ]
+    )
+    clean, count = scrub_text(text)
+    assert count == 10  # two of each of five kinds
+    assert clean.count(REDACTED) == 10

@@ -41,12 +41,12 @@ class KubeNode:
     name: str
     labels: dict[str, str]
     annotations: dict[str, str]
-    taints: tuple[tuple[str, str], ...]  # (key, effect)
+    taints: tuple[str, ...]  # their keys
     unschedulable: bool
 
     @property
     def tainted_by_gpuaccept(self) -> bool:
-        return any(key == TAINT_KEY for key, _ in self.taints)
+        return TAINT_KEY in self.taints
 
     def sched_node(self) -> SchedNode:
         """The node as the guards see it (act.policy's view of a Slurm node)."""
@@ -102,7 +102,7 @@ def _node(item: object, where: str) -> KubeNode:
         name=name,
         labels=_strings(metadata.get("labels"), f"{where} ({name}): metadata.labels"),
         annotations=_strings(metadata.get("annotations"), f"{where} ({name}): annotations"),
-        taints=tuple((t["key"], str(t.get("effect", ""))) for t in taints),
+        taints=tuple(t["key"] for t in taints),
         unschedulable=unschedulable,
     )
 
@@ -198,32 +198,31 @@ def apply_verdict(verdict: NodeVerdict) -> None:
 
 def guarded(verdict: NodeVerdict, decision: Decision, now: datetime) -> NodeVerdict:
     """The verdict's change as the guards decided it: the labels always (they record the run),
-    the taint only as decided: set with its reason and time on a drain, lifted with them on a
-    resume, left as it is otherwise (a refusal, a debounced failure, someone else's cordon)."""
+    the taint only as decided: set with its reason and time on a drain (the verdict's taint: a
+    failure's), lifted with them on a resume (a pass at the resume level lifts it already),
+    left as it is otherwise (a refusal, a debounced failure, someone else's cordon)."""
     if decision.action == "drain":
         said: dict[str, str | None] = {
             REASON_KEY: decision.reason,
             TAINTED_AT_KEY: now.isoformat(timespec="seconds"),
         }
-        return replace(verdict, remove_taint=False, annotations=said)
+        return replace(verdict, annotations=said)
     if decision.action == "resume":
-        gone: dict[str, str | None] = {REASON_KEY: None, TAINTED_AT_KEY: None}
-        return replace(verdict, taint=None, remove_taint=True, annotations=gone)
-    return replace(verdict, taint=None, remove_taint=False, annotations={})
+        return replace(verdict, annotations={REASON_KEY: None, TAINTED_AT_KEY: None})
+    return replace(verdict, taint=None, remove_taint=False)
 
 
 def after(node: KubeNode, decision: Decision, now: datetime) -> KubeNode:
-    """The node as the next decision of the same round sees it (the breaker counts the drains
-    this round made; a resumed node that someone cordoned stays out)."""
-    others = tuple(t for t in node.taints if t[0] != TAINT_KEY)
-    kept = {k: v for k, v in node.annotations.items() if k not in (REASON_KEY, TAINTED_AT_KEY)}
+    """The node as the next decision of the same round sees it: the breaker counts the drains
+    this round made (their reasons for the regression rule), not the taints it lifted (a
+    resumed node that someone cordoned stays out)."""
     if decision.action == "drain":
         said = {REASON_KEY: decision.reason, TAINTED_AT_KEY: now.isoformat(timespec="seconds")}
         return replace(
-            node, taints=(*others, (TAINT_KEY, "NoSchedule")), annotations={**kept, **said}
+            node, taints=(*node.taints, TAINT_KEY), annotations={**node.annotations, **said}
         )
     if decision.action == "resume":
-        return replace(node, taints=others, annotations=kept)
+        return replace(node, taints=tuple(t for t in node.taints if t != TAINT_KEY))
     return node
 
 

@@ -18,8 +18,17 @@ class ApiException(Exception):
         self.status, self.reason = status, reason
 
 
+class _StatusOnly(Exception):
+    status = 500
+
+
 def _state() -> Path:
-    if os.environ.get("FAKE_KUBE_DOWN"):
+    down = os.environ.get("FAKE_KUBE_DOWN")
+    if down == "refused":  # no HTTP answer at all: urllib3's own error, no status
+        raise ConnectionRefusedError(111, "Connection refused")
+    if down == "status-only":
+        raise _StatusOnly("server error")
+    if down:
         raise ApiException(503, "Service Unavailable")
     return Path(os.environ["FAKE_KUBE_STATE"])
 
@@ -35,7 +44,8 @@ class ApiClient:
 
 class CoreV1Api:
     def list_node(self) -> dict[str, Any]:
-        return _nodes()
+        # a V1NodeList whose kind the server left unset: sanitize_for_serialization drops None
+        return {k: v for k, v in _nodes().items() if k != "kind"}
 
     def _find(self, document: dict[str, Any], name: str) -> dict[str, Any]:
         for item in document["items"]:
@@ -48,6 +58,8 @@ class CoreV1Api:
         return SimpleNamespace(spec=SimpleNamespace(taints=node.get("spec", {}).get("taints")))
 
     def patch_node(self, name: str, body: dict[str, Any]) -> None:
+        if os.environ.get("FAKE_KUBE_PATCH_DENIED"):
+            raise ApiException(403, "Forbidden")
         document = _nodes()
         node = self._find(document, name)
         for part in ("labels", "annotations"):
