@@ -97,25 +97,42 @@ def _commands(output: str, node: str) -> list[str]:
     ]
 
 
-def test_a_fault_on_every_node_at_once_taints_one_and_stops(tmp_path: Path) -> None:
-    """A driver update that fails compute on all 50 nodes in one round: without the breaker,
-    50 taints; with it, 1 (2% of 50, at least one), 49 loud refusals and exit 4. Every node
-    still gets its labels: the verdict is recorded, only the taint is held back."""
+def test_a_regression_on_every_node_at_once_taints_none_and_alerts_once(tmp_path: Path) -> None:
+    """A driver or library update that fails compute on all 50 nodes in one round, every node on
+    the same stack: a regression of the stack, not 50 faults: no taint at all, one alert naming
+    the stack, exit 4; every node still gets its labels (the verdict is recorded)."""
     cluster = _cluster(tmp_path)
     reports = [_failing(tmp_path, f"gpu{i:02d}") for i in range(50)]
     result = _verdict(*reports, "--cluster", cluster)
+    assert result.exit_code == 4, result.output
+    assert not [line for line in result.stdout.splitlines() if "taint" in line]
+    labels = [line for line in result.stdout.splitlines() if line.startswith("kubectl label")]
+    assert len(labels) == 50
+    assert all("gpuaccept.io/verdict=fail" in line for line in labels)
+    (alert,) = [line for line in result.stderr.splitlines() if line.startswith("node-verdict:")]
+    assert alert == (
+        f"node-verdict: a regression of the software stack {_stack()}: 50 node(s) failed alike "
+        "(gpu00, gpu01, gpu02, gpu03, gpu04, ...), none of them tainted for it; compare the "
+        "stack with the last one that passed"
+    )
+    notes = [line for line in result.stderr.splitlines() if "NOT drained: 49 other" in line]
+    assert len(notes) == 50
+
+
+def test_a_fault_on_every_node_on_different_stacks_taints_one_and_stops(tmp_path: Path) -> None:
+    """50 nodes failing at once, each on its own stack (no regression to see): the breaker, 2%
+    of 50 (at least one): one taint, 49 loud refusals naming the node it counted, exit 4."""
+    reports = [_failing(tmp_path, f"gpu{i:02d}", torch=f"2.{i}") for i in range(50)]
+    result = _verdict(*reports, "--cluster", _cluster(tmp_path))
     assert result.exit_code == 4, result.output
     taints = [line for line in result.stdout.splitlines() if line.startswith("kubectl taint")]
     assert taints == ["kubectl taint node gpu00 gpuaccept.io/unfit=compute:NoSchedule --overwrite"]
     annotate = _commands(result.stdout, "gpu00")[1]
     assert annotate.startswith(
         f"kubectl annotate node gpu00 '{REASON_KEY}=gpuaccept standard: drain: compute "
-        f"[stack {_stack()}]' {TAINTED_AT_KEY}="
+        f"[stack {_stack('2.0')}]' {TAINTED_AT_KEY}="
     )
-    labels = [line for line in result.stdout.splitlines() if line.startswith("kubectl label")]
-    assert len(labels) == 50
-    assert all("gpuaccept.io/verdict=fail" in line for line in labels)
-    refusals = [line for line in result.stderr.splitlines() if "NOT drained" in line]
+    refusals = [line for line in result.stderr.splitlines() if line.startswith("node-verdict:")]
     assert len(refusals) == 49
     assert "gpuaccept drained 1 of 50 node(s) in the last 60 min (gpu00)" in refusals[0]
 
@@ -160,8 +177,11 @@ def test_a_stack_regression_taints_no_more_and_names_the_stack(tmp_path: Path) -
     result = _verdict(same, other, "--cluster", cluster, "--breaker-share", "0.5")
     assert result.exit_code == 4
     assert (
-        f"node-verdict: gpu02: failed compute, NOT drained: 2 other node(s) on the same software "
-        f"stack ({_stack()}) failed the same" in result.stderr
+        f"# gpu02: failed compute, NOT drained: 2 other node(s) on the same software "
+        f"stack ({_stack()}) failed the same in the last 60 min (gpu00, gpu01)" in result.stderr
+    )
+    assert f"node-verdict: a regression of the software stack {_stack()}: 1 node(s)" in (
+        result.stderr
     )
     assert not [c for c in _commands(result.stdout, "gpu02") if "taint" in c]
     assert [c for c in _commands(result.stdout, "gpu03") if c.startswith("kubectl taint")]
@@ -379,6 +399,14 @@ def test_a_node_the_cluster_lacks_is_refused_before_anything_is_printed(tmp_path
             "metadata.labels: not a map of strings",
         ),
         (
+            {"kind": "List", "items": [{"metadata": {"name": "a", "annotations": {"k": 1}}}]},
+            "items[0] (a): annotations: not a map of strings",
+        ),
+        (
+            {"kind": "List", "items": [{"metadata": {"name": "a"}, "spec": [1]}]},
+            "spec is not a map",
+        ),
+        (
             {"kind": "List", "items": [{"metadata": {"name": "a"}}, {"metadata": {"name": "a"}}]},
             "node a is listed twice",
         ),
@@ -431,30 +459,43 @@ def test_a_taints_time_is_read_as_the_instant_it_names(tmp_path: Path) -> None:
     assert "kubectl taint node gpu02" in result.stdout
 
 
-def test_a_taint_lifted_in_a_round_no_longer_counts_and_its_drains_do(tmp_path: Path) -> None:
+def test_a_taint_lifted_in_a_round_no_longer_counts_and_its_taints_do(tmp_path: Path) -> None:
     """One call: gpu01 (gpuaccept's taint, 10 minutes old) passes standard and is lifted; gpu02
-    then fails and is tainted, the breaker no longer counting gpu01. With a wide breaker, two
-    nodes failing compute on one stack in one call are tainted and the third is the stack's
-    regression: the round's own taints carry their reasons."""
+    then fails and is tainted, the breaker no longer counting gpu01; gpu03 failing on another
+    stack is refused: the breaker counts gpu02's taint of this round."""
     cluster = _cluster(tmp_path, _tainted("gpu01", "gpuaccept standard: drain: memory", 10))
     result = _verdict(
-        _passing(tmp_path, "gpu01"), _failing(tmp_path, "gpu02"), "--cluster", cluster
+        _passing(tmp_path, "gpu01"),
+        _failing(tmp_path, "gpu02"),
+        _failing(tmp_path, "gpu03", torch="2.12.0"),
+        "--cluster",
+        cluster,
     )
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 4, result.output
     assert "kubectl taint node gpu01 gpuaccept.io/unfit:NoSchedule-" in result.stdout
     assert "kubectl taint node gpu02 gpuaccept.io/unfit=compute:NoSchedule --overwrite" in (
         result.stdout
     )
-    three = [_failing(tmp_path, f"gpu1{i}") for i in range(3)]
-    regression = _verdict(*three, "--cluster", _cluster(tmp_path), "--breaker-share", "0.5")
-    assert regression.exit_code == 4
-    tainted = [
-        line.split()[3] for line in regression.stdout.splitlines() if "kubectl taint" in line
-    ]
-    assert tainted == ["gpu10", "gpu11"]
-    assert "node-verdict: gpu12: failed compute, NOT drained: 2 other node(s) on the same" in (
-        regression.stderr
+    assert (
+        "node-verdict: gpu03: failed, NOT drained: gpuaccept drained 1 of 50 node(s) in the "
+        in (result.stderr)
     )
+    assert "(gpu02)" in result.stderr
+
+
+def test_two_nodes_alike_in_a_round_are_not_yet_a_regression(tmp_path: Path) -> None:
+    """The rule wants two *other* nodes failing alike: two nodes failing compute on one stack in
+    one call are tainted (a wide breaker); the third makes all three a regression."""
+    two = [_failing(tmp_path, f"gpu1{i}") for i in range(2)]
+    pair = _verdict(*two, "--cluster", _cluster(tmp_path), "--breaker-share", "0.5")
+    assert pair.exit_code == 0, pair.output
+    tainted = [line.split()[3] for line in pair.stdout.splitlines() if "kubectl taint" in line]
+    assert tainted == ["gpu10", "gpu11"]
+    three = [*two, _failing(tmp_path, "gpu12")]
+    trio = _verdict(*three, "--cluster", _cluster(tmp_path), "--breaker-share", "0.5")
+    assert trio.exit_code == 4
+    assert "kubectl taint" not in trio.stdout
+    assert "3 node(s) failed alike (gpu10, gpu11, gpu12)" in trio.stderr
 
 
 def test_one_nodes_soft_failure_is_not_anothers_past(tmp_path: Path) -> None:
@@ -517,3 +558,28 @@ def test_without_the_client_apply_says_how_to_get_it(tmp_path: Path) -> None:
         "--apply needs the Kubernetes Python client: pip install kubernetes (or run the printed "
         "kubectl commands)" in result.stderr
     )
+
+
+def test_each_decision_names_its_node(tmp_path: Path) -> None:
+    """decide_round, the library under the CLI: one decision per chosen verdict, in order, each
+    for its own node (a cordoned node's too)."""
+    from gpuaccept.act.kubernetes import decide_round, read_cluster_file
+    from gpuaccept.act.policy import Guard
+    from gpuaccept.report.node_verdict import node_verdict
+    from gpuaccept.report.reading import load_report
+
+    cluster = _cluster(tmp_path, _node("gpu02", unschedulable=True))
+    runs = [
+        (node_verdict(report), report)
+        for report in (
+            load_report(_passing(tmp_path, "gpu02")),
+            load_report(_failing(tmp_path, "gpu03")),
+        )
+    ]
+    decided = decide_round(
+        runs, [v for v, _ in runs], read_cluster_file(cluster), datetime.now(UTC), Guard()
+    )
+    assert [(d.decision.node, d.decision.action) for d in decided] == [
+        ("gpu02", "none"),
+        ("gpu03", "drain"),
+    ]

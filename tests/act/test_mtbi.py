@@ -142,11 +142,13 @@ def test_a_node_that_judged_nothing_was_not_observed() -> None:
 def test_a_gpus_runs_are_ordered_by_time_not_by_run_id() -> None:
     """Reports imported late get higher run ids than newer runs: the stretch of failures is
     read in time order (named at hours 0 and 24 with a pass at 12 between: two incidents, not
-    one stretch), and a GPU without a captured serial has none."""
+    one stretch), its hosts listed in the order it was on them, and a GPU without a captured
+    serial has none."""
     took_part = [
         ("GPU-X", 9, T.format(1, 0), "gpu01", None),
         ("GPU-X", 2, T.format(1, 12), "gpu01", None),
-        ("GPU-X", 1, T.format(2, 0), "gpu01", None),
+        ("GPU-X", 1, T.format(2, 0), "gpu02", None),
     ]
     (x,) = gpu_mtbi([("GPU-X", 9), ("GPU-X", 1)], took_part)
     assert (x.incidents, x.hours, x.serial) == (2, 24.0, None)
+    assert x.hosts == ("gpu01", "gpu02")  # first seen first, in time

@@ -316,3 +316,45 @@ def test_a_soft_failure_without_a_count_is_its_first_and_names_every_check() -> 
         "failed compute, memory (recommended: rerun, not a hard fault): NOT drained until it "
         "fails 2 runs in a row within 24 h; this is 1 of 2",
     )
+
+
+def test_nodes_failing_alike_in_the_same_round_count_for_the_regression() -> None:
+    """`failing_now` (one node-verdict round): two other nodes failing the same checks on the
+    same stack right now make a regression as two recent drains do, and so do one of each."""
+    wide = Guard(share=0.5)
+    this = node("n9")
+    partition = [this, *fleet(20)]
+    both = decide(
+        "fail", "quick", ["stack"], this, partition, NOW, wide, STACK, failing_now=("x", "y")
+    )
+    assert both.action == "refused"
+    assert both.regression == "0123abcd"
+    assert "2 other node(s) on the same software stack (0123abcd) failed the same" in both.why
+    assert "(x, y)" in both.why
+    mixed = decide(
+        "fail",
+        "quick",
+        ["stack"],
+        this,
+        [*partition, _drained("a", "stack", STACK)],
+        NOW,
+        wide,
+        STACK,
+        failing_now=("x",),
+    )
+    assert mixed.action == "refused"
+    assert "(a, x)" in mixed.why
+    alone = decide(
+        "fail", "quick", ["stack"], this, partition, NOW, wide, STACK, failing_now=("x",)
+    )
+    assert alone.action == "drain"
+    assert alone.regression is None
+    # no stack known: no regression can be told, whatever fails alike
+    blind = decide(
+        "fail", "quick", ["stack"], this, partition, NOW, wide, None, failing_now=("x", "y")
+    )
+    assert blind.action == "drain"
+    # the breaker's refusal names no stack
+    tight = decide("fail", "quick", ["stack"], this, [this, _drained("b", "other", STACK)], NOW)
+    assert tight.action == "refused"
+    assert tight.regression is None

@@ -212,18 +212,19 @@ def guarded(verdict: NodeVerdict, decision: Decision, now: datetime) -> NodeVerd
     return replace(verdict, taint=None, remove_taint=False)
 
 
-def after(node: KubeNode, decision: Decision, now: datetime) -> KubeNode:
-    """The node as the next decision of the same round sees it: the breaker counts the drains
-    this round made (their reasons for the regression rule), not the taints it lifted (a
-    resumed node that someone cordoned stays out)."""
+def after(node: KubeNode, decision: Decision) -> KubeNode:
+    """The node as the next decision of the same round sees it: the breaker counts the taints
+    this round set (undated, so counted as recent) and not those it lifted (a resumed node that
+    someone cordoned stays out). The regression rule counts the round's failures itself."""
     if decision.action == "drain":
-        said = {REASON_KEY: decision.reason, TAINTED_AT_KEY: now.isoformat(timespec="seconds")}
-        return replace(
-            node, taints=(*node.taints, TAINT_KEY), annotations={**node.annotations, **said}
-        )
+        return replace(node, taints=(*node.taints, TAINT_KEY))
     if decision.action == "resume":
         return replace(node, taints=tuple(t for t in node.taints if t != TAINT_KEY))
     return node
+
+
+def _cause(report: RunReport) -> tuple[tuple[str, ...], str]:
+    return tuple(report.verdict.failed_checks), stack_sha256(report.environment)
 
 
 @dataclass(frozen=True)
@@ -252,6 +253,12 @@ def decide_round(
     `runs` are its past (the debounce, repeat offenders)."""
     state = {n.name: n for n in nodes}
     report_of = {id(verdict): report for verdict, report in runs}
+    # the round's failures by what failed and on which stack: alike on several nodes at once is
+    # the stack's regression, not each node's hardware
+    alike: dict[tuple[tuple[str, ...], str], list[str]] = {}
+    for verdict in chosen:
+        if verdict.verdict == "fail":
+            alike.setdefault(_cause(report_of[id(verdict)]), []).append(verdict.node)
     decided = []
     for verdict in chosen:
         kube = state.get(verdict.node)
@@ -267,6 +274,7 @@ def decide_round(
             earlier = [r for v, r in runs if v.node == verdict.node and r is not report]
             past = node_past(report, earlier, guard.debounce_hours, replace_after, replace_days)
         action = past.action(report.action_plan.action.value)
+        others = alike.get(_cause(report), []) if verdict.verdict == "fail" else []
         decision = decide(
             verdict.verdict,  # type: ignore[arg-type]
             report.level,
@@ -278,11 +286,22 @@ def decide_round(
             stack_sha256(report.environment),
             action,
             past.repeats,
+            tuple(name for name in others if name != verdict.node),
         )
         labels = dict(verdict.labels)
         if f"{PREFIX}/action" in labels:
             labels[f"{PREFIX}/action"] = action
         change = guarded(replace(verdict, labels=labels), decision, now)
         decided.append(KubeAction(change, decision, past.offences))
-        state[verdict.node] = after(kube, decision, now)
+        state[verdict.node] = after(kube, decision)
     return decided
+
+
+def regressions(decided: list[KubeAction]) -> dict[str, list[str]]:
+    """The nodes each stack's regression held back (stack digest -> node names, in order): one
+    alert per stack, not one per node."""
+    found: dict[str, list[str]] = {}
+    for done in decided:
+        if done.decision.regression:
+            found.setdefault(done.decision.regression, []).append(done.change.node)
+    return found

@@ -106,6 +106,7 @@ class Decision:
     node: str
     why: str  # for the operator, one line
     reason: str = ""  # the scheduler reason a drain sets
+    regression: str | None = None  # the stack digest a refusal blames
 
 
 def returns_to_service(level: str, resume_level: str) -> bool:
@@ -153,11 +154,15 @@ def decide(
     stack: str | None = None,
     action: str | None = None,
     repeats: int = 0,
+    failing_now: tuple[str, ...] = (),
 ) -> Decision:
     """The action on `node` for a run of `level` with `verdict`; `partition`: every node the
     breaker counts (the node itself included); `stack`: the run's stack digest; `action`: the
     report's recommended action, said in the drain's reason; `repeats`: the node's failing runs
-    just before this one (the debounce of a soft failure)."""
+    just before this one (the debounce of a soft failure); `failing_now`: the other nodes whose
+    runs judged at the same time (one round of `node-verdict`) failed the same checks on the
+    same stack, which the regression rule counts beside the recent drains: a round in which
+    every node fails alike drains none."""
     guard = guard or Guard()
     if verdict == "not-judged":
         return Decision("none", node.name, "the run judged nothing: nothing is changed")
@@ -180,14 +185,17 @@ def decide(
             # this run's cause, read back as any drain's: the same cut checks, the same tag
             cause = SchedNode(node.name, True, reason, None).cause()
             same = [n for n in recent if n.cause() == cause]  # never this node: not drained
-            if len(same) >= guard.regression_nodes:
+            alike = [SchedNode(name, False, "", None) for name in failing_now]
+            if len(same) + len(alike) >= guard.regression_nodes:
                 return Decision(
                     "refused",
                     node.name,
-                    f"failed {', '.join(failed_checks)}, NOT drained: {len(same)} other node(s) "
-                    f"on the same software stack ({stack[:STACK_DIGITS]}) failed the same in the "
-                    f"last {guard.minutes:g} min ({_named(same)}): a regression of the stack, not "
-                    "this node's hardware; compare the stack with the last one that passed",
+                    f"failed {', '.join(failed_checks)}, NOT drained: {len(same) + len(alike)} "
+                    f"other node(s) on the same software stack ({stack[:STACK_DIGITS]}) failed "
+                    f"the same in the last {guard.minutes:g} min ({_named(same + alike)}): a "
+                    "regression of the stack, not this node's hardware; compare the stack with "
+                    "the last one that passed",
+                    regression=stack[:STACK_DIGITS],
                 )
         limit = guard.limit(len(partition))
         if len(recent) >= limit:

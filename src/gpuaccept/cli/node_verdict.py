@@ -181,6 +181,7 @@ def node_verdict(
         decide_round,
         read_cluster_api,
         read_cluster_file,
+        regressions,
     )
 
     nodes = read_cluster_file(cluster) if cluster is not None else read_cluster_api()
@@ -188,13 +189,23 @@ def node_verdict(
         runs, newest, nodes, datetime.now(UTC), guard, selector, replace_after, replace_days
     )
     refused = False
+    for stack, names in regressions(decided).items():
+        shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
+        typer.echo(
+            f"node-verdict: a regression of the software stack {stack}: {len(names)} node(s) "
+            f"failed alike ({shown}), none of them tainted for it; compare the stack with the "
+            "last one that passed",
+            err=True,
+        )
     for done in decided:
         name, decision = done.change.node, done.decision
         for offence in done.offences:
             typer.echo(f"# {name}: {offence.said}", err=True)
         if decision.action == "refused":
             refused = True
-            typer.echo(f"node-verdict: {name}: {decision.why}", err=True)
+            # a regression is said once above; each node's own line is a note
+            head = "#" if decision.regression else "node-verdict:"
+            typer.echo(f"{head} {name}: {decision.why}", err=True)
         if mode == "shadow":
             would = {"drain": "would taint", "resume": "would lift the taint"}
             said = would.get(decision.action)
