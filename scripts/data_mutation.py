@@ -1,0 +1,191 @@
+#!/usr/bin/env python3
+"""Mutation testing of references.toml (issue #30 §9): mutmut mutates Python only, so the data a
+verdict reads is mutated here. Each value a verdict or a floor reads is changed in turn (an
+integer fact by one, a figure, a fraction or a peak by a quarter, a PCI id by one, a flag
+flipped, a name pattern emptied of matches) in a copy of the package, and the selected tests run
+against the copy, fast files first and stopping at the first failure. A mutant no test fails is
+a survivor: a row no test holds.
+
+Usage: scripts/data_mutation.py [--floor PERCENT] [--jobs N] [--limit N] [TEST ...]
+Prints the score and every survivor (line, key, change); exits 1 below the floor (default 90).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = Path("src/gpuaccept/data/references.toml")
+TESTS = [
+    "tests/test_reference_sources.py",
+    "tests/test_references.py",
+    "tests/checks/test_health.py",
+    "tests/checks/test_measurement_checks.py",
+]
+_SECTION = re.compile(r"^\[models\.(?P<model>[\w-]+)(?P<metrics>\.metrics)?\]\s*$")
+_FACT = re.compile(
+    r"^(?P<key>nvlink_links|pcie_gen|pcie_width|power_load_fraction|clock_load_fraction"
+    r"|switch_fabric)\s*=\s*(?P<value>\S+)"
+)
+_NUMBER = re.compile(r"(?P<key>\b[a-z0-9_]+)\s*=\s*(?P<value>-?[0-9]+(?:\.[0-9]+)?)\b")
+_HEX_ID = re.compile(r'"0x(?P<hex>[0-9a-fA-F]{4})"')
+_PATTERN = re.compile(r"'(?P<text>[^']*)'")
+
+
+@dataclass(frozen=True)
+class Mutant:
+    line: int  # 1-based
+    where: str  # model and key
+    change: str
+    text: str  # the whole mutated file
+
+
+_COUNTS = ("nvlink_links", "pcie_gen", "pcie_width")
+
+
+def _number(value: str, key: str) -> str:
+    """A count by one; a figure or a peak up by a quarter; a fraction down by a quarter (it stays
+    a valid fraction)."""
+    if key in _COUNTS:
+        return str(int(float(value)) + 1)
+    scaled = float(value) * (0.75 if key.endswith("fraction") else 1.25)
+    return f"{scaled:.6g}"
+
+
+def mutants(text: str) -> list[Mutant]:
+    lines = text.splitlines(keepends=True)
+    found: list[Mutant] = []
+
+    def add(index: int, where: str, change: str, new_line: str) -> None:
+        found.append(
+            Mutant(
+                index + 1, where, change, "".join([*lines[:index], new_line, *lines[index + 1 :]])
+            )
+        )
+
+    model, in_metrics = None, False
+    for index, line in enumerate(lines):
+        section = _SECTION.match(line)
+        if section:
+            model, in_metrics = section["model"], bool(section["metrics"])
+            continue
+        if line.startswith("[") or model is None or line.lstrip().startswith("#"):
+            if line.startswith("["):
+                model = None
+            continue
+        head = line.split("=", 1)[0].strip()
+        fact = _FACT.match(line)
+        if fact and fact["value"] in ("true", "false"):
+            flipped = "false" if fact["value"] == "true" else "true"
+            add(
+                index,
+                f"{model}.{head}",
+                f"{fact['value']} -> {flipped}",
+                line.replace(fact["value"], flipped, 1),
+            )
+            continue
+        if head in ("pci_device_ids",):
+            for hit in _HEX_ID.finditer(line):
+                digit = int(hit["hex"][-1], 16)
+                new = f'"0x{hit["hex"][:-1]}{(digit + 1) % 16:x}"'
+                add(
+                    index,
+                    f"{model}.{head}",
+                    f"{hit.group(0)} -> {new}",
+                    line[: hit.start()] + new + line[hit.end() :],
+                )
+            continue
+        if head == "match":
+            for hit in _PATTERN.finditer(line):
+                new = "'^no such GPU$'"
+                add(
+                    index,
+                    f"{model}.{head}",
+                    f"{hit.group(0)} -> {new}",
+                    line[: hit.start()] + new + line[hit.end() :],
+                )
+            continue
+        if head in ("display", "form_factor", "source"):
+            continue
+        metric = head if in_metrics else None
+        for hit in _NUMBER.finditer(line):
+            key = hit["key"]
+            if key in ("source", "unit"):
+                continue
+            new = _number(hit["value"], key)
+            where = (
+                f"{model}.{metric}.{key}"
+                if metric
+                else f"{model}.{head}.{key}"
+                if head == "peaks"
+                else f"{model}.{key}"
+            )
+            start, end = hit.span("value")
+            add(index, where, f"{hit['value']} -> {new}", line[:start] + new + line[end:])
+    return found
+
+
+def _run(mutant: Mutant, work: Path, tests: list[str]) -> bool:
+    """Whether a test failed against the mutant (killed)."""
+    (work / DATA).write_text(mutant.text, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-x", "-q", "-n", "0", "-p", "no:cacheprovider", *tests],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(work / "src")},
+        capture_output=True,
+        timeout=600,
+        check=False,
+    )
+    return done.returncode != 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("tests", nargs="*", default=TESTS)
+    parser.add_argument("--floor", type=float, default=90.0)
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--limit", type=int, default=0, help="only the first N mutants")
+    args = parser.parse_args()
+    found = mutants((ROOT / DATA).read_text(encoding="utf-8"))
+    if args.limit:
+        found = found[: args.limit]
+    with tempfile.TemporaryDirectory(prefix="gpuaccept-data-mutation-") as scratch:
+        works = []
+        for job in range(args.jobs):
+            work = Path(scratch) / f"w{job}"
+            shutil.copytree(
+                ROOT / "src", work / "src", ignore=shutil.ignore_patterns("__pycache__")
+            )
+            works.append(work)
+
+        def one(item: tuple[int, Mutant]) -> tuple[Mutant, bool]:
+            number, mutant = item
+            return mutant, _run(mutant, works[number % args.jobs], args.tests)
+
+        # one worker per copy: mutant n runs in copy n % jobs, so copies are never shared
+        results: list[tuple[Mutant, bool]] = []
+        for start in range(0, len(found), args.jobs):
+            batch = list(enumerate(found))[start : start + args.jobs]
+            with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+                results += list(pool.map(one, batch))
+    survivors = [m for m, killed in results if not killed]
+    total = len(results)
+    score = 100.0 * (total - len(survivors)) / total if total else 0.0
+    killed = total - len(survivors)
+    print(f"data-mutation: {killed} of {total} mutants of {DATA} killed ({score:.1f}%)")
+    for m in survivors:
+        print(f"  survived: line {m.line} {m.where}: {m.change}")
+    return 0 if score >= args.floor else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
