@@ -62,6 +62,18 @@ def _failed_report(scratch: Path) -> str:
     return str(path)
 
 
+def _with_report(command: list[str], flag: str, more: list[str] | None = None) -> Argv:
+    """`command` on a failing accept report with `flag PATH` (an output checked before the
+    scheduler is asked anything)."""
+    return lambda path, scratch: [
+        *command,
+        _failed_report(scratch),
+        *(more or []),
+        flag,
+        path,
+    ]
+
+
 def _burnin(flag: str) -> Argv:
     return lambda path, _: [
         "burnin",
@@ -162,6 +174,20 @@ REGISTRY: list[Input] = [
     Input("report", "--prometheus", "writes", covered_by=("tests/test_hostile_inputs.py",)),
     Input("report", "--history", "reads", covered_by=("tests/test_hostile_inputs.py",)),
     Input("node-verdict", "REPORTS", "reads", lambda path, _: ["node-verdict", path], FILE_FORMS),
+    *(
+        Input("node-verdict", flag, "writes", _with_report(["node-verdict"], flag), OUTPUT_FORMS)
+        for flag in ("--record", "--prometheus")
+    ),
+    *(
+        Input(
+            "act slurm",
+            flag,
+            "writes",
+            _with_report(["act", "slurm"], flag, ["--node", "n1"]),
+            OUTPUT_FORMS,
+        )
+        for flag in ("--record", "--prometheus")
+    ),
     Input(
         "node-verdict",
         "--cluster",

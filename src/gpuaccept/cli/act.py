@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import typer
 
 if TYPE_CHECKING:
-    from gpuaccept.act.policy import Guard, Verdict
+    from gpuaccept.act.policy import Decision, Guard, Verdict
     from gpuaccept.results import RunReport
 
 app = typer.Typer(no_args_is_help=True, help="Act on a verdict in the scheduler, with guards.")
@@ -97,6 +97,31 @@ REPLACE_DAYS = typer.Option(
     7.0, "--replace-days", metavar="DAYS", help="The repeat offenders' window."
 )
 
+RECORD = typer.Option(
+    None,
+    "--record",
+    metavar="FILE",
+    help="Write what was decided for each node, and why, as JSON (replaced atomically).",
+)
+PROMETHEUS = typer.Option(
+    None,
+    "--prometheus",
+    metavar="FILE",
+    help="Write the decisions as node_exporter textfile metrics: gpuaccept_act_decision, "
+    "gpuaccept_act_refused{guard=breaker|regression}.",
+)
+
+
+def check_outputs(record: Path | None, prometheus: Path | None) -> None:
+    """Refuse, before Slurm or Kubernetes is asked anything, an output that cannot be written."""
+    from gpuaccept.output_files import check_output_file, refuse_collisions
+
+    if record is not None:
+        check_output_file(record, "--record")
+    if prometheus is not None:
+        check_output_file(prometheus, "--prometheus")
+    refuse_collisions({"--record": record, "--prometheus": prometheus}, {})
+
 
 def checked_guard(
     act: str,
@@ -170,6 +195,8 @@ def slurm(
     ),
     replace_after: int = REPLACE_AFTER,
     replace_days: float = REPLACE_DAYS,
+    record: Path | None = RECORD,
+    prometheus: Path | None = PROMETHEUS,
 ) -> None:
     """Drain a failing node, resume one gpuaccept drained once it passes, never more.
 
@@ -186,7 +213,7 @@ def slurm(
     """
     from datetime import datetime
 
-    from gpuaccept.act.policy import decide
+    from gpuaccept.act.policy import Decision, decide
     from gpuaccept.act.repeats import NodePast, node_past
     from gpuaccept.act.slurm import carry_out, read_nodes
     from gpuaccept.errors import InputError
@@ -197,6 +224,7 @@ def slurm(
     )
     if earlier is not None and not earlier.is_dir():
         raise InputError(f"--earlier {earlier}: not a directory of reports")
+    check_outputs(record, prometheus)
     run, verdict, level, failed, named, stack, action = _verdict(report)
     name = node or named
     if not name:
@@ -209,6 +237,8 @@ def slurm(
             f"[ACT] report: {name}: {verdict} at {level}{checks}, recommended action {action} "
             "(nothing acted on)"
         )
+        nothing = Decision("none", name, "nothing acted on: --act report")
+        _write(name, verdict, level, action, nothing, act, record, prometheus)
         raise typer.Exit(1 if verdict == "fail" else 0)
     nodes = read_nodes(partition)
     this = next((n for n in nodes if n.name == name), None)
@@ -240,8 +270,27 @@ def slurm(
         would = {"drain": "would drain", "resume": "would resume"}.get(decision.action)
         said = f"{would}: {decision.why}" if would else decision.why
         typer.echo(f"[ACT] shadow: {name}: {said} (nothing changed: --act shadow)")
+    _write(name, verdict, level, past.action(action), decision, act, record, prometheus)
     if decision.action == "refused":
         typer.echo(f"act: {name}: {decision.why}", err=True)
         raise typer.Exit(REFUSED_EXIT)
     if verdict == "fail":
         raise typer.Exit(1)
+
+
+def _write(
+    node: str,
+    verdict: str,
+    level: str,
+    recommended: str,
+    decision: Decision,
+    mode: str,
+    record: Path | None,
+    prometheus: Path | None,
+) -> None:
+    from datetime import datetime
+
+    from gpuaccept.act.record import acted, write_outputs
+
+    done = [acted(node, verdict, level, recommended, decision)]
+    write_outputs(done, "act slurm", mode, datetime.now().astimezone(), record, prometheus)

@@ -14,14 +14,18 @@ from gpuaccept.cli.act import (
     BREAKER_SHARE,
     DEBOUNCE,
     DEBOUNCE_HOURS,
+    PROMETHEUS,
+    RECORD,
     REFUSED_EXIT,
     REPLACE_AFTER,
     REPLACE_DAYS,
     RESUME_LEVEL,
+    check_outputs,
     checked_guard,
 )
 
 if TYPE_CHECKING:
+    from gpuaccept.act.kubernetes import KubeAction
     from gpuaccept.report.node_verdict import NodeVerdict
     from gpuaccept.results import RunReport
 
@@ -112,6 +116,8 @@ def node_verdict(
     debounce_hours: float = DEBOUNCE_HOURS,
     replace_after: int = REPLACE_AFTER,
     replace_days: float = REPLACE_DAYS,
+    record: Path | None = RECORD,
+    prometheus: Path | None = PROMETHEUS,
 ) -> None:
     """Record each node's verdict on it as labels and a taint (kubectl commands, or --apply).
 
@@ -154,6 +160,7 @@ def node_verdict(
             "(`kubectl get nodes -o json`) or --apply"
         )
     selector = _selector(pool)
+    check_outputs(record, prometheus)
     runs = _read(reports, node, guard.resume_level)
     verdicts = [verdict for verdict, _ in runs]
     for chosen, other in tied(verdicts):
@@ -175,6 +182,7 @@ def node_verdict(
                 typer.echo(f"# {verdict.node}: {verdict.note}", err=True)
             for command in kubectl_commands(verdict):
                 typer.echo(shlex.join(command))
+        _write(runs, newest, None, mode, record, prometheus)
         return
     from gpuaccept.act.kubernetes import (
         apply_verdict,
@@ -219,5 +227,36 @@ def node_verdict(
                 typer.echo(f"# {name}: {decision.why}", err=True)
             for command in kubectl_commands(done.change):
                 typer.echo(shlex.join(command))
+    _write(runs, newest, decided, mode, record, prometheus)
     if refused:
         raise typer.Exit(REFUSED_EXIT)
+
+
+def _write(
+    runs: list[tuple[NodeVerdict, RunReport]],
+    newest: list[NodeVerdict],
+    decided: list[KubeAction] | None,
+    mode: str,
+    record: Path | None,
+    prometheus: Path | None,
+) -> None:
+    """The round's decisions in the record and the metrics (in report mode: none decided)."""
+    from datetime import datetime
+
+    from gpuaccept.act.policy import Decision
+    from gpuaccept.act.record import acted, write_outputs
+
+    if record is None and prometheus is None:
+        return
+    report_of = {id(verdict): report for verdict, report in runs}
+    done = []
+    for index, verdict in enumerate(newest):
+        report = report_of[id(verdict)]
+        if decided is None:
+            decision = Decision("none", verdict.node, "nothing decided: --act report")
+            action = report.action_plan.action.value
+        else:
+            decision = decided[index].decision
+            action = decided[index].change.labels.get("gpuaccept.io/action") or "none"
+        done.append(acted(verdict.node, verdict.verdict, report.level, action, decision))
+    write_outputs(done, "node-verdict", mode, datetime.now().astimezone(), record, prometheus)
