@@ -46,6 +46,23 @@ def max_instead_of_sum_rank(rank: int, world_size: int, spec: AllReduceSpec) -> 
     return AllReduceFigure(world_size, numel * 4, wrong, 1e-3)
 
 
+def misrouted_all_to_all_rank(rank: int, world_size: int, spec: AllReduceSpec) -> AllReduceFigure:
+    """accept's collectives with an all-to-all whose output chunks arrive reversed on rank 1."""
+    from gpuaccept.measure.collectives import accept_collectives_rank
+
+    real = dist.all_to_all_single
+
+    def misrouted(output: torch.Tensor, source: torch.Tensor, *args: Any, **kw: Any) -> Any:
+        done = real(output, source, *args, **kw)
+        if rank == 1:
+            chunks = output.view(world_size, -1)
+            output.copy_(torch.flip(chunks, dims=[0]).reshape(-1))
+        return done
+
+    dist.all_to_all_single = misrouted  # type: ignore[assignment]
+    return accept_collectives_rank(rank, world_size, spec)
+
+
 def diverging_ddp_rank(rank: int, world_size: int, spec: SmokeSpec) -> Any:
     """Each rank trains its own copy without gradient averaging: parameters end different."""
     device = torch.device("cpu")

@@ -19,6 +19,14 @@ def test_collectives_exact_on_two_gloo_ranks() -> None:
     assert busbw == pytest.approx(algbw * 2 * (2 - 1) / 2)
     assert figures["allreduce_busbw_gbps"].verdict is Verdict.UNCHECKED  # topology-specific
     assert result.details["backend"] == "gloo"
+    # all-gather and all-to-all after it (issue #33 §1), busbw = algbw x (n-1)/n as nccl-tests
+    for short in ("allgather", "alltoall"):
+        assert figures[f"{short}_wrong_elements"].value == 0
+        assert figures[f"{short}_busbw_gbps"].value == pytest.approx(
+            figures[f"{short}_algbw_gbps"].value * (2 - 1) / 2
+        )
+        assert figures[f"{short}_busbw_gbps"].verdict is Verdict.UNCHECKED
+    assert result.message.startswith("all_reduce, all_gather, all_to_all exact on 2 gloo rank(s)")
 
 
 def test_min_busbw_fails_below_nine_tenths_of_the_floor() -> None:
@@ -44,14 +52,27 @@ def test_min_busbw_fails_below_nine_tenths_of_the_floor() -> None:
 
 
 def test_collectives_wrong_sum_fails(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(collectives, "all_reduce_rank", faults.max_instead_of_sum_rank)
+    monkeypatch.setattr(collectives, "accept_collectives_rank", faults.max_instead_of_sum_rank)
     result = collectives.run(cpu_context())
     assert result.status is Status.FAIL
     assert "wrong element(s)" in result.message
 
 
+def test_a_misrouted_all_to_all_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    """All-to-all delivering rank 1's chunks in reverse order (a routing fault the all-reduce's
+    sum cannot see: every element arrives, at the wrong place)."""
+    monkeypatch.setattr(collectives, "accept_collectives_rank", faults.misrouted_all_to_all_rank)
+    result = collectives.run(cpu_context())
+    assert result.status is Status.FAIL
+    assert "all_to_all returned" in result.message
+    assert "all_gather returned" not in result.message
+    figures = {m.name: m.value for m in result.measurements}
+    assert figures["alltoall_wrong_elements"] > 0
+    assert figures["allreduce_wrong_elements"] == 0
+
+
 def test_hung_collective_times_out_and_fails(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(collectives, "all_reduce_rank", faults.hang_on_rank1)
+    monkeypatch.setattr(collectives, "accept_collectives_rank", faults.hang_on_rank1)
     result = collectives.run(cpu_context(rank_timeout_seconds=8.0))
     assert result.status is Status.FAIL
     assert "did not finish within 8 s" in result.message

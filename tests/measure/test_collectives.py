@@ -8,7 +8,9 @@ from gpuaccept.measure.collectives import (
     BUS_FACTORS,
     AllReduceFigure,
     AllReduceSpec,
+    CollectiveFigure,
     all_reduce_rank,
+    collective_figure_rank,
     expected_all_reduce_sum,
 )
 from tests import faults
@@ -51,3 +53,28 @@ def test_raising_rank_is_reported_with_its_message() -> None:
 def test_dying_rank_is_reported() -> None:
     with pytest.raises(RanksFailed, match="rank 1 exit 7"):
         run_ranks(faults.die_on_rank1, 2, None, 60, "gloo")
+
+
+@pytest.mark.parametrize("collective", ["all_gather", "all_to_all"])
+@pytest.mark.parametrize(("world", "factor"), [(2, 0.5), (8, 0.875)])
+def test_all_gather_and_all_to_all_bus_factor_is_nccl_tests(
+    collective: str, world: int, factor: float
+) -> None:
+    """busbw = algbw x (n-1)/n, the size the whole buffer (nccl-tests doc/PERFORMANCE.md:140-143,
+    src/alltoall.cu:48-54 at a0b82b2)."""
+    figure = CollectiveFigure(collective, world, 10**9, 0, 0.5)
+    assert figure.algbw_gbps == pytest.approx(2.0)
+    assert figure.busbw_gbps == pytest.approx(2.0 * factor)
+
+
+def _other_rank(rank: int, world: int, collective: str) -> CollectiveFigure:
+    return collective_figure_rank(collective, rank, world, 3 * 4096, AllReduceSpec(0, 2, 1, 2))
+
+
+@pytest.mark.parametrize("collective", ["all_gather", "all_to_all"])
+def test_all_gather_and_all_to_all_on_three_gloo_ranks_are_exact(collective: str) -> None:
+    """Three ranks (an odd world catches a chunk placed at the wrong index)."""
+    figures = run_ranks(_other_rank, 3, collective, 120, "gloo")
+    assert [f.wrong_elements for f in figures] == [0, 0, 0]
+    assert figures[0].nbytes == 3 * 4096
+    assert len({f.seconds for f in figures}) == 1  # the slowest rank's, agreed by all

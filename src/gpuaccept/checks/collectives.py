@@ -1,5 +1,5 @@
-"""collectives: all-reduce across every local GPU (NCCL) or 2 CPU ranks (gloo): exact results
-and nccl-tests bus bandwidth.
+"""collectives: all-reduce, then all-gather and all-to-all (the MoE collective), across every
+local GPU (NCCL) or 2 CPU ranks (gloo): exact results and nccl-tests bus bandwidth.
 
 The suite runs `rank_body` in its warm workers, one rank each, and `conclude` on what they
 return; `run` starts ranks of its own, for a check called on its own.
@@ -10,7 +10,11 @@ from __future__ import annotations
 from gpuaccept.checks.context import CheckContext, RanksOutcome
 from gpuaccept.checks.judging import Findings, Target, measurement_targets
 from gpuaccept.distributed.local_ranks import RanksFailed, RanksTimedOut, run_ranks
-from gpuaccept.measure.collectives import AllReduceFigure, AllReduceSpec, all_reduce_rank
+from gpuaccept.measure.collectives import (
+    AllReduceFigure,
+    AllReduceSpec,
+    accept_collectives_rank,
+)
 from gpuaccept.results import CheckResult
 from gpuaccept.sweeps.collectives import MIN_BUSBW_TOLERANCE, below_min_busbw
 
@@ -37,7 +41,7 @@ def allreduce_spec(context: CheckContext) -> AllReduceSpec:
 
 def rank_body(rank: int, world_size: int, context: CheckContext) -> AllReduceFigure:
     """One rank's part, inside an initialised process group."""
-    return all_reduce_rank(rank, world_size, allreduce_spec(context))
+    return accept_collectives_rank(rank, world_size, allreduce_spec(context))
 
 
 def conclude(context: CheckContext, outcome: RanksOutcome) -> CheckResult:
@@ -84,8 +88,22 @@ def conclude(context: CheckContext, outcome: RanksOutcome) -> CheckResult:
         summary = "1 rank: correctness only, no bus bandwidth"
         if context.min_busbw_gbps is not None:
             findings.warnings.append("--min-busbw not judged: one rank has no bus bandwidth")
+    names = ["all_reduce"]
+    for other in figure.others:
+        short = other.collective.replace("_", "")  # allgather, alltoall: as allreduce_*
+        names.append(other.collective)
+        findings.record(target, f"{short}_wrong_elements", other.wrong_elements, "elements")
+        findings.record(target, f"{short}_algbw_gbps", other.algbw_gbps, "GB/s")
+        findings.judge(context, target, f"{short}_busbw_gbps", other.busbw_gbps, "GB/s")
+        summary += f", {other.collective} {other.busbw_gbps:.2f} GB/s"
+        if other.wrong_elements:
+            findings.failures.append(
+                f"{other.collective} returned {other.wrong_elements} wrong element(s) over "
+                f"{spec.check_iterations} checked iterations on {ranks} rank(s)"
+            )
     return findings.conclude(
-        f"all_reduce exact on {ranks} {backend} rank(s) ({figure.nbytes / 2**20:g} MiB), {summary}"
+        f"{', '.join(names)} exact on {ranks} {backend} rank(s) ({figure.nbytes / 2**20:g} MiB), "
+        f"{summary}"
     )
 
 
@@ -93,7 +111,7 @@ def run(context: CheckContext) -> CheckResult:
     ranks, backend, _ = world(context)
     try:
         values = run_ranks(
-            all_reduce_rank,
+            accept_collectives_rank,
             ranks,
             allreduce_spec(context),
             context.settings.rank_timeout_seconds,

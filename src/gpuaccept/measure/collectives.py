@@ -16,12 +16,15 @@ import torch.distributed as dist
 
 from gpuaccept.measure.timing import time_repeats
 
-# nccl-tests bus-bandwidth factors: busbw = algbw x factor(n).
+# nccl-tests bus-bandwidth factors: busbw = algbw x factor(n) (doc/PERFORMANCE.md:136-143 at
+# NVIDIA/nccl-tests a0b82b2; all-to-all: src/alltoall.cu:48-54, its size the whole buffer of n
+# chunks, as all-gather's).
 BUS_FACTORS: dict[str, Callable[[int], float]] = {
     "all_reduce": lambda n: 2.0 * (n - 1) / n,
     "all_gather": lambda n: (n - 1) / n,
     "reduce_scatter": lambda n: (n - 1) / n,
     "broadcast": lambda n: 1.0,
+    "all_to_all": lambda n: (n - 1) / n,
 }
 _PATTERN_PERIOD = 61
 
@@ -41,6 +44,8 @@ class AllReduceFigure:
     wrong_elements: int
     seconds: float  # slowest rank's median time per all-reduce
     own_wrong: int = 0  # the wrong elements this rank saw (names the node that sees them)
+    # all-gather and all-to-all on the same ranks after it (accept's collectives check)
+    others: tuple[CollectiveFigure, ...] = ()
 
     @property
     def algbw_gbps(self) -> float:
@@ -49,6 +54,25 @@ class AllReduceFigure:
     @property
     def busbw_gbps(self) -> float:
         return self.algbw_gbps * BUS_FACTORS["all_reduce"](self.world_size)
+
+
+@dataclass(frozen=True)
+class CollectiveFigure:
+    """One collective beside the all-reduce: exactness and the slowest rank's median time."""
+
+    collective: str  # all_gather, all_to_all
+    world_size: int
+    nbytes: int  # the whole buffer (world chunks), as nccl-tests' size column
+    wrong_elements: int
+    seconds: float
+
+    @property
+    def algbw_gbps(self) -> float:
+        return self.nbytes / self.seconds / 1e9
+
+    @property
+    def busbw_gbps(self) -> float:
+        return self.algbw_gbps * BUS_FACTORS[self.collective](self.world_size)
 
 
 def rank_device(rank: int) -> torch.device:
@@ -124,9 +148,12 @@ def all_reduce_rank(
 # torch.distributed's all_reduce and broadcast work in place only, so their out-of-place columns
 # are absent (None); all_gather and reduce_scatter have both, in-place meaning the input is the
 # rank's own chunk of the output (or the output its chunk of the input), as in nccl-tests.
-COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all")
 _ELEMENT_BYTES = 4  # float32
-_SPLIT = {"all_gather", "reduce_scatter"}  # the size is the whole buffer: world chunks of it
+# the size is the whole buffer: world chunks of it
+_SPLIT = {"all_gather", "reduce_scatter", "all_to_all"}
+# nccl-tests has no in-place all-to-all (src/alltoall.cu:43-44), nor does torch.distributed
+_OUT_OF_PLACE_ONLY = {"all_to_all"}
 # torch 2.13 renamed the tensor variants (*_into_tensor / *_tensor now warn); older ones lack the
 # new names, and conda-forge's pytorch may be either.
 _all_gather = getattr(dist, "all_gather_single", dist.all_gather_into_tensor)
@@ -150,8 +177,8 @@ class CollectiveRow:
     count: int  # elements, as the nccl-tests count column
     out_of_place_seconds: float | None  # mean per operation over ranks; None: no such variant
     out_of_place_wrong: int | None
-    in_place_seconds: float
-    in_place_wrong: int
+    in_place_seconds: float | None
+    in_place_wrong: int | None
 
     def algbw_gbps(self, seconds: float | None) -> float | None:
         return None if seconds is None else self.nbytes / seconds / 1e9
@@ -203,6 +230,14 @@ def _operation(
         total = sum((fill(chunk * world, r) for r in range(world)), torch.zeros_like(source))
         expected = total[rank * chunk : (rank + 1) * chunk].clone()
         return (lambda: _reduce_scatter(output, source)), output, expected
+    if collective == "all_to_all":
+        # rank r's chunk j goes to rank j: this rank receives chunk `rank` of every rank's input
+        source = fill(chunk * world, rank)
+        output = torch.full((chunk * world,), -1.0, device=device)
+        expected = torch.cat(
+            [fill(chunk * world, r)[rank * chunk : (rank + 1) * chunk] for r in range(world)]
+        )
+        return (lambda: dist.all_to_all_single(output, source)), output, expected
     raise ValueError(f"unknown collective {collective!r}")
 
 
@@ -255,9 +290,11 @@ def collective_sweep_rank(rank: int, world_size: int, spec: SweepSpec) -> list[C
         chunk = _chunk_elements(spec.collective, nbytes, world_size)
         count = chunk * world_size if spec.collective in _SPLIT else chunk
         out_of_place: tuple[float, int] | None = None
+        in_place: tuple[float, int] | None = None
         if spec.collective in _SPLIT:
             out_of_place = _variant(spec.collective, chunk, world_size, rank, device, False, spec)
-        in_place = _variant(spec.collective, chunk, world_size, rank, device, True, spec)
+        if spec.collective not in _OUT_OF_PLACE_ONLY:
+            in_place = _variant(spec.collective, chunk, world_size, rank, device, True, spec)
         rows.append(
             CollectiveRow(
                 collective=spec.collective,
@@ -266,11 +303,70 @@ def collective_sweep_rank(rank: int, world_size: int, spec: SweepSpec) -> list[C
                 count=count,
                 out_of_place_seconds=out_of_place[0] if out_of_place else None,
                 out_of_place_wrong=out_of_place[1] if out_of_place else None,
-                in_place_seconds=in_place[0],
-                in_place_wrong=in_place[1],
+                in_place_seconds=in_place[0] if in_place else None,
+                in_place_wrong=in_place[1] if in_place else None,
             )
         )
     return rows
+
+
+# The exactness check of all-gather and all-to-all builds every rank's input to know what must
+# arrive; it runs on at most this many bytes (the timing on the all-reduce's whole size).
+OTHERS_CHECK_MAX_BYTES = 64 * 2**20
+OTHER_COLLECTIVES = ("all_gather", "all_to_all")
+
+
+def collective_figure_rank(
+    collective: str, rank: int, world_size: int, nbytes: int, spec: AllReduceSpec
+) -> CollectiveFigure:
+    """Rank body for all-gather or all-to-all over the whole process group: checked exactly
+    (`spec.check_iterations` times, fresh inputs each time), then timed on zeros."""
+    device = rank_device(rank)
+    check_chunk = max(1, min(nbytes, OTHERS_CHECK_MAX_BYTES) // _ELEMENT_BYTES // world_size)
+
+    def pattern(numel: int, owner: int) -> torch.Tensor:
+        return _pattern(numel, owner, device)
+
+    wrong = 0
+    for _ in range(spec.check_iterations):
+        run, result, expected = _operation(
+            collective, check_chunk, world_size, rank, device, False, pattern
+        )
+        run()
+        wrong += int((result != expected).sum())
+        del run, result, expected
+    chunk = max(1, nbytes // _ELEMENT_BYTES // world_size)
+    whole = torch.zeros(chunk * world_size, device=device)
+    if collective == "all_gather":
+        part = torch.zeros(chunk, device=device)
+        timing = time_repeats(lambda: _all_gather(whole, part), device, spec.warmup, spec.repeats)
+    else:
+        out = torch.empty_like(whole)
+        timing = time_repeats(
+            lambda: dist.all_to_all_single(out, whole), device, spec.warmup, spec.repeats
+        )
+    totals = torch.tensor([timing.median_seconds, float(wrong)], dtype=torch.float64, device=device)
+    slowest = totals[:1].clone()
+    dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+    dist.all_reduce(totals)
+    return CollectiveFigure(
+        collective, world_size, chunk * world_size * _ELEMENT_BYTES, int(totals[1]), float(slowest)
+    )
+
+
+def accept_collectives_rank(rank: int, world_size: int, spec: AllReduceSpec) -> AllReduceFigure:
+    """accept's collectives: the all-reduce, then (on two ranks or more) all-gather and
+    all-to-all on the size it settled on."""
+    from dataclasses import replace
+
+    figure = all_reduce_rank(rank, world_size, spec)
+    if world_size < 2:  # one rank's all-gather and all-to-all are copies
+        return figure
+    others = tuple(
+        collective_figure_rank(name, rank, world_size, figure.nbytes, spec)
+        for name in OTHER_COLLECTIVES
+    )
+    return replace(figure, others=others)
 
 
 def average_busbw_gbps(rows: list[CollectiveRow]) -> float:

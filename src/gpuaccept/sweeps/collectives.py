@@ -51,13 +51,15 @@ def collectives_result(
                     "oop_algbw_gbps": row.algbw_gbps(row.out_of_place_seconds),
                     "oop_busbw_gbps": row.busbw_gbps(row.out_of_place_seconds),
                     "oop_wrong": row.out_of_place_wrong,
-                    "ip_time_us": row.in_place_seconds * 1e6,
+                    "ip_time_us": (
+                        None if row.in_place_seconds is None else row.in_place_seconds * 1e6
+                    ),
                     "ip_algbw_gbps": row.algbw_gbps(row.in_place_seconds),
                     "ip_busbw_gbps": row.busbw_gbps(row.in_place_seconds),
                     "ip_wrong": row.in_place_wrong,
                 }
             )
-        wrong = sum((r.out_of_place_wrong or 0) + r.in_place_wrong for r in sweep)
+        wrong = sum((r.out_of_place_wrong or 0) + (r.in_place_wrong or 0) for r in sweep)
         average = average_busbw_gbps(sweep)
         measurements.append(
             Measurement(name=f"{collective}_avg_busbw_gbps", value=average, unit="GB/s")
