@@ -93,26 +93,20 @@ def mutants(text: str) -> list[Mutant]:
                 line.replace(fact["value"], flipped, 1),
             )
             continue
-        if head in ("pci_device_ids",):
-            for hit in _HEX_ID.finditer(line):
-                digit = int(hit["hex"][-1], 16)
-                new = f'"0x{hit["hex"][:-1]}{(digit + 1) % 16:x}"'
-                add(
-                    index,
-                    f"{model}.{head}",
-                    f"{hit.group(0)} -> {new}",
-                    line[: hit.start()] + new + line[hit.end() :],
-                )
-            continue
-        if head == "match":
-            for hit in _PATTERN.finditer(line):
-                new = "'^no such GPU$'"
-                add(
-                    index,
-                    f"{model}.{head}",
-                    f"{hit.group(0)} -> {new}",
-                    line[: hit.start()] + new + line[hit.end() :],
-                )
+        # a PCI id one higher in its last digit; a name pattern that matches no GPU
+        swaps = {
+            "pci_device_ids": (
+                _HEX_ID,
+                lambda hit: f'"0x{hit["hex"][:-1]}{(int(hit["hex"][-1], 16) + 1) % 16:x}"',
+            ),
+            "match": (_PATTERN, lambda hit: "'^no such GPU$'"),
+        }
+        if head in swaps:
+            pattern, new_of = swaps[head]
+            for hit in pattern.finditer(line):
+                new = new_of(hit)
+                changed = line[: hit.start()] + new + line[hit.end() :]
+                add(index, f"{model}.{head}", f"{hit.group(0)} -> {new}", changed)
             continue
         if head in ("display", "form_factor", "source"):
             continue
