@@ -242,6 +242,10 @@ def test_a_sites_rows_replace_the_builtin_ones_and_nothing_else(tmp_path: Path) 
         ("schema = 2\n", "schema"),
         ("schema = 1\n", "changes no row"),
         ("[xid\n", "rules"),
+        ("[limit]\nsram_ecc = { value = 5 }\n", "limit.sram_ecc: not a limit gpuaccept judges by"),
+        ("[limit]\nsram_corrected = { value = 0 }\n", "limit.sram_corrected.value"),
+        ("[limit]\ndram_ecc = { value = inf }\n", "limit.dram_ecc.value"),
+        ('[limit]\ndram_ecc = { value = "many" }\n', "limit.dram_ecc.value"),
     ],
 )
 def test_a_faulty_rules_file_is_one_line_naming_the_file(
@@ -300,3 +304,34 @@ def test_each_checks_action_is_its_own() -> None:
         Action.RERUN,
         Action.NONE,
     ]
+
+
+def test_the_built_in_limits_are_every_limit_with_its_source() -> None:
+    """Issue #31 §1: the ECC limits and counter velocities the checks judge by are rows of the
+    tables, each with a source; the built-in values are the sources' own figures."""
+    from gpuaccept.actions import LIMITS
+
+    rules = builtin_rules()
+    assert set(rules.limit) == set(LIMITS)
+    assert {name: rules.limit_of(name) for name in LIMITS} == {
+        "dram_ecc": 20_000_000,  # aznhc conf/nd96isr_h100_v5.conf:50
+        "sram_corrected": 10_000,
+        "remapped_rows_uncorrectable": 512,  # DCGM common/DcgmGPUHardwareLimits.h:39
+        "retirement_full_pages": 62,  # aznhc customTests/azure_gpu_ecc.nhc:131
+        "nvlink_crc_per_second": 100,  # DCGM common/DcgmGPUHardwareLimits.h:30
+    }
+    assert all(row.source for row in rules.limit.values())
+    assert rules.limit_said("sram_corrected", "aznhc's {value}") == "aznhc's 10000"
+
+
+def test_a_site_limit_replaces_one_row_and_says_whose_it_is(tmp_path: Path) -> None:
+    path = tmp_path / "strict.toml"
+    path.write_text('[limit]\nnvlink_crc_per_second = { value = 10, source = "ours" }\n')
+    rules = load_rules(path)
+    assert rules.limit_of("nvlink_crc_per_second") == 10
+    assert rules.limit_of("dram_ecc") == 20_000_000  # the rest stay built-in
+    assert rules.limit_said("nvlink_crc_per_second", "DCGM's {value}/s") == (
+        "the limit 10 of site strict.toml"
+    )
+    assert rules.limit_said("dram_ecc", "aznhc's {value}") == "aznhc's 20000000"
+    assert rules.label != builtin_rules().label  # a plan says which limits judged it

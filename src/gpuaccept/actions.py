@@ -124,7 +124,23 @@ class CheckRow(_Table):
     error: Action = Action.RERUN
 
 
-_TABLES = ("xid", "recovery_action", "dcgm_severity", "dcgm_error", "cause", "check")
+class LimitRow(_Table):
+    value: float = Field(gt=0, allow_inf_nan=False)
+    source: str = ""
+
+
+# The limits the health and events checks judge by, which a site may set in its rules file:
+# each built-in row names its source in data/actions.toml.
+LIMITS = (
+    "dram_ecc",  # corrected or uncorrected DRAM ECC errors, volatile or aggregate: above fails
+    "sram_corrected",  # corrected SRAM ECC errors: above fails (any uncorrected one fails)
+    "remapped_rows_uncorrectable",  # rows remapped for uncorrectable errors: at or above fails
+    "retirement_full_pages",  # retired pages with a retirement pending: at or above fails
+    "nvlink_crc_per_second",  # a GPU's NVLink CRC errors per second in the run: at or above fails
+)
+
+
+_TABLES = ("xid", "recovery_action", "dcgm_severity", "dcgm_error", "cause", "check", "limit")
 
 
 class ActionRules(_Table):
@@ -135,6 +151,7 @@ class ActionRules(_Table):
     dcgm_error: dict[str, DcgmErrorRow] = Field(default_factory=dict)
     cause: dict[str, CauseRow] = Field(default_factory=dict)
     check: dict[str, CheckRow] = Field(default_factory=dict)
+    limit: dict[str, LimitRow] = Field(default_factory=dict)
     origin: str = Field(default="built-in", exclude=True)
 
     @model_validator(mode="after")
@@ -143,7 +160,26 @@ class ActionRules(_Table):
             for key in getattr(self, table):
                 if not key.isdigit() or len(key) > 6:
                     raise ValueError(f"{table}.{key}: a key is a code, a whole number")
+        for key in self.limit:
+            if key not in LIMITS:
+                raise ValueError(
+                    f"limit.{key}: not a limit gpuaccept judges by ({', '.join(LIMITS)})"
+                )
         return self
+
+    def limit_of(self, name: str) -> float:
+        """A limit's value: the site's, else the built-in one (every built-in table has each)."""
+        row = self.limit.get(name) or builtin_rules().limit[name]
+        return row.value
+
+    def limit_said(self, name: str, builtin: str) -> str:
+        """How a finding names the limit it crossed: `builtin` (a format with {value}) for the
+        built-in row, the site's file for its own."""
+        value = self.limit_of(name)
+        shown = f"{value:.0f}" if value.is_integer() else f"{value:g}"
+        if self.limit.get(name) != builtin_rules().limit[name]:
+            return f"the limit {shown} of {self.origin}"
+        return builtin.format(value=shown)
 
     def merged(self, site: ActionRules, origin: str) -> ActionRules:
         """These rules with each row the site's file gives replaced by the site's: a new model,

@@ -227,12 +227,15 @@ def test_every_event_kind_the_rules_judge_arrives_and_is_judged(
     assert bool(findings.failures) is fails
 
 
-def _grow(start: dict[str, Any], end: dict[str, Any], seconds: float = 60.0) -> Findings:
+def _grow(
+    start: dict[str, Any], end: dict[str, Any], seconds: float = 60.0, rules: Any = None
+) -> Findings:
     findings = Findings("events", "HEALTH")
     growth = events.judge_growth(
         CounterSnapshot(0.0, (_counters(**start),)),
         CounterSnapshot(seconds, (_counters(**end),)),
         findings,
+        rules,
     )
     findings.details = {"growth": growth}
     return findings
@@ -291,6 +294,23 @@ def test_crc_is_judged_on_the_gpu_total_at_dcgm_s_rate() -> None:
     # 99.98/s: below DCGM's limit, though it prints as 100.0
     assert below.warnings == [
         f"NVML GPU 0 ({UUID}): NVLink CRC errors grew by 5999 (100.0/s; link 0 +5999)"
+    ]
+
+
+def test_a_sites_crc_limit_is_the_rate_that_fails() -> None:
+    """Issue #31 §1: the counter velocity is a row of the action tables a site sets."""
+    from gpuaccept.actions import ActionRules, LimitRow, builtin_rules
+
+    site = builtin_rules().merged(
+        ActionRules.model_validate({"limit": {"nvlink_crc_per_second": LimitRow(value=10)}}),
+        "site strict.toml",
+    )
+    # 600 over 60 s = 10/s: a warning by DCGM's 100/s, a failure by the site's 10/s
+    start, end = {"nvlink": {0: (0, 0, 0)}}, {"nvlink": {0: (600, 0, 0)}}
+    assert _grow(start, end).failures == []
+    assert _grow(start, end, rules=site).failures == [
+        f"NVML GPU 0 ({UUID}): NVLink CRC errors grew by 600 (10.0/s; link 0 +600), at or "
+        "above the limit 10 of site strict.toml"
     ]
 
 

@@ -420,9 +420,9 @@ def test_every_fabric_condition_is_named(fake_gpus: Any) -> None:
     ("kind", "where", "limit"),
     [
         ("uncorrected", "sram", 0),  # any uncorrectable SRAM error fails
-        ("corrected", "sram", health.SRAM_CORRECTED_LIMIT),
-        ("corrected", "dram", health.DRAM_ECC_LIMIT),
-        ("uncorrected", "dram", health.DRAM_ECC_LIMIT),
+        ("corrected", "sram", 10_000),  # aznhc's check_gpu_ecc 20000000 10000 (ND H100 v5)
+        ("corrected", "dram", 20_000_000),
+        ("uncorrected", "dram", 20_000_000),
     ],
 )
 def test_every_ecc_rule_holds_at_its_limit_and_fails_one_past_it_in_each_scope(
@@ -443,3 +443,41 @@ def test_every_ecc_rule_holds_at_its_limit_and_fails_one_past_it_in_each_scope(
     assert failure.startswith(f"gpu0: {limit + 1} ")
     assert f"({scope})" in failure
     assert where.upper() in failure
+
+
+def test_a_sites_rules_set_the_ras_limits() -> None:
+    """Issue #31 §1: the ECC limits live in the action tables a site overrides (`[limit]`): a
+    stricter site fails a GPU the built-in limit passes, and the message names the site's file."""
+    from gpuaccept.actions import ActionRules, LimitRow, builtin_rules
+    from gpuaccept.probe.nvml_health import GpuHealth
+
+    gpu = GpuHealth(
+        index=0,
+        name="NVIDIA H100 80GB HBM3",
+        ecc={"volatile_corrected_sram": 6},
+        remapped_rows_uncorrectable=100,
+        retired_pages_sbe=20,
+        retired_pages_pending=True,
+    )
+    built_in = health.judge_health(gpu)[0]
+    assert not [f for f in built_in if "limit" in f]
+    site = builtin_rules().merged(
+        ActionRules.model_validate(
+            {
+                "limit": {
+                    "sram_corrected": LimitRow(value=5),
+                    "remapped_rows_uncorrectable": LimitRow(value=100),
+                    "retirement_full_pages": LimitRow(value=20),
+                }
+            }
+        ),
+        "site strict.toml",
+    )
+    failures = health.judge_health(gpu, rules=site)[0]
+    assert "gpu0: 6 corrected SRAM ECC errors (volatile) above the limit 5 of site strict.toml" in (
+        failures
+    )
+    assert any(
+        "100 rows remapped" in f and "the limit 100 of site strict.toml" in f for f in failures
+    )
+    assert any("page retirement table full (20 pages retired" in f for f in failures)

@@ -16,7 +16,7 @@ from collections import Counter
 from dataclasses import asdict
 from typing import Any
 
-from gpuaccept.actions import Cause
+from gpuaccept.actions import ActionRules, Cause, builtin_rules
 from gpuaccept.checks.context import CheckContext
 from gpuaccept.checks.judging import Findings
 from gpuaccept.checks.load_judging import replay_rate_limit
@@ -26,9 +26,6 @@ from gpuaccept.probe.nvml_events import GpuEvent
 from gpuaccept.probe.nvml_health import CounterSnapshot, read_snapshot
 from gpuaccept.probe.xid import XID_SOURCE, describe_xid, is_critical
 from gpuaccept.results import CheckResult, Status
-
-NVLINK_CRC_FAIL_PER_SECOND = 100.0  # DCGM_LIMIT_MAX_NVLINK_CRC_ERROR
-
 
 # An NVML event kind as the cause the action tables know it by (gpuaccept.actions)
 _EVENT_CAUSES = {
@@ -99,9 +96,15 @@ def judge_kernel_log(scan: KernelLogScan, findings: Findings) -> None:
 
 
 def judge_growth(
-    start: CounterSnapshot, end: CounterSnapshot, findings: Findings
+    start: CounterSnapshot,
+    end: CounterSnapshot,
+    findings: Findings,
+    rules: ActionRules | None = None,
 ) -> list[dict[str, Any]]:
-    """Compare counters by GPU UUID; the growth per GPU for the report."""
+    """Compare counters by GPU UUID; the growth per GPU for the report. The NVLink CRC rate that
+    fails is the action tables' `limit.nvlink_crc_per_second` (DCGM's 100/s built in)."""
+    rules = rules or builtin_rules()
+    crc_limit = rules.limit_of("nvlink_crc_per_second")
     seconds = max(end.at - start.at, 1e-3)
     now = {c.uuid: c for c in end.counters}
     growth = []
@@ -167,10 +170,12 @@ def judge_growth(
             rate = crc_total / seconds
             where = ", ".join(f"link {link} +{count}" for link, count in crc_links)
             text = f"{tag}: NVLink CRC errors grew by {crc_total} ({rate:.1f}/s; {where})"
-            if rate >= NVLINK_CRC_FAIL_PER_SECOND:
-                text += ", at or above DCGM's 100/s"
+            above = rate >= crc_limit
+            if above:
+                text += ", at or above " + rules.limit_said(
+                    "nvlink_crc_per_second", "DCGM's {value}/s"
+                )
             caused = Cause(text, "cause", "nvlink-errors", before.uuid)
-            above = rate >= NVLINK_CRC_FAIL_PER_SECOND
             (findings.failures if above else findings.warnings).append(caused)
         if grew:
             growth.append({"uuid": before.uuid, "index": before.index, "grew": grew})
@@ -215,7 +220,7 @@ def run(context: CheckContext) -> CheckResult:
     elif start is None:
         notes.append("no counters from the start of the run to compare with")
     else:
-        growth = judge_growth(start, end, findings)
+        growth = judge_growth(start, end, findings, context.action_rules)
         _judge_replay_growth(growth, end, end.at - start.at, findings)
         findings.warnings += [f"at the end: {problem}" for problem in end.problems]
     findings.details = {

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from gpuaccept.actions import Cause
+from gpuaccept.actions import ActionRules, Cause, builtin_rules
 from gpuaccept.checks.context import CheckContext
 from gpuaccept.checks.judging import Findings, measurement_targets
 from gpuaccept.probe.hardware import load_nvml, nvml_missing_reason
@@ -17,20 +17,15 @@ from gpuaccept.probe.xid import FAILING_RECOVERY_ACTIONS
 from gpuaccept.references import ModelReferences
 from gpuaccept.results import CheckResult, Status
 
-# Azure HPC health checks, customTests/azure_gpu_ecc.nhc with conf/nd96isr_h100_v5.conf
-# (`check_gpu_ecc 20000000 10000`): more than these fail the GPU.
+# The RAS limits (ECC, remapped rows, retired pages) are rows of the action tables' [limit]
+# (data/actions.toml, each with its source; a site's --rules may set its own): aznhc's
+# check_gpu_ecc for ECC, DCGM's limit for rows remapped for uncorrectable errors. DCGM warns
+# there; an acceptance fails: a GPU that has spent 512 rows on uncorrectable errors is not one to
+# hand over. (aznhc's remapped-rows rule reads field [3] of a 3-field query and never fires, so it
+# is not the source.)
 RAS_SOURCE = "aznhc check_gpu_ecc"
-DRAM_ECC_LIMIT = 20_000_000  # corrected or uncorrected, volatile or aggregate
-SRAM_CORRECTED_LIMIT = 10_000  # volatile or aggregate; any uncorrected SRAM error fails
-# DCGM's DCGM_LIMIT_MAX_ROW_REMAP_UNCORRECTABLE (common/DcgmGPUHardwareLimits.h:39, DCGM 4.6),
-# judged ">=" in DcgmHealthWatch::MonitorMemRowRemapUncorrectable (modules/health/
-# DcgmHealthWatch.cpp:1966). DCGM warns there; an acceptance fails: a GPU that has spent 512
-# rows on uncorrectable errors is not one to hand over. (aznhc's remapped-rows rule reads field
-# [3] of a 3-field query and never fires, so it is not the source.)
-UNCORRECTABLE_REMAPPED_ROWS_LIMIT = 512
 ROWS_SOURCE = "DCGM's limit"
 
-RETIREMENT_TABLE_FULL_PAGES = 62  # sbe + dbe retired pages with a retirement still pending
 
 # Idle readings: a software power cap or a lowered link speed is how an idle GPU saves power.
 _IDLE_NORMAL_REASONS = {"software power cap"}
@@ -40,7 +35,12 @@ def _caused(health: GpuHealth, text: str, cause: str) -> Cause:
     return Cause(text, "cause", cause, health.uuid)
 
 
-def _ras_failures(health: GpuHealth, tag: str) -> list[str]:
+def _ras_failures(health: GpuHealth, tag: str, rules: ActionRules | None = None) -> list[str]:
+    rules = rules or builtin_rules()
+    sram_limit = rules.limit_of("sram_corrected")
+    dram_limit = rules.limit_of("dram_ecc")
+    rows_limit = rules.limit_of("remapped_rows_uncorrectable")
+    full_pages = rules.limit_of("retirement_full_pages")
     failures: list[str] = []
     ecc = health.ecc
     for key, count in sorted(ecc.items()):
@@ -53,36 +53,36 @@ def _ras_failures(health: GpuHealth, tag: str) -> list[str]:
                     "ecc-uncorrectable",
                 )
             )
-        elif where == "sram" and kind == "corrected" and count > SRAM_CORRECTED_LIMIT:
+        elif where == "sram" and kind == "corrected" and count > sram_limit:
             failures.append(
                 _caused(
                     health,
-                    f"{tag}: {count} corrected SRAM ECC errors ({scope}) above {RAS_SOURCE}'s "
-                    f"{SRAM_CORRECTED_LIMIT}",
+                    f"{tag}: {count} corrected SRAM ECC errors ({scope}) above "
+                    + rules.limit_said("sram_corrected", RAS_SOURCE + "'s {value}"),
                     "ecc-limit",
                 )
             )
-        elif where == "dram" and count > DRAM_ECC_LIMIT:
+        elif where == "dram" and count > dram_limit:
             failures.append(
                 _caused(
                     health,
-                    f"{tag}: {count} {kind} DRAM ECC errors ({scope}) above {RAS_SOURCE}'s "
-                    f"{DRAM_ECC_LIMIT}",
+                    f"{tag}: {count} {kind} DRAM ECC errors ({scope}) above "
+                    + rules.limit_said("dram_ecc", RAS_SOURCE + "'s {value}"),
                     "ecc-limit",
                 )
             )
     rows = health.remapped_rows_uncorrectable
-    if rows is not None and rows >= UNCORRECTABLE_REMAPPED_ROWS_LIMIT:
+    if rows is not None and rows >= rows_limit:
         failures.append(
             _caused(
                 health,
                 f"{tag}: {rows} rows remapped for uncorrectable errors, at or above "
-                f"{ROWS_SOURCE} {UNCORRECTABLE_REMAPPED_ROWS_LIMIT}",
+                + rules.limit_said("remapped_rows_uncorrectable", ROWS_SOURCE + " {value}"),
                 "remapped-rows-limit",
             )
         )
     retired = (health.retired_pages_sbe or 0) + (health.retired_pages_dbe or 0)
-    if health.retired_pages_pending and retired >= RETIREMENT_TABLE_FULL_PAGES:
+    if health.retired_pages_pending and retired >= full_pages:
         failures.append(
             _caused(
                 health,
@@ -157,7 +157,11 @@ def _fabric_findings(
 
 
 def judge_health(
-    health: GpuHealth, model: ModelReferences | None = None, *, alone: bool = False
+    health: GpuHealth,
+    model: ModelReferences | None = None,
+    *,
+    alone: bool = False,
+    rules: ActionRules | None = None,
 ) -> tuple[list[str], list[str]]:
     """(failures, warnings) for one GPU's snapshot at rest; unknown facts are neither. A GPU
     `alone` on its node (a one-GPU slice of an SXM board, as cloud VMs give) has no peer to
@@ -205,7 +209,7 @@ def judge_health(
                 health.uuid,
             )
         )
-    failures += _ras_failures(health, tag)
+    failures += _ras_failures(health, tag, rules)
     if not alone:
         failures += _nvlink_failures(health, model, tag)
         fabric_failures, fabric_warnings = _fabric_findings(health, model, tag)
@@ -277,7 +281,9 @@ def run(context: CheckContext) -> CheckResult:
                 f"{target.label} is the node's only GPU: its NVLinks and NVSwitch fabric carry "
                 "nothing here (a one-GPU slice of a board), reported, not judged"
             )
-        failures, warnings = judge_health(health, model_of(context, health), alone=alone)
+        failures, warnings = judge_health(
+            health, model_of(context, health), alone=alone, rules=context.action_rules
+        )
         findings.failures += failures
         findings.warnings += warnings
     findings.details = {"gpus": snapshots, "notes": notes}
