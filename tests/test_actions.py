@@ -246,6 +246,18 @@ def test_a_sites_rows_replace_the_builtin_ones_and_nothing_else(tmp_path: Path) 
         ("[limit]\nsram_corrected = { value = 0 }\n", "limit.sram_corrected.value"),
         ("[limit]\ndram_ecc = { value = inf }\n", "limit.dram_ecc.value"),
         ('[limit]\ndram_ecc = { value = "many" }\n', "limit.dram_ecc.value"),
+        (
+            '[xid.94]\naction = "rerun"\nrepeat = { count = 1, hours = 1, action = "drain" }\n',
+            "xid.94.repeat.count",
+        ),
+        (
+            '[xid.94]\naction = "rerun"\nrepeat = { count = 3, hours = 0, action = "drain" }\n',
+            "xid.94.repeat.hours",
+        ),
+        (
+            '[xid.94]\naction = "rerun"\nrepeat = { count = 3, hours = 1, action = "pray" }\n',
+            "xid.94.repeat.action",
+        ),
     ],
 )
 def test_a_faulty_rules_file_is_one_line_naming_the_file(
@@ -335,3 +347,65 @@ def test_a_site_limit_replaces_one_row_and_says_whose_it_is(tmp_path: Path) -> N
     )
     assert rules.limit_said("dram_ecc", "aznhc's {value}") == "aznhc's 20000000"
     assert rules.label != builtin_rules().label  # a plan says which limits judged it
+
+
+def _xid_check(count: int, span: float | None, xid: int = 94) -> CheckResult:
+    record = {
+        "status": "fail",
+        "text": f"kernel log since boot: XID {xid} on PCI 0000:cb:00, {count} times",
+        "kind": "xid",
+        "code": str(xid),
+        "gpu": "PCI 0000:cb:00",
+    }
+    if count > 1:
+        record |= {"count": count, "span_hours": span}
+    return CheckResult(
+        name="events",
+        area="HEALTH",
+        status=Status.FAIL,
+        message=record["text"],
+        details={"findings": [record]},
+    )
+
+
+@pytest.mark.parametrize(
+    ("count", "span", "action"),
+    [
+        (3, 0.5, "reset-gpu"),  # at its count, within its hours
+        (9, 1.0, "reset-gpu"),  # the hours are a bound, inclusive
+        (2, 0.5, "rerun"),  # once too few
+        (3, 1.01, "rerun"),  # over too long a time
+        (3, None, "rerun"),  # the span not known (no stamps): no escalation on a guess
+    ],
+)
+def test_an_xid_repeat_rule_escalates_within_its_count_and_hours(
+    tmp_path: Path, count: int, span: float | None, action: str
+) -> None:
+    """Issue #31 §1, "XID -> action, counts and windows": XID 94 (a contained ECC error, the
+    catalogue's RESTART_APP: rerun) three times within an hour recommends a GPU reset."""
+    path = tmp_path / "rules.toml"
+    path.write_text(
+        '[xid.94]\naction = "rerun"\nrepeat = { count = 3, hours = 1, action = "reset-gpu" }\n'
+    )
+    plan = plan_actions([_xid_check(count, span)], load_rules(path))
+    assert plan.action.value == action
+    if action == "reset-gpu":
+        assert "times within" in plan.recommendations[0].cause
+        assert plan.recommendations[0].cause.endswith("its repeat rule (3 within 1 h: reset-gpu)")
+    # the built-in tables have no repeat rules: the catalogue's action stands
+    assert plan_actions([_xid_check(count, span)]).action.value == "rerun"
+
+
+def test_a_repeat_rule_never_lifts_a_warning_past_monitor(tmp_path: Path) -> None:
+    path = tmp_path / "rules.toml"
+    path.write_text(
+        '[xid.13]\naction = "monitor"\nrepeat = { count = 2, hours = 1, action = "drain" }\n'
+    )
+    check = _xid_check(5, 0.1, xid=13)
+    warned = check.model_copy(
+        update={
+            "status": Status.WARN,
+            "details": {"findings": [{**check.details["findings"][0], "status": "warn"}]},
+        }
+    )
+    assert plan_actions([warned], load_rules(path)).action.value == "monitor"

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from gpuaccept.actions import Action, load_rules
@@ -87,3 +88,27 @@ def test_burnin_plans_with_the_sites_rules(tmp_path: Path) -> None:
     report = json.loads(path.read_text())
     assert report["actions"]["rules"].startswith("site rules.toml (sha256 ")
     assert "[ACTION] none: nothing to do" in done.stdout
+
+
+def test_a_sites_xid_repeat_rule_from_a_real_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """accept on the CPU with XID 94 three times in half an hour in the kernel log: the
+    catalogue says rerun; a site's repeat rule (3 within 1 h: reset-gpu) escalates it."""
+    line = "[{:>12.6f}] NVRM: Xid (PCI:0000:cb:00): 94, pid=1, Contained ECC error."
+    log = tmp_path / "kernel.log"
+    log.write_text("\n".join(line.format(t) for t in (100.0, 1000.0, 1900.0)) + "\n")
+    monkeypatch.setenv("GPUACCEPT_KERNEL_LOG", str(log))
+    rules = tmp_path / "rules.toml"
+    rules.write_text(
+        '[xid.94]\naction = "rerun"\nrepeat = { count = 3, hours = 1, action = "reset-gpu", '
+        'source = "our RMA playbook" }\n'
+    )
+    base = ["accept", "--device", "cpu", "--no-history", "--only", "events", "--json"]
+    plain = CliRunner().invoke(app, base)
+    assert json.loads(plain.stdout)["actions"]["action"] == "rerun"
+    escalated = CliRunner().invoke(app, [*base, "--rules", str(rules)])
+    report = json.loads(escalated.stdout)
+    assert report["actions"]["action"] == "reset-gpu"
+    (finding,) = report["checks"][0]["details"]["findings"]
+    assert (finding["count"], finding["span_hours"]) == (3, 0.5)

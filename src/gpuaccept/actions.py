@@ -66,14 +66,25 @@ class Cause(str):
     kind: CauseKind
     code: str
     gpu: str | None
+    times: int  # how many times it was seen (an XID repeated in the kernel log)
+    span_hours: float | None  # between its first and last sighting; None: not known
 
-    def __new__(cls, text: str, kind: CauseKind, code: str | int, gpu: str | None = None) -> Cause:
+    def __new__(
+        cls,
+        text: str,
+        kind: CauseKind,
+        code: str | int,
+        gpu: str | None = None,
+        times: int = 1,
+        span_hours: float | None = None,
+    ) -> Cause:
         made = super().__new__(cls, text)
         made.kind, made.code, made.gpu = kind, str(code), gpu
+        made.times, made.span_hours = times, span_hours
         return made
 
     def __reduce__(self) -> tuple[Any, ...]:  # survives pickling between worker processes
-        return (Cause, (str(self), self.kind, self.code, self.gpu))
+        return (Cause, (str(self), self.kind, self.code, self.gpu, self.times, self.span_hours))
 
 
 def finding_records(failures: list[str], warnings: list[str]) -> list[dict[str, Any]]:
@@ -86,6 +97,11 @@ def finding_records(failures: list[str], warnings: list[str]) -> list[dict[str, 
             "kind": getattr(text, "kind", None),
             "code": getattr(text, "code", None),
             "gpu": getattr(text, "gpu", None),
+            **(
+                {"count": text.times, "span_hours": text.span_hours}
+                if isinstance(text, Cause) and text.times > 1
+                else {}
+            ),
         }
         for status, texts in ((Status.FAIL, failures), (Status.WARN, warnings))
         for text in texts
@@ -101,10 +117,21 @@ class _Table(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+class RepeatRow(_Table):
+    """An XID seen `count` times or more within `hours` (first to last sighting) recommends
+    `action` at least (GPUd's and NVSentinel's per-XID thresholds let sites do the same)."""
+
+    count: StrictInt = Field(ge=2, le=1_000_000)
+    hours: float = Field(gt=0, le=24 * 365, allow_inf_nan=False)
+    action: Action
+    source: str = ""
+
+
 class XidRow(_Table):
     action: Action
     catalog: str = ""
     mnemonic: str = ""
+    repeat: RepeatRow | None = None
 
 
 class DcgmErrorRow(_Table):
@@ -319,6 +346,26 @@ def _record_status(record: Any) -> Status | None:
         return None
 
 
+def _repeated(
+    rules: ActionRules, kind: Any, code: str, record: dict[str, Any], action: Action, cause: str
+) -> tuple[Action, str]:
+    """The XID row's repeat rule over its action: seen often enough within its hours (a finding
+    whose span is not known, a saved log without stamps, is not escalated on a guess)."""
+    row = rules.xid.get(code) if kind == "xid" else None
+    repeat = row.repeat if row is not None else None
+    count, span = record.get("count", 1), record.get("span_hours")
+    if (
+        repeat is None
+        or not isinstance(count, int)
+        or count < repeat.count
+        or not isinstance(span, int | float)
+        or span > repeat.hours
+    ):
+        return action, cause
+    said = f"{cause}; {count} times within {span:.1f} h, its repeat rule ({repeat.count} within "
+    return most_severe([action, repeat.action]), f"{said}{repeat.hours:g} h: {repeat.action.value})"
+
+
 def _check_recommendations(check: CheckResult, rules: ActionRules) -> list[Recommendation]:
     """One recommendation per finding the check recorded; a failing or warning check whose
     status no recorded finding explains (an exception, a writer that keeps no findings) gets
@@ -335,7 +382,7 @@ def _check_recommendations(check: CheckResult, rules: ActionRules) -> list[Recom
             kind, code = record.get("kind"), record.get("code")
             found = rules.action_for(kind, None if code is None else str(code))
             if found is not None:
-                action, cause = found
+                action, cause = _repeated(rules, kind, str(code), record, *found)
             else:
                 action = rules.for_check(check.name, status)
                 cause = "check" if kind is None else f"{kind} {code}: no row; the check's action"

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from gpuaccept.actions import finding_records
 from gpuaccept.checks import events
 from gpuaccept.checks.judging import Findings
 from gpuaccept.probe.kernel_log import KernelLogScan, parse_kernel_log
@@ -541,3 +542,28 @@ def test_notes_are_joined_and_growth_is_a_list_without_start_counters(
     assert result.message.endswith(
         "(kernel log not readable here; no counters from the start of the run to compare with)"
     )
+
+
+def test_a_repeated_xid_carries_how_often_and_over_how_long() -> None:
+    """The action tables' per-XID repeat rules read a finding's count and span (first to last
+    sighting by dmesg's stamps); lines without stamps give no span."""
+    line = "[{:>12.6f}] NVRM: Xid (PCI:0000:cb:00): 94, pid=1, Contained ECC error."
+    log = "\n".join(line.format(t) for t in (100.0, 1000.0, 1900.0))
+    findings = Findings("events", "HEALTH")
+    scan = KernelLogScan(True, "dmesg", tuple(parse_kernel_log(log)), uptime_seconds=2000.0)
+    events.judge_kernel_log(scan, findings)
+    (found,) = findings.failures
+    assert (found.times, found.span_hours) == (3, 0.5)
+    assert found.endswith(", 3 times")
+    records = finding_records(findings.failures, [])
+    assert (records[0]["count"], records[0]["span_hours"]) == (3, 0.5)
+    unstamped = "NVRM: Xid (PCI:0000:cb:00): 94, pid=1, x\n" * 2
+    plain = Findings("events", "HEALTH")
+    events.judge_kernel_log(KernelLogScan(True, "file", tuple(parse_kernel_log(unstamped))), plain)
+    assert (plain.failures[0].times, plain.failures[0].span_hours) == (2, None)
+    # one sighting: nothing to repeat, the record stays as before repeat rules
+    single = Findings("events", "HEALTH")
+    events.judge_kernel_log(
+        KernelLogScan(True, "dmesg", tuple(parse_kernel_log(line.format(5.0)))), single
+    )
+    assert "count" not in finding_records(single.failures, [])[0]

@@ -71,14 +71,20 @@ KERNEL_LOG_WINDOW_SECONDS = 2 * 3600.0
 def judge_kernel_log(scan: KernelLogScan, findings: Findings) -> None:
     counts = Counter((xid.pci_bus_id, xid.xid) for xid in scan.xids)
     newest: dict[tuple[str, int], float | None] = {}
+    oldest: dict[tuple[str, int], float | None] = {}
     for found in scan.xids:
         key = (found.pci_bus_id, found.xid)
         stamps = (newest.get(key, 0.0), found.seconds_since_boot)
         newest[key] = None if None in stamps else max(s for s in stamps if s is not None)
+        earliest = (oldest.get(key, found.seconds_since_boot), found.seconds_since_boot)
+        oldest[key] = None if None in earliest else min(s for s in earliest if s is not None)
     for (pci, xid), count in sorted(counts.items()):
         times = f", {count} times" if count > 1 else ""
         said = f"kernel log since boot: XID {xid} ({describe_xid(xid)}) on PCI {pci}{times}"
-        text = Cause(said, "xid", xid, f"PCI {pci}")
+        last, first = newest[(pci, xid)], oldest[(pci, xid)]
+        # first to last sighting, for the action tables' per-XID repeat rules
+        span = None if last is None or first is None else (last - first) / 3600
+        text = Cause(said, "xid", xid, f"PCI {pci}", count, span)
         stamp, uptime = newest[(pci, xid)], scan.uptime_seconds
         age = None if stamp is None or uptime is None else uptime - stamp
         if age is not None and age > KERNEL_LOG_WINDOW_SECONDS and is_critical(xid):
