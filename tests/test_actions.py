@@ -409,3 +409,23 @@ def test_a_repeat_rule_never_lifts_a_warning_past_monitor(tmp_path: Path) -> Non
         }
     )
     assert plan_actions([warned], load_rules(path)).action.value == "monitor"
+
+
+def test_a_repeat_rule_is_an_xids_and_no_other_causes(tmp_path: Path) -> None:
+    """DCGM's error 94 is not XID 94: a DCGM finding seen often is not escalated by the XID's
+    repeat rule."""
+    path = tmp_path / "rules.toml"
+    path.write_text(
+        '[xid.94]\naction = "rerun"\nrepeat = { count = 2, hours = 1, action = "replace" }\n'
+    )
+    check = _xid_check(5, 0.1)
+    dcgm = check.model_copy(
+        update={
+            "name": "dcgm",
+            "details": {
+                "findings": [{**check.details["findings"][0], "kind": "dcgm-error", "code": "94"}]
+            },
+        }
+    )
+    assert plan_actions([dcgm], load_rules(path)).action is not Action.REPLACE
+    assert plan_actions([check], load_rules(path)).action is Action.REPLACE

@@ -561,9 +561,25 @@ def test_a_repeated_xid_carries_how_often_and_over_how_long() -> None:
     plain = Findings("events", "HEALTH")
     events.judge_kernel_log(KernelLogScan(True, "file", tuple(parse_kernel_log(unstamped))), plain)
     assert (plain.failures[0].times, plain.failures[0].span_hours) == (2, None)
+    twice = Findings("events", "HEALTH")
+    two = "\n".join(line.format(t) for t in (10.0, 370.0))
+    events.judge_kernel_log(KernelLogScan(True, "dmesg", tuple(parse_kernel_log(two))), twice)
+    assert finding_records(twice.failures, [])[0]["count"] == 2
+    assert finding_records(twice.failures, [])[0]["span_hours"] == 0.1
     # one sighting: nothing to repeat, the record stays as before repeat rules
     single = Findings("events", "HEALTH")
     events.judge_kernel_log(
         KernelLogScan(True, "dmesg", tuple(parse_kernel_log(line.format(5.0)))), single
     )
     assert "count" not in finding_records(single.failures, [])[0]
+
+
+def test_an_xid_older_than_the_window_keeps_its_cause() -> None:
+    """A critical XID from days ago is a warning, still named as the XID it is (its action:
+    the catalogue's, bounded to monitor for a warning)."""
+    log = "[   100.000000] NVRM: Xid (PCI:0000:cb:00): 79, pid=1, fell off the bus."
+    findings = Findings("events", "HEALTH")
+    scan = KernelLogScan(True, "dmesg", tuple(parse_kernel_log(log)), uptime_seconds=100_000.0)
+    events.judge_kernel_log(scan, findings)
+    (record,) = finding_records([], findings.warnings)
+    assert (record["kind"], record["code"], record["gpu"]) == ("xid", "79", "PCI 0000:cb:00")

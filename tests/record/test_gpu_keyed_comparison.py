@@ -47,6 +47,16 @@ def test_a_board_swapped_in_is_not_held_to_the_one_it_replaced(tmp_path: Path) -
     slots = history_with(tmp_path / "a.db", *(anonymous(800.0, h) for h in range(3)))
     (drop,) = _compare(slots, anonymous(600.0, 10)).drops  # type: ignore[attr-defined]
     assert (drop.device, drop.median) == ("gpu0", 800.0)
+
+    # two GPUs without UUIDs stay two slots: only the slow one is named
+    def pair(first: float, second: float, hours: float) -> RunReport:
+        report = gpu_report("n3", [first, second], hours=hours)
+        gpus = [{"index": i, "name": g["name"]} for i, g in enumerate(report.environment["gpus"])]
+        return rejudged(report, environment={**report.environment, "gpus": gpus})
+
+    two = history_with(tmp_path / "two.db", *(pair(800.0, 700.0, h) for h in range(3)))
+    (slow,) = _compare(two, pair(600.0, 700.0, 10)).drops  # type: ignore[attr-defined]
+    assert (slow.device, slow.median) == ("gpu0", 800.0)
     # B's own past, once it has one, is its yardstick
     history_with(path, _on("n1", "GPU-B", 600.0, 11), _on("n1", "GPU-B", 610.0, 12))
     later = _compare(path, _on("n1", "GPU-B", 420.0, 13))
@@ -57,15 +67,20 @@ def test_a_board_swapped_in_is_not_held_to_the_one_it_replaced(tmp_path: Path) -
 def test_a_gpu_that_moved_keeps_its_past(tmp_path: Path) -> None:
     """Board A ran on n1 at 800; moved to n2, its first run there at 500 is 37.5% below its own
     past: warned, naming where that past was; board C on n2 with no past is not compared."""
-    path = history_with(tmp_path / "h.db", *(_on("n1", "GPU-A", 800.0, h) for h in range(3)))
+    past = [_on("n1", "GPU-A", 800.0, h) for h in range(3)]
+    # more comparable runs than the yardstick takes (5, newest first) and a quick run, which is
+    # no standard run's yardstick: neither may change the median
+    older = [_on("n1", "GPU-A", 400.0, h) for h in (-30, -20, -10)]
+    quick = rejudged(_on("n1", "GPU-A", 100.0, 2.5), level="quick")
+    path = history_with(tmp_path / "h.db", *older, *past, quick)
     moved = _compare(path, _on("n2", "GPU-A", 500.0, 10))
     (drop,) = moved.drops  # type: ignore[attr-defined]
     assert drop.device == "gpu0 (GPU-A, its past on n1)"
-    assert drop.median == 800.0
+    assert (drop.median, drop.runs) == (800.0, 5)
     check = moved.check(fail_on_drop=False)  # type: ignore[attr-defined]
     assert check.status is Status.WARN
-    assert "3 comparable run(s) on other hosts of GPUs that moved here" in check.message
-    assert check.details["compared_runs_of_moved_gpus"] == [1, 2, 3]
+    assert "5 comparable run(s) on other hosts of GPUs that moved here" in check.message
+    assert check.details["compared_runs_of_moved_gpus"] == [2, 3, 4, 5, 6]
     fresh = _compare(path, _on("n2", "GPU-C", 500.0, 10))
     assert "first passing accept standard" in fresh.nothing_to_compare  # type: ignore[attr-defined]
 

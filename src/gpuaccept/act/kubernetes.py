@@ -274,7 +274,7 @@ def decide_round(
             earlier = [r for v, r in runs if v.node == verdict.node and r is not report]
             past = node_past(report, earlier, guard.debounce_hours, replace_after, replace_days)
         action = past.action(report.action_plan.action.value)
-        others = alike.get(_cause(report), []) if verdict.verdict == "fail" else []
+        others = alike.get(_cause(report), [])  # only failures are there
         decision = decide(
             verdict.verdict,  # type: ignore[arg-type]
             report.level,

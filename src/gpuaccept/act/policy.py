@@ -127,9 +127,9 @@ def drain_reason(
     return head[: REASON_LIMIT - len(tag)] + tag
 
 
-def _named(nodes: list[SchedNode]) -> str:
-    """The first five nodes' names, and "..." when there are more."""
-    return ", ".join(n.name for n in nodes[:5]) + (", ..." if len(nodes) > 5 else "")
+def _named(names: list[str]) -> str:
+    """The first five names, and "..." when there are more."""
+    return ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
 
 
 def recent_drains(nodes: list[SchedNode], now: datetime, guard: Guard) -> list[SchedNode]:
@@ -183,27 +183,28 @@ def decide(
         reason = drain_reason(level, failed_checks, stack, action)
         if stack is not None:
             # this run's cause, read back as any drain's: the same cut checks, the same tag
-            cause = SchedNode(node.name, True, reason, None).cause()
+            cause = SchedNode("", True, reason, None).cause()
             same = [n for n in recent if n.cause() == cause]  # never this node: not drained
-            alike = [SchedNode(name, False, "", None) for name in failing_now]
-            if len(same) + len(alike) >= guard.regression_nodes:
+            alike = [n.name for n in same] + list(failing_now)
+            if len(alike) >= guard.regression_nodes:
                 return Decision(
                     "refused",
                     node.name,
-                    f"failed {', '.join(failed_checks)}, NOT drained: {len(same) + len(alike)} "
+                    f"failed {', '.join(failed_checks)}, NOT drained: {len(alike)} "
                     f"other node(s) on the same software stack ({stack[:STACK_DIGITS]}) failed "
-                    f"the same in the last {guard.minutes:g} min ({_named(same + alike)}): a "
+                    f"the same in the last {guard.minutes:g} min ({_named(alike)}): a "
                     "regression of the stack, not this node's hardware; compare the stack with "
                     "the last one that passed",
                     regression=stack[:STACK_DIGITS],
                 )
         limit = guard.limit(len(partition))
+        drained = _named([n.name for n in recent])
         if len(recent) >= limit:
             return Decision(
                 "refused",
                 node.name,
                 f"failed, NOT drained: gpuaccept drained {len(recent)} of {len(partition)} "
-                f"node(s) in the last {guard.minutes:g} min ({_named(recent)}), the breaker's "
+                f"node(s) in the last {guard.minutes:g} min ({drained}), the breaker's "
                 f"limit is {limit} ({guard.share:.0%}): a fault on this many nodes at once is more "
                 "likely the stack or the site than the hardware; look before draining more",
             )
