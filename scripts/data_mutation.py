@@ -129,12 +129,13 @@ def mutants(text: str) -> list[Mutant]:
 
 
 def _run(mutant: Mutant, work: Path, tests: list[str]) -> bool:
-    """Whether a test failed against the mutant (killed)."""
+    """Whether a test failed against the mutant (killed). The tests run from the work copy:
+    the tree as it was at the start, never the working tree someone edits meanwhile."""
     (work / DATA).write_text(mutant.text, encoding="utf-8")
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-x", "-q", "-n", "0", "-p", "no:cacheprovider", *tests],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(work / "src")},
+        cwd=work,
+        env={**os.environ, "PYTHONPATH": f"{work / 'src'}{os.pathsep}{work}"},
         capture_output=True,
         timeout=600,
         check=False,
@@ -156,10 +157,16 @@ def main() -> int:
         works = []
         for job in range(args.jobs):
             work = Path(scratch) / f"w{job}"
-            shutil.copytree(
-                ROOT / "src", work / "src", ignore=shutil.ignore_patterns("__pycache__")
-            )
+            skip = shutil.ignore_patterns("__pycache__")
+            shutil.copytree(ROOT / "src", work / "src", ignore=skip)
+            shutil.copytree(ROOT / "tests", work / "tests", ignore=skip)
+            shutil.copy2(ROOT / "pyproject.toml", work / "pyproject.toml")
             works.append(work)
+        # the copy unmutated must pass: else every mutant would count as killed
+        unmutated = Mutant(0, "none", "none", (ROOT / DATA).read_text(encoding="utf-8"))
+        if _run(unmutated, works[0], args.tests):
+            print("data-mutation: the tests fail on the unmutated copy", file=sys.stderr)
+            return 2
 
         def one(item: tuple[int, Mutant]) -> tuple[Mutant, bool]:
             number, mutant = item
