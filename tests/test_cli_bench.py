@@ -91,12 +91,15 @@ def test_collectives_table_is_nccl_tests_shaped(tmp_path: Path) -> None:
     )
     assert run.returncode == 0, run.stderr
     headers = [line.split() for line in run.stdout.splitlines() if "size (B)" in line]
-    # one table per collective; all_reduce and broadcast run in place only: no n/a columns
-    assert len(headers) == 4
+    # one table per collective; all_reduce and broadcast run in place only, all_to_all out of
+    # place only (as nccl-tests): no n/a columns
+    assert len(headers) == 5
     in_place = ["collective", "size", "(B)", "count", "ip", "us", "ip", "algbw", "ip", "busbw"]
     in_place += ["ip", "#wrong"]
     assert headers[0] == headers[3] == in_place
     assert headers[1][:8] == ["collective", "size", "(B)", "count", "oop", "us", "oop", "algbw"]
+    out_of_place = [*in_place[:4], *(w.replace("ip", "oop") for w in in_place[4:])]
+    assert headers[4] == out_of_place
     assert all(len(" ".join(h)) < 120 for h in headers)
     assert "n/a" not in run.stdout
     check, _history = _report(out).checks
@@ -105,9 +108,10 @@ def test_collectives_table_is_nccl_tests_shaped(tmp_path: Path) -> None:
     rows = check.details["rows"]
     assert {r["collective"] for r in rows} == set(BUS_FACTORS)
     for row in rows:
-        assert row["ip_wrong"] == 0
-        assert row["ip_busbw_gbps"] == pytest.approx(
-            row["ip_algbw_gbps"] * BUS_FACTORS[row["collective"]](2)
+        variant = "oop" if row["collective"] == "all_to_all" else "ip"  # its only variant
+        assert row[f"{variant}_wrong"] == 0
+        assert row[f"{variant}_busbw_gbps"] == pytest.approx(
+            row[f"{variant}_algbw_gbps"] * BUS_FACTORS[row["collective"]](2)
         )
 
 
@@ -166,7 +170,7 @@ def test_every_benchmark_runs_by_default(tmp_path: Path) -> None:
         (["matmul", "--dtype", "tf32"], "--dtype tf32 cannot run on cpu"),
         (["matmul", "--m", "0"], "--m '0'"),
         (["matmul", "--preset", "huge"], "--preset must be quick or full"),
-        (["collectives", "--op", "all_to_all"], "--op 'all_to_all'"),
+        (["collectives", "--op", "all_to_one"], "--op 'all_to_one'"),
         (["collectives", "--ranks", "0"], "--ranks must be at least 1"),
         (["nbody", "--bodies", "1"], "at least 2 bodies"),
         (["nbody", "--dtype", "bf16"], "fp32 or fp64"),
