@@ -310,6 +310,20 @@ class ActionPlan(BaseModel):
     def for_check(self, check: str) -> Action:
         return most_severe([r.action for r in self.recommendations if r.check == check])
 
+    def out_of_service_gpus(self) -> list[str]:
+        """The GPUs a finding names with an action that takes them out of service (reset-gpu,
+        reboot-node, drain, replace), each once, in the findings' order: as the findings name
+        them (a UUID, or the PCI address of a kernel-log XID)."""
+        named: list[str] = []
+        for r in self.recommendations:
+            if r.gpu and r.action.takes_out_of_service and r.gpu not in named:
+                named.append(r.gpu)
+        return named
+
+    def out_of_service_uuids(self) -> list[str]:
+        """`out_of_service_gpus` that are GPU UUIDs, sorted: a GPU's identity across hosts."""
+        return sorted(g for g in self.out_of_service_gpus() if g.startswith("GPU-"))
+
     @property
     def sentence(self) -> str:
         """`reset-gpu (health: gpu3: row remapping pending)`, or `none`."""

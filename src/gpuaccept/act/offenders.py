@@ -34,12 +34,7 @@ def remediated(uuid: str, reports: Iterable[RunReport]) -> set[str]:
     """The start times of the runs whose findings named this GPU with an action that takes it
     out of service (reset-gpu, reboot-node, drain, replace)."""
     return {
-        report.started_at
-        for report in reports
-        if any(
-            r.gpu == uuid and r.action.takes_out_of_service
-            for r in report.action_plan.recommendations
-        )
+        report.started_at for report in reports if uuid in report.action_plan.out_of_service_gpus()
     }
 
 
@@ -118,8 +113,7 @@ def offences(
         count = within(node_incidents(runs), report.started_at, days)
         if count >= limit:
             found.append(Offence(f"node {report.hostname or '(unnamed)'}", count, days))
-    named = {r.gpu for r in report.action_plan.recommendations if r.action.takes_out_of_service}
-    for uuid in sorted(g for g in named if g and g.startswith("GPU-")):
+    for uuid in report.action_plan.out_of_service_uuids():
         count = within(gpu_incidents(uuid, runs), report.started_at, days)
         if count >= limit:
             found.append(Offence(f"GPU {uuid}", count, days))

@@ -98,11 +98,7 @@ def _gpus(report: RunReport) -> list[dict[str, Any]]:
 
 def named_gpus(report: RunReport) -> list[str]:
     """The UUIDs the findings named with an action that takes them out of service, in order."""
-    named: list[str] = []
-    for r in report.action_plan.recommendations:
-        if r.gpu and r.action.takes_out_of_service and r.gpu not in named:
-            named.append(r.gpu)
-    return named
+    return report.action_plan.out_of_service_gpus()
 
 
 def _bus(text: str) -> str | None:
