@@ -4,8 +4,10 @@ each into the SQLite history, then time the commands an operator runs and their 
 each in its own process (as the CLI runs): `history fleet`, `history list --node`,
 `history gpu UUID`, `report RUN --html`.
 
-Usage: benchmarks/history_scale.py [--runs 200000] [--nodes 1000] [--gpus 8] [--db PATH]
-        [--keep]   (an existing --db with as many runs is reused, not loaded again)
+Usage: benchmarks/history_scale.py [--runs 200000] [--nodes 1000] [--gpus 8]
+        [--db PATH | --db postgresql://USER@HOST:PORT/DB] [--keep]
+        (an existing --db with as many runs is reused, not loaded again; a PostgreSQL --db
+        takes its password from PGPASSFILE/~/.pgpass as gpuaccept does)
 
 Prints one line per command: seconds, peak RSS (MiB), and the database's size. The reports are
 made as a run stores them (RunReport.completed: verdict and actions planned), one in 50 failing a
@@ -118,13 +120,13 @@ def _report(node: int, gpus: int, run: int, at: datetime) -> object:
     )
 
 
-def load(db: Path, runs: int, nodes: int, gpus: int) -> float:
+def load(db: object, runs: int, nodes: int, gpus: int) -> float:
     from gpuaccept.record.history import History
 
     start = datetime(2026, 10, 1, tzinfo=UTC)
     began = time.monotonic()
     batch: list[tuple[object, str]] = []
-    with History.open(db) as history:
+    with History.open(db) as history:  # type: ignore[arg-type]
         for run in range(runs):
             node = run % nodes
             at = start + timedelta(minutes=run * 43200 / runs)  # 30 days of runs
@@ -166,21 +168,28 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=200_000)
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--gpus", type=int, default=8)
-    parser.add_argument("--db", type=Path)
+    parser.add_argument("--db", help="an SQLite file or a postgresql:// URI")
     parser.add_argument("--keep", action="store_true", help="keep the database")
     args = parser.parse_args()
     scratch = tempfile.mkdtemp(prefix="gpuaccept-history-scale-")
-    db = args.db or Path(scratch) / "history.sqlite"
-    from gpuaccept.record.history import History
+    from gpuaccept.record.history import History, PgLocation, as_location
 
+    db = as_location(args.db or str(Path(scratch) / "history.sqlite"))
     existing = 0
-    if db.exists():
-        with History.open(db, create=False) as history:
+    if isinstance(db, PgLocation) or db.exists():
+        with History.open(db) as history:
             existing = history.count()
     if existing < args.runs:
         seconds = load(db, args.runs - existing, args.nodes, args.gpus)
         print(f"loaded {args.runs - existing} runs in {seconds:.0f} s")
-    size = db.stat().st_size / 2**20
+    if isinstance(db, PgLocation):
+        import psycopg
+
+        with psycopg.connect(db.uri) as connection:
+            row = connection.execute("SELECT pg_database_size(current_database())").fetchone()
+        size = (row[0] if row else 0) / 2**20
+    else:
+        size = db.stat().st_size / 2**20
     print(f"history: {args.runs} runs, {args.nodes} nodes x {args.gpus} GPUs, {size:.0f} MiB")
     with History.open(db, create=False) as history:
         newest = history.list_runs(limit=1)[0].id
@@ -196,7 +205,7 @@ def main() -> int:
         print(
             f"{' '.join(command[:2]):<16} {seconds:7.2f} s  peak RSS {peak:7.0f} MiB  exit {code}"
         )
-    if not args.keep and args.db is None:
+    if not args.keep and args.db is None and isinstance(db, Path):
         os.unlink(db)
     return 0
 

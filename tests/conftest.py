@@ -158,3 +158,24 @@ def _signal_handlers_restored() -> Iterator[None]:
     yield
     for signum, handler in kept.items():
         signal.signal(signum, handler)
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[Any]:
+    """A real PostgreSQL server (tests/pg_server.py) for this worker's session; the tests that
+    need one skip, saying why, where none can be started."""
+    from tests import pg_server as server
+
+    why = server.why_not()
+    if why is not None:
+        pytest.skip(f"no PostgreSQL server here: {why}")
+    with server.running() as running:
+        yield running
+
+
+@pytest.fixture
+def pg_history(pg_server: Any, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A new, empty database on the test server: its postgresql:// URI (no password in it: the
+    client finds it in PGPASSFILE, as a node would in ~/.pgpass)."""
+    monkeypatch.setenv("PGPASSFILE", str(pg_server.passfile))
+    return str(pg_server.database())

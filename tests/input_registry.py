@@ -262,6 +262,23 @@ REGISTRY: list[Input] = [
         )
         for command in ("list", "show", "compare", "trend", "fleet", "gpu")
     ),
+    Input(
+        "history push",
+        "--history",
+        "reads",
+        covered_by=("tests/record/test_spool.py",),
+        gap="attacked with a spooled run to deliver (tests/record/test_spool.py); with an empty "
+        "spool push opens no history",
+    ),
+    Input(
+        "history push",
+        "GPUACCEPT_SPOOL",
+        "env",
+        lambda value, scratch: ["history", "push", "--history", str(scratch / "new.sqlite")],
+        ("a-file", "fifo", "dev-zero", "symlink-loop", "under-a-file"),
+        allowed={"missing": "nothing was spooled yet: nothing to push"},
+        covered_by=("tests/record/test_spool.py",),
+    ),
     Input("history import", "REPORTS", "reads", _reports(["history", "import"]), FILE_FORMS),
     Input("history import", "--history", "reads", covered_by=("tests/test_cli_history.py",)),
     # environment variables

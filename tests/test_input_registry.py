@@ -36,7 +36,8 @@ def _path_inputs() -> set[tuple[str, str]]:
     for command, callback in _commands(app, []):
         hints = typing.get_type_hints(callback)
         for name, parameter in inspect.signature(callback).parameters.items():
-            if "Path" not in str(hints.get(name)):
+            # --history is a file or a postgresql:// URI (a str), and a path all the same
+            if "Path" not in str(hints.get(name)) and name != "history":
                 continue
             decls = getattr(parameter.default, "param_decls", None) or ()
             long = [d for d in decls if d.startswith("--")]

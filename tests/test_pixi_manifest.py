@@ -178,6 +178,7 @@ def test_pixi_feature_installs_the_pyproject_extra(
 ) -> None:
     feature = pixi_manifest["feature"][extra]
     provided = {*feature.get("dependencies", {}), *feature.get("pypi-dependencies", {})}
+    provided |= set(pixi_manifest["dependencies"])  # every environment has these
     # a requirement limited to Linux x86-64 by its marker may come from that platform's target
     linux_64 = feature.get("target", {}).get("linux-64-cpu", {})
     on_linux_64 = {*linux_64.get("dependencies", {}), *linux_64.get("pypi-dependencies", {})}

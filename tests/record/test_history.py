@@ -17,7 +17,8 @@ from gpuaccept.record.history import (
     SCHEMA_VERSION,
     History,
     HistoryError,
-    default_history_path,
+    SqliteHistory,
+    default_history,
 )
 from tests.run_reports import gpu_report, measurement_count
 
@@ -215,10 +216,8 @@ def test_unknown_run_id_is_an_input_error(tmp_path: Path) -> None:
 
 
 def test_default_path_follows_env_then_xdg(tmp_path: Path) -> None:
-    assert default_history_path({"GPUACCEPT_HISTORY": "/x/h.db"}) == Path("/x/h.db")
-    assert default_history_path({"XDG_DATA_HOME": "/data"}) == Path(
-        "/data/gpuaccept/history.sqlite"
-    )
+    assert default_history({"GPUACCEPT_HISTORY": "/x/h.db"}) == Path("/x/h.db")
+    assert default_history({"XDG_DATA_HOME": "/data"}) == Path("/data/gpuaccept/history.sqlite")
 
 
 _KILLED_WRITER = """
@@ -294,7 +293,9 @@ def test_a_history_that_cannot_be_written_is_refused_before_a_run(tmp_path: Path
         assert len(history.list_runs()) == 1
     uri = f"file:{path}?mode=ro"
     connection = sqlite3.connect(uri, uri=True, isolation_level=None)
-    read_only = History(path, connection)  # as on a read-only mount, where even root cannot write
+    read_only = SqliteHistory(
+        path, connection
+    )  # as on a read-only mount, where even root cannot write
     with pytest.raises(HistoryError, match="cannot be written"):
         read_only.check_writable()
     connection.close()

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from gpuaccept.actions import ActionRules
     from gpuaccept.node_profile import NodeExpectation
     from gpuaccept.probe.hardware import ExpectedGpus
+    from gpuaccept.record.history import HistoryLocation
     from gpuaccept.references import ReferenceTable
     from gpuaccept.results import RunReport
     from gpuaccept.suite.multinode import Launch
@@ -230,7 +231,7 @@ def accept(
         help="Print the JSON report on stdout when the run ends (the run's lines go to stderr).",
         rich_help_panel="Outputs",
     ),
-    history: Path | None = HISTORY,
+    history: str | None = HISTORY,
     no_history: bool = NO_HISTORY,
     drop_tolerance: float | None = DROP_TOLERANCE,
     fail_on_drop: bool = FAIL_ON_DROP,
@@ -384,7 +385,7 @@ class AcceptPlan:
     junit: Path | None
     record_baseline: Path | None
     baseline_runs: int
-    history_path: Path | None
+    history_path: HistoryLocation | None
     check_timeout: float | None
     dcgm: int | None
     min_busbw: float | None
@@ -411,7 +412,7 @@ def _plan(
     dcgm: int | None,
     min_busbw: float | None,
     pairwise: bool,
-    history: Path | None,
+    history: str | None,
     no_history: bool,
     drop: DropPolicy,
     node: NodeExpectation | None = None,

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from gpuaccept.burnin.checkpoint import CheckpointLock
     from gpuaccept.burnin.plan import BurnInPlan, BurnInProgress, WindowFigures
     from gpuaccept.burnin.run import BurnInSettings
+    from gpuaccept.record.history import HistoryLocation
     from gpuaccept.results import RunReport
 
 _STRESSORS = "gemm-bf16, gemm-fp32, hbm, host-transfer, all-reduce"
@@ -133,7 +134,7 @@ def burnin(
         help="TOML of the site's action tables over the built-in ones (docs/actions.md).",
         rich_help_panel="Judging",
     ),
-    history: Path | None = HISTORY,
+    history: str | None = HISTORY,
     no_history: bool = NO_HISTORY,
 ) -> None:
     """Keep every GPU of the node busy for --duration with a rotation of stressors, and judge
@@ -178,7 +179,7 @@ class BurnInJob:
     names: dict[str, str]
     report_dir: Path | None
     junit: Path | None
-    history_path: Path | None
+    history_path: HistoryLocation | None
     checkpoint_exit_code: int | None = None
     lock: CheckpointLock | None = None  # held until the process ends
     rules: ActionRules | None = None  # the site's action tables (--rules); None: built-in
@@ -198,7 +199,7 @@ def _plan(
     straggler_tolerance: float | None,
     report_dir: Path | None,
     junit: Path | None,
-    history: Path | None,
+    history: str | None,
     no_history: bool,
     rules: Path | None = None,
 ) -> BurnInJob:

@@ -27,7 +27,8 @@ app = typer.Typer(
 DATABASE = typer.Option(
     None,
     "--history",
-    help="History database (default: $GPUACCEPT_HISTORY, else "
+    metavar="FILE|postgresql://...",
+    help="History: an SQLite file or a PostgreSQL URI (default: $GPUACCEPT_HISTORY, else "
     "~/.local/share/gpuaccept/history.sqlite).",
 )
 COMMANDS = ("accept", "bench", "train-mnist", "burnin")  # what the history records runs of
@@ -48,10 +49,10 @@ def _known_command(command: str | None) -> None:
 
 
 @contextmanager
-def _open(path: Path | None, *, create: bool = False) -> Iterator[History]:
-    from gpuaccept.record.history import History, default_history_path
+def _open(path: str | None, *, create: bool = False) -> Iterator[History]:
+    from gpuaccept.record.history import History, history_location
 
-    with History.open(path or default_history_path(), create=create) as history:
+    with History.open(history_location(path), create=create) as history:
         yield history
 
 
@@ -71,7 +72,7 @@ def _run_id(text: str) -> int:
 
 @app.command("list")
 def list_runs(
-    history: Path | None = DATABASE,
+    history: str | None = DATABASE,
     node: str | None = NODE,
     command: str | None = COMMAND,
     limit: int = typer.Option(
@@ -80,16 +81,18 @@ def list_runs(
     as_json: bool = AS_JSON,
 ) -> None:
     """Recorded runs, newest first."""
-    from gpuaccept.record.history import default_history_path
+    from gpuaccept.record.history import history_location, local_file
 
     _known_command(command)
 
-    path = history or default_history_path()
-    if not path.exists() and not path.is_symlink():  # a dangling link or a loop is opened, refused
+    location = history_location(history)
+    path = local_file(location)
+    # a dangling link or a loop is opened, and refused
+    if path is not None and not path.exists() and not path.is_symlink():
         if as_json:
             typer.echo("[]")
             return
-        typer.echo(f"no runs recorded (no history at {history or default_history_path()} yet)")
+        typer.echo(f"no runs recorded (no history at {path} yet)")
         return
     with _open(history) as store:
         runs = store.list_runs(node=node, command=command, limit=limit)
@@ -141,7 +144,7 @@ _GPU_UUID = re.compile(r"(GPU|MIG)-[0-9A-Fa-f-]{8,64}")
 @app.command("gpu")
 def gpu(
     uuid: str = typer.Argument(..., help="The GPU's UUID (GPU-...), as NVML says."),
-    history: Path | None = DATABASE,
+    history: str | None = DATABASE,
     limit: int = typer.Option(
         100, "--limit", min=1, max=10_000, metavar="N", help="Newest runs to read."
     ),
@@ -190,7 +193,7 @@ def gpu(
 @app.command("show")
 def show(
     run: str = typer.Argument(..., help="Run id (see `gpuaccept history list`)."),
-    history: Path | None = DATABASE,
+    history: str | None = DATABASE,
     as_json: bool = typer.Option(False, "--json", help="Print the stored report as JSON."),
 ) -> None:
     """One run: its checks and figures (or the whole report with --json)."""
@@ -221,7 +224,7 @@ def show(
 def compare(
     run_a: str = typer.Argument(..., help="The earlier (reference) run id."),
     run_b: str = typer.Argument(..., help="The run to compare with it."),
-    history: Path | None = DATABASE,
+    history: str | None = DATABASE,
     as_json: bool = AS_JSON,
 ) -> None:
     """Every figure of two runs side by side, with the change in percent (B against A)."""
@@ -285,7 +288,7 @@ def compare(
 @app.command("trend")
 def trend(
     metric: str = typer.Argument(..., help="A figure's name, or CHECK/NAME (e.g. matmul/..."),
-    history: Path | None = DATABASE,
+    history: str | None = DATABASE,
     node: str | None = NODE,
     command: str | None = COMMAND,
     level: str | None = typer.Option(
@@ -366,7 +369,7 @@ def trend(
 @app.command("import")
 def import_reports(
     reports: list[Path] = typer.Argument(..., help="JSON reports (e.g. from HTCondor jobs)."),
-    history: Path | None = DATABASE,
+    history: str | None = DATABASE,
 ) -> None:
     """Add JSON reports to the history; all of them or, if one is malformed, none.
 
@@ -388,9 +391,35 @@ def import_reports(
     typer.echo(f"[HISTORY] imported {new} new run(s), {len(stored) - new} already recorded")
 
 
+@app.command("push")
+def push(history: str | None = DATABASE) -> None:
+    """Deliver the runs the spool kept while their history could not be reached ($GPUACCEPT_SPOOL,
+    else ~/.local/share/gpuaccept/spool); each is stored once, whatever was stored before.
+
+    Exit 2 when the history cannot be reached (the spool keeps every run) or a spooled file is
+    not a report (it is left in place, and said).
+    """
+    from gpuaccept.record.spool import SpoolError, deliver, pending, spool_dir
+
+    waiting = pending()  # a spool that cannot be read is refused before the history is opened
+    if not waiting:
+        typer.echo(f"[HISTORY] nothing to push: the spool {spool_dir()} is empty")
+        return
+    with _open(history, create=True) as store:
+        delivery = deliver(store)
+        where = store.path
+    for line in delivery.lines():
+        typer.echo(f"[HISTORY] {line}")
+    typer.echo(f"[HISTORY] pushed {len(delivery.delivered)} run(s) to {where}")
+    if delivery.refused or delivery.problem:
+        raise SpoolError(
+            f"{len(delivery.refused)} spooled file(s) are not reports; left in {spool_dir()}"
+        )
+
+
 @app.command("fleet")
 def fleet(
-    history: Path | None = DATABASE,
+    history: str | None = DATABASE,
     tolerance: float = typer.Option(
         10.0,
         "--tolerance",

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from gpuaccept.actions import ActionRules
     from gpuaccept.node_profile import NodeExpectation
     from gpuaccept.probe.hardware import ExpectedGpus
+    from gpuaccept.record.history import HistoryLocation
     from gpuaccept.references import ReferenceTable
     from gpuaccept.suite.multinode import Launch
     from gpuaccept.suite.selection import CheckSpec
@@ -37,7 +38,7 @@ def accept_across_nodes(
     expected: ExpectedGpus | None,
     table: ReferenceTable,
     report_dir: Path | None,
-    history_path: Path | None,
+    history_path: HistoryLocation | None,
     dcgm: int | None,
     min_busbw: float | None,
     pairwise: bool,

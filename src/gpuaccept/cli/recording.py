@@ -13,13 +13,16 @@ from gpuaccept.errors import InputError
 
 if TYPE_CHECKING:
     from gpuaccept.actions import ActionRules
+    from gpuaccept.record.history import HistoryLocation
     from gpuaccept.results import RunReport
 
 HISTORY = typer.Option(
     None,
     "--history",
-    help="SQLite history to record the run in (default: $GPUACCEPT_HISTORY, else "
-    "~/.local/share/gpuaccept/history.sqlite).",
+    metavar="FILE|postgresql://...",
+    help="History to record the run in: an SQLite file or a PostgreSQL URI (default: "
+    "$GPUACCEPT_HISTORY, else ~/.local/share/gpuaccept/history.sqlite). A server that cannot "
+    "be reached keeps the run in the spool ($GPUACCEPT_SPOOL) for `gpuaccept history push`.",
     rich_help_panel="History",
 )
 NO_HISTORY = typer.Option(
@@ -67,7 +70,7 @@ def drop_policy(tolerance_percent: float | None, fail: bool) -> DropPolicy:
 
 def compared_with_history(
     report: RunReport,
-    target: Path | None,
+    target: HistoryLocation | None,
     policy: DropPolicy,
     rules: ActionRules | None = None,
 ) -> RunReport:
@@ -103,42 +106,68 @@ def compared_with_history(
     return with_check(report, check, rules)
 
 
-def history_path(path: Path | None, disabled: bool) -> Path | None:
-    """The database a run would be recorded in (not opened): for the collision checks."""
+def history_path(path: str | Path | None, disabled: bool) -> Path | None:
+    """The database file a run would be recorded in (not opened): for the collision checks
+    (None for a server's database, which no output file can overwrite)."""
     if disabled:
         return None
-    from gpuaccept.record.history import default_history_path
+    from gpuaccept.record.history import history_location, local_file
 
-    return path or default_history_path()
+    return local_file(history_location(path))
 
 
-def history_target(path: Path | None, disabled: bool) -> Path | None:
-    """The database the run will be recorded in, opened (and so checked) before the run starts.
+def history_target(path: str | Path | None, disabled: bool) -> HistoryLocation | None:
+    """The history the run will be recorded in, opened (and so checked) before the run starts.
 
-    A corrupt or foreign database stops the command here, before minutes of measuring.
+    A corrupt or foreign database stops the command here, before minutes of measuring. A
+    PostgreSQL server that cannot be reached does not: the run goes on and its report waits in
+    the spool.
     """
     if disabled:
         return None
-    from gpuaccept.record.history import History, default_history_path
+    from gpuaccept.record.history import History, HistoryUnreachable, history_location
 
-    target = path or default_history_path()
-    with History.open(target) as history:
-        history.check_writable()
+    target = history_location(path)
+    try:
+        with History.open(target) as history:
+            history.check_writable()
+    except HistoryUnreachable as error:
+        from gpuaccept.record.spool import check_spool
+
+        spool = check_spool()  # the record must have somewhere to wait
+        typer.echo(f"[HISTORY] {error}; the run goes on and its record will wait in {spool}")
     return target
 
 
-def record_run(report: RunReport, target: Path | None) -> None:
+def record_run(report: RunReport, target: HistoryLocation | None) -> None:
+    """Store the run (first delivering what the spool holds); a server that cannot be reached
+    keeps it in the spool instead, and says so."""
     if target is None:
         return
-    from gpuaccept.record.history import History
+    from gpuaccept.record.history import History, HistoryUnreachable
+    from gpuaccept.record.spool import deliver, spool_report
 
-    with History.open(target) as history:
-        [(run_id, _)] = history.append([(report, "run")])
+    try:
+        with History.open(target) as history:
+            delivery = deliver(history)
+            [(run_id, _)] = history.append([(report, "run")])
+    except HistoryUnreachable as error:
+        kept = spool_report(report)
+        typer.echo(
+            f"[HISTORY] {error}; the run is kept in {kept} until a later run or "
+            "`gpuaccept history push` delivers it"
+        )
+        return
+    for line in delivery.lines():
+        typer.echo(f"[HISTORY] {line}")
     typer.echo(f"[HISTORY] run {run_id} recorded in {target}")
 
 
 def finish_run(
-    report: RunReport, history: Path | None, drop: DropPolicy, report_dir: Path | None
+    report: RunReport,
+    history: HistoryLocation | None,
+    drop: DropPolicy,
+    report_dir: Path | None,
 ) -> None:
     """A training run's end: held against the node's past, written to --report-dir, recorded,
     its verdict printed, and exit with the verdict's code."""

@@ -16,17 +16,17 @@ if TYPE_CHECKING:
 
 
 def _trends(
-    report: RunReport, run_id: int | None, history: Path | None
+    report: RunReport, run_id: int | None, history: str | None
 ) -> dict[str, list[MetricPoint]]:
     """This node's stored points for each figure of the report, from runs of the same command and
     level only (like with like); the report's own points when it is not stored."""
-    from gpuaccept.record.history import History, default_history_path, report_points
+    from gpuaccept.record.history import History, history_location, report_points
 
     own = report_points(report, run_id or 0)
     trends: dict[str, list[MetricPoint]] = {point.metric: [] for point in own}
-    path = history or default_history_path()
-    if path.is_file():
-        with History.open(path, create=False) as store:
+    location = history_location(history)
+    if not isinstance(location, Path) or location.is_file():
+        with History.open(location, create=False) as store:
             for metric in trends:
                 trends[metric] = store.points(
                     metric, node=report.hostname, command=report.command, level=report.level
@@ -55,16 +55,19 @@ def report(
     prometheus: Path | None = typer.Option(
         None, "--prometheus", help="Write node_exporter textfile metrics (a .prom file)."
     ),
-    history: Path | None = typer.Option(
-        None, "--history", help="History database for run ids and trend charts."
+    history: str | None = typer.Option(
+        None,
+        "--history",
+        help="History for run ids and trend charts: an SQLite file or a postgresql:// URI.",
     ),
 ) -> None:
     """Render a run as HTML (with trend charts), Markdown or Prometheus metrics; with no output
     named, the Markdown summary on stdout."""
     from gpuaccept.output_files import write_text_atomically
-    from gpuaccept.record.history import History, default_history_path
+    from gpuaccept.record.history import History, history_location, local_file
     from gpuaccept.report.reading import load_report
 
+    location = history_location(history)
     if html is None and markdown is None and prometheus is None:
         markdown = Path("-")  # no file named: the summary on stdout, as `history show` prints
     for path, flag in ((html, "--html"), (markdown, "--markdown"), (prometheus, "--prometheus")):
@@ -73,7 +76,7 @@ def report(
 
     refuse_collisions(
         {"--html": html, "--markdown": markdown, "--prometheus": prometheus},
-        {"--history": history or default_history_path(), "SOURCE": Path(source)},
+        {"--history": local_file(location), "SOURCE": Path(source)},
     )
     path = Path(source)
     run_id: int | None = None
@@ -81,7 +84,7 @@ def report(
         run = load_report(path)
     else:
         run_id = int(source)
-        with History.open(history or default_history_path(), create=False) as store:
+        with History.open(location, create=False) as store:
             run = store.report(run_id)
 
     # Render everything first, so a failure leaves no output half-written.

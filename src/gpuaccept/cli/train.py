@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from gpuaccept.mnist.data import MnistData
     from gpuaccept.mnist.recipes import Recipe
     from gpuaccept.mnist.train import EpochRecord
+    from gpuaccept.record.history import HistoryLocation
 
 TRAIN_PROGRESS_SECONDS = 10.0
 
@@ -153,7 +154,7 @@ def mnist(
         "--scratch",
         help="Where a tarball is extracted (default: $_CONDOR_SCRATCH_DIR, else the temp dir).",
     ),
-    history: Path | None = HISTORY,
+    history: str | None = HISTORY,
     no_history: bool = NO_HISTORY,
     drop_tolerance: float | None = DROP_TOLERANCE,
     fail_on_drop: bool = FAIL_ON_DROP,
@@ -268,7 +269,7 @@ def _train_and_report(
     checkpoint_every: int,
     checkpoint_exit_code: int | None,
     report_dir: Path | None,
-    history: Path | None,
+    history: HistoryLocation | None,
     drop: DropPolicy,
 ) -> None:
     from gpuaccept import __version__
@@ -407,7 +408,7 @@ def _report_interrupted(
     clock: float,
     environment: dict[str, Any],
     report_dir: Path | None,
-    history: Path | None,
+    history: HistoryLocation | None,
 ) -> NoReturn:
     from gpuaccept.report.console import result_line
     from gpuaccept.results import CheckResult, RunReport, Status

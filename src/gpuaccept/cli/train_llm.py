@@ -26,6 +26,7 @@ from gpuaccept.errors import InputError
 
 if TYPE_CHECKING:
     from gpuaccept.llm.train import LlmSpec
+    from gpuaccept.record.history import HistoryLocation
     from gpuaccept.results import CheckResult
 
 
@@ -78,7 +79,7 @@ def llm(
     report_dir: Path | None = typer.Option(
         None, "--report-dir", help="Write the JSON report (with environment capture) here."
     ),
-    history: Path | None = HISTORY,
+    history: str | None = HISTORY,
     no_history: bool = NO_HISTORY,
     drop_tolerance: float | None = DROP_TOLERANCE,
     fail_on_drop: bool = FAIL_ON_DROP,
@@ -196,7 +197,7 @@ def _report(
     started: datetime,
     clock: float,
     report_dir: Path | None,
-    history: Path | None,
+    history: HistoryLocation | None,
     drop: DropPolicy,
 ) -> None:
     from gpuaccept.record.environment import capture_environment

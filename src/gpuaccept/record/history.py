@@ -14,12 +14,14 @@ import math
 import os
 import sqlite3
 import struct
+from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
 from gpuaccept.errors import InputError
 from gpuaccept.results import RunReport, RunVerdict
@@ -100,13 +102,75 @@ class HistoryError(InputError):
     """The history database cannot be used as asked (exit 2)."""
 
 
-def default_history_path(environ: dict[str, str] | None = None) -> Path:
-    """$GPUACCEPT_HISTORY, else the user's data directory (XDG), else ~/.local/share."""
+class HistoryUnreachable(HistoryError):
+    """The history's server cannot be reached now (down, refused, timed out, TLS refused): a
+    run keeps its report in the spool instead (`gpuaccept history push` delivers it later)."""
+
+
+_PG_SCHEMES = ("postgresql://", "postgres://")
+
+
+@dataclass(frozen=True)
+class PgLocation:
+    """A PostgreSQL history named by a libpq connection URI. Credentials come from libpq's own
+    sources (PGPASSWORD, ~/.pgpass or PGPASSFILE, a service file): a password in the URI would
+    stand in `ps`, job files and logs, so it is refused."""
+
+    uri: str
+
+    def __str__(self) -> str:
+        return self.uri
+
+
+HistoryLocation = Path | PgLocation
+
+
+def is_postgresql(text: str) -> bool:
+    return text.startswith(_PG_SCHEMES)
+
+
+def as_location(value: HistoryLocation | str) -> HistoryLocation:
+    """A --history value or $GPUACCEPT_HISTORY: a `postgresql://` URI, else an SQLite file."""
+    if isinstance(value, PgLocation | Path):
+        return value
+    if not is_postgresql(value):
+        return Path(value)
+    try:
+        parts = urlsplit(value)
+        _ = parts.port  # a port that is not a number raises here, not in libpq
+        query = parse_qsl(parts.query, keep_blank_values=True, strict_parsing=bool(parts.query))
+    except ValueError as error:
+        raise HistoryError(f"history {value!r}: not a PostgreSQL URI ({error})") from None
+    if parts.password is not None or any(key == "password" for key, _ in query):
+        raise HistoryError(
+            "history: a password in the PostgreSQL URI would show in ps, job files and logs; "
+            "put it in ~/.pgpass (or PGPASSFILE, PGPASSWORD, a service file) and leave it out "
+            "of the URI"
+        )
+    if parts.fragment:
+        raise HistoryError(f"history {value!r}: a PostgreSQL URI has no '#' part")
+    return PgLocation(value)
+
+
+def default_history(environ: dict[str, str] | None = None) -> HistoryLocation:
+    """$GPUACCEPT_HISTORY (a file or a `postgresql://` URI), else the user's data directory
+    (XDG), else ~/.local/share."""
     env = dict(os.environ) if environ is None else environ
     if env.get(HISTORY_ENV):
-        return Path(env[HISTORY_ENV])
+        return as_location(env[HISTORY_ENV])
     data_home = env.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(data_home) / "gpuaccept" / "history.sqlite"
+
+
+def history_location(value: str | Path | None) -> HistoryLocation:
+    """The history a command was given (--history), else the default."""
+    return default_history() if value is None else as_location(value)
+
+
+def local_file(location: HistoryLocation) -> Path | None:
+    """The file of an SQLite history (for the checks that no output overwrites it); None for a
+    server's."""
+    return location if isinstance(location, Path) else None
 
 
 @dataclass(frozen=True)
@@ -146,6 +210,74 @@ class MetricPoint:
 def report_sha256(report: RunReport) -> str:
     """Identity of a run: the same report imported twice is stored once."""
     return hashlib.sha256(report.model_dump_json().encode()).hexdigest()
+
+
+RUN_INSERT_COLUMNS = (
+    "report_sha256, command, level, device_mode, started_at, finished_at, duration_seconds, "
+    "passed, failed_checks, verdict_json, hostname, tool_version, recorded_at, source, "
+    "report_json"
+)
+MEASUREMENT_COLUMNS = (
+    "run_id, check_name, name, value, unit, device_index, device_name, gpu_uuid, verdict"
+)
+RUN_GPU_COLUMNS = "run_id, uuid, gpu_index, serial, name"
+
+
+def run_values(report: RunReport, digest: str, recorded_at: str, source: str) -> tuple[Any, ...]:
+    """A run's row, in RUN_INSERT_COLUMNS' order (both stores)."""
+    return (
+        digest,
+        report.command,
+        report.level,
+        report.device_mode,
+        report.started_at,
+        report.finished_at,
+        report.duration_seconds,
+        int(report.verdict.passed),
+        ",".join(report.verdict.failed_checks),
+        report.verdict.model_dump_json(),
+        report.hostname,
+        report.tool_version,
+        recorded_at,
+        source,
+        report.model_dump_json(),
+    )
+
+
+def measurement_rows(report: RunReport, run_id: int) -> list[tuple[Any, ...]]:
+    """A run's figures, in MEASUREMENT_COLUMNS' order, each with its GPU's UUID where the
+    capture has one. NaN is no figure to trend (and SQLite stores it as NULL): the run and its
+    report, NaN included, are still recorded."""
+    uuids = {
+        gpu.get("index"): gpu.get("uuid")
+        for gpu in report.environment.get("gpus") or []
+        if isinstance(gpu, dict)
+    }
+    return [
+        (
+            run_id,
+            check.name,
+            m.name,
+            m.value,
+            m.unit,
+            m.device_index,
+            m.device_name,
+            uuids.get(m.device_index),
+            m.verdict.value,
+        )
+        for check in report.checks
+        for m in check.measurements
+        if not math.isnan(m.value)
+    ]
+
+
+def run_gpu_rows(report: RunReport, run_id: int) -> list[tuple[Any, ...]]:
+    """A run's GPUs with a UUID, in RUN_GPU_COLUMNS' order."""
+    return [
+        (run_id, gpu["uuid"], gpu.get("index"), gpu.get("serial"), gpu.get("name"))
+        for gpu in report.environment.get("gpus") or []
+        if isinstance(gpu, dict) and isinstance(gpu.get("uuid"), str)
+    ]
 
 
 def _check_header(path: Path) -> None:
@@ -204,16 +336,148 @@ def _inspect(path: Path) -> tuple[int, int, list[str]]:
     return application_id, user_version, tables
 
 
-class History:
-    """An open history database. Use `History.open(path)` as a context manager."""
+class History(ABC):
+    """An open history: the embedded SQLite file (one node, the default) or a PostgreSQL
+    database (a fleet's one store, issue #33 §2). Open either with `History.open(location)` as
+    a context manager; both keep the same schema and answer the same queries."""
+
+    location: HistoryLocation
+
+    @property
+    def path(self) -> HistoryLocation:
+        """Where the history is, as messages name it (a PostgreSQL URL has no password)."""
+        return self.location
+
+    @classmethod
+    @contextmanager
+    def open(cls, location: HistoryLocation | str, *, create: bool = True) -> Iterator[History]:
+        """Open (and, when `create`, initialise) the history at `location`; refuse foreign
+        databases and files. A PostgreSQL server that cannot be reached raises
+        `HistoryUnreachable` (a run keeps its report in the spool)."""
+        where = as_location(location)
+        if isinstance(where, PgLocation):
+            from gpuaccept.record.history_pg import PgHistory
+
+            with PgHistory.connect(where, create=create) as history:
+                yield history
+        else:
+            with SqliteHistory.open_file(where, create=create) as sqlite_history:
+                yield sqlite_history
+
+    @abstractmethod
+    def check_writable(self) -> None:
+        """Refuse, before a run, a history this user cannot write."""
+
+    @abstractmethod
+    def append(self, reports: Sequence[tuple[RunReport, str]]) -> list[tuple[int, bool]]:
+        """Store runs (report, source) in one transaction: (run id, newly stored) for each."""
+
+    @abstractmethod
+    def gpu_runs(self, uuid: str, limit: int = 200) -> list[tuple[RunRow, int | None, str | None]]:
+        """The runs a GPU took part in, newest first (run, its index there, its serial)."""
+
+    @abstractmethod
+    def remediated_gpus(self, since: str) -> list[tuple[str, int, str]]:
+        """(GPU UUID, run id, started_at) of failed accept runs since `since` that named the GPU
+        for a remediation."""
+
+    @abstractmethod
+    def accept_runs_of_gpus(
+        self, uuids: Sequence[str], since: str
+    ) -> list[tuple[str, int, str, str | None, str | None]]:
+        """(UUID, run id, started_at, host, serial) of the accept runs since `since` that these
+        GPUs took part in."""
+
+    @abstractmethod
+    def list_runs(
+        self,
+        *,
+        node: str | None = None,
+        command: str | None = None,
+        limit: int | None = None,
+        level: str | None = None,
+        device_mode: str | None = None,
+        passed_only: bool = False,
+        oldest_first: bool = False,
+        started_by: float | None = None,
+    ) -> list[RunRow]:
+        """Runs, newest first, filtered in the query."""
+
+    @abstractmethod
+    def report(self, run_id: int) -> RunReport:
+        """A stored run's report."""
+
+    @abstractmethod
+    def count(self) -> int:
+        """How many runs are stored."""
+
+    @abstractmethod
+    def points(
+        self,
+        metric: str | None = None,
+        *,
+        node: str | None = None,
+        command: str | None = None,
+        level: str | None = None,
+        latest_only: bool = False,
+    ) -> list[MetricPoint]:
+        """Stored figures, oldest first."""
+
+    def _run_row(self, row: Sequence[Any]) -> RunRow:
+        """A RunRow from the columns _RUN_COLUMNS names, in that order."""
+        return RunRow(
+            id=int(row[0]),
+            started_at=row[1],
+            hostname=row[2],
+            command=row[3],
+            level=row[4],
+            device_mode=row[5],
+            verdict=self._verdict(int(row[0]), row[6]),
+            duration_seconds=row[7],
+            tool_version=row[8],
+            source=row[9],
+        )
+
+    def _verdict(self, run_id: int, text: str) -> RunVerdict:
+        try:
+            return RunVerdict.model_validate_json(text)
+        except ValueError as error:
+            raise HistoryError(
+                f"history {self.path}: run {run_id}'s stored verdict is damaged ({error}); "
+                "restore the database from a copy"
+            ) from None
+
+    def _parsed_report(self, run_id: int, text: str) -> RunReport:
+        try:
+            return RunReport.model_validate_json(text)
+        except ValueError as error:
+            raise HistoryError(
+                f"history {self.path}: run {run_id}'s stored report is damaged "
+                f"({_first_line(error)}); restore the database from a copy"
+            ) from None
+
+    def _unplanned_remediations(
+        self, runs: Sequence[tuple[int, str]]
+    ) -> list[tuple[str, int, str]]:
+        """The GPUs named for a remediation by failed runs stored before actions were: the plan
+        their checks give (`RunReport.action_plan`)."""
+        found: list[tuple[str, int, str]] = []
+        for run_id, started in runs:
+            named = self.report(run_id).action_plan.out_of_service_uuids()
+            found += [(uuid, run_id, started) for uuid in named]
+        return found
+
+
+class SqliteHistory(History):
+    """The embedded SQLite history (one file per node, or per small pool)."""
 
     def __init__(self, path: Path, connection: sqlite3.Connection) -> None:
-        self.path = path
+        self.location = path
         self._connection = connection
 
     @classmethod
     @contextmanager
-    def open(cls, path: Path, *, create: bool = True) -> Iterator[History]:
+    def open_file(cls, path: Path, *, create: bool = True) -> Iterator[SqliteHistory]:
         """Open (and, when `create`, initialise) the database at `path`; refuse foreign files."""
         from gpuaccept.input_files import special_file_kind
 
@@ -373,65 +637,19 @@ class History:
                     stored.append((int(existing[0]), False))
                     continue
                 cursor = db.execute(
-                    "INSERT INTO runs (report_sha256, command, level, device_mode, started_at, "
-                    "finished_at, duration_seconds, passed, failed_checks, verdict_json, "
-                    "hostname, tool_version, recorded_at, source, report_json) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        digest,
-                        report.command,
-                        report.level,
-                        report.device_mode,
-                        report.started_at,
-                        report.finished_at,
-                        report.duration_seconds,
-                        int(report.verdict.passed),
-                        ",".join(report.verdict.failed_checks),
-                        report.verdict.model_dump_json(),
-                        report.hostname,
-                        report.tool_version,
-                        recorded_at,
-                        source,
-                        report.model_dump_json(),
-                    ),
+                    f"INSERT INTO runs ({RUN_INSERT_COLUMNS}) "
+                    f"VALUES ({', '.join('?' * len(RUN_INSERT_COLUMNS.split(', ')))})",
+                    run_values(report, digest, recorded_at, source),
                 )
                 run_id = int(cursor.lastrowid or 0)
-                uuids = {
-                    gpu.get("index"): gpu.get("uuid")
-                    for gpu in report.environment.get("gpus") or []
-                    if isinstance(gpu, dict)
-                }
                 db.executemany(
-                    "INSERT INTO measurements (run_id, check_name, name, value, unit, "
-                    "device_index, device_name, gpu_uuid, verdict) "
+                    f"INSERT INTO measurements ({MEASUREMENT_COLUMNS}) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    [
-                        (
-                            run_id,
-                            check.name,
-                            m.name,
-                            m.value,
-                            m.unit,
-                            m.device_index,
-                            m.device_name,
-                            uuids.get(m.device_index),
-                            m.verdict.value,
-                        )
-                        for check in report.checks
-                        for m in check.measurements
-                        # NaN is no figure to trend (and SQLite stores it as NULL); the run and
-                        # its report, NaN included, are still recorded
-                        if not math.isnan(m.value)
-                    ],
+                    measurement_rows(report, run_id),
                 )
                 db.executemany(
-                    "INSERT INTO run_gpus (run_id, uuid, gpu_index, serial, name) "
-                    "VALUES (?, ?, ?, ?, ?)",
-                    [
-                        (run_id, gpu["uuid"], gpu.get("index"), gpu.get("serial"), gpu.get("name"))
-                        for gpu in report.environment.get("gpus") or []
-                        if isinstance(gpu, dict) and isinstance(gpu.get("uuid"), str)
-                    ],
+                    f"INSERT INTO run_gpus ({RUN_GPU_COLUMNS}) VALUES (?, ?, ?, ?, ?)",
+                    run_gpu_rows(report, run_id),
                 )
                 stored.append((run_id, True))
         return stored
@@ -474,14 +692,7 @@ class History:
             "AND coalesce(json_type(runs.report_json, '$.actions'), 'null') = 'null'",
             (since,),
         ).fetchall()
-        for run_id, started in unplanned:
-            named = {
-                r.gpu
-                for r in self.report(run_id).action_plan.recommendations
-                if r.gpu and r.gpu.startswith("GPU-") and r.action.takes_out_of_service
-            }
-            found += [(uuid, run_id, started) for uuid in sorted(named)]
-        return found
+        return found + self._unplanned_remediations(unplanned)
 
     def accept_runs_of_gpus(
         self, uuids: Sequence[str], since: str
@@ -538,30 +749,6 @@ class History:
             parameters.append(limit)
         return [self._run_row(row) for row in self._connection.execute(sql, parameters)]
 
-    def _run_row(self, row: Sequence[Any]) -> RunRow:
-        """A RunRow from the columns _RUN_COLUMNS names, in that order."""
-        return RunRow(
-            id=row[0],
-            started_at=row[1],
-            hostname=row[2],
-            command=row[3],
-            level=row[4],
-            device_mode=row[5],
-            verdict=self._verdict(row[0], row[6]),
-            duration_seconds=row[7],
-            tool_version=row[8],
-            source=row[9],
-        )
-
-    def _verdict(self, run_id: int, text: str) -> RunVerdict:
-        try:
-            return RunVerdict.model_validate_json(text)
-        except ValueError as error:
-            raise HistoryError(
-                f"history {self.path}: run {run_id}'s stored verdict is damaged ({error}); "
-                "restore the database from a copy"
-            ) from None
-
     def report(self, run_id: int) -> RunReport:
         row = self._connection.execute(
             "SELECT report_json FROM runs WHERE id = ?", (run_id,)
@@ -570,13 +757,7 @@ class History:
             raise HistoryError(
                 f"history {self.path}: no run {run_id} (see `gpuaccept history list`)"
             )
-        try:
-            return RunReport.model_validate_json(row[0])
-        except ValueError as error:
-            raise HistoryError(
-                f"history {self.path}: run {run_id}'s stored report is damaged "
-                f"({_first_line(error)}); restore the database from a copy"
-            ) from None
+        return self._parsed_report(run_id, row[0])
 
     def count(self) -> int:
         return int(self._connection.execute("SELECT count(*) FROM runs").fetchone()[0])
@@ -613,13 +794,13 @@ class History:
             "m.device_index, m.device_name, m.gpu_uuid, ROW_NUMBER() OVER (PARTITION BY "
             "m.check_name, m.name, coalesce(m.gpu_uuid, "
             "coalesce(r.hostname, '') || '#' || coalesce(m.device_index, 'node')) "
-            "ORDER BY r.started_at DESC, r.id DESC) AS newest "
+            "ORDER BY julianday(r.started_at) DESC, r.id DESC) AS newest "
             f"FROM measurements m JOIN runs r ON r.id = m.run_id{where}"
         )
         sql = f"SELECT * FROM ({ranked})"
         if latest_only:
             sql += " WHERE newest = 1"
-        sql += " ORDER BY started_at, id, device_index"
+        sql += " ORDER BY julianday(started_at), id, device_index"
         return [
             MetricPoint(
                 run_id=row[0],

@@ -37,7 +37,7 @@ def bench(
     device: str = DEVICE,
     json_path: Path | None = JSON_OUT,
     csv_path: Path | None = CSV_OUT,
-    history: Path | None = HISTORY,
+    history: str | None = HISTORY,
     no_history: bool = NO_HISTORY,
 ) -> None:
     """Run every benchmark with its default sweep (or name one: see the commands below)."""

@@ -135,7 +135,7 @@ def collectives(
     device: str = DEVICE,
     json_path: Path | None = JSON_OUT,
     csv_path: Path | None = CSV_OUT,
-    history: Path | None = HISTORY,
+    history: str | None = HISTORY,
     no_history: bool = NO_HISTORY,
 ) -> None:
     """nccl-tests style sweeps: time, algbw, busbw and #wrong, out-of-place and in-place."""

@@ -23,6 +23,7 @@ from gpuaccept.errors import InputError, Interrupted
 if TYPE_CHECKING:
     import torch
 
+    from gpuaccept.record.history import HistoryLocation
     from gpuaccept.results import CheckResult
 
 DEVICE = typer.Option(
@@ -124,7 +125,7 @@ def finish(
     clock: float,
     json_path: Path | None,
     csv_path: Path | None,
-    history: Path | None,
+    history: HistoryLocation | None,
 ) -> None:
     from gpuaccept.cli.recording import DropPolicy, compared_with_history, record_run
     from gpuaccept.record.environment import capture_environment
@@ -301,7 +302,7 @@ def run_planned(
     device: str,
     json_path: Path | None,
     csv_path: Path | None,
-    history: Path | None,
+    history: str | None,
     no_history: bool,
     plan: Callable[[PlannedRuns], None],
 ) -> None:

@@ -103,7 +103,7 @@ def matmul(
     device: str = DEVICE,
     json_path: Path | None = JSON_OUT,
     csv_path: Path | None = CSV_OUT,
-    history: Path | None = HISTORY,
+    history: str | None = HISTORY,
     no_history: bool = NO_HISTORY,
 ) -> None:
     """Maximum achievable matmul TFLOPS over a sweep of shapes (mamf-finder style)."""

@@ -50,7 +50,7 @@ def membw(
     device: str = DEVICE,
     json_path: Path | None = JSON_OUT,
     csv_path: Path | None = CSV_OUT,
-    history: Path | None = HISTORY,
+    history: str | None = HISTORY,
     no_history: bool = NO_HISTORY,
 ) -> None:
     """STREAM copy, scale, add and triad on device memory (GB/s = 10^9 B/s)."""

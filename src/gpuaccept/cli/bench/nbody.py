@@ -98,7 +98,7 @@ def nbody(
     device: str = DEVICE,
     json_path: Path | None = JSON_OUT,
     csv_path: Path | None = CSV_OUT,
-    history: Path | None = HISTORY,
+    history: str | None = HISTORY,
     no_history: bool = NO_HISTORY,
     explain: bool = typer.Option(
         False,

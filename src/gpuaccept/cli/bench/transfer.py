@@ -50,7 +50,7 @@ def transfer(
     device: str = DEVICE,
     json_path: Path | None = JSON_OUT,
     csv_path: Path | None = CSV_OUT,
-    history: Path | None = HISTORY,
+    history: str | None = HISTORY,
     no_history: bool = NO_HISTORY,
 ) -> None:
     """Host<->device copies (pinned and pageable) and a GPU-to-GPU matrix when there are several."""

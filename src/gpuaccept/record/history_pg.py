@@ -1,0 +1,429 @@
+"""The PostgreSQL history: one store a whole fleet writes to (issue #33 §2).
+
+The same tables and columns as the SQLite history (history.py), plus each run's start as a
+`timestamptz` to order and bound by. Many writers at once are PostgreSQL's business: each append
+is one transaction, a report's digest is UNIQUE and a run already stored is found, not stored
+again (`INSERT ... ON CONFLICT DO NOTHING`, then the stored id). Creating or upgrading the
+tables happens under an advisory lock, so a thousand nodes meeting an empty database at once
+create it once.
+
+Credentials come from libpq's own sources (PGPASSWORD, ~/.pgpass or PGPASSFILE, a service
+file); TLS through `sslmode` in the URI or PGSSLMODE. A server that cannot be reached raises
+`HistoryUnreachable`, which a run answers with its spool.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from gpuaccept.record.history import (
+    MEASUREMENT_COLUMNS,
+    RUN_GPU_COLUMNS,
+    RUN_INSERT_COLUMNS,
+    SCHEMA_VERSION,
+    History,
+    HistoryError,
+    HistoryUnreachable,
+    MetricPoint,
+    PgLocation,
+    RunRow,
+    _filters,
+    _first_line,
+    measurement_rows,
+    report_sha256,
+    run_gpu_rows,
+    run_values,
+)
+from gpuaccept.results import RunReport
+
+if TYPE_CHECKING:
+    import psycopg
+
+CONNECT_TIMEOUT_SECONDS = 10
+# pg_advisory_xact_lock's key while the tables are created or upgraded: "gpua" as in SQLite's
+# application id, so the lock is ours and no other application's
+_SCHEMA_LOCK = 0x67707561
+_META = "gpuaccept_history"
+
+_RUN_COLUMNS = (
+    "runs.id, runs.started_at, runs.hostname, runs.command, runs.level, runs.device_mode, "
+    "runs.verdict_json, runs.duration_seconds, runs.tool_version, runs.source"
+)
+
+# Each schema version's statements, applied in order from the database's version to ours, in
+# one transaction. The PostgreSQL store begins at the SQLite store's version 3 (run_gpus): the
+# same tables, so one number names one schema in both.
+MIGRATIONS: dict[int, tuple[str, ...]] = {
+    3: (
+        f"CREATE TABLE {_META} (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        """CREATE TABLE runs (
+            id BIGSERIAL PRIMARY KEY,
+            report_sha256 TEXT NOT NULL UNIQUE,
+            command TEXT NOT NULL,
+            level TEXT NOT NULL,
+            device_mode TEXT NOT NULL,
+            started_at TEXT NOT NULL,
+            started_time TIMESTAMPTZ NOT NULL,
+            finished_at TEXT NOT NULL,
+            duration_seconds DOUBLE PRECISION NOT NULL,
+            passed INTEGER NOT NULL,
+            failed_checks TEXT NOT NULL,
+            verdict_json TEXT NOT NULL,
+            hostname TEXT,
+            tool_version TEXT NOT NULL,
+            recorded_at TEXT NOT NULL,
+            source TEXT NOT NULL,
+            report_json TEXT NOT NULL
+        )""",
+        "CREATE INDEX runs_by_host ON runs (hostname, command, started_time, id)",
+        "CREATE INDEX runs_by_time ON runs (started_time, id)",
+        """CREATE TABLE measurements (
+            run_id BIGINT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+            check_name TEXT NOT NULL,
+            name TEXT NOT NULL,
+            value DOUBLE PRECISION NOT NULL,
+            unit TEXT NOT NULL,
+            device_index BIGINT,
+            device_name TEXT,
+            gpu_uuid TEXT,
+            verdict TEXT NOT NULL
+        )""",
+        "CREATE INDEX measurements_by_name ON measurements (name, check_name)",
+        "CREATE INDEX measurements_by_run ON measurements (run_id)",
+        """CREATE TABLE run_gpus (
+            run_id BIGINT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+            uuid TEXT NOT NULL,
+            gpu_index BIGINT,
+            serial TEXT,
+            name TEXT
+        )""",
+        "CREATE INDEX run_gpus_by_uuid ON run_gpus (uuid, run_id)",
+        f"INSERT INTO {_META} (key, value) VALUES ('application', 'gpuaccept')",
+        f"INSERT INTO {_META} (key, value) VALUES ('schema_version', '3')",
+    ),
+}
+_REMEDIATIONS = ("reset-gpu", "reboot-node", "drain", "replace")
+
+
+def _psycopg() -> Any:
+    try:
+        import psycopg
+    except ImportError:
+        raise HistoryError(
+            "a postgresql:// history needs psycopg: pip install 'gpuaccept[postgresql]' "
+            "(or the pixi environment, which has it)"
+        ) from None
+    return psycopg
+
+
+def _moment(text: str) -> datetime:
+    """An ISO 8601 time as the instant it names (a time without an offset is UTC, as SQLite's
+    julianday reads it)."""
+    moment = datetime.fromisoformat(text)
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+class PgHistory(History):
+    """A history in a PostgreSQL database. Open it with `History.open(location)`."""
+
+    def __init__(self, location: PgLocation, connection: psycopg.Connection[Any]) -> None:
+        self.location = location
+        self._connection = connection
+
+    @classmethod
+    @contextmanager
+    def connect(cls, location: PgLocation, *, create: bool = True) -> Iterator[PgHistory]:
+        psycopg = _psycopg()
+        options: dict[str, Any] = {"application_name": "gpuaccept", "autocommit": True}
+        if "connect_timeout" not in location.uri and not os.environ.get("PGCONNECT_TIMEOUT"):
+            # libpq waits for ever by default: a run must not hang on a history
+            options["connect_timeout"] = CONNECT_TIMEOUT_SECONDS
+        try:
+            connection = psycopg.connect(location.uri, **options)
+        except psycopg.OperationalError as error:
+            raise HistoryUnreachable(
+                f"history {location}: cannot reach it ({_first_line(error)})"
+            ) from None
+        except psycopg.Error as error:
+            raise HistoryError(f"history {location}: {_first_line(error)}") from None
+        history = cls(location, connection)
+        try:
+            history._prepare(create)
+            yield history
+        except psycopg.OperationalError as error:
+            # the server went away (or refused a statement for its own reasons) mid-way
+            raise HistoryUnreachable(
+                f"history {location}: {_first_line(error)}; nothing more was written"
+            ) from None
+        except psycopg.Error as error:
+            raise HistoryError(
+                f"history {location}: {_first_line(error)}; nothing was written"
+            ) from None
+        finally:
+            connection.close()
+
+    # -- schema -----------------------------------------------------------------------------
+
+    def _schema_version(self) -> int | None:
+        """Our schema's version; None in a database without our tables; refuses one holding
+        another application's `runs` table."""
+        ours, runs = self._connection.execute(
+            "SELECT to_regclass(%s) IS NOT NULL, to_regclass('runs') IS NOT NULL", (_META,)
+        ).fetchone() or (False, False)
+        if not ours:
+            if runs:
+                raise HistoryError(
+                    f"history {self.location}: a database whose 'runs' table is not a gpuaccept "
+                    "history's; refusing to write to it"
+                )
+            return None
+        rows = dict(self._connection.execute(f"SELECT key, value FROM {_META}").fetchall())
+        version = rows.get("schema_version", "")
+        if rows.get("application") != "gpuaccept" or not version.isdigit():
+            raise HistoryError(
+                f"history {self.location}: its {_META} table is not gpuaccept's (application "
+                f"{rows.get('application')!r}, version {version!r}); left untouched"
+            )
+        return int(version)
+
+    def _prepare(self, create: bool) -> None:
+        version = self._schema_version()
+        if version is not None and version > SCHEMA_VERSION:
+            raise HistoryError(
+                f"history {self.location}: written by a newer gpuaccept (schema {version}, "
+                f"this one reads {SCHEMA_VERSION}); upgrade gpuaccept"
+            )
+        if version == SCHEMA_VERSION:
+            return
+        if version is None and not create:
+            raise HistoryError(f"history {self.location}: empty database (nothing recorded yet)")
+        psycopg = _psycopg()
+        # A session lock taken before the transaction, not a transaction lock inside it: a
+        # transaction that began before another writer created the tables may still read the
+        # catalog as it was (seen here: 24 writers at once, "relation already exists").
+        self._connection.execute("SELECT pg_advisory_lock(%s)", (_SCHEMA_LOCK,))
+        try:
+            with self._connection.transaction():
+                self._migrate(self._schema_version() or 0)  # as found under the lock
+        except psycopg.errors.InsufficientPrivilege as error:
+            raise HistoryError(
+                f"history {self.location}: cannot "
+                f"{'create' if version is None else 'upgrade'} its tables "
+                f"({_first_line(error)}); ask the database's owner to run gpuaccept once"
+            ) from None
+        finally:
+            with contextlib.suppress(psycopg.Error):  # a lost connection has released it
+                self._connection.execute("SELECT pg_advisory_unlock(%s)", (_SCHEMA_LOCK,))
+
+    def _migrate(self, version: int) -> None:
+        for target in sorted(MIGRATIONS):
+            if target <= version:
+                continue
+            for statement in MIGRATIONS[target]:
+                self._connection.execute(statement)
+            self._connection.execute(
+                f"UPDATE {_META} SET value = %s WHERE key = 'schema_version'", (str(target),)
+            )
+
+    # -- writing ----------------------------------------------------------------------------
+
+    def check_writable(self) -> None:
+        row = self._connection.execute(
+            "SELECT pg_is_in_recovery(), current_setting('transaction_read_only'), "
+            "has_table_privilege('runs', 'INSERT') AND has_table_privilege('measurements', "
+            "'INSERT') AND has_table_privilege('run_gpus', 'INSERT') AND "
+            "has_sequence_privilege(pg_get_serial_sequence('runs', 'id'), 'USAGE')"
+        ).fetchone()
+        standby, read_only, may_insert = row or (True, "on", False)
+        why = (
+            "a standby server (read-only)"
+            if standby
+            else "a read-only session"
+            if read_only == "on"
+            else "this role may not insert runs"
+            if not may_insert
+            else None
+        )
+        if why is not None:
+            raise HistoryError(
+                f"history {self.location}: cannot be written ({why}); pass another --history "
+                "or --no-history"
+            )
+
+    def append(self, reports: Sequence[tuple[RunReport, str]]) -> list[tuple[int, bool]]:
+        stored: list[tuple[int, bool]] = []
+        recorded_at = datetime.now(UTC).isoformat()
+        marks = ", ".join(["%s"] * (len(RUN_INSERT_COLUMNS.split(", ")) + 1))
+        with self._connection.transaction(), self._connection.cursor() as cursor:
+            for report, source in reports:
+                digest = report_sha256(report)
+                cursor.execute(
+                    f"INSERT INTO runs ({RUN_INSERT_COLUMNS}, started_time) VALUES ({marks}) "
+                    "ON CONFLICT (report_sha256) DO NOTHING RETURNING id",
+                    (
+                        *run_values(report, digest, recorded_at, source),
+                        _moment(report.started_at),
+                    ),
+                )
+                inserted = cursor.fetchone()
+                if inserted is None:
+                    # stored before, or by another writer that committed while this one waited
+                    cursor.execute("SELECT id FROM runs WHERE report_sha256 = %s", (digest,))
+                    existing = cursor.fetchone()
+                    if existing is None:  # pragma: no cover - UNIQUE guarantees one
+                        raise HistoryError(f"history {self.location}: run {digest} vanished")
+                    stored.append((int(existing[0]), False))
+                    continue
+                run_id = int(inserted[0])
+                for table, columns, rows in (
+                    ("measurements", MEASUREMENT_COLUMNS, measurement_rows(report, run_id)),
+                    ("run_gpus", RUN_GPU_COLUMNS, run_gpu_rows(report, run_id)),
+                ):
+                    if rows:
+                        with cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
+                            for values in rows:
+                                copy.write_row(values)
+                stored.append((run_id, True))
+        return stored
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def gpu_runs(self, uuid: str, limit: int = 200) -> list[tuple[RunRow, int | None, str | None]]:
+        rows = self._connection.execute(
+            f"SELECT {_RUN_COLUMNS}, run_gpus.gpu_index, run_gpus.serial FROM run_gpus "
+            "JOIN runs ON runs.id = run_gpus.run_id WHERE run_gpus.uuid = %s "
+            "ORDER BY runs.started_time DESC, runs.id DESC LIMIT %s",
+            (uuid, limit),
+        ).fetchall()
+        return [(self._run_row(row[:10]), row[10], row[11]) for row in rows]
+
+    def remediated_gpus(self, since: str) -> list[tuple[str, int, str]]:
+        window = "runs.command = 'accept' AND runs.passed = 0 AND runs.started_time >= %s"
+        start = _moment(since)
+        rows = self._connection.execute(
+            "SELECT DISTINCT rec->>'gpu', runs.id, runs.started_at FROM runs, "
+            "jsonb_array_elements(CASE jsonb_typeof(runs.report_json::jsonb #> "
+            "'{actions,recommendations}') WHEN 'array' THEN runs.report_json::jsonb #> "
+            "'{actions,recommendations}' ELSE '[]'::jsonb END) AS rec "
+            f"WHERE {window} AND rec->>'action' = ANY(%s) AND rec->>'gpu' LIKE 'GPU-%%'",
+            (start, list(_REMEDIATIONS)),
+        ).fetchall()
+        found = [(str(uuid), int(run_id), str(started)) for uuid, run_id, started in rows]
+        unplanned = self._connection.execute(
+            f"SELECT runs.id, runs.started_at FROM runs WHERE {window} "
+            "AND coalesce(jsonb_typeof(runs.report_json::jsonb -> 'actions'), 'null') = 'null'",
+            (start,),
+        ).fetchall()
+        return found + self._unplanned_remediations(
+            [(int(run_id), str(started)) for run_id, started in unplanned]
+        )
+
+    def accept_runs_of_gpus(
+        self, uuids: Sequence[str], since: str
+    ) -> list[tuple[str, int, str, str | None, str | None]]:
+        rows = self._connection.execute(
+            "SELECT run_gpus.uuid, runs.id, runs.started_at, runs.hostname, run_gpus.serial "
+            "FROM run_gpus JOIN runs ON runs.id = run_gpus.run_id "
+            "WHERE run_gpus.uuid = ANY(%s) AND runs.command = 'accept' "
+            "AND runs.started_time >= %s",
+            (list(uuids), _moment(since)),
+        ).fetchall()
+        return [(u, int(i), s, h, serial) for u, i, s, h, serial in rows]
+
+    def list_runs(
+        self,
+        *,
+        node: str | None = None,
+        command: str | None = None,
+        limit: int | None = None,
+        level: str | None = None,
+        device_mode: str | None = None,
+        passed_only: bool = False,
+        oldest_first: bool = False,
+        started_by: float | None = None,
+    ) -> list[RunRow]:
+        clauses, parameters = _filters(
+            node=node, command=command, level=level, device_mode=device_mode
+        )
+        conditions = [clauses.removeprefix(" WHERE ").replace("?", "%s")] if clauses else []
+        if passed_only:
+            conditions.append("passed = 1")
+        if started_by is not None:
+            conditions.append("started_time <= to_timestamp(%s)")
+            parameters.append(started_by)
+        where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+        order = "ASC" if oldest_first else "DESC"
+        sql = f"SELECT {_RUN_COLUMNS} FROM runs{where} ORDER BY started_time {order}, id {order}"
+        if limit is not None:
+            sql += " LIMIT %s"
+            parameters.append(limit)
+        rows = self._connection.execute(sql, parameters).fetchall()
+        return [self._run_row(row) for row in rows]
+
+    def report(self, run_id: int) -> RunReport:
+        if not -(2**63) <= run_id < 2**63:
+            raise HistoryError(f"history {self.location}: no run {run_id}")
+        row = self._connection.execute(
+            "SELECT report_json FROM runs WHERE id = %s", (run_id,)
+        ).fetchone()
+        if row is None:
+            raise HistoryError(
+                f"history {self.location}: no run {run_id} (see `gpuaccept history list`)"
+            )
+        return self._parsed_report(run_id, row[0])
+
+    def count(self) -> int:
+        row = self._connection.execute("SELECT count(*) FROM runs").fetchone()
+        return int(row[0]) if row else 0
+
+    def points(
+        self,
+        metric: str | None = None,
+        *,
+        node: str | None = None,
+        command: str | None = None,
+        level: str | None = None,
+        latest_only: bool = False,
+    ) -> list[MetricPoint]:
+        clauses, parameters = _filters(node=node, command=command, level=level)
+        conditions = [clauses.removeprefix(" WHERE ").replace("?", "%s")] if clauses else []
+        if metric is not None:
+            check, _, name = metric.rpartition("/")
+            conditions.append("m.name = %s")
+            parameters.append(name)
+            if check:
+                conditions.append("m.check_name = %s")
+                parameters.append(check)
+        where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+        ranked = (
+            "SELECT r.id, r.started_at, r.hostname, m.check_name, m.name, m.value, m.unit, "
+            "m.device_index, m.device_name, m.gpu_uuid, r.started_time, ROW_NUMBER() OVER "
+            "(PARTITION BY m.check_name, m.name, coalesce(m.gpu_uuid, coalesce(r.hostname, '') "
+            "|| '#' || coalesce(m.device_index::text, 'node')) "
+            "ORDER BY r.started_time DESC, r.id DESC) AS newest "
+            f"FROM measurements m JOIN runs r ON r.id = m.run_id{where}"
+        )
+        sql = f"SELECT * FROM ({ranked}) AS ranked"
+        if latest_only:
+            sql += " WHERE newest = 1"
+        sql += " ORDER BY started_time, id, device_index NULLS FIRST"
+        return [
+            MetricPoint(
+                run_id=int(row[0]),
+                started_at=row[1],
+                hostname=row[2],
+                check_name=row[3],
+                name=row[4],
+                value=row[5],
+                unit=row[6],
+                device_index=row[7],
+                device_name=row[8],
+                gpu_uuid=row[9],
+            )
+            for row in self._connection.execute(sql, parameters).fetchall()
+        ]

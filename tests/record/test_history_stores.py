@@ -1,0 +1,235 @@
+"""The two stores of the history (issue #33 §2): the embedded SQLite file and a PostgreSQL
+database, held to one behaviour. The same runs are stored in both and every query is asked of
+both: the answers must be the same, run ids included. The PostgreSQL tests run against a real
+server the tests start (tests/pg_server.py)."""
+
+from __future__ import annotations
+
+import math
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpuaccept.record.history import (
+    History,
+    HistoryError,
+    HistoryUnreachable,
+    PgLocation,
+    as_location,
+    default_history,
+)
+from gpuaccept.results import RunReport
+from tests.act.test_offenders import UUID, _run
+from tests.run_reports import T0, gpu_report, rejudged
+
+
+def _corpus() -> list[tuple[RunReport, str]]:
+    """Runs of three nodes with every shape the queries tell apart: two commands, two levels,
+    a NaN figure, remediations (stored with their actions and from before actions were
+    stored), a GPU that moved hosts, the same report twice, and a start written with a +05:00
+    offset whose text sorts after runs it started before."""
+    runs = [
+        gpu_report("node-a", [790.0, 780.0], hours=0),
+        gpu_report("node-b", [795.0, 600.0], hours=1, passed=False),
+        gpu_report("node-a", [785.0, 770.0], hours=2, command="bench"),
+        gpu_report("node-c", [float("nan"), 700.0], hours=3),
+        _run("node-a", 4, remap=True),  # the plan from its checks (no stored actions)
+        _run("node-b", 5, remap=False),  # UUID moved to node-b
+    ]
+    remediated = _run("node-b", 6, remap=True)
+    runs.append(remediated.model_copy(update={"actions": remediated.action_plan}))
+    quick = rejudged(gpu_report("node-c", [790.0, 700.0], hours=7), level="quick")
+    runs.append(quick)
+    # 10:30+05:00 is 05:30 UTC, before T0 (08:00 UTC): first in time, last as text
+    offset = T0.strftime("%Y-%m-%dT") + "10:30:00+05:00"
+    runs.append(rejudged(gpu_report("node-d", [800.0], hours=0), started_at=offset))
+    runs.append(runs[0])  # the same report again: stored once
+    return [(report, f"test-{i}") for i, report in enumerate(runs)]
+
+
+def _answers(history: History) -> dict[str, Any]:
+    since = (T0 - timedelta(days=1)).isoformat()
+    answers: dict[str, Any] = {
+        "count": history.count(),
+        "runs": history.list_runs(),
+        "oldest": history.list_runs(oldest_first=True),
+        "node-a": history.list_runs(node="node-a"),
+        "accept-2": history.list_runs(command="accept", limit=2),
+        "standard-cuda": history.list_runs(level="standard", device_mode="cuda"),
+        "passed": history.list_runs(passed_only=True),
+        "started-by": history.list_runs(started_by=(T0 + timedelta(hours=2.5)).timestamp()),
+        "points": history.points(),
+        "latest": history.points(latest_only=True),
+        "metric": history.points("compute/matmul_bf16_tflops", node="node-c"),
+        "bare-metric": history.points("train_elapsed", command="accept", level="standard"),
+        "gpu-runs": history.gpu_runs(UUID),
+        "gpu-runs-1": history.gpu_runs(UUID, limit=1),
+        "remediated": sorted(history.remediated_gpus(since)),
+        "remediated-late": sorted(history.remediated_gpus((T0 + timedelta(hours=5)).isoformat())),
+        "took-part": sorted(history.accept_runs_of_gpus([UUID, "GPU-node-a-0"], since)),
+    }
+    # as JSON: a NaN figure is not equal to itself
+    answers["reports"] = [history.report(run.id).model_dump_json() for run in answers["runs"]]
+    return answers
+
+
+def test_both_stores_answer_every_query_alike(tmp_path: Path, pg_history: str) -> None:
+    corpus = _corpus()
+    answers = []
+    for location in (tmp_path / "history.sqlite", pg_history):
+        with History.open(location) as history:
+            stored = history.append(corpus)
+            assert [new for _, new in stored].count(False) == 1  # the repeated report
+            assert stored[-1] == (stored[0][0], False)
+            answers.append(_answers(history))
+    sqlite, postgresql = answers
+    for key in sqlite:
+        assert sqlite[key] == postgresql[key], key
+    # and the answers are the ones wanted, not merely equal
+    runs = sqlite["runs"]
+    assert sqlite["count"] == len(corpus) - 1
+    assert runs[-1].hostname == "node-d"  # the +05:00 start is the earliest in time
+    assert sqlite["oldest"] == list(reversed(runs))
+    assert [r.command for r in sqlite["accept-2"]] == ["accept", "accept"]
+    assert all(r.verdict.passed for r in sqlite["passed"])
+    assert {r.started_at for r in sqlite["started-by"]} <= {r.started_at for r in runs[-4:]}
+    assert len(sqlite["started-by"]) == 4  # node-d, node-a 0h, node-b 1h, node-a 2h (bench)
+    # NaN is no point; the report keeps it
+    assert not any(math.isnan(p.value) for p in sqlite["points"])
+    nan_run = next(r for r in runs if r.hostname == "node-c" and r.level == "standard")
+    stored_nan = RunReport.model_validate_json(sqlite["reports"][runs.index(nan_run)])
+    assert math.isnan(stored_nan.checks[0].measurements[0].value)
+    # the moved GPU's runs on both hosts, newest first
+    assert [r.hostname for r, _, _ in sqlite["gpu-runs"]] == ["node-b", "node-b", "node-a"]
+    assert len(sqlite["gpu-runs-1"]) == 1
+    # remediations: the stored plan (node-b, 6 h) and the planned one (node-a, 4 h)
+    assert [(uuid, started) for uuid, _, started in sqlite["remediated"]] == sorted(
+        [
+            (UUID, (T0 + timedelta(hours=4)).isoformat()),
+            (UUID, (T0 + timedelta(hours=6)).isoformat()),
+        ]
+    )
+    assert len(sqlite["remediated-late"]) == 1
+    assert {row[0] for row in sqlite["took-part"]} == {UUID, "GPU-node-a-0"}
+    # the newest figure per GPU: node-c's quick run supersedes its standard one
+    latest_c = [p for p in sqlite["latest"] if p.hostname == "node-c" and p.name != "train_elapsed"]
+    assert {p.value for p in latest_c} == {790.0, 700.0}
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return str(tmp_path / "history.sqlite")
+    return str(request.getfixturevalue("pg_history"))
+
+
+def test_an_empty_store_opened_to_read_is_refused(store: str) -> None:
+    with (
+        pytest.raises(HistoryError, match="nothing recorded yet"),
+        History.open(store, create=False),
+    ):
+        pass
+
+
+def test_a_store_checks_it_can_be_written(store: str) -> None:
+    with History.open(store) as history:
+        history.check_writable()
+        assert history.count() == 0  # the check leaves nothing behind
+
+
+def test_an_unknown_run_is_said(store: str) -> None:
+    with History.open(store) as history:
+        history.append([(gpu_report("n", [790.0]), "t")])
+        with pytest.raises(HistoryError, match="no run 99"):
+            history.report(99)
+
+
+def test_a_uri_with_a_password_is_refused_before_any_connection() -> None:
+    for uri in (
+        "postgresql://ops:hunter2@db.example/gpuaccept",
+        "postgresql://db.example/gpuaccept?password=hunter2",
+    ):
+        with pytest.raises(HistoryError, match="pgpass") as raised:
+            as_location(uri)
+        assert "hunter2" not in str(raised.value)
+    with pytest.raises(HistoryError, match="not a PostgreSQL URI"):
+        as_location("postgresql://db.example:notaport/gpuaccept")
+    assert as_location("postgres://db/gpuaccept") == PgLocation("postgres://db/gpuaccept")
+    assert as_location("postgresql-notes.sqlite") == Path("postgresql-notes.sqlite")
+    assert default_history({"GPUACCEPT_HISTORY": "postgresql:///fleet"}) == PgLocation(
+        "postgresql:///fleet"
+    )
+
+
+def test_a_server_that_cannot_be_reached_is_said_in_one_line(pg_server: Any) -> None:
+    closed = pg_server.uri(database="x").replace(str(pg_server.port), "1")
+    with pytest.raises(HistoryUnreachable, match="cannot reach it") as raised, History.open(closed):
+        pass
+    assert "\n" not in str(raised.value)
+
+
+def test_tls_required_of_a_server_without_it_is_unreachable(
+    pg_history: str,
+) -> None:
+    with (
+        pytest.raises(HistoryUnreachable, match=r"(?i)ssl"),
+        History.open(pg_history + "?sslmode=require"),
+    ):
+        pass
+
+
+def test_the_password_comes_from_the_password_file(
+    pg_history: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("PGPASSFILE", str(tmp_path / "no-such-file"))
+    monkeypatch.delenv("PGPASSWORD", raising=False)
+    with pytest.raises(HistoryUnreachable, match="password"), History.open(pg_history):
+        pass
+
+
+def test_a_database_of_another_application_is_refused_and_left_alone(
+    pg_server: Any, pg_history: str
+) -> None:
+    database = pg_history.rsplit("/", 1)[1]
+    pg_server.sql("CREATE TABLE runs (id integer, what text)", database)
+    with pytest.raises(HistoryError, match="not a gpuaccept history"), History.open(pg_history):
+        pass
+    import psycopg
+
+    with psycopg.connect(pg_history, passfile=str(pg_server.passfile)) as connection:
+        tables = connection.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"
+        ).fetchall()
+    assert tables == [("runs",)]
+
+
+def test_a_newer_schema_is_refused(pg_server: Any, pg_history: str) -> None:
+    with History.open(pg_history) as history:
+        history.append([(gpu_report("n", [790.0]), "t")])
+    database = pg_history.rsplit("/", 1)[1]
+    pg_server.sql(
+        "UPDATE gpuaccept_history SET value = '99' WHERE key = 'schema_version'", database
+    )
+    with pytest.raises(HistoryError, match="newer gpuaccept"), History.open(pg_history):
+        pass
+
+
+def test_a_role_that_may_only_read_is_refused_before_a_run(
+    pg_server: Any, pg_history: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    with History.open(pg_history) as history:
+        history.append([(gpu_report("n", [790.0]), "t")])
+    database = pg_history.rsplit("/", 1)[1]
+    pg_server.sql("CREATE ROLE reader LOGIN PASSWORD 'reader-secret'")
+    pg_server.sql("GRANT SELECT ON ALL TABLES IN SCHEMA public TO reader", database)
+    passfile = tmp_path / "pgpass"
+    passfile.write_text(f"127.0.0.1:{pg_server.port}:*:reader:reader-secret\n")
+    passfile.chmod(0o600)
+    monkeypatch.setenv("PGPASSFILE", str(passfile))
+    reader = pg_server.uri(database, user="reader")
+    with History.open(reader) as history:
+        assert history.count() == 1  # reading is allowed
+        with pytest.raises(HistoryError, match="may not insert runs"):
+            history.check_writable()
