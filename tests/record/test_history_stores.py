@@ -5,6 +5,7 @@ server the tests start (tests/pg_server.py)."""
 
 from __future__ import annotations
 
+import json
 import math
 from datetime import timedelta
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 
 from gpuaccept.record.history import (
+    SCHEMA_VERSION,
     History,
     HistoryError,
     HistoryUnreachable,
@@ -20,7 +22,7 @@ from gpuaccept.record.history import (
     as_location,
     default_history,
 )
-from gpuaccept.results import RunReport
+from gpuaccept.results import CheckResult, RunReport, Status
 from tests.act.test_offenders import UUID, _run
 from tests.run_reports import T0, gpu_report, rejudged
 
@@ -43,10 +45,21 @@ def _corpus() -> list[tuple[RunReport, str]]:
     quick = rejudged(gpu_report("node-c", [790.0, 700.0], hours=7), level="quick")
     runs.append(quick)
     # 10:30+05:00 is 05:30 UTC, before T0 (08:00 UTC): first in time, last as text
-    offset = T0.strftime("%Y-%m-%dT") + "10:30:00+05:00"
+    offset = OFFSET_START
     runs.append(rejudged(gpu_report("node-d", [800.0], hours=0), started_at=offset))
+    slower = gpu_report("node-e", [700.0], hours=8)
+    history_check = CheckResult(
+        name="history",
+        area="HISTORY",
+        status=Status.WARN,
+        message="compute/matmul_bf16_tflops 12.5% below this node's median of 5 runs",
+    )
+    runs.append(rejudged(slower, checks=[*slower.checks, history_check]))
     runs.append(runs[0])  # the same report again: stored once
     return [(report, f"test-{i}") for i, report in enumerate(runs)]
+
+
+OFFSET_START = T0.strftime("%Y-%m-%dT") + "10:30:00+05:00"
 
 
 def _answers(history: History) -> dict[str, Any]:
@@ -60,6 +73,12 @@ def _answers(history: History) -> dict[str, Any]:
         "standard-cuda": history.list_runs(level="standard", device_mode="cuda"),
         "passed": history.list_runs(passed_only=True),
         "started-by": history.list_runs(started_by=(T0 + timedelta(hours=2.5)).timestamp()),
+        "started-since": history.list_runs(
+            started_since=(T0 + timedelta(hours=5)).timestamp(), oldest_first=True
+        ),
+        "newest-accept": history.newest_runs("accept"),
+        "newest-bench": history.newest_runs("bench"),
+        "fleet-points": history.points(latest_only=True, newest_runs_only=True),
         "points": history.points(),
         "latest": history.points(latest_only=True),
         "metric": history.points("compute/matmul_bf16_tflops", node="node-c"),
@@ -69,7 +88,11 @@ def _answers(history: History) -> dict[str, Any]:
         "remediated": sorted(history.remediated_gpus(since)),
         "remediated-late": sorted(history.remediated_gpus((T0 + timedelta(hours=5)).isoformat())),
         "took-part": sorted(history.accept_runs_of_gpus([UUID, "GPU-node-a-0"], since)),
+        "newest-start": history.newest_start(),
+        "fitness": sorted(history.accept_fitness((T0 + timedelta(hours=1)).timestamp())),
     }
+    slower = history.slower_checks([run.id for run in answers["runs"]])
+    answers["slower"] = {run_id: check.model_dump_json() for run_id, check in slower.items()}
     # as JSON: a NaN figure is not equal to itself
     answers["reports"] = [history.report(run.id).model_dump_json() for run in answers["runs"]]
     return answers
@@ -113,6 +136,30 @@ def test_both_stores_answer_every_query_alike(tmp_path: Path, pg_history: str) -
     )
     assert len(sqlite["remediated-late"]) == 1
     assert {row[0] for row in sqlite["took-part"]} == {UUID, "GPU-node-a-0"}
+    assert [r.started_at for r in sqlite["started-since"]] == [
+        (T0 + timedelta(hours=h)).isoformat() for h in (5, 6, 7, 8)
+    ]
+    assert [(r.hostname, r.started_at) for r in sqlite["newest-accept"]] == [
+        ("node-a", (T0 + timedelta(hours=4)).isoformat()),
+        ("node-b", (T0 + timedelta(hours=6)).isoformat()),
+        ("node-c", (T0 + timedelta(hours=7)).isoformat()),
+        ("node-d", OFFSET_START),
+        ("node-e", (T0 + timedelta(hours=8)).isoformat()),
+    ]
+    # the run whose own history check found its node slower, and no other
+    (slower_id,) = sqlite["slower"]
+    assert next(r for r in runs if r.id == slower_id).hostname == "node-e"
+    assert sqlite["newest-start"] == (T0 + timedelta(hours=8)).isoformat()
+    assert ("node-b", (T0 + timedelta(hours=6)).isoformat(), "fail") in sqlite["fitness"]
+    assert [r.hostname for r in sqlite["newest-bench"]] == ["node-a"]
+    # the fleet's figures: those of the newest run of each node and kind (command, level), the
+    # newest per GPU among them. Run 6 (node-b's first quick accept) is not one: its compute
+    # figure of the moved GPU, still the newest of that metric in the whole history, is not
+    # compared; node-a's standard accept (run 1) is one, its figures superseded by its bench.
+    by_id = {r.id: r for r in runs}
+    assert {p.run_id for p in sqlite["fleet-points"]} == {2, 3, 5, 7, 8, 9, 10}
+    assert 6 in {p.run_id for p in sqlite["latest"]}
+    assert (by_id[6].hostname, by_id[6].level) == ("node-b", "quick")
     # the newest figure per GPU: node-c's quick run supersedes its standard one
     latest_c = [p for p in sqlite["latest"] if p.hostname == "node-c" and p.name != "train_elapsed"]
     assert {p.value for p in latest_c} == {790.0, 700.0}
@@ -233,3 +280,74 @@ def test_a_role_that_may_only_read_is_refused_before_a_run(
         assert history.count() == 1  # reading is allowed
         with pytest.raises(HistoryError, match="may not insert runs"):
             history.check_writable()
+
+
+def test_history_fleet_says_the_same_from_either_store(tmp_path: Path, pg_history: str) -> None:
+    from typer.testing import CliRunner
+
+    from gpuaccept.cli import app
+
+    said = []
+    for location in (str(tmp_path / "history.sqlite"), pg_history):
+        with History.open(location) as history:
+            history.append(_corpus())
+        result = CliRunner().invoke(app, ["history", "fleet", "--history", location, "--json"])
+        assert result.exit_code == 1, result.output  # node-b's newest accept failed
+        said.append(json.loads(result.stdout))
+    assert said[0] == said[1]
+    assert [n["node"] for n in said[0]["nodes"]] == [
+        "node-a",
+        "node-b",
+        "node-c",
+        "node-d",
+        "node-e",
+    ]
+    assert [s["node"] for s in said[0]["slower_than_before"]] == ["node-e"]
+
+
+def test_an_older_history_gains_the_fleets_index_when_opened(
+    tmp_path: Path, pg_server: Any, pg_history: str
+) -> None:
+    import sqlite3
+
+    path = tmp_path / "h.sqlite"
+    corpus = _corpus()
+    with History.open(path) as history:
+        history.append(corpus)
+        before = _answers(history)
+        fleet = (history.newest_start(), sorted(history.accept_fitness(0.0)))
+    # as schema 3 left it: no fleet columns, no index
+    with sqlite3.connect(path) as raw:
+        raw.execute("DROP INDEX runs_by_kind")
+        for column in ("fitness", "remediated", "slower_json"):
+            raw.execute(f"ALTER TABLE runs DROP COLUMN {column}")
+        raw.execute("PRAGMA user_version = 3")
+    with History.open(path, create=False) as history:
+        # filled in from the stored reports: every answer as before, remediations included
+        assert _answers(history) == before
+        assert (history.newest_start(), sorted(history.accept_fitness(0.0))) == fleet
+        assert next(r.hostname for r in history.newest_runs("accept")) == "node-a"
+    with sqlite3.connect(path) as raw:
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+        indexes = {row[1] for row in raw.execute("PRAGMA index_list(runs)")}
+    assert "runs_by_kind" in indexes
+    # the same of a PostgreSQL history as schema 3 left it
+    with History.open(pg_history) as history:
+        history.append(corpus)
+    database = pg_history.rsplit("/", 1)[1]
+    pg_server.sql("DROP INDEX runs_by_kind", database)
+    for column in ("fitness", "remediated", "slower_json"):
+        pg_server.sql(f"ALTER TABLE runs DROP COLUMN {column}", database)
+    pg_server.sql("UPDATE gpuaccept_history SET value = '3' WHERE key = 'schema_version'", database)
+    with History.open(pg_history, create=False) as history:
+        assert _answers(history) == before
+        assert (history.newest_start(), sorted(history.accept_fitness(0.0))) == fleet
+    import psycopg
+
+    with psycopg.connect(pg_history, passfile=str(pg_server.passfile)) as connection:
+        version = connection.execute(
+            "SELECT value FROM gpuaccept_history WHERE key = 'schema_version'"
+        ).fetchone()
+        index = connection.execute("SELECT to_regclass('runs_by_kind')::text").fetchone()
+    assert version == ("4",)
+    assert index == ("runs_by_kind",)

@@ -16,7 +16,7 @@ from gpuaccept.errors import InputError
 
 if TYPE_CHECKING:
     from gpuaccept.act.offenders import Mtbi
-    from gpuaccept.record.history import History, RunRow
+    from gpuaccept.record.history import History
 
 app = typer.Typer(
     rich_markup_mode=None,
@@ -450,26 +450,24 @@ def fleet(
     import math
 
     from gpuaccept.record.comparison import fleet_view
-    from gpuaccept.record.self_comparison import stored_drop
     from gpuaccept.results import device_label
 
     if not (math.isfinite(mtbi_days) and 0 < mtbi_days <= 3660):
         raise InputError(f"--mtbi-days {mtbi_days:g}: give days above 0, ten years at most")
     with _open(history) as store:
-        runs = store.list_runs()
+        # bounded by the fleet, not the history (issue #33 §2): each node's newest accept, and
+        # the figures of each node's newest run of each kind, are read through an index
         view = fleet_view(
-            runs,
-            store.points(latest_only=True),
+            store.newest_runs("accept"),
+            store.points(latest_only=True, newest_runs_only=True),
             tolerance_percent=tolerance,
             min_samples=min_gpus,
         )
-        mtbi = _mtbi(store, runs, mtbi_days)
-        # nodes whose newest accept found them slower than their own past runs
-        slower = [
-            (run, drop)
-            for run in view.nodes
-            if (drop := stored_drop(store.report(run.id))) is not None
-        ]
+        mtbi = _mtbi(store, mtbi_days)
+        # nodes whose newest accept found them slower than their own past runs (its own
+        # `history` check, kept beside the run: no report is read)
+        drops = store.slower_checks([run.id for run in view.nodes])
+        slower = [(run, drops[run.id]) for run in view.nodes if run.id in drops]
     failing = [run for run in view.nodes if not run.verdict.passed]
     if as_json:
         typer.echo(
@@ -594,25 +592,23 @@ class _FleetMtbi:
         }
 
 
-def _mtbi(store: History, runs: list[RunRow], days: float) -> _FleetMtbi:
+def _mtbi(store: History, days: float) -> _FleetMtbi:
     """Incidents within `days` before the history's newest run: each node's from its accept
     runs' verdicts, each GPU's (that one named for a remediation) from the runs it took part
     in, on any host; bounded by the window, not the history."""
     from datetime import datetime, timedelta
 
     from gpuaccept.act.offenders import gpu_mtbi, node_mtbi
-    from gpuaccept.report.node_verdict import verdict_fitness
 
-    if not runs:
+    until = store.newest_start()
+    if until is None:
         return _FleetMtbi("", "", days, [], [])
-    until = max(runs, key=lambda r: datetime.fromisoformat(r.started_at)).started_at
-    since = (datetime.fromisoformat(until) - timedelta(days=days)).isoformat()
-    start = datetime.fromisoformat(since)
+    start = datetime.fromisoformat(until) - timedelta(days=days)
+    since = start.isoformat()
     judged = {"fail": True, "pass": False}
     nodes = node_mtbi(
-        (run.hostname, run.started_at, judged.get(verdict_fitness(run.verdict)))
-        for run in runs
-        if run.command == "accept" and datetime.fromisoformat(run.started_at) >= start
+        (host, started, judged.get(fitness))
+        for host, started, fitness in store.accept_fitness(start.timestamp())
     )
     named = store.remediated_gpus(since)
     took_part = store.accept_runs_of_gpus(sorted({uuid for uuid, _, _ in named}), since)

@@ -10,6 +10,7 @@ reported and never written.
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import os
 import sqlite3
@@ -24,14 +25,18 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from gpuaccept.errors import InputError
-from gpuaccept.results import RunReport, RunVerdict
+from gpuaccept.results import CheckResult, RunReport, RunVerdict
 
 HISTORY_ENV = "GPUACCEPT_HISTORY"
 APPLICATION_ID = 0x67707561  # "gpua" in the SQLite header marks our databases
 # 2: each run's verdict (RunVerdict as JSON) is stored beside the report; a version 1 database
 # is upgraded in place when first opened (its verdicts judged from the stored reports).
 # 3: run_gpus, each run's GPUs by UUID and serial (issue #31 §4: a GPU's life across hosts)
-SCHEMA_VERSION = 3
+# 4: what `history fleet` reads of a run kept beside it (its fitness, the GPUs it named for a
+# remediation, its own slower-than-before check) and the index runs_by_kind, so the fleet's
+# view is found in an index and a few columns, not by reading every report (issue #33 §2:
+# bounded by the fleet, not the history); an older database is filled in once when opened
+SCHEMA_VERSION = 4
 BUSY_TIMEOUT_SECONDS = 60.0
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -52,9 +57,14 @@ CREATE TABLE IF NOT EXISTS runs (
     tool_version TEXT NOT NULL,
     recorded_at TEXT NOT NULL,
     source TEXT NOT NULL,
-    report_json TEXT NOT NULL
+    report_json TEXT NOT NULL,
+    fitness TEXT NOT NULL DEFAULT '',
+    remediated TEXT NOT NULL DEFAULT '[]',
+    slower_json TEXT
 );
 CREATE INDEX IF NOT EXISTS runs_by_host ON runs (hostname, started_at);
+CREATE INDEX IF NOT EXISTS runs_by_kind ON runs
+    (command, hostname, level, started_at, fitness, passed);
 CREATE TABLE IF NOT EXISTS measurements (
     run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
     check_name TEXT NOT NULL,
@@ -80,6 +90,27 @@ CREATE TABLE IF NOT EXISTS run_gpus (
 );
 CREATE INDEX IF NOT EXISTS run_gpus_by_uuid ON run_gpus (uuid, run_id);
 """
+_RUNS_BY_KIND = (
+    "CREATE INDEX IF NOT EXISTS runs_by_kind ON runs "
+    "(command, hostname, level, started_at, fitness, passed)"
+)
+# the columns version 4 adds, as an older database gains them
+_V4_COLUMNS = (
+    "ALTER TABLE runs ADD COLUMN fitness TEXT NOT NULL DEFAULT ''",
+    "ALTER TABLE runs ADD COLUMN remediated TEXT NOT NULL DEFAULT '[]'",
+    "ALTER TABLE runs ADD COLUMN slower_json TEXT",
+)
+# Filled in from what each run stored, by SQLite's JSON functions: the fitness from the verdict
+# (verdict_fitness's rule), the run's own `history` check when it found the node slower.
+_V4_BACKFILL = (
+    "UPDATE runs SET fitness = CASE json_extract(verdict_json, '$.outcome') "
+    "WHEN 'fail' THEN 'fail' WHEN 'pass' THEN CASE WHEN json_extract(verdict_json, '$.kind') "
+    "= 'accept' AND json_extract(verdict_json, '$.mode') = 'gpu' THEN 'pass' "
+    "ELSE 'not-judged' END ELSE 'not-judged' END",
+    "UPDATE runs SET slower_json = (SELECT c.value FROM json_each(runs.report_json, '$.checks') "
+    "AS c WHERE json_extract(c.value, '$.name') = 'history' AND json_extract(c.value, "
+    "'$.status') IN ('warn', 'fail') LIMIT 1) WHERE instr(report_json, '\"history\"') > 0",
+)
 _SCHEMA = _RUNS_SCHEMA + _RUN_GPUS_SCHEMA
 
 _RUN_COLUMNS = (
@@ -215,7 +246,7 @@ def report_sha256(report: RunReport) -> str:
 RUN_INSERT_COLUMNS = (
     "report_sha256, command, level, device_mode, started_at, finished_at, duration_seconds, "
     "passed, failed_checks, verdict_json, hostname, tool_version, recorded_at, source, "
-    "report_json"
+    "report_json, fitness, remediated, slower_json"
 )
 MEASUREMENT_COLUMNS = (
     "run_id, check_name, name, value, unit, device_index, device_name, gpu_uuid, verdict"
@@ -241,6 +272,24 @@ def run_values(report: RunReport, digest: str, recorded_at: str, source: str) ->
         recorded_at,
         source,
         report.model_dump_json(),
+        *fleet_columns(report),
+    )
+
+
+def fleet_columns(report: RunReport) -> tuple[str, str, str | None]:
+    """What `history fleet` reads of a run, kept beside it: its fitness (pass, fail,
+    not-judged), the GPU UUIDs a failed accept named for a remediation (JSON), and its own
+    `history` check when that found the node slower than it was (JSON, else None)."""
+    from gpuaccept.record.self_comparison import stored_drop
+    from gpuaccept.report.node_verdict import verdict_fitness
+
+    failed_accept = report.command == "accept" and not report.verdict.passed
+    named = report.action_plan.out_of_service_uuids() if failed_accept else []
+    drop = stored_drop(report)
+    return (
+        verdict_fitness(report.verdict),
+        json.dumps(named),
+        None if drop is None else drop.model_dump_json(),
     )
 
 
@@ -400,8 +449,28 @@ class History(ABC):
         passed_only: bool = False,
         oldest_first: bool = False,
         started_by: float | None = None,
+        started_since: float | None = None,
     ) -> list[RunRow]:
         """Runs, newest first, filtered in the query."""
+
+    @abstractmethod
+    def newest_start(self) -> str | None:
+        """When the history's newest run started (as stored); None when it holds none."""
+
+    @abstractmethod
+    def accept_fitness(self, started_since: float) -> list[tuple[str | None, str, str]]:
+        """(node, started_at, fitness) of the accept runs that started since `started_since`
+        (seconds since the epoch): read from the index, no report or verdict parsed."""
+
+    @abstractmethod
+    def slower_checks(self, run_ids: Sequence[int]) -> dict[int, CheckResult]:
+        """Of these runs, those whose own `history` check found the node slower than it was:
+        that check, by run id."""
+
+    @abstractmethod
+    def newest_runs(self, command: str) -> list[RunRow]:
+        """The newest run of `command` on each node, by node name: found in an index, bounded by
+        the fleet, not the history."""
 
     @abstractmethod
     def report(self, run_id: int) -> RunReport:
@@ -420,8 +489,10 @@ class History(ABC):
         command: str | None = None,
         level: str | None = None,
         latest_only: bool = False,
+        newest_runs_only: bool = False,
     ) -> list[MetricPoint]:
-        """Stored figures, oldest first."""
+        """Stored figures, oldest first. `newest_runs_only`: only the figures of each node's
+        newest run of each kind (command and level), what the fleet compares."""
 
     def _run_row(self, row: Sequence[Any]) -> RunRow:
         """A RunRow from the columns _RUN_COLUMNS names, in that order."""
@@ -456,15 +527,30 @@ class History(ABC):
                 f"({_first_line(error)}); restore the database from a copy"
             ) from None
 
-    def _unplanned_remediations(
-        self, runs: Sequence[tuple[int, str]]
-    ) -> list[tuple[str, int, str]]:
-        """The GPUs named for a remediation by failed runs stored before actions were: the plan
-        their checks give (`RunReport.action_plan`)."""
+    def _remediations(self, rows: Sequence[tuple[Any, Any, str]]) -> list[tuple[str, int, str]]:
+        """(UUID, run id, started_at) from (run id, started_at, its `remediated` column) rows."""
         found: list[tuple[str, int, str]] = []
-        for run_id, started in runs:
-            named = self.report(run_id).action_plan.out_of_service_uuids()
-            found += [(uuid, run_id, started) for uuid in named]
+        for run_id, started, named in rows:
+            try:
+                uuids = json.loads(named)
+            except ValueError:
+                raise HistoryError(
+                    f"history {self.path}: run {run_id}'s stored remediations are damaged; "
+                    "restore the database from a copy"
+                ) from None
+            found += [(str(uuid), int(run_id), str(started)) for uuid in uuids]
+        return found
+
+    def _slower(self, rows: Sequence[tuple[Any, str]]) -> dict[int, CheckResult]:
+        found = {}
+        for run_id, text in rows:
+            try:
+                found[int(run_id)] = CheckResult.model_validate_json(text)
+            except ValueError:
+                raise HistoryError(
+                    f"history {self.path}: run {run_id}'s stored history check is damaged; "
+                    "restore the database from a copy"
+                ) from None
         return found
 
 
@@ -621,6 +707,21 @@ class SqliteHistory(History):
                 db.execute(statement)
             db.execute("DELETE FROM run_gpus")  # filled from the reports, whatever was there
             db.execute(_BACKFILL_RUN_GPUS)
+        if version < 4:
+            present = {row[1] for row in db.execute("PRAGMA table_info(runs)")}
+            for statement in _V4_COLUMNS:
+                if statement.split()[5] not in present:  # "ALTER TABLE runs ADD COLUMN name"
+                    db.execute(statement)
+            for statement in (*_V4_BACKFILL, _RUNS_BY_KIND):
+                db.execute(statement)
+            failed = db.execute(
+                "SELECT id, report_json FROM runs WHERE passed = 0 AND command = 'accept'"
+            ).fetchall()
+            for run_id, text in failed:
+                named = self._parsed_report(run_id, text).action_plan.out_of_service_uuids()
+                db.execute(
+                    "UPDATE runs SET remediated = ? WHERE id = ?", (json.dumps(named), run_id)
+                )
         db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def append(self, reports: Sequence[tuple[RunReport, str]]) -> list[tuple[int, bool]]:
@@ -669,30 +770,46 @@ class SqliteHistory(History):
 
     def remediated_gpus(self, since: str) -> list[tuple[str, int, str]]:
         """(GPU UUID, run id, started_at) of each failed accept run since `since` (ISO 8601)
-        whose actions named the GPU for a remediation (reset-gpu, reboot-node, drain, replace).
-        Only failed runs are read (a pass recommends monitor at most): their stored actions by
-        SQLite's JSON functions, and for a report from before actions were stored, the plan its
-        checks give (`RunReport.action_plan`)."""
-        window = (
-            "runs.command = 'accept' AND runs.passed = 0 "
-            "AND julianday(runs.started_at) >= julianday(?)"
-        )
+        whose actions named the GPU for a remediation (reset-gpu, reboot-node, drain, replace):
+        the failed runs found in the index runs_by_kind, their `remediated` column read."""
         rows = self._connection.execute(
-            "SELECT DISTINCT json_extract(rec.value, '$.gpu'), runs.id, runs.started_at "
-            "FROM runs, json_each(runs.report_json, '$.actions.recommendations') AS rec "
-            f"WHERE {window} "
-            "AND json_extract(rec.value, '$.action') IN "
-            "('reset-gpu', 'reboot-node', 'drain', 'replace') "
-            "AND json_extract(rec.value, '$.gpu') LIKE 'GPU-%'",
-            (since,),
-        )
-        found = [(str(uuid), int(run_id), str(started)) for uuid, run_id, started in rows]
-        unplanned = self._connection.execute(
-            f"SELECT runs.id, runs.started_at FROM runs WHERE {window} "
-            "AND coalesce(json_type(runs.report_json, '$.actions'), 'null') = 'null'",
+            "SELECT id, started_at, remediated FROM runs WHERE command = 'accept' "
+            "AND passed = 0 AND julianday(started_at) >= julianday(?) AND remediated != '[]'",
             (since,),
         ).fetchall()
-        return found + self._unplanned_remediations(unplanned)
+        return self._remediations(rows)
+
+    def newest_start(self) -> str | None:
+        # started_at from the index runs_by_kind: no run's row is read
+        row = self._connection.execute(
+            "SELECT started_at FROM runs INDEXED BY runs_by_kind "
+            "ORDER BY julianday(started_at) DESC, id DESC LIMIT 1"
+        ).fetchone()
+        return None if row is None else str(row[0])
+
+    def accept_fitness(self, started_since: float) -> list[tuple[str | None, str, str]]:
+        return [
+            (host, started, fitness)
+            for host, started, fitness in self._connection.execute(
+                "SELECT hostname, started_at, fitness FROM runs WHERE command = 'accept' "
+                "AND julianday(started_at) >= julianday(?, 'unixepoch')",
+                (started_since,),
+            )
+        ]
+
+    def slower_checks(self, run_ids: Sequence[int]) -> dict[int, CheckResult]:
+        found: dict[int, CheckResult] = {}
+        chunk = 500  # SQLite's bound on a statement's parameters
+        for start in range(0, len(run_ids), chunk):
+            part = list(run_ids[start : start + chunk])
+            found |= self._slower(
+                self._connection.execute(
+                    f"SELECT id, slower_json FROM runs WHERE id IN ({', '.join('?' * len(part))}) "
+                    "AND slower_json IS NOT NULL",
+                    part,
+                ).fetchall()
+            )
+        return found
 
     def accept_runs_of_gpus(
         self, uuids: Sequence[str], since: str
@@ -724,11 +841,12 @@ class SqliteHistory(History):
         passed_only: bool = False,
         oldest_first: bool = False,
         started_by: float | None = None,
+        started_since: float | None = None,
     ) -> list[RunRow]:
         """Runs, newest first (`oldest_first`: oldest first), filtered in the query (so a
         limit counts only the runs asked for), ordered by their start as a time (a stamp with an
-        offset is the instant it names, not text), and, with `started_by` (seconds since the
-        epoch), only those that started by then."""
+        offset is the instant it names, not text), and, with `started_by` / `started_since`
+        (seconds since the epoch), only those that started by / since then."""
         clauses, parameters = _filters(
             node=node, command=command, level=level, device_mode=device_mode
         )
@@ -738,6 +856,9 @@ class SqliteHistory(History):
         if started_by is not None:
             conditions.append("julianday(started_at) <= julianday(?, 'unixepoch')")
             parameters.append(started_by)
+        if started_since is not None:
+            conditions.append("julianday(started_at) >= julianday(?, 'unixepoch')")
+            parameters.append(started_since)
         where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
         order = "ASC" if oldest_first else "DESC"
         sql = (
@@ -748,6 +869,16 @@ class SqliteHistory(History):
             sql += " LIMIT ?"
             parameters.append(limit)
         return [self._run_row(row) for row in self._connection.execute(sql, parameters)]
+
+    def newest_runs(self, command: str) -> list[RunRow]:
+        rows = self._connection.execute(
+            f"SELECT {_RUN_COLUMNS} FROM runs WHERE id IN (SELECT id FROM (SELECT id, "
+            "ROW_NUMBER() OVER (PARTITION BY hostname ORDER BY julianday(started_at) DESC, "
+            "id DESC) AS newest FROM runs WHERE command = ?) WHERE newest = 1) "
+            "ORDER BY hostname",
+            (command,),
+        )
+        return [self._run_row(row) for row in rows]
 
     def report(self, run_id: int) -> RunReport:
         row = self._connection.execute(
@@ -770,6 +901,7 @@ class SqliteHistory(History):
         command: str | None = None,
         level: str | None = None,
         latest_only: bool = False,
+        newest_runs_only: bool = False,
     ) -> list[MetricPoint]:
         """Stored figures, oldest first. `metric` is `NAME` or `CHECK/NAME`; `command` and
         `level` keep like with like (a quick run's figures are not a standard run's).
@@ -788,6 +920,13 @@ class SqliteHistory(History):
             if check:
                 conditions.append("m.check_name = ?")
                 parameters.append(check)
+        if newest_runs_only:
+            # the index runs_by_kind holds every column this reads: no run's row is visited
+            conditions.append(
+                "r.id IN (SELECT id FROM (SELECT id, ROW_NUMBER() OVER (PARTITION BY hostname, "
+                "command, level ORDER BY julianday(started_at) DESC, id DESC) AS newest "
+                "FROM runs INDEXED BY runs_by_kind) WHERE newest = 1)"
+            )
         where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
         ranked = (
             "SELECT r.id, r.started_at, r.hostname, m.check_name, m.name, m.value, m.unit, "

@@ -15,6 +15,7 @@ file); TLS through `sslmode` in the URI or PGSSLMODE. A server that cannot be re
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -39,7 +40,7 @@ from gpuaccept.record.history import (
     run_gpu_rows,
     run_values,
 )
-from gpuaccept.results import RunReport
+from gpuaccept.results import CheckResult, RunReport
 
 if TYPE_CHECKING:
     import psycopg
@@ -106,8 +107,21 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         f"INSERT INTO {_META} (key, value) VALUES ('application', 'gpuaccept')",
         f"INSERT INTO {_META} (key, value) VALUES ('schema_version', '3')",
     ),
+    4: (
+        "ALTER TABLE runs ADD COLUMN fitness TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE runs ADD COLUMN remediated TEXT NOT NULL DEFAULT '[]'",
+        "ALTER TABLE runs ADD COLUMN slower_json TEXT",
+        "UPDATE runs SET fitness = CASE verdict_json::jsonb ->> 'outcome' WHEN 'fail' THEN "
+        "'fail' WHEN 'pass' THEN CASE WHEN verdict_json::jsonb ->> 'kind' = 'accept' AND "
+        "verdict_json::jsonb ->> 'mode' = 'gpu' THEN 'pass' ELSE 'not-judged' END "
+        "ELSE 'not-judged' END",
+        "UPDATE runs SET slower_json = (SELECT c::text FROM jsonb_array_elements("
+        "runs.report_json::jsonb -> 'checks') AS c WHERE c ->> 'name' = 'history' AND "
+        "c ->> 'status' IN ('warn', 'fail') LIMIT 1) WHERE strpos(report_json, '\"history\"') > 0",
+        "CREATE INDEX runs_by_kind ON runs "
+        "(command, hostname, level, started_time, id, fitness, passed)",
+    ),
 }
-_REMEDIATIONS = ("reset-gpu", "reboot-node", "drain", "replace")
 
 
 def _psycopg() -> Any:
@@ -226,6 +240,18 @@ class PgHistory(History):
                 continue
             for statement in MIGRATIONS[target]:
                 self._connection.execute(statement)
+            if target == 4 and version >= 3:
+                # runs stored under schema 3: the GPUs each failed accept named, as its plan
+                # says (its stored actions, or those its checks give); no run when created new
+                failed = self._connection.execute(
+                    "SELECT id, report_json FROM runs WHERE passed = 0 AND command = 'accept'"
+                ).fetchall()
+                for run_id, text in failed:
+                    plan = self._parsed_report(int(run_id), text).action_plan
+                    self._connection.execute(
+                        "UPDATE runs SET remediated = %s WHERE id = %s",
+                        (json.dumps(plan.out_of_service_uuids()), run_id),
+                    )
             self._connection.execute(
                 f"UPDATE {_META} SET value = %s WHERE key = 'schema_version'", (str(target),)
             )
@@ -303,25 +329,33 @@ class PgHistory(History):
         return [(self._run_row(row[:10]), row[10], row[11]) for row in rows]
 
     def remediated_gpus(self, since: str) -> list[tuple[str, int, str]]:
-        window = "runs.command = 'accept' AND runs.passed = 0 AND runs.started_time >= %s"
-        start = _moment(since)
         rows = self._connection.execute(
-            "SELECT DISTINCT rec->>'gpu', runs.id, runs.started_at FROM runs, "
-            "jsonb_array_elements(CASE jsonb_typeof(runs.report_json::jsonb #> "
-            "'{actions,recommendations}') WHEN 'array' THEN runs.report_json::jsonb #> "
-            "'{actions,recommendations}' ELSE '[]'::jsonb END) AS rec "
-            f"WHERE {window} AND rec->>'action' = ANY(%s) AND rec->>'gpu' LIKE 'GPU-%%'",
-            (start, list(_REMEDIATIONS)),
+            "SELECT id, started_at, remediated FROM runs WHERE command = 'accept' "
+            "AND passed = 0 AND started_time >= %s AND remediated != '[]'",
+            (_moment(since),),
         ).fetchall()
-        found = [(str(uuid), int(run_id), str(started)) for uuid, run_id, started in rows]
-        unplanned = self._connection.execute(
-            f"SELECT runs.id, runs.started_at FROM runs WHERE {window} "
-            "AND coalesce(jsonb_typeof(runs.report_json::jsonb -> 'actions'), 'null') = 'null'",
-            (start,),
+        return self._remediations(rows)
+
+    def newest_start(self) -> str | None:
+        row = self._connection.execute(
+            "SELECT started_at FROM runs ORDER BY started_time DESC, id DESC LIMIT 1"
+        ).fetchone()
+        return None if row is None else str(row[0])
+
+    def accept_fitness(self, started_since: float) -> list[tuple[str | None, str, str]]:
+        rows = self._connection.execute(
+            "SELECT hostname, started_at, fitness FROM runs WHERE command = 'accept' "
+            "AND started_time >= to_timestamp(%s)",
+            (started_since,),
         ).fetchall()
-        return found + self._unplanned_remediations(
-            [(int(run_id), str(started)) for run_id, started in unplanned]
-        )
+        return [(host, started, fitness) for host, started, fitness in rows]
+
+    def slower_checks(self, run_ids: Sequence[int]) -> dict[int, CheckResult]:
+        rows = self._connection.execute(
+            "SELECT id, slower_json FROM runs WHERE id = ANY(%s) AND slower_json IS NOT NULL",
+            (list(run_ids),),
+        ).fetchall()
+        return self._slower(rows)
 
     def accept_runs_of_gpus(
         self, uuids: Sequence[str], since: str
@@ -346,6 +380,7 @@ class PgHistory(History):
         passed_only: bool = False,
         oldest_first: bool = False,
         started_by: float | None = None,
+        started_since: float | None = None,
     ) -> list[RunRow]:
         clauses, parameters = _filters(
             node=node, command=command, level=level, device_mode=device_mode
@@ -356,6 +391,9 @@ class PgHistory(History):
         if started_by is not None:
             conditions.append("started_time <= to_timestamp(%s)")
             parameters.append(started_by)
+        if started_since is not None:
+            conditions.append("started_time >= to_timestamp(%s)")
+            parameters.append(started_since)
         where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
         order = "ASC" if oldest_first else "DESC"
         sql = f"SELECT {_RUN_COLUMNS} FROM runs{where} ORDER BY started_time {order}, id {order}"
@@ -363,6 +401,14 @@ class PgHistory(History):
             sql += " LIMIT %s"
             parameters.append(limit)
         rows = self._connection.execute(sql, parameters).fetchall()
+        return [self._run_row(row) for row in rows]
+
+    def newest_runs(self, command: str) -> list[RunRow]:
+        rows = self._connection.execute(
+            f"SELECT DISTINCT ON (hostname) {_RUN_COLUMNS} FROM runs WHERE command = %s "
+            "ORDER BY hostname NULLS FIRST, started_time DESC, id DESC",
+            (command,),
+        ).fetchall()
         return [self._run_row(row) for row in rows]
 
     def report(self, run_id: int) -> RunReport:
@@ -389,6 +435,7 @@ class PgHistory(History):
         command: str | None = None,
         level: str | None = None,
         latest_only: bool = False,
+        newest_runs_only: bool = False,
     ) -> list[MetricPoint]:
         clauses, parameters = _filters(node=node, command=command, level=level)
         conditions = [clauses.removeprefix(" WHERE ").replace("?", "%s")] if clauses else []
@@ -399,6 +446,11 @@ class PgHistory(History):
             if check:
                 conditions.append("m.check_name = %s")
                 parameters.append(check)
+        if newest_runs_only:
+            conditions.append(
+                "r.id IN (SELECT DISTINCT ON (hostname, command, level) id FROM runs "
+                "ORDER BY hostname, command, level, started_time DESC, id DESC)"
+            )
         where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
         ranked = (
             "SELECT r.id, r.started_at, r.hostname, m.check_name, m.name, m.value, m.unit, "
