@@ -163,6 +163,36 @@ def timed(command: list[str]) -> tuple[float, float, int]:
     return seconds, int(peak_kib) / 1024, int(code)
 
 
+def queries(history: object, newest: int) -> None:
+    """The store's own queries, in this process (what a command costs past its start-up)."""
+    from datetime import datetime, timedelta
+
+    from gpuaccept.record.history import History
+
+    assert isinstance(history, History)
+
+    def fleet() -> None:
+        runs = history.newest_runs("accept")
+        history.points(latest_only=True, newest_runs_only=True)
+        history.slower_checks([r.id for r in runs])
+        until = history.newest_start()
+        assert until is not None
+        since = datetime.fromisoformat(until) - timedelta(days=30)
+        history.accept_fitness(since.timestamp())
+        named = history.remediated_gpus(since.isoformat())
+        history.accept_runs_of_gpus(sorted({u for u, _, _ in named}), since.isoformat())
+
+    for what, call in (
+        ("list --node (query)", lambda: history.list_runs(node="node00042", limit=20)),
+        ("gpu UUID (query)", lambda: history.gpu_runs("GPU-00042-3-0000-0000-000000000000")),
+        ("report RUN (read)", lambda: history.report(newest)),
+        ("fleet (queries)", fleet),
+    ):
+        began = time.monotonic()
+        call()
+        print(f"{what:<22} {time.monotonic() - began:7.3f} s")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=200_000)
@@ -193,8 +223,10 @@ def main() -> int:
     print(f"history: {args.runs} runs, {args.nodes} nodes x {args.gpus} GPUs, {size:.0f} MiB")
     with History.open(db, create=False) as history:
         newest = history.list_runs(limit=1)[0].id
+        queries(history, newest)
     html = Path(scratch) / "report.html"
     commands = [
+        ["--version"],  # the interpreter and the CLI's imports alone: every command pays them
         ["history", "list", "--history", str(db), "--node", "node00042", "--limit", "20"],
         ["history", "gpu", "GPU-00042-3-0000-0000-000000000000", "--history", str(db)],
         ["report", str(newest), "--history", str(db), "--html", str(html)],
@@ -203,7 +235,7 @@ def main() -> int:
     for command in commands:
         seconds, peak, code = timed(command)
         print(
-            f"{' '.join(command[:2]):<16} {seconds:7.2f} s  peak RSS {peak:7.0f} MiB  exit {code}"
+            f"{' '.join(command[:2]):<22} {seconds:7.2f} s  peak RSS {peak:7.0f} MiB  exit {code}"
         )
     if not args.keep and args.db is None and isinstance(db, Path):
         os.unlink(db)

@@ -91,8 +91,9 @@ class Server:
 
 
 @contextmanager
-def running() -> Iterator[Server]:
-    """A server for the duration of the block (fsync off: its data is thrown away after)."""
+def running(*, durable: bool = False) -> Iterator[Server]:
+    """A server for the duration of the block: fsync off (its data is thrown away after) unless
+    `durable` (the benchmarks, whose writes should cost what a real server's cost)."""
     bin_dir = binaries()
     assert bin_dir is not None
     root = Path(tempfile.mkdtemp(prefix="gpuaccept-pg-"))

@@ -6,7 +6,6 @@ import json
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,7 +14,7 @@ import typer
 from gpuaccept.errors import InputError
 
 if TYPE_CHECKING:
-    from gpuaccept.act.offenders import Mtbi
+    from gpuaccept.record.fleet import FleetMtbi
     from gpuaccept.record.history import History
 
 app = typer.Typer(
@@ -447,28 +446,15 @@ def fleet(
     interrupted), a GPU lags, or a node is slower than its own history; benchmark and training
     runs are not verdicts on a node.
     """
-    import math
-
-    from gpuaccept.record.comparison import fleet_view
+    from gpuaccept.record.fleet import check_window, fleet_state
     from gpuaccept.results import device_label
 
-    if not (math.isfinite(mtbi_days) and 0 < mtbi_days <= 3660):
-        raise InputError(f"--mtbi-days {mtbi_days:g}: give days above 0, ten years at most")
+    check_window(mtbi_days)
     with _open(history) as store:
-        # bounded by the fleet, not the history (issue #33 §2): each node's newest accept, and
-        # the figures of each node's newest run of each kind, are read through an index
-        view = fleet_view(
-            store.newest_runs("accept"),
-            store.points(latest_only=True, newest_runs_only=True),
-            tolerance_percent=tolerance,
-            min_samples=min_gpus,
+        state = fleet_state(
+            store, tolerance_percent=tolerance, min_samples=min_gpus, mtbi_days=mtbi_days
         )
-        mtbi = _mtbi(store, mtbi_days)
-        # nodes whose newest accept found them slower than their own past runs (its own
-        # `history` check, kept beside the run: no report is read)
-        drops = store.slower_checks([run.id for run in view.nodes])
-        slower = [(run, drops[run.id]) for run in view.nodes if run.id in drops]
-    failing = [run for run in view.nodes if not run.verdict.passed]
+    view, slower, mtbi = state.view, state.slower, state.mtbi
     if as_json:
         typer.echo(
             json.dumps(
@@ -481,6 +467,7 @@ def fleet(
                             "command": run.command,
                             "level": run.level,
                             "verdict": run.verdict.model_dump(mode="json"),
+                            "action": state.actions.get(run.id),
                         }
                         for run in view.nodes
                     ],
@@ -510,13 +497,17 @@ def fleet(
                         for run, drop in slower
                     ],
                     "mtbi": mtbi.as_json(),
+                    "sdc": [
+                        {"node": run.hostname, "run": run.id, "started_at": run.started_at}
+                        for run in state.sdc
+                    ],
                 },
                 indent=2,
             )
         )
     else:
         _echo_table(
-            ["node", "newest accept", "started (UTC)", "level", "result"],
+            ["node", "newest accept", "started (UTC)", "level", "result", "action"],
             [
                 [
                     str(run.hostname),
@@ -524,6 +515,7 @@ def fleet(
                     run.started_at[:19],
                     run.level,
                     run.verdict.label,
+                    state.actions.get(run.id, ""),
                 ]
                 for run in view.nodes
             ],
@@ -552,68 +544,14 @@ def fleet(
             typer.echo("\nNodes slower than their own history (their newest accept says):")
             for run, drop in slower:
                 typer.echo(f"  {run.hostname} (run {run.id}): {drop.message}")
+        for run in state.sdc:
+            typer.echo(
+                f"\n{run.hostname}: its newest burn-in (run {run.id}) found silent data "
+                "corruption (GPUs disagreed bit for bit)"
+            )
         _echo_mtbi(mtbi)
-    if failing or view.outliers or slower:
+    if state.attention:
         raise typer.Exit(1)
-
-
-@dataclass(frozen=True)
-class _FleetMtbi:
-    since: str
-    until: str
-    days: float
-    nodes: list[Mtbi]
-    gpus: list[Mtbi]
-
-    def fleet_hours(self) -> float | None:
-        """The nodes' hours observed over all their incidents: the fleet's MTBI per node."""
-        count = sum(m.incidents for m in self.nodes)
-        return sum(m.hours for m in self.nodes) / count if count else None
-
-    def as_json(self) -> dict[str, object]:
-        def entry(m: Mtbi) -> dict[str, object]:
-            return {
-                "incidents": m.incidents,
-                "hours_observed": round(m.hours, 3),
-                "runs": m.runs,
-                "mean_hours_between_incidents": m.mean_hours,
-            }
-
-        return {
-            "days": self.days,
-            "since": self.since,
-            "until": self.until,
-            "fleet_mean_hours_between_incidents_per_node": self.fleet_hours(),
-            "nodes": [{"node": m.what, **entry(m)} for m in self.nodes],
-            "gpus": [
-                {"uuid": m.what, "serial": m.serial, "hosts": list(m.hosts), **entry(m)}
-                for m in self.gpus
-            ],
-        }
-
-
-def _mtbi(store: History, days: float) -> _FleetMtbi:
-    """Incidents within `days` before the history's newest run: each node's from its accept
-    runs' verdicts, each GPU's (that one named for a remediation) from the runs it took part
-    in, on any host; bounded by the window, not the history."""
-    from datetime import datetime, timedelta
-
-    from gpuaccept.act.offenders import gpu_mtbi, node_mtbi
-
-    until = store.newest_start()
-    if until is None:
-        return _FleetMtbi("", "", days, [], [])
-    start = datetime.fromisoformat(until) - timedelta(days=days)
-    since = start.isoformat()
-    judged = {"fail": True, "pass": False}
-    nodes = node_mtbi(
-        (host, started, judged.get(fitness))
-        for host, started, fitness in store.accept_fitness(start.timestamp())
-    )
-    named = store.remediated_gpus(since)
-    took_part = store.accept_runs_of_gpus(sorted({uuid for uuid, _, _ in named}), since)
-    gpus = gpu_mtbi(((uuid, run_id) for uuid, run_id, _ in named), took_part)
-    return _FleetMtbi(since, until, days, nodes, gpus)
 
 
 def _hours(value: float | None) -> str:
@@ -622,7 +560,7 @@ def _hours(value: float | None) -> str:
     return f"{value / 24:.1f} d" if value >= 48 else f"{value:.1f} h"
 
 
-def _echo_mtbi(mtbi: _FleetMtbi) -> None:
+def _echo_mtbi(mtbi: FleetMtbi) -> None:
     if not mtbi.nodes:
         return
     hit = [m for m in mtbi.nodes if m.incidents]

@@ -11,7 +11,7 @@ import typer
 from gpuaccept.errors import InputError
 
 if TYPE_CHECKING:
-    from gpuaccept.record.history import MetricPoint
+    from gpuaccept.record.history import HistoryLocation, MetricPoint
     from gpuaccept.results import RunReport
 
 
@@ -47,7 +47,9 @@ def _check_output(path: Path | None, flag: str) -> None:
 
 
 def report(
-    source: str = typer.Argument(..., help="A run id from the history, or a REPORT.json file."),
+    source: str | None = typer.Argument(
+        None, help="A run id from the history, or a REPORT.json file (not with --fleet)."
+    ),
     html: Path | None = typer.Option(None, "--html", help="Write a self-contained HTML page."),
     markdown: Path | None = typer.Option(
         None, "--markdown", help="Write a Markdown summary ('-' for stdout, e.g. CI summaries)."
@@ -60,14 +62,25 @@ def report(
         "--history",
         help="History for run ids and trend charts: an SQLite file or a postgresql:// URI.",
     ),
+    fleet: bool = typer.Option(
+        False,
+        "--fleet",
+        help="The whole fleet from the history on one page (with --html): every node's newest "
+        "accept, each GPU model's figures, the laggards, drains, SDC, MTBI.",
+    ),
 ) -> None:
     """Render a run as HTML (with trend charts), Markdown or Prometheus metrics; with no output
-    named, the Markdown summary on stdout."""
+    named, the Markdown summary on stdout. With --fleet, the fleet's page."""
     from gpuaccept.output_files import write_text_atomically
     from gpuaccept.record.history import History, history_location, local_file
     from gpuaccept.report.reading import load_report
 
     location = history_location(history)
+    if fleet:
+        _fleet_page(source, html, markdown, prometheus, location)
+        return
+    if source is None:
+        raise InputError("name a run id or a REPORT.json file (or --fleet --html PAGE)")
     if html is None and markdown is None and prometheus is None:
         markdown = Path("-")  # no file named: the summary on stdout, as `history show` prints
     for path, flag in ((html, "--html"), (markdown, "--markdown"), (prometheus, "--prometheus")):
@@ -111,3 +124,35 @@ def report(
         except OSError as error:
             raise InputError(f"{target}: cannot write: {error.strerror}") from None
         typer.echo(f"[REPORT] {target}", err=str(markdown) == "-")
+
+
+def _fleet_page(
+    source: str | None,
+    html: Path | None,
+    markdown: Path | None,
+    prometheus: Path | None,
+    location: HistoryLocation,
+) -> None:
+    from datetime import UTC, datetime
+
+    from gpuaccept.output_files import refuse_collisions, write_text_atomically
+    from gpuaccept.record.fleet import fleet_state
+    from gpuaccept.record.history import History, local_file
+    from gpuaccept.report.fleet_html import render_fleet_html
+
+    if source is not None:
+        raise InputError(f"--fleet shows the whole fleet: name no run ({source!r})")
+    if html is None or markdown is not None or prometheus is not None:
+        raise InputError("--fleet writes one page: give --html PAGE (and no other output)")
+    _check_output(html, "--html")
+    refuse_collisions({"--html": html}, {"--history": local_file(location)})
+    with History.open(location, create=False) as store:
+        state = fleet_state(store, tolerance_percent=10.0, min_samples=3, mtbi_days=30.0)
+    page = render_fleet_html(
+        state, source=str(location), generated_at=datetime.now(UTC).isoformat()[:19]
+    )
+    try:
+        write_text_atomically(html, page)
+    except OSError as error:
+        raise InputError(f"{html}: cannot write: {error.strerror}") from None
+    typer.echo(f"[REPORT] {html}")
