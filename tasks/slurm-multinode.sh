@@ -4,6 +4,9 @@
 # Each node's report goes to $GPUACCEPT_RESULTS (default results/) as accept-JOBID-NODE.json.
 # GPUACCEPT_NPROC: ranks per node (default: the GPUs Slurm gave, else 2 CPU twins);
 # GPUACCEPT_PAIRWISE=1 adds the pair-wise all-reduce that names a slow node.
+# GPUACCEPT_ISOLATE_MIN_BUSBW=GBPS adds --isolate --min-busbw GBPS: the bad nodes found in
+# O(log N) rounds, each group of nodes held to that floor; GPUACCEPT_TOPOLOGY=FILE guides it
+# along the switches (`NODE SWITCH` lines, or `scontrol show topology > FILE`).
 # GPUACCEPT_LOCAL_ADDR: the address the other nodes reach this one at (torchrun --local-addr),
 # where the hostname resolves to the wrong network or not at all; default: torchrun's lookup.
 set -euo pipefail
@@ -24,6 +27,19 @@ fi
 extra=()
 if [[ "${GPUACCEPT_PAIRWISE:-0}" == 1 ]]; then
   extra+=(--pairwise)
+fi
+if [[ -n "${GPUACCEPT_ISOLATE_MIN_BUSBW:-}" ]]; then
+  if ! [[ $GPUACCEPT_ISOLATE_MIN_BUSBW =~ ^[0-9]{1,6}(\.[0-9]{1,6})?$ ]]; then
+    echo "slurm-multinode.sh: error: GPUACCEPT_ISOLATE_MIN_BUSBW=$GPUACCEPT_ISOLATE_MIN_BUSBW: expected a bus bandwidth in GB/s" >&2
+    exit 2
+  fi
+  extra+=(--isolate --min-busbw "$GPUACCEPT_ISOLATE_MIN_BUSBW")
+  if [[ -n "${GPUACCEPT_TOPOLOGY:-}" ]]; then
+    extra+=(--topology "$GPUACCEPT_TOPOLOGY")  # read and checked by accept, before any work
+  fi
+elif [[ -n "${GPUACCEPT_TOPOLOGY:-}" ]]; then
+  echo "slurm-multinode.sh: error: GPUACCEPT_TOPOLOGY guides GPUACCEPT_ISOLATE_MIN_BUSBW: set both, or neither" >&2
+  exit 2
 fi
 local_addr=()
 if [[ -n "${GPUACCEPT_LOCAL_ADDR:-}" ]]; then

@@ -62,6 +62,7 @@ SLOW_MODULES = frozenset(
         "tests/test_cli_inputs.py",
         "tests/test_job_scripts.py",
         "tests/test_multinode.py",
+        "tests/test_isolate_nodes.py",
         "tests/test_slurm.py",
         "tests/checks/test_load.py",
     }
@@ -78,6 +79,7 @@ LONGEST_FIRST = (
     "tests/suite/test_runner.py",
     "tests/test_cli_bench.py",
     "tests/test_multinode.py",
+    "tests/test_isolate_nodes.py",
 )
 
 

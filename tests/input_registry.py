@@ -131,6 +131,22 @@ REGISTRY: list[Input] = [
     Input("accept", "--junit", "writes", _accept("--junit"), OUTPUT_FORMS),
     Input(
         "accept",
+        "--topology",
+        "reads",
+        lambda path, _: [
+            "accept",
+            "--device",
+            "cpu",
+            "--no-history",
+            "--isolate",
+            "--topology",
+            path,
+        ],
+        FILE_FORMS,
+        covered_by=("tests/suite/test_topology.py",),
+    ),
+    Input(
+        "accept",
         "--history",
         "reads",
         _accept("--history"),
@@ -435,6 +451,26 @@ REGISTRY: list[Input] = [
         gap="a level that is not one is accept's exit 2: not judged, left drained",
     ),
     Input("job scripts", "GPUACCEPT_PAIRWISE", "env", gap="only 1 enables; not attacked"),
+    Input(
+        "job scripts",
+        "GPUACCEPT_ISOLATE_MIN_BUSBW",
+        "env",
+        covered_by=(
+            "tests/test_job_scripts.py::"
+            "test_a_bad_isolation_setting_is_refused_in_one_line_before_torchrun",
+        ),
+    ),
+    Input(
+        "job scripts",
+        "GPUACCEPT_TOPOLOGY",
+        "env",
+        covered_by=(
+            "tests/test_job_scripts.py::"
+            "test_a_bad_isolation_setting_is_refused_in_one_line_before_torchrun",
+            "tests/suite/test_topology.py",
+        ),
+        gap="a hostile file is accept's --topology, attacked there (tests/test_input_registry.py)",
+    ),
     Input(
         "job scripts",
         "GPUACCEPT_TARGET",

@@ -220,6 +220,36 @@ def test_a_bad_process_count_is_refused_in_one_line_before_torchrun(
     ]
 
 
+@pytest.mark.parametrize(
+    ("env", "said"),
+    [
+        ({"GPUACCEPT_ISOLATE_MIN_BUSBW": "fast"}, "GPUACCEPT_ISOLATE_MIN_BUSBW=fast: expected"),
+        ({"GPUACCEPT_ISOLATE_MIN_BUSBW": "-3"}, "GPUACCEPT_ISOLATE_MIN_BUSBW=-3: expected"),
+        ({"GPUACCEPT_ISOLATE_MIN_BUSBW": "1e3"}, "GPUACCEPT_ISOLATE_MIN_BUSBW=1e3: expected"),
+        ({"GPUACCEPT_TOPOLOGY": "/etc/topology.conf"}, "GPUACCEPT_TOPOLOGY guides"),
+    ],
+)
+def test_a_bad_isolation_setting_is_refused_in_one_line_before_torchrun(
+    tmp_path: Path, env: dict[str, str], said: str
+) -> None:
+    box = sandbox(tmp_path, "slurm-multinode.sh")
+    done = run_job(
+        box,
+        "slurm-multinode.sh",
+        env={
+            "GPUACCEPT_RESULTS": str(tmp_path / "results"),
+            "SLURM_JOB_ID": "80",
+            "SLURMD_NODENAME": "n2",
+            "GPUACCEPT_RDZV_ENDPOINT": "127.0.0.1:29400",
+            **env,
+        },
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("slurm-multinode.sh: error: ")
+    assert said in line
+
+
 def test_the_health_check_with_its_results_under_a_file_does_not_judge_or_drain(
     tmp_path: Path,
 ) -> None:

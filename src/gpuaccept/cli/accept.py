@@ -225,6 +225,23 @@ def accept(
         "name the slow or failing node.",
         rich_help_panel="Across nodes",
     ),
+    isolate: bool = typer.Option(
+        False,
+        "--isolate",
+        help="Across nodes: find the bad nodes in O(log N) rounds (each node alone, the job, "
+        "halves of failing groups, each suspect beside a known-good node), each group's "
+        "all-reduce held to --min-busbw, which it needs.",
+        rich_help_panel="Across nodes",
+    ),
+    topology: Path | None = typer.Option(
+        None,
+        "--topology",
+        metavar="FILE",
+        help="With --isolate: which switch each node hangs off (`NODE SWITCH` lines, or Slurm's "
+        "topology.conf / `scontrol show topology`): halves split along switches, a switch "
+        "whose every node fails is named.",
+        rich_help_panel="Across nodes",
+    ),
     as_json: bool = typer.Option(
         False,
         "--json",
@@ -258,6 +275,8 @@ def accept(
             dcgm=dcgm,
             min_busbw=min_busbw,
             pairwise=pairwise,
+            isolate=isolate,
+            topology=topology,
             history=history,
             no_history=no_history,
             drop=drop_policy(drop_tolerance, fail_on_drop),
@@ -285,6 +304,7 @@ def accept(
                 dcgm=plan.dcgm,
                 min_busbw=plan.min_busbw,
                 pairwise=plan.pairwise,
+                isolation=plan.isolation,
                 node=plan.node,
                 rules=plan.rules,
             )
@@ -391,6 +411,7 @@ class AcceptPlan:
     min_busbw: float | None
     pairwise: bool
     drop: DropPolicy  # how the run is held against this node's own history
+    isolation: dict[str, str] | None = None  # --isolate: node -> switch (empty: unknown)
     node: NodeExpectation | None = None
     rules: ActionRules | None = None  # the site's action tables (--rules); None: built-in
     evidence: Path | None = None  # where a failure's vendor archive goes (--evidence)
@@ -415,6 +436,8 @@ def _plan(
     history: str | None,
     no_history: bool,
     drop: DropPolicy,
+    isolate: bool = False,
+    topology: Path | None = None,
     node: NodeExpectation | None = None,
     rules: Path | None = None,
     evidence: Path | None = None,
@@ -444,6 +467,7 @@ def _plan(
             f"{flag} is for one node: under {launch.launcher} each node writes its "
             "own JSON report (--report-dir)"
         )
+    isolation = _isolation(isolate, topology, launch is not None, min_busbw)
     if pairwise and launch is None:
         raise InputError(
             "--pairwise compares nodes: run accept under torchrun or srun across nodes "
@@ -497,6 +521,7 @@ def _plan(
         dcgm=dcgm,
         min_busbw=min_busbw,
         pairwise=pairwise,
+        isolation=isolation,
         drop=drop,
         node=node,
         rules=action_rules,
@@ -647,3 +672,29 @@ def _write(
     typer.echo(result_line(report))
     if report.verdict.exit_code:
         raise typer.Exit(report.verdict.exit_code)
+
+
+def _isolation(
+    isolate: bool, topology: Path | None, launched: bool, min_busbw: float | None
+) -> dict[str, str] | None:
+    """--isolate's node -> switch map (empty without --topology), checked before any work."""
+    if topology is not None and not isolate:
+        raise InputError("--topology guides --isolate: give both, or neither")
+    if not isolate:
+        return None
+    topology_map: dict[str, str] = {}
+    if topology is not None:  # the file first: a bad one is said whatever else is wrong
+        from gpuaccept.suite.topology import read_topology
+
+        topology_map = read_topology(topology)
+    if not launched:
+        raise InputError(
+            "--isolate finds the bad nodes of a multi-node job: run accept under torchrun or "
+            "srun across nodes (slurm/accept-multinode.sbatch)"
+        )
+    if min_busbw is None:
+        raise InputError(
+            "--isolate holds each group of nodes to a floor: give --min-busbw GBPS (what this "
+            "fabric's all-reduce must reach, e.g. from nccl-tests on known-good nodes)"
+        )
+    return topology_map

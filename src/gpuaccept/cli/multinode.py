@@ -42,6 +42,7 @@ def accept_across_nodes(
     dcgm: int | None,
     min_busbw: float | None,
     pairwise: bool,
+    isolation: dict[str, str] | None = None,
     node: NodeExpectation | None = None,
     rules: ActionRules | None = None,
 ) -> None:
@@ -92,6 +93,7 @@ def accept_across_nodes(
             f"--level={level}",
             f"--device={device}",  # as asked: a node whose GPUs fail falls to cpu itself
             *(["--pairwise"] if pairwise else []),
+            *(["--isolate"] if isolation is not None else []),
             *(spec.name for spec in specs),
         )
     )
@@ -101,14 +103,20 @@ def accept_across_nodes(
     try:
         with interrupts_as_exceptions():
             try:
-                for spec in specs:
-                    if spec.final and pairwise:
+
+                def across() -> None:
+                    if pairwise:
                         run.run_pairwise()
                         run.run_ib_pairs()
+                    if isolation is not None:
+                        run.run_isolation(isolation)
+
+                for spec in specs:
+                    if spec.final:
+                        across()
                     run.run_check(spec)
-                if pairwise and not any(spec.final for spec in specs):
-                    run.run_pairwise()
-                    run.run_ib_pairs()
+                if not any(spec.final for spec in specs):
+                    across()
             except KeyboardInterrupt:
                 raise Interrupted(signal.SIGINT) from None
     except Interrupted as error:

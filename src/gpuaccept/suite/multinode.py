@@ -460,6 +460,78 @@ class MultiNodeRun:
             result = judge_pairs(measured, self.node_names)
             self._record(result.model_copy(update={"duration_seconds": time.monotonic() - started}))
 
+    # --- isolation (issue #33 §1) ---------------------------------------------------------
+    def run_isolation(self, topology: Mapping[str, str] | None = None) -> None:
+        """Find the bad nodes in O(log N) rounds (suite/isolation.py): each round's groups
+        all-reduce at once, each on its own process group; every rank shares its group's
+        figure, and every rank, given the same figures, plans the same next round. A group of
+        two or more nodes passes when its all-reduce completes, exact, at 0.9 x --min-busbw or
+        more; a node alone, when it completes exact (no inter-node floor holds it)."""
+        import torch.distributed as dist
+
+        from gpuaccept.checks.collectives import allreduce_spec
+        from gpuaccept.measure.collectives import all_reduce_rank
+        from gpuaccept.suite.isolation import IsolationPlan
+
+        launch, context = self.launch, self.context
+        floor = context.min_busbw_gbps
+        assert floor is not None, "accept refuses --isolate without --min-busbw"
+        started = time.monotonic()
+        names = self.node_names
+        plan = IsolationPlan(names, dict(topology or {}))
+        evidence: list[dict[str, Any]] = []
+        while (step := plan.next_round()) is not None:
+            groups = []
+            for group in step.groups:  # every rank creates every group, in the same order
+                ranks = [
+                    r
+                    for name in group
+                    for r in range(
+                        names.index(name) * launch.local_world,
+                        (names.index(name) + 1) * launch.local_world,
+                    )
+                ]
+                groups.append((group, ranks, dist.new_group(ranks)))
+            figure: Any = None
+            mine = next((g for g in groups if launch.node_name in g[0]), None)
+            if mine is not None:
+                group, ranks, handle = mine
+                try:
+                    figure = all_reduce_rank(
+                        ranks.index(launch.rank), len(ranks), allreduce_spec(context), group=handle
+                    )
+                except Interrupted:
+                    raise
+                except Exception as error:
+                    figure = error_text(error)
+            shares = self._share(
+                _Share(
+                    rank=launch.rank,
+                    node_rank=launch.node_rank,
+                    node_name=launch.node_name,
+                    local_rank=launch.local_rank,
+                    value=figure,
+                )
+            )
+            passed = []
+            for group, ranks, _ in groups:
+                figures = [shares[r].value for r in ranks]
+                ok, said = _group_passes(figures, floor, len(group))
+                passed.append(ok)
+                evidence.append(
+                    {
+                        "round": step.number,
+                        "stage": step.stage,
+                        "nodes": list(group),
+                        "passed": ok,
+                        "said": said,
+                    }
+                )
+            plan.record(passed)
+        if launch.local_rank == 0:
+            result = judge_isolation(plan.result(), evidence, floor, len(names))
+            self._record(result.model_copy(update={"duration_seconds": time.monotonic() - started}))
+
     def run_ib_pairs(self) -> None:
         """ib_write_bw between every pair of nodes, port k of one to port k of the other (the
         rails of a rail-optimised fabric): the lower node of each pair serves, the other
@@ -651,3 +723,68 @@ def judge_pairs(measured: Mapping[tuple[int, int], Any], names: list[str]) -> Ch
         measurements=measurements,
         details=details,
     )
+
+
+def _group_passes(figures: list[Any], floor: float, nodes: int) -> tuple[bool, str]:
+    """Whether one group's all-reduce passed, and what it measured (or why it failed)."""
+    from gpuaccept.sweeps.collectives import MIN_BUSBW_TOLERANCE, below_min_busbw
+
+    errors = [f for f in figures if isinstance(f, str) or f is None]
+    if errors:
+        return False, f"did not complete: {errors[0] or 'no figure'}"
+    figure = figures[0]
+    if figure.wrong_elements:
+        return False, f"{figure.wrong_elements} wrong element(s)"
+    if nodes < 2:
+        return True, f"exact, {figure.busbw_gbps:.3g} GB/s within the node"
+    if below_min_busbw(figure.busbw_gbps, floor):
+        return False, (
+            f"busbw {figure.busbw_gbps:.3g} GB/s below {MIN_BUSBW_TOLERANCE:g} x --min-busbw "
+            f"{floor:g}"
+        )
+    return True, f"exact, busbw {figure.busbw_gbps:.3g} GB/s"
+
+
+def judge_isolation(
+    isolation: Any, evidence: list[dict[str, Any]], floor: float, nodes: int
+) -> CheckResult:
+    """The isolation's verdict: the suspects (and the switches all of whose nodes are), the
+    faults between groups that pass alone, the rounds it took, each round's groups as evidence."""
+    rounds = len(isolation.rounds)
+    details = {
+        "suspects": list(isolation.suspects),
+        "boundaries": [[list(a), list(b)] for a, b in isolation.boundaries],
+        "racks": list(isolation.racks),
+        "rounds": rounds,
+        "pairwise_rounds": nodes - 1 if nodes % 2 == 0 else nodes,
+        "min_busbw_gbps": floor,
+        "evidence": evidence,
+    }
+    said = []
+    if isolation.racks:
+        said.append(f"every node under {', '.join(isolation.racks)} fails: the switch, not nodes")
+    if isolation.suspects:
+        said.append(f"suspect node(s): {', '.join(isolation.suspects)}")
+    for first, second in isolation.boundaries:
+        said.append(
+            f"{len(first)} and {len(second)} node(s) pass apart and fail together: a fault "
+            f"between them ({first[0]}... | {second[0]}...)"
+        )
+    if said:
+        return CheckResult(
+            name="isolation",
+            area="COLLECTIVES",
+            status=Status.FAIL,
+            message=f"{'; '.join(said)} ({rounds} rounds)",
+            details=details,
+        )
+    return CheckResult(
+        name="isolation",
+        area="COLLECTIVES",
+        status=Status.PASS,
+        message=f"all {nodes} nodes together at {MIN_BUSBW_NOTE} {floor:g} GB/s ({rounds} rounds)",
+        details=details,
+    )
+
+
+MIN_BUSBW_NOTE = "0.9 x --min-busbw"

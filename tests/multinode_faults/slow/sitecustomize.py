@@ -1,6 +1,8 @@
-"""Put on PYTHONPATH of one stand-in node: its all-reduces of data take 50 ms longer, as over a
-slow link. (Python imports sitecustomize at start-up, in every rank the launcher starts.)"""
+"""Put on PYTHONPATH of one stand-in node: its all-reduces of data take 50 ms longer (or
+$SLOW_ALL_REDUCE_SECONDS), as over a slow link. (Python imports sitecustomize at start-up, in
+every rank the launcher starts.)"""
 
+import os
 import time
 
 import torch.distributed as dist
@@ -10,7 +12,7 @@ _all_reduce = dist.all_reduce
 
 def _slow_all_reduce(tensor, *args, **kwargs):  # type: ignore[no-untyped-def]
     if tensor.numel() >= 1024:  # data, not the small control reductions
-        time.sleep(0.05)
+        time.sleep(float(os.environ.get("SLOW_ALL_REDUCE_SECONDS", "0.05")))
     return _all_reduce(tensor, *args, **kwargs)
 
 

@@ -1,0 +1,80 @@
+"""`accept --isolate` (issue #33 §1) on torchrun stand-in nodes on this machine (gloo, one rank
+each): a node made slow on purpose (its all-reduces of data sleep, tests/multinode_faults/slow)
+is found in the rounds the planner promises, every node's report says the same, and with a
+topology the halves split along switches. The floor: gloo on two shared cores gives about
+0.06 GB/s busbw over 8 healthy ranks; a node sleeping 0.25 s per all-reduce pulls any group it
+is in below 0.005 GB/s; --min-busbw 0.02 sits between with margins of 3 and 4."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpuaccept.results import Status
+from gpuaccept.suite.isolation import round_ceiling
+from tests.test_multinode import run_nodes
+
+NAMES = [f"node-{c}" for c in "abcdefgh"]
+SLOW = {"SLOW_ALL_REDUCE_SECONDS": "0.25"}
+
+
+def _isolation(tmp_path: Path, slow: list[str], extra: list[str] | None = None) -> list[object]:
+    results = run_nodes(
+        tmp_path,
+        NAMES,
+        1,
+        ["--only", "collectives", "--isolate", "--min-busbw", "0.02", *(extra or [])],
+        faults=dict.fromkeys(slow, "slow"),
+        extra_env=dict.fromkeys(slow, SLOW),
+    )
+    checks = []
+    for name, (_code, output, report) in results.items():
+        check = next((c for c in report.checks if c.name == "isolation"), None)
+        assert check is not None, f"{name}: {output[-800:]}"
+        checks.append(check)
+    return checks
+
+
+@pytest.mark.slow
+def test_one_slow_node_of_eight_is_found_in_five_rounds(tmp_path: Path) -> None:
+    checks = _isolation(tmp_path, ["node-c"])
+    first = checks[0]
+    assert all(c.details == first.details for c in checks)  # every node says the same
+    assert first.status is Status.FAIL
+    assert first.details["suspects"] == ["node-c"]
+    # screen, whole, bisect 4|4, bisect 2|2, confirm: within 2 k log2 N + k = 7, against
+    # pairwise's 7 rounds of every pair
+    assert first.details["rounds"] == 5 <= round_ceiling(8, 1)
+    stages = [e["stage"] for e in first.details["evidence"]]
+    assert stages.count("screen") == 8  # every node alone, in one round
+    confirm = [e for e in first.details["evidence"] if e["stage"] == "confirm"]
+    # node-c and node-d (the failing pair) each beside a node that passed: only node-c fails
+    assert {e["nodes"][0]: e["passed"] for e in confirm} == {"node-c": False, "node-d": True}
+    passed_before = {n for e in first.details["evidence"][:-2] if e["passed"] for n in e["nodes"]}
+    assert all(e["nodes"][1] in passed_before - {"node-c", "node-d"} for e in confirm)
+    assert "suspect node(s): node-c (5 rounds)" in first.message
+
+
+@pytest.mark.slow
+def test_two_slow_nodes_on_different_switches_are_both_found(tmp_path: Path) -> None:
+    topology = tmp_path / "topology.conf"
+    topology.write_text(
+        "".join(f"{name} {'leaf1' if name < 'node-e' else 'leaf2'}\n" for name in NAMES)
+    )
+    checks = _isolation(tmp_path, ["node-b", "node-g"], ["--topology", str(topology)])
+    first = checks[0]
+    assert sorted(first.details["suspects"]) == ["node-b", "node-g"]
+    assert first.details["rounds"] <= round_ceiling(8, 2)
+    bisect = [e for e in first.details["evidence"] if e["stage"] == "bisect"]
+    # the first split is along the switches: leaf1's four and leaf2's four
+    assert sorted(e["nodes"] for e in bisect[:2]) == [NAMES[:4], NAMES[4:]]
+    assert first.details["racks"] == []  # two of four under each switch: nodes, not a switch
+
+
+@pytest.mark.slow
+def test_a_healthy_job_passes_in_two_rounds(tmp_path: Path) -> None:
+    checks = _isolation(tmp_path, [])
+    assert all(c.status is Status.PASS for c in checks)
+    assert checks[0].details["rounds"] == 2
+    assert checks[0].details["suspects"] == []
