@@ -219,3 +219,65 @@ def test_a_node_bad_alone_stays_a_suspect_when_the_rest_cannot_be_told_apart() -
 def test_the_ceiling_of_a_two_node_job() -> None:
     assert round_ceiling(2, 1) == 3
     assert round_ceiling(4096, 4) == 100
+
+
+# --- the verdict on a round's group and on the isolation (suite/multinode.py) ---------------
+
+
+def test_a_group_passes_only_exact_complete_and_at_the_floor() -> None:
+    from gpuaccept.measure.collectives import AllReduceFigure
+    from gpuaccept.suite.multinode import _group_passes
+
+    def figure(seconds: float, wrong: int = 0, world: int = 4) -> AllReduceFigure:
+        return AllReduceFigure(world, 1_000_000_000, wrong, seconds)
+
+    # 1 GB in 0.1 s over 4 ranks: algbw 10 GB/s, busbw 2 x 3/4 x 10 = 15 GB/s
+    assert figure(0.1).busbw_gbps == pytest.approx(15.0)
+    ok, said = _group_passes([figure(0.1)] * 4, 16.0, 2)
+    assert ok  # 15 >= 0.9 x 16 = 14.4
+    assert said == "exact, busbw 15 GB/s"
+    ok, said = _group_passes([figure(0.1)] * 4, 17.0, 2)
+    assert not ok  # 15 < 0.9 x 17 = 15.3
+    assert said == "busbw 15 GB/s below 0.9 x --min-busbw 17"
+    ok, said = _group_passes([figure(0.1, wrong=3)] * 4, 1.0, 2)
+    assert (ok, said) == (False, "3 wrong element(s)")
+    ok, said = _group_passes([figure(0.1), "RuntimeError: timed out"], 1.0, 2)
+    assert (ok, said) == (False, "did not complete: RuntimeError: timed out")
+    ok, said = _group_passes([figure(0.1), None], 1.0, 2)
+    assert (ok, said) == (False, "did not complete: no figure")
+    # a node alone is held to no inter-node floor, only to exactness
+    ok, said = _group_passes([figure(10.0, world=1)], 1000.0, 1)
+    assert ok
+    assert said.startswith("exact,")
+    assert said.endswith("within the node")
+    assert _group_passes([figure(10.0, wrong=1, world=1)], 1000.0, 1)[0] is False
+
+
+def test_the_isolation_says_nodes_switches_and_faults_between_them() -> None:
+    from gpuaccept.results import Status
+    from gpuaccept.suite.isolation import Isolation
+    from gpuaccept.suite.multinode import judge_isolation
+
+    clean = judge_isolation(Isolation((), (), (), (object(),) * 2), [], 5.0, 8)  # type: ignore[arg-type]
+    assert clean.status is Status.PASS
+    assert clean.message == "all 8 nodes together at 0.9 x --min-busbw 5 GB/s (2 rounds)"
+    assert clean.details["pairwise_rounds"] == 7
+    assert judge_isolation(Isolation((), (), (), ()), [], 5.0, 7).details["pairwise_rounds"] == 7
+    found = judge_isolation(
+        Isolation(("n3",), ((("n1", "n2"), ("n5", "n6")),), ("leaf2",), (object(),) * 6),  # type: ignore[arg-type]
+        [{"round": 1}],
+        5.0,
+        8,
+    )
+    assert found.status is Status.FAIL
+    assert found.message == (
+        "every node under leaf2 fails: the switch, not nodes; suspect node(s): n3; 2 and 2 "
+        "node(s) pass apart and fail together: a fault between them (n1... | n5...) (6 rounds)"
+    )
+    assert found.details["suspects"] == ["n3"]
+    assert found.details["boundaries"] == [[["n1", "n2"], ["n5", "n6"]]]
+    assert found.details["racks"] == ["leaf2"]
+    assert found.details["evidence"] == [{"round": 1}]
+    # a fault between groups alone fails the job too
+    between = judge_isolation(Isolation((), ((("a", "b"), ("c", "d")),), (), ()), [], 5.0, 4)  # type: ignore[arg-type]
+    assert between.status is Status.FAIL
