@@ -91,6 +91,7 @@ def _answers(history: History) -> dict[str, Any]:
         "newest-start": history.newest_start(),
         "fitness": sorted(history.accept_fitness((T0 + timedelta(hours=1)).timestamp())),
     }
+    answers["passed-runs"] = sorted(history.passed_runs([r.id for r in answers["runs"]]))
     slower = history.slower_checks([run.id for run in answers["runs"]])
     answers["slower"] = {run_id: check.model_dump_json() for run_id, check in slower.items()}
     # as JSON: a NaN figure is not equal to itself
@@ -117,6 +118,7 @@ def test_both_stores_answer_every_query_alike(tmp_path: Path, pg_history: str) -
     assert sqlite["oldest"] == list(reversed(runs))
     assert [r.command for r in sqlite["accept-2"]] == ["accept", "accept"]
     assert all(r.verdict.passed for r in sqlite["passed"])
+    assert sqlite["passed-runs"] == sorted(r.id for r in sqlite["passed"])
     assert {r.started_at for r in sqlite["started-by"]} <= {r.started_at for r in runs[-4:]}
     assert len(sqlite["started-by"]) == 4  # node-d, node-a 0h, node-b 1h, node-a 2h (bench)
     # NaN is no point; the report keeps it

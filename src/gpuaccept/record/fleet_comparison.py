@@ -59,7 +59,6 @@ def compare_with_fleet(
         return _skip("CPU mode: the twin's figures are the machine's, not a GPU model's")
     host = report.hostname
     # CPU twins' figures name no GPU model: the model match below leaves them out
-    passing = {row.id for row in history.list_runs() if row.verdict.outcome is Outcome.PASS}
     # this run's own GPUs are no peers of themselves, wherever their older figures were measured
     own = {
         uuid
@@ -71,10 +70,14 @@ def compare_with_fleet(
     for m in _throughput(report).measurements:
         if m.device_index is None or m.device_name is None:
             continue
+        # only a burn-in has this check and metric; the newest figure of each node and GPU, if
+        # the run that measured it passed (its passing read for those runs alone, not the
+        # history: issue #33 §2)
+        latest = history.points(f"{_CHECK}/{m.name}", latest_only=True)
+        passing = history.passed_runs([p.run_id for p in latest])
         peers = [
             p.value
-            # only a burn-in has this check and metric; the newest figure of each node and GPU
-            for p in history.points(f"{_CHECK}/{m.name}", latest_only=True)
+            for p in latest
             if p.run_id in passing
             and p.hostname != host
             and p.gpu_uuid not in own

@@ -463,6 +463,10 @@ class History(ABC):
         (seconds since the epoch): read from the index, no report or verdict parsed."""
 
     @abstractmethod
+    def passed_runs(self, run_ids: Sequence[int]) -> set[int]:
+        """Those of these runs that passed: read for them alone, not the history."""
+
+    @abstractmethod
     def slower_checks(self, run_ids: Sequence[int]) -> dict[int, CheckResult]:
         """Of these runs, those whose own `history` check found the node slower than it was:
         that check, by run id."""
@@ -796,6 +800,21 @@ class SqliteHistory(History):
                 (started_since,),
             )
         ]
+
+    def passed_runs(self, run_ids: Sequence[int]) -> set[int]:
+        found: set[int] = set()
+        ids = sorted(set(run_ids))
+        for start in range(0, len(ids), 500):  # SQLite's bound on a statement's parameters
+            part = ids[start : start + 500]
+            found |= {
+                int(row[0])
+                for row in self._connection.execute(
+                    f"SELECT id FROM runs WHERE id IN ({', '.join('?' * len(part))}) "
+                    "AND passed = 1",
+                    part,
+                )
+            }
+        return found
 
     def slower_checks(self, run_ids: Sequence[int]) -> dict[int, CheckResult]:
         found: dict[int, CheckResult] = {}

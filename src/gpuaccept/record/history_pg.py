@@ -350,6 +350,12 @@ class PgHistory(History):
         ).fetchall()
         return [(host, started, fitness) for host, started, fitness in rows]
 
+    def passed_runs(self, run_ids: Sequence[int]) -> set[int]:
+        rows = self._connection.execute(
+            "SELECT id FROM runs WHERE id = ANY(%s) AND passed = 1", (sorted(set(run_ids)),)
+        ).fetchall()
+        return {int(row[0]) for row in rows}
+
     def slower_checks(self, run_ids: Sequence[int]) -> dict[int, CheckResult]:
         rows = self._connection.execute(
             "SELECT id, slower_json FROM runs WHERE id = ANY(%s) AND slower_json IS NOT NULL",
