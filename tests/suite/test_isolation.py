@@ -226,7 +226,7 @@ def test_the_ceiling_of_a_two_node_job() -> None:
 
 def test_a_group_passes_only_exact_complete_and_at_the_floor() -> None:
     from gpuaccept.measure.collectives import AllReduceFigure
-    from gpuaccept.suite.multinode import _group_passes
+    from gpuaccept.suite.isolation import group_passes as _group_passes
 
     def figure(seconds: float, wrong: int = 0, world: int = 4) -> AllReduceFigure:
         return AllReduceFigure(world, 1_000_000_000, wrong, seconds)
@@ -255,8 +255,7 @@ def test_a_group_passes_only_exact_complete_and_at_the_floor() -> None:
 
 def test_the_isolation_says_nodes_switches_and_faults_between_them() -> None:
     from gpuaccept.results import Status
-    from gpuaccept.suite.isolation import Isolation
-    from gpuaccept.suite.multinode import judge_isolation
+    from gpuaccept.suite.isolation import Isolation, judge_isolation
 
     clean = judge_isolation(Isolation((), (), (), (object(),) * 2), [], 5.0, 8)  # type: ignore[arg-type]
     assert clean.status is Status.PASS

@@ -471,7 +471,7 @@ class MultiNodeRun:
 
         from gpuaccept.checks.collectives import allreduce_spec
         from gpuaccept.measure.collectives import all_reduce_rank
-        from gpuaccept.suite.isolation import IsolationPlan
+        from gpuaccept.suite.isolation import IsolationPlan, group_passes, judge_isolation
 
         launch, context = self.launch, self.context
         floor = context.min_busbw_gbps
@@ -516,7 +516,7 @@ class MultiNodeRun:
             passed = []
             for group, ranks, _ in groups:
                 figures = [shares[r].value for r in ranks]
-                ok, said = _group_passes(figures, floor, len(group))
+                ok, said = group_passes(figures, floor, len(group))
                 passed.append(ok)
                 evidence.append(
                     {
@@ -723,68 +723,3 @@ def judge_pairs(measured: Mapping[tuple[int, int], Any], names: list[str]) -> Ch
         measurements=measurements,
         details=details,
     )
-
-
-def _group_passes(figures: list[Any], floor: float, nodes: int) -> tuple[bool, str]:
-    """Whether one group's all-reduce passed, and what it measured (or why it failed)."""
-    from gpuaccept.sweeps.collectives import MIN_BUSBW_TOLERANCE, below_min_busbw
-
-    errors = [f for f in figures if isinstance(f, str) or f is None]
-    if errors:
-        return False, f"did not complete: {errors[0] or 'no figure'}"
-    figure = figures[0]
-    if figure.wrong_elements:
-        return False, f"{figure.wrong_elements} wrong element(s)"
-    if nodes < 2:
-        return True, f"exact, {figure.busbw_gbps:.3g} GB/s within the node"
-    if below_min_busbw(figure.busbw_gbps, floor):
-        return False, (
-            f"busbw {figure.busbw_gbps:.3g} GB/s below {MIN_BUSBW_TOLERANCE:g} x --min-busbw "
-            f"{floor:g}"
-        )
-    return True, f"exact, busbw {figure.busbw_gbps:.3g} GB/s"
-
-
-def judge_isolation(
-    isolation: Any, evidence: list[dict[str, Any]], floor: float, nodes: int
-) -> CheckResult:
-    """The isolation's verdict: the suspects (and the switches all of whose nodes are), the
-    faults between groups that pass alone, the rounds it took, each round's groups as evidence."""
-    rounds = len(isolation.rounds)
-    details = {
-        "suspects": list(isolation.suspects),
-        "boundaries": [[list(a), list(b)] for a, b in isolation.boundaries],
-        "racks": list(isolation.racks),
-        "rounds": rounds,
-        "pairwise_rounds": nodes - 1 if nodes % 2 == 0 else nodes,
-        "min_busbw_gbps": floor,
-        "evidence": evidence,
-    }
-    said = []
-    if isolation.racks:
-        said.append(f"every node under {', '.join(isolation.racks)} fails: the switch, not nodes")
-    if isolation.suspects:
-        said.append(f"suspect node(s): {', '.join(isolation.suspects)}")
-    for first, second in isolation.boundaries:
-        said.append(
-            f"{len(first)} and {len(second)} node(s) pass apart and fail together: a fault "
-            f"between them ({first[0]}... | {second[0]}...)"
-        )
-    if said:
-        return CheckResult(
-            name="isolation",
-            area="COLLECTIVES",
-            status=Status.FAIL,
-            message=f"{'; '.join(said)} ({rounds} rounds)",
-            details=details,
-        )
-    return CheckResult(
-        name="isolation",
-        area="COLLECTIVES",
-        status=Status.PASS,
-        message=f"all {nodes} nodes together at {MIN_BUSBW_NOTE} {floor:g} GB/s ({rounds} rounds)",
-        details=details,
-    )
-
-
-MIN_BUSBW_NOTE = "0.9 x --min-busbw"
