@@ -269,6 +269,14 @@ def test_the_isolation_says_nodes_switches_and_faults_between_them() -> None:
         8,
     )
     assert found.status is Status.FAIL
+    assert (found.name, found.area) == ("isolation", "COLLECTIVES")
+    assert (clean.name, clean.area) == ("isolation", "COLLECTIVES")
+    assert found.details["rounds"] == 6
+    assert found.details["min_busbw_gbps"] == 5.0
+    two = judge_isolation(Isolation(("n3", "n7"), (), ("leaf1", "leaf2"), ()), [], 5.0, 8)  # type: ignore[arg-type]
+    assert two.message.startswith(
+        "every node under leaf1, leaf2 fails: the switch, not nodes; suspect node(s): n3, n7"
+    )
     assert found.message == (
         "every node under leaf2 fails: the switch, not nodes; suspect node(s): n3; 2 and 2 "
         "node(s) pass apart and fail together: a fault between them (n1... | n5...) (6 rounds)"

@@ -1,0 +1,103 @@
+"""The fleet's state (record/fleet.py), what `history fleet` prints and exits on and what the
+fleet page draws: silent data corruption from each node's newest burn-in, the median's sample
+floor, the MTBI window's bounds and JSON, and a history with no run yet."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from gpuaccept.cli import app
+from gpuaccept.errors import InputError
+from gpuaccept.record.fleet import check_window, fleet_state
+from gpuaccept.record.history import History
+from tests.record.test_fleet_comparison import burnin_report
+from tests.record.test_history_stores import _corpus
+
+
+def test_a_nodes_newest_burn_in_that_found_sdc_is_named_and_fails_the_fleet(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "h.sqlite"
+    runs = [
+        burnin_report("node-1", [700.0], hours=0, correct=False),  # SDC, then repaired:
+        burnin_report("node-1", [700.0], hours=5),  # its newest burn-in is clean
+        burnin_report("node-2", [700.0], hours=1),
+        burnin_report("node-3", [700.0], hours=2, correct=False),  # its newest found SDC
+    ]
+    with History.open(path) as history:
+        history.append([(r, "t") for r in runs])
+        state = fleet_state(history, tolerance_percent=10.0, min_samples=3, mtbi_days=30.0)
+    assert [run.hostname for run in state.sdc] == ["node-3"]
+    assert state.attention  # SDC alone, with no accept run at all, calls for a person
+    result = CliRunner().invoke(app, ["history", "fleet", "--history", str(path), "--json"])
+    assert result.exit_code == 1, result.output
+    (sdc,) = json.loads(result.stdout)["sdc"]
+    assert sdc["node"] == "node-3"
+    table = CliRunner().invoke(app, ["history", "fleet", "--history", str(path)])
+    assert "node-3: its newest burn-in (run 4) found silent data corruption" in table.stdout
+
+
+def test_the_median_needs_as_many_gpus_as_asked(tmp_path: Path) -> None:
+    path = tmp_path / "h.sqlite"
+    with History.open(path) as history:
+        history.append(_corpus())
+        flagged = fleet_state(history, tolerance_percent=10.0, min_samples=3, mtbi_days=30.0)
+        # the H100s' bf16 figure has 8 GPUs: at 9 no median is trusted, nothing is flagged
+        unflagged = fleet_state(history, tolerance_percent=10.0, min_samples=9, mtbi_days=30.0)
+    assert [f.point.hostname for f in flagged.view.outliers] == ["node-b"]
+    assert unflagged.view.outliers == []
+
+
+@pytest.mark.parametrize("days", [0.5, 1.0, 3660.0])
+def test_the_mtbi_window_takes_what_it_says(days: float) -> None:
+    assert check_window(days) == days
+
+
+@pytest.mark.parametrize("days", [0.0, -1.0, 3660.5, float("nan"), float("inf")])
+def test_the_mtbi_window_refuses_the_rest(days: float) -> None:
+    with pytest.raises(InputError, match="--mtbi-days"):
+        check_window(days)
+
+
+def test_the_mtbi_json_says_its_window_and_counts(tmp_path: Path) -> None:
+    path = tmp_path / "h.sqlite"
+    with History.open(path) as history:
+        history.append(_corpus())
+    result = CliRunner().invoke(app, ["history", "fleet", "--history", str(path), "--json"])
+    mtbi = json.loads(result.stdout)["mtbi"]
+    assert mtbi["until"] == "2026-11-01T16:00:00+00:00"  # the newest run's start
+    assert mtbi["since"] == "2026-10-02T16:00:00+00:00"  # 30 days before
+    nodes = {n["node"]: n for n in mtbi["nodes"]}
+    # node-b: accept runs at 9 h (fail), 13 h (pass), 14 h (fail): 2 incidents over 5 h
+    assert nodes["node-b"] == {
+        "node": "node-b",
+        "incidents": 2,
+        "hours_observed": 5.0,
+        "runs": 3,
+        "mean_hours_between_incidents": 2.5,
+    }
+    (gpu,) = mtbi["gpus"]
+    assert gpu["runs"] == 3
+    assert gpu["hours_observed"] == 2.0  # its runs at 4 h (node-a), 5 h and 6 h (node-b)
+
+
+def test_a_history_with_no_run_yet_has_an_empty_fleet(tmp_path: Path) -> None:
+    path = tmp_path / "h.sqlite"
+    with History.open(path):
+        pass  # created, nothing recorded
+    result = CliRunner().invoke(app, ["history", "fleet", "--history", str(path), "--json"])
+    assert result.exit_code == 0, result.output
+    said = json.loads(result.stdout)
+    assert said["nodes"] == []
+    assert said["mtbi"] == {
+        "days": 30.0,
+        "since": "",
+        "until": "",
+        "fleet_mean_hours_between_incidents_per_node": None,
+        "nodes": [],
+        "gpus": [],
+    }
