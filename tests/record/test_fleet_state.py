@@ -101,3 +101,20 @@ def test_a_history_with_no_run_yet_has_an_empty_fleet(tmp_path: Path) -> None:
         "nodes": [],
         "gpus": [],
     }
+
+
+def test_the_mtbi_json_rounds_hours_to_the_thousandth() -> None:
+    from gpuaccept.act.offenders import Mtbi
+    from gpuaccept.record.fleet import FleetMtbi
+
+    third = Mtbi("node-x", 1, 1 / 3, 2)
+    said = FleetMtbi("a", "b", 1.0, [third], []).as_json()
+    assert said["nodes"] == [
+        {
+            "node": "node-x",
+            "incidents": 1,
+            "hours_observed": 0.333,
+            "runs": 2,
+            "mean_hours_between_incidents": third.mean_hours,
+        }
+    ]

@@ -197,3 +197,25 @@ def test_two_thousand_nodes_make_a_page_a_browser_opens_and_filters(tmp_path: Pa
         f"node{i:04d}" for i in range(0, 2000, 100)
     ]
     print(f"2,000 nodes x 8 GPUs: rendered in {rendered:.2f} s, {len(html) / 1e6:.2f} MB")
+
+
+def test_report_fleet_judges_as_history_fleet_is_told(corpus_history: Path, tmp_path: Path) -> None:
+    runner = CliRunner()
+    page = tmp_path / "p.html"
+    base = ["report", "--fleet", "--history", str(corpus_history), "--html", str(page)]
+    assert runner.invoke(app, base).exit_code == 0
+    assert "1 GPU figure(s) lagging" in page.read_text()
+    # nine GPUs needed for a median: the H100s' eight are not enough to flag one
+    assert runner.invoke(app, [*base, "--min-gpus", "9"]).exit_code == 0
+    assert "0 GPU figure(s) lagging" in page.read_text()
+    # node-b's 600 is 22.8% below the median: a 25% tolerance lets it be
+    assert runner.invoke(app, [*base, "--tolerance", "25"]).exit_code == 0
+    assert "0 GPU figure(s) lagging" in page.read_text()
+    for argv, said in (
+        ([*base, "--mtbi-days", "0"], "--mtbi-days 0: give days above 0"),
+        (["report", "1", "--history", str(corpus_history), "--tolerance", "5"], "give --fleet"),
+    ):
+        result = runner.invoke(app, argv)
+        assert result.exit_code == 2, result.output
+        (line,) = result.stderr.strip().splitlines()
+        assert said in line, line

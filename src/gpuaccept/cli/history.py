@@ -30,6 +30,25 @@ DATABASE = typer.Option(
     help="History: an SQLite file or a PostgreSQL URI (default: $GPUACCEPT_HISTORY, else "
     "~/.local/share/gpuaccept/history.sqlite).",
 )
+# `history fleet`'s judgement, and `report --fleet --html`'s: one set of options for both
+FLEET_TOLERANCE = typer.Option(
+    10.0,
+    "--tolerance",
+    min=0,
+    max=100,
+    metavar="PERCENT",
+    help="Flag a GPU more than this many percent worse than its model's fleet median.",
+)
+FLEET_MIN_GPUS = typer.Option(
+    3, "--min-gpus", min=2, help="GPUs of a model needed before its median is trusted."
+)
+FLEET_MTBI_DAYS = typer.Option(
+    30.0,
+    "--mtbi-days",
+    metavar="DAYS",
+    help="The window (ending at the history's newest run) of the mean time between "
+    "incidents per node and per GPU.",
+)
 COMMANDS = ("accept", "bench", "train-mnist", "burnin")  # what the history records runs of
 NODE = typer.Option(None, "--node", metavar="NODE", help="Only this node (hostname as recorded).")
 AS_JSON = typer.Option(False, "--json", help="Print it as JSON on stdout (for scripts).")
@@ -419,25 +438,10 @@ def push(history: str | None = DATABASE) -> None:
 @app.command("fleet")
 def fleet(
     history: str | None = DATABASE,
-    tolerance: float = typer.Option(
-        10.0,
-        "--tolerance",
-        min=0,
-        max=100,
-        metavar="PERCENT",
-        help="Flag a GPU more than this many percent worse than its model's fleet median.",
-    ),
-    min_gpus: int = typer.Option(
-        3, "--min-gpus", min=2, help="GPUs of a model needed before its median is trusted."
-    ),
+    tolerance: float = FLEET_TOLERANCE,
+    min_gpus: int = FLEET_MIN_GPUS,
     as_json: bool = typer.Option(False, "--json", help="Print the view as JSON."),
-    mtbi_days: float = typer.Option(
-        30.0,
-        "--mtbi-days",
-        metavar="DAYS",
-        help="The window (ending at the history's newest run) of the mean time between "
-        "incidents per node and per GPU.",
-    ),
+    mtbi_days: float = FLEET_MTBI_DAYS,
 ) -> None:
     """The newest accept run per node, GPUs that lag their fleet, and the mean time between
     incidents of each node and GPU that had one.

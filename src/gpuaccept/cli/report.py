@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from gpuaccept.cli.history import FLEET_MIN_GPUS, FLEET_MTBI_DAYS, FLEET_TOLERANCE
 from gpuaccept.errors import InputError
 
 if TYPE_CHECKING:
@@ -68,6 +69,9 @@ def report(
         help="The whole fleet from the history on one page (with --html): every node's newest "
         "accept, each GPU model's figures, the laggards, drains, SDC, MTBI.",
     ),
+    tolerance: float = FLEET_TOLERANCE,
+    min_gpus: int = FLEET_MIN_GPUS,
+    mtbi_days: float = FLEET_MTBI_DAYS,
 ) -> None:
     """Render a run as HTML (with trend charts), Markdown or Prometheus metrics; with no output
     named, the Markdown summary on stdout. With --fleet, the fleet's page."""
@@ -77,8 +81,10 @@ def report(
 
     location = history_location(history)
     if fleet:
-        _fleet_page(source, html, markdown, prometheus, location)
+        _fleet_page(source, html, markdown, prometheus, location, (tolerance, min_gpus, mtbi_days))
         return
+    if (tolerance, min_gpus, mtbi_days) != (10.0, 3, 30.0):
+        raise InputError("--tolerance, --min-gpus and --mtbi-days judge the fleet: give --fleet")
     if source is None:
         raise InputError("name a run id or a REPORT.json file (or --fleet --html PAGE)")
     if html is None and markdown is None and prometheus is None:
@@ -132,6 +138,7 @@ def _fleet_page(
     markdown: Path | None,
     prometheus: Path | None,
     location: HistoryLocation,
+    judging: tuple[float, int, float],
 ) -> None:
     from datetime import UTC, datetime
 
@@ -147,7 +154,10 @@ def _fleet_page(
     _check_output(html, "--html")
     refuse_collisions({"--html": html}, {"--history": local_file(location)})
     with History.open(location, create=False) as store:
-        state = fleet_state(store, tolerance_percent=10.0, min_samples=3, mtbi_days=30.0)
+        tolerance, min_gpus, mtbi_days = judging
+        state = fleet_state(
+            store, tolerance_percent=tolerance, min_samples=min_gpus, mtbi_days=mtbi_days
+        )
     page = render_fleet_html(
         state, source=str(location), generated_at=datetime.now(UTC).isoformat()[:19]
     )
