@@ -83,7 +83,8 @@ def report(
     if fleet:
         _fleet_page(source, html, markdown, prometheus, location, (tolerance, min_gpus, mtbi_days))
         return
-    if (tolerance, min_gpus, mtbi_days) != (10.0, 3, 30.0):
+    defaults = (FLEET_TOLERANCE.default, FLEET_MIN_GPUS.default, FLEET_MTBI_DAYS.default)
+    if (tolerance, min_gpus, mtbi_days) != defaults:
         raise InputError("--tolerance, --min-gpus and --mtbi-days judge the fleet: give --fleet")
     if source is None:
         raise InputError("name a run id or a REPORT.json file (or --fleet --html PAGE)")

@@ -68,6 +68,15 @@ class FleetState:
     sdc: list[RunRow]  # nodes whose newest burn-in failed its bitwise comparison
 
     @property
+    def out_of_service(self) -> set[int]:
+        """The run ids whose recommended action takes their node out of service."""
+        from gpuaccept.actions import Action
+
+        return {
+            run_id for run_id, action in self.actions.items() if Action(action).takes_out_of_service
+        }
+
+    @property
     def failing(self) -> list[RunRow]:
         return [run for run in self.view.nodes if not run.verdict.passed]
 

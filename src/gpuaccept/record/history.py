@@ -801,53 +801,47 @@ class SqliteHistory(History):
             )
         ]
 
+    def _where_in(self, sql: str, values: Sequence[Any], *after: Any) -> list[tuple[Any, ...]]:
+        """The rows of `sql`, whose `{marks}` is the IN list of `values`, run in parts: SQLite
+        bounds a statement's parameters (32,766 since 3.32)."""
+        rows: list[tuple[Any, ...]] = []
+        for start in range(0, len(values), 500):
+            part = list(values[start : start + 500])
+            marks = ", ".join("?" * len(part))
+            rows += self._connection.execute(sql.format(marks=marks), (*part, *after)).fetchall()
+        return rows
+
     def passed_runs(self, run_ids: Sequence[int]) -> set[int]:
-        found: set[int] = set()
-        ids = sorted(set(run_ids))
-        for start in range(0, len(ids), 500):  # SQLite's bound on a statement's parameters
-            part = ids[start : start + 500]
-            found |= {
-                int(row[0])
-                for row in self._connection.execute(
-                    f"SELECT id FROM runs WHERE id IN ({', '.join('?' * len(part))}) "
-                    "AND passed = 1",
-                    part,
-                )
-            }
-        return found
+        rows = self._where_in(
+            "SELECT id FROM runs WHERE id IN ({marks}) AND passed = 1", sorted(set(run_ids))
+        )
+        return {int(row[0]) for row in rows}
 
     def slower_checks(self, run_ids: Sequence[int]) -> dict[int, CheckResult]:
-        found: dict[int, CheckResult] = {}
-        chunk = 500  # SQLite's bound on a statement's parameters
-        for start in range(0, len(run_ids), chunk):
-            part = list(run_ids[start : start + chunk])
-            found |= self._slower(
-                self._connection.execute(
-                    f"SELECT id, slower_json FROM runs WHERE id IN ({', '.join('?' * len(part))}) "
-                    "AND slower_json IS NOT NULL",
-                    part,
-                ).fetchall()
+        return self._slower(
+            self._where_in(
+                "SELECT id, slower_json FROM runs WHERE id IN ({marks}) "
+                "AND slower_json IS NOT NULL",
+                run_ids,
             )
-        return found
+        )
 
     def accept_runs_of_gpus(
         self, uuids: Sequence[str], since: str
     ) -> list[tuple[str, int, str, str | None, str | None]]:
         """(UUID, run id, started_at, host, serial) of the accept runs since `since` that these
         GPUs took part in, through the UUID's index."""
-        found: list[tuple[str, int, str, str | None, str | None]] = []
-        chunk = 500  # SQLite's bound on a statement's parameters is 32,766 since 3.32
-        for start in range(0, len(uuids), chunk):
-            part = list(uuids[start : start + chunk])
-            marks = ", ".join("?" * len(part))
-            found += self._connection.execute(
+        return [
+            (str(u), int(i), str(t), h, serial)
+            for u, i, t, h, serial in self._where_in(
                 "SELECT uuid, runs.id, runs.started_at, runs.hostname, serial FROM run_gpus "
                 "JOIN runs ON runs.id = run_gpus.run_id "
-                f"WHERE uuid IN ({marks}) AND runs.command = 'accept' "
+                "WHERE uuid IN ({marks}) AND runs.command = 'accept' "
                 "AND julianday(runs.started_at) >= julianday(?)",
-                (*part, since),
-            ).fetchall()
-        return found
+                uuids,
+                since,
+            )
+        ]
 
     def list_runs(
         self,
@@ -866,10 +860,9 @@ class SqliteHistory(History):
         limit counts only the runs asked for), ordered by their start as a time (a stamp with an
         offset is the instant it names, not text), and, with `started_by` / `started_since`
         (seconds since the epoch), only those that started by / since then."""
-        clauses, parameters = _filters(
+        conditions, parameters = _filters(
             node=node, command=command, level=level, device_mode=device_mode
         )
-        conditions = [clauses.removeprefix(" WHERE ")] if clauses else []
         if passed_only:
             conditions.append("passed = 1")
         if started_by is not None:
@@ -930,8 +923,7 @@ class SqliteHistory(History):
         figure without a UUID (the CPU twins, a capture without one, a node's figure) per node
         and device (issue #31 §4).
         """
-        clauses, parameters = _filters(node=node, command=command, level=level)
-        conditions = [clauses.removeprefix(" WHERE ")] if clauses else []
+        conditions, parameters = _filters(node=node, command=command, level=level)
         if metric is not None:
             check, _, name = metric.rpartition("/")
             conditions.append("m.name = ?")
@@ -1016,19 +1008,10 @@ def _filters(
     command: str | None = None,
     level: str | None = None,
     device_mode: str | None = None,
-) -> tuple[str, list[object]]:
-    conditions, parameters = [], []
-    if device_mode is not None:
-        conditions.append("device_mode = ?")
-        parameters.append(device_mode)
-    if level is not None:
-        conditions.append("level = ?")
-        parameters.append(level)
-    if node is not None:
-        conditions.append("hostname = ?")
-        parameters.append(node)
-    if command is not None:
-        conditions.append("command = ?")
-        parameters.append(command)
-    clause = f" WHERE {' AND '.join(conditions)}" if conditions else ""
-    return clause, list(parameters)
+    mark: str = "?",
+) -> tuple[list[str], list[object]]:
+    """The conditions on a run's columns, with `mark` as the placeholder (SQLite's `?`,
+    psycopg's `%s`), and their parameters."""
+    asked = {"device_mode": device_mode, "level": level, "hostname": node, "command": command}
+    conditions = [f"{column} = {mark}" for column, value in asked.items() if value is not None]
+    return conditions, [value for value in asked.values() if value is not None]

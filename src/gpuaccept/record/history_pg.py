@@ -388,10 +388,9 @@ class PgHistory(History):
         started_by: float | None = None,
         started_since: float | None = None,
     ) -> list[RunRow]:
-        clauses, parameters = _filters(
-            node=node, command=command, level=level, device_mode=device_mode
+        conditions, parameters = _filters(
+            node=node, command=command, level=level, device_mode=device_mode, mark="%s"
         )
-        conditions = [clauses.removeprefix(" WHERE ").replace("?", "%s")] if clauses else []
         if passed_only:
             conditions.append("passed = 1")
         if started_by is not None:
@@ -443,8 +442,7 @@ class PgHistory(History):
         latest_only: bool = False,
         newest_runs_only: bool = False,
     ) -> list[MetricPoint]:
-        clauses, parameters = _filters(node=node, command=command, level=level)
-        conditions = [clauses.removeprefix(" WHERE ").replace("?", "%s")] if clauses else []
+        conditions, parameters = _filters(node=node, command=command, level=level, mark="%s")
         if metric is not None:
             check, _, name = metric.rpartition("/")
             conditions.append("m.name = %s")

@@ -22,7 +22,6 @@ from gpuaccept.record.fleet import FleetState
 from gpuaccept.results import device_label
 
 BINS = 40
-_OUT_OF_SERVICE = ("reset-gpu", "reboot-node", "drain", "replace")
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 1.5em; color: #222; }
@@ -193,6 +192,7 @@ def render_fleet_html(state: FleetState, *, source: str, generated_at: str) -> s
         lagging[figure.point.hostname] += 1
     slower = {run.id: check for run, check in state.slower}
     sdc_nodes = {run.hostname for run in state.sdc}
+    out_of_service = state.out_of_service
     node_rows = []
     for run in view.nodes:
         action = state.actions.get(run.id, "")
@@ -209,7 +209,7 @@ def render_fleet_html(state: FleetState, *, source: str, generated_at: str) -> s
             + _cell(run.hostname or "(unnamed)")
             + _cell(run.verdict.label, css=css)
             + _cell(", ".join(run.verdict.failed_checks))
-            + _cell(action, css="fail" if action in _OUT_OF_SERVICE else "")
+            + _cell(action, css="fail" if run.id in out_of_service else "")
             + _cell(run.level)
             + _cell(run.started_at[:19].replace("T", " "))
             + _cell(lagging[run.hostname], number=lagging[run.hostname])
@@ -259,7 +259,7 @@ def render_fleet_html(state: FleetState, *, source: str, generated_at: str) -> s
         + "</tr>"
         for m in mtbi.gpus
     ]
-    drained = [run for run in view.nodes if state.actions.get(run.id) in _OUT_OF_SERVICE]
+    drained = [run for run in view.nodes if run.id in out_of_service]
     fleet_hours = mtbi.fleet_hours()
     summary = [
         f"{len(view.nodes)} node(s)",

@@ -282,19 +282,13 @@ def judge_isolation(
             f"{len(first)} and {len(second)} node(s) pass apart and fail together: a fault "
             f"between them ({first[0]}... | {second[0]}...)"
         )
-    if said:
-        return CheckResult(
-            name="isolation",
-            area="COLLECTIVES",
-            status=Status.FAIL,
-            message=f"{'; '.join(said)} ({rounds} rounds)",
-            details=details,
-        )
     return CheckResult(
         name="isolation",
         area="COLLECTIVES",
-        status=Status.PASS,
-        message=f"all {nodes} nodes together at {MIN_BUSBW_NOTE} {floor:g} GB/s ({rounds} rounds)",
+        status=Status.FAIL if said else Status.PASS,
+        message=f"{'; '.join(said)} ({rounds} rounds)"
+        if said
+        else f"all {nodes} nodes together at {MIN_BUSBW_NOTE} {floor:g} GB/s ({rounds} rounds)",
         details=details,
     )
 

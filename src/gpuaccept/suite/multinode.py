@@ -281,6 +281,17 @@ class MultiNodeRun:
             dist.all_gather_object(said, (self.launch.node_rank, passed), self._control)
         return {node: verdict for node, verdict in said if verdict is not None}
 
+    def _mine(self, value: Any) -> _Share:
+        """This rank's share, carrying `value`."""
+        launch = self.launch
+        return _Share(
+            launch.rank, launch.node_rank, launch.node_name, launch.local_rank, value=value
+        )
+
+    def _node_ranks(self, node: int) -> range:
+        """The global ranks of node rank `node`: each node's local ranks in turn."""
+        return range(node * self.launch.local_world, (node + 1) * self.launch.local_world)
+
     def barrier(self) -> None:
         import torch.distributed as dist
 
@@ -422,11 +433,7 @@ class MultiNodeRun:
         pairs = [(a, b) for a in range(launch.nodes) for b in range(a + 1, launch.nodes)]
         groups = {}
         for pair in pairs:  # every rank creates every group, in the same order
-            ranks = [
-                r
-                for node in pair
-                for r in range(node * launch.local_world, (node + 1) * launch.local_world)
-            ]
+            ranks = [r for node in pair for r in self._node_ranks(node)]
             groups[pair] = (ranks, dist.new_group(ranks))
         figures: dict[tuple[int, int], Any] = {}
         for round_pairs in pair_rounds(launch.nodes):
@@ -443,15 +450,7 @@ class MultiNodeRun:
                 raise
             except Exception as error:
                 figures[mine] = error_text(error)
-        shares = self._share(
-            _Share(
-                rank=launch.rank,
-                node_rank=launch.node_rank,
-                node_name=launch.node_name,
-                local_rank=launch.local_rank,
-                value=figures,
-            )
-        )
+        shares = self._share(self._mine(figures))
         if launch.local_rank == 0:
             measured: dict[tuple[int, int], Any] = {}
             for share in shares:
@@ -483,14 +482,7 @@ class MultiNodeRun:
         while (step := plan.next_round()) is not None:
             groups = []
             for group in step.groups:  # every rank creates every group, in the same order
-                ranks = [
-                    r
-                    for name in group
-                    for r in range(
-                        names.index(name) * launch.local_world,
-                        (names.index(name) + 1) * launch.local_world,
-                    )
-                ]
+                ranks = [r for name in group for r in self._node_ranks(names.index(name))]
                 groups.append((group, ranks, dist.new_group(ranks)))
             figure: Any = None
             mine = next((g for g in groups if launch.node_name in g[0]), None)
@@ -504,15 +496,7 @@ class MultiNodeRun:
                     raise
                 except Exception as error:
                     figure = error_text(error)
-            shares = self._share(
-                _Share(
-                    rank=launch.rank,
-                    node_rank=launch.node_rank,
-                    node_name=launch.node_name,
-                    local_rank=launch.local_rank,
-                    value=figure,
-                )
-            )
+            shares = self._share(self._mine(figure))
             passed = []
             for group, ranks, _ in groups:
                 figures = [shares[r].value for r in ranks]
