@@ -320,6 +320,7 @@ def test_an_older_history_gains_the_fleets_index_when_opened(
         fleet = (history.newest_start(), sorted(history.accept_fitness(0.0)))
     # as schema 3 left it: no fleet columns, no index
     with sqlite3.connect(path) as raw:
+        raw.execute("DROP TABLE latest_runs")
         raw.execute("DROP INDEX runs_by_kind")
         for column in ("fitness", "remediated", "slower_json"):
             raw.execute(f"ALTER TABLE runs DROP COLUMN {column}")
@@ -330,13 +331,17 @@ def test_an_older_history_gains_the_fleets_index_when_opened(
         assert (history.newest_start(), sorted(history.accept_fitness(0.0))) == fleet
         assert next(r.hostname for r in history.newest_runs("accept")) == "node-a"
     with sqlite3.connect(path) as raw:
-        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
         indexes = {row[1] for row in raw.execute("PRAGMA index_list(runs)")}
+        latest = raw.execute("SELECT count(*) FROM latest_runs").fetchone()[0]
     assert "runs_by_kind" in indexes
+    kinds = {(report.hostname, report.command, report.level) for report, _ in corpus}
+    assert latest == len(kinds) == 9  # one row per node and kind (command, level)
     # the same of a PostgreSQL history as schema 3 left it
     with History.open(pg_history) as history:
         history.append(corpus)
     database = pg_history.rsplit("/", 1)[1]
+    pg_server.sql("DROP TABLE latest_runs", database)
     pg_server.sql("DROP INDEX runs_by_kind", database)
     for column in ("fitness", "remediated", "slower_json"):
         pg_server.sql(f"ALTER TABLE runs DROP COLUMN {column}", database)
@@ -351,5 +356,36 @@ def test_an_older_history_gains_the_fleets_index_when_opened(
             "SELECT value FROM gpuaccept_history WHERE key = 'schema_version'"
         ).fetchone()
         index = connection.execute("SELECT to_regclass('runs_by_kind')::text").fetchone()
-    assert version == ("4",)
+        latest = connection.execute("SELECT count(*) FROM latest_runs").fetchone()
+    assert version == ("5",)
+    assert latest == (len(kinds),)
     assert index == ("runs_by_kind",)
+
+
+def test_an_older_run_stored_after_a_newer_one_leaves_the_newer_the_nodes_latest(
+    tmp_path: Path, pg_history: str
+) -> None:
+    """latest_runs is kept by each append: a run pushed from a spool or imported after a newer
+    one of its node and kind must not become the node's newest; of two that started at the same
+    instant (one written with an offset), the one stored later is."""
+    newer = gpu_report("node-a", [700.0], hours=5)
+    older = gpu_report("node-a", [790.0], hours=1)
+    same_instant = rejudged(
+        gpu_report("node-b", [650.0], hours=0),
+        started_at=OFFSET_START.replace("10:30", "13:00"),  # 08:00 UTC, T0 itself
+    )
+    first_b = gpu_report("node-b", [800.0], hours=0)
+    for location in (tmp_path / "history.sqlite", pg_history):
+        with History.open(location) as history:
+            (newer_id, _), (first_b_id, _) = history.append([(newer, "a"), (first_b, "b")])
+            history.append([(older, "c")])
+            (tie_id, _) = history.append([(same_instant, "d")])[0]
+            assert tie_id > first_b_id
+            newest = {run.hostname: run.id for run in history.newest_runs("accept")}
+            assert newest == {"node-a": newer_id, "node-b": tie_id}, location
+            figures = {
+                (p.hostname, p.value)
+                for p in history.points(latest_only=True, newest_runs_only=True)
+                if p.name == "matmul_bf16_tflops"
+            }
+            assert figures == {("node-a", 700.0), ("node-b", 650.0)}, location

@@ -36,7 +36,9 @@ APPLICATION_ID = 0x67707561  # "gpua" in the SQLite header marks our databases
 # remediation, its own slower-than-before check) and the index runs_by_kind, so the fleet's
 # view is found in an index and a few columns, not by reading every report (issue #33 §2:
 # bounded by the fleet, not the history); an older database is filled in once when opened
-SCHEMA_VERSION = 4
+# 5: latest_runs, each node's newest run of each kind (command, level), kept up to date by every
+# append: the fleet's nodes and figures are found there, not by ranking every run (issue #33 §2)
+SCHEMA_VERSION = 5
 BUSY_TIMEOUT_SECONDS = 60.0
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -111,7 +113,28 @@ _V4_BACKFILL = (
     "AS c WHERE json_extract(c.value, '$.name') = 'history' AND json_extract(c.value, "
     "'$.status') IN ('warn', 'fail') LIMIT 1) WHERE instr(report_json, '\"history\"') > 0",
 )
-_SCHEMA = _RUNS_SCHEMA + _RUN_GPUS_SCHEMA
+# 5: each node's newest run of each kind. `node` is the run's hostname, '' for a run without
+# one; `started` its start in seconds since the epoch (run_started), ties broken by run id.
+_LATEST_SCHEMA = """
+CREATE TABLE IF NOT EXISTS latest_runs (
+    node TEXT NOT NULL,
+    command TEXT NOT NULL,
+    level TEXT NOT NULL,
+    started REAL NOT NULL,
+    run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    PRIMARY KEY (node, command, level)
+) WITHOUT ROWID
+"""
+# A run becomes its kind's latest on its node only when it started later (or as late, and was
+# stored later): an older run imported or pushed from a spool after a newer one changes nothing.
+# `started` is seconds since the epoch here, a timestamptz in PostgreSQL.
+LATEST_UPSERT = (
+    "INSERT INTO latest_runs (node, command, level, started, run_id) "
+    "VALUES ({m}, {m}, {m}, {m}, {m}) ON CONFLICT (node, command, level) DO UPDATE "
+    "SET started = excluded.started, run_id = excluded.run_id "
+    "WHERE (excluded.started, excluded.run_id) > (latest_runs.started, latest_runs.run_id)"
+)
+_SCHEMA = _RUNS_SCHEMA + _RUN_GPUS_SCHEMA + ";" + _LATEST_SCHEMA
 
 _RUN_COLUMNS = (
     "id, started_at, hostname, command, level, device_mode, verdict_json, duration_seconds, "
@@ -274,6 +297,18 @@ def run_values(report: RunReport, digest: str, recorded_at: str, source: str) ->
         report.model_dump_json(),
         *fleet_columns(report),
     )
+
+
+def run_started(started_at: str) -> datetime:
+    """A stored start as the instant it names (a time without an offset is UTC, as SQLite's
+    julianday reads it)."""
+    moment = datetime.fromisoformat(started_at)
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def latest_key(report: RunReport) -> tuple[str, str, str]:
+    """A run's row in latest_runs: (node, command, level), '' for a run without a hostname."""
+    return (report.hostname or "", report.command, report.level)
 
 
 def fleet_columns(report: RunReport) -> tuple[str, str, str | None]:
@@ -726,6 +761,22 @@ class SqliteHistory(History):
                 db.execute(
                     "UPDATE runs SET remediated = ? WHERE id = ?", (json.dumps(named), run_id)
                 )
+        if version < 5:
+            db.execute(_LATEST_SCHEMA)
+            db.execute("DELETE FROM latest_runs")  # filled from the runs, whatever was there
+            latest: dict[tuple[str, str, str], tuple[float, int]] = {}
+            for host, command, level, started_at, run_id in db.execute(
+                "SELECT hostname, command, level, started_at, id FROM runs"
+            ):
+                key = (host or "", command, level)
+                mark = (run_started(started_at).timestamp(), int(run_id))
+                if mark > latest.get(key, (-math.inf, 0)):
+                    latest[key] = mark
+            db.executemany(
+                "INSERT INTO latest_runs (node, command, level, started, run_id) "
+                "VALUES (?, ?, ?, ?, ?)",
+                [(*key, started, run_id) for key, (started, run_id) in latest.items()],
+            )
         db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def append(self, reports: Sequence[tuple[RunReport, str]]) -> list[tuple[int, bool]]:
@@ -755,6 +806,10 @@ class SqliteHistory(History):
                 db.executemany(
                     f"INSERT INTO run_gpus ({RUN_GPU_COLUMNS}) VALUES (?, ?, ?, ?, ?)",
                     run_gpu_rows(report, run_id),
+                )
+                db.execute(
+                    LATEST_UPSERT.format(m="?"),
+                    (*latest_key(report), run_started(report.started_at).timestamp(), run_id),
                 )
                 stored.append((run_id, True))
         return stored
@@ -883,11 +938,12 @@ class SqliteHistory(History):
         return [self._run_row(row) for row in self._connection.execute(sql, parameters)]
 
     def newest_runs(self, command: str) -> list[RunRow]:
+        # each node's newest of the command's levels, from latest_runs (one row per node and
+        # kind): no other run is ranked or read
         rows = self._connection.execute(
-            f"SELECT {_RUN_COLUMNS} FROM runs WHERE id IN (SELECT id FROM (SELECT id, "
-            "ROW_NUMBER() OVER (PARTITION BY hostname ORDER BY julianday(started_at) DESC, "
-            "id DESC) AS newest FROM runs WHERE command = ?) WHERE newest = 1) "
-            "ORDER BY hostname",
+            f"SELECT {_RUN_COLUMNS} FROM runs WHERE id IN (SELECT run_id FROM (SELECT run_id, "
+            "ROW_NUMBER() OVER (PARTITION BY node ORDER BY started DESC, run_id DESC) AS newest "
+            "FROM latest_runs WHERE command = ?) WHERE newest = 1) ORDER BY hostname",
             (command,),
         )
         return [self._run_row(row) for row in rows]
@@ -932,12 +988,7 @@ class SqliteHistory(History):
                 conditions.append("m.check_name = ?")
                 parameters.append(check)
         if newest_runs_only:
-            # the index runs_by_kind holds every column this reads: no run's row is visited
-            conditions.append(
-                "r.id IN (SELECT id FROM (SELECT id, ROW_NUMBER() OVER (PARTITION BY hostname, "
-                "command, level ORDER BY julianday(started_at) DESC, id DESC) AS newest "
-                "FROM runs INDEXED BY runs_by_kind) WHERE newest = 1)"
-            )
+            conditions.append("r.id IN (SELECT run_id FROM latest_runs)")
         where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
         # One node's figures: its runs first (an index on the node), then their figures by run
         # id. SQLite otherwise starts from every figure of the metric in the fleet (3.7 s at

@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from gpuaccept.record.history import (
+    LATEST_UPSERT,
     MEASUREMENT_COLUMNS,
     RUN_GPU_COLUMNS,
     RUN_INSERT_COLUMNS,
@@ -35,9 +36,11 @@ from gpuaccept.record.history import (
     RunRow,
     _filters,
     _first_line,
+    latest_key,
     measurement_rows,
     report_sha256,
     run_gpu_rows,
+    run_started,
     run_values,
 )
 from gpuaccept.results import CheckResult, RunReport
@@ -121,6 +124,22 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "CREATE INDEX runs_by_kind ON runs "
         "(command, hostname, level, started_time, id, fitness, passed)",
     ),
+    # each node's newest run of each kind, as SQLite's latest_runs (history.py), its start a
+    # timestamptz; filled from the runs by the same rule an append keeps
+    5: (
+        """CREATE TABLE latest_runs (
+            node TEXT NOT NULL,
+            command TEXT NOT NULL,
+            level TEXT NOT NULL,
+            started TIMESTAMPTZ NOT NULL,
+            run_id BIGINT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+            PRIMARY KEY (node, command, level)
+        )""",
+        "INSERT INTO latest_runs (node, command, level, started, run_id) "
+        "SELECT DISTINCT ON (coalesce(hostname, ''), command, level) coalesce(hostname, ''), "
+        "command, level, started_time, id FROM runs "
+        "ORDER BY coalesce(hostname, ''), command, level, started_time DESC, id DESC",
+    ),
 }
 
 
@@ -133,13 +152,6 @@ def _psycopg() -> Any:
             "(or the pixi environment, which has it)"
         ) from None
     return psycopg
-
-
-def _moment(text: str) -> datetime:
-    """An ISO 8601 time as the instant it names (a time without an offset is UTC, as SQLite's
-    julianday reads it)."""
-    moment = datetime.fromisoformat(text)
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 class PgHistory(History):
@@ -293,7 +305,7 @@ class PgHistory(History):
                     "ON CONFLICT (report_sha256) DO NOTHING RETURNING id",
                     (
                         *run_values(report, digest, recorded_at, source),
-                        _moment(report.started_at),
+                        run_started(report.started_at),
                     ),
                 )
                 inserted = cursor.fetchone()
@@ -314,6 +326,10 @@ class PgHistory(History):
                         with cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
                             for values in rows:
                                 copy.write_row(values)
+                cursor.execute(
+                    LATEST_UPSERT.format(m="%s"),
+                    (*latest_key(report), run_started(report.started_at), run_id),
+                )
                 stored.append((run_id, True))
         return stored
 
@@ -332,7 +348,7 @@ class PgHistory(History):
         rows = self._connection.execute(
             "SELECT id, started_at, remediated FROM runs WHERE command = 'accept' "
             "AND passed = 0 AND started_time >= %s AND remediated != '[]'",
-            (_moment(since),),
+            (run_started(since),),
         ).fetchall()
         return self._remediations(rows)
 
@@ -371,7 +387,7 @@ class PgHistory(History):
             "FROM run_gpus JOIN runs ON runs.id = run_gpus.run_id "
             "WHERE run_gpus.uuid = ANY(%s) AND runs.command = 'accept' "
             "AND runs.started_time >= %s",
-            (list(uuids), _moment(since)),
+            (list(uuids), run_started(since)),
         ).fetchall()
         return [(u, int(i), s, h, serial) for u, i, s, h, serial in rows]
 
@@ -410,8 +426,9 @@ class PgHistory(History):
 
     def newest_runs(self, command: str) -> list[RunRow]:
         rows = self._connection.execute(
-            f"SELECT DISTINCT ON (hostname) {_RUN_COLUMNS} FROM runs WHERE command = %s "
-            "ORDER BY hostname NULLS FIRST, started_time DESC, id DESC",
+            f"SELECT {_RUN_COLUMNS} FROM runs WHERE id IN (SELECT DISTINCT ON (node) run_id "
+            "FROM latest_runs WHERE command = %s ORDER BY node, started DESC, run_id DESC) "
+            "ORDER BY hostname NULLS FIRST",
             (command,),
         ).fetchall()
         return [self._run_row(row) for row in rows]
@@ -451,10 +468,7 @@ class PgHistory(History):
                 conditions.append("m.check_name = %s")
                 parameters.append(check)
         if newest_runs_only:
-            conditions.append(
-                "r.id IN (SELECT DISTINCT ON (hostname, command, level) id FROM runs "
-                "ORDER BY hostname, command, level, started_time DESC, id DESC)"
-            )
+            conditions.append("r.id IN (SELECT run_id FROM latest_runs)")
         where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
         ranked = (
             "SELECT r.id, r.started_at, r.hostname, m.check_name, m.name, m.value, m.unit, "
