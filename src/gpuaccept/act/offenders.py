@@ -42,12 +42,17 @@ def incidents(runs: Iterable[tuple[str, bool | None]]) -> list[str]:
     """The start of each incident among (started_at, failed?) runs, failed None for a run that
     judged nothing (passed over): a failure after a pass, or the first failure."""
     ordered = sorted(runs, key=lambda run: datetime.fromisoformat(run[0]))
+    return [ordered[i][0] for i in _incident_starts([failed for _, failed in ordered])]
+
+
+def _incident_starts(failed_in_order: Sequence[bool | None]) -> list[int]:
+    """The positions where an incident starts among runs in time order (see `incidents`)."""
     starts, before = [], False
-    for started_at, failed in ordered:
+    for position, failed in enumerate(failed_in_order):
         if failed is None:
             continue
         if failed and not before:
-            starts.append(started_at)
+            starts.append(position)
         before = failed
     return starts
 
@@ -214,21 +219,30 @@ class Mtbi:
         return self.hours / self.incidents if self.incidents and self.hours > 0 else None
 
 
-def _observed(runs: Sequence[tuple[str, bool | None]]) -> float:
-    times = [datetime.fromisoformat(t) for t, failed in runs if failed is not None]
-    return (max(times) - min(times)).total_seconds() / 3600 if times else 0.0
+def _observed(ordered: Sequence[tuple[datetime, bool | None]]) -> float:
+    """Hours from the first to the last judged run of runs in time order."""
+    times = [moment for moment, failed in ordered if failed is not None]
+    return (times[-1] - times[0]).total_seconds() / 3600 if times else 0.0
 
 
 def node_mtbi(runs: Iterable[tuple[str | None, str, bool | None]]) -> list[Mtbi]:
     """Per node, of its accept runs (host, started_at, failed?: None when nothing was judged);
-    the nodes with the most incidents first."""
-    by_node: dict[str, list[tuple[str, bool | None]]] = {}
+    the nodes with the most incidents first. Each start is read once (a fleet's window holds
+    hundreds of thousands of runs)."""
+    by_node: dict[str, list[tuple[datetime, bool | None]]] = {}
     for host, started_at, failed in runs:
-        by_node.setdefault(str(host), []).append((started_at, failed))
-    found = [
-        Mtbi(node, len(incidents(r)), _observed(r), sum(f is not None for _, f in r))
-        for node, r in by_node.items()
-    ]
+        by_node.setdefault(str(host), []).append((datetime.fromisoformat(started_at), failed))
+    found = []
+    for node, rows in by_node.items():
+        rows.sort(key=lambda row: row[0])  # stable: runs of one instant keep their order
+        found.append(
+            Mtbi(
+                node,
+                len(_incident_starts([failed for _, failed in rows])),
+                _observed(rows),
+                sum(failed is not None for _, failed in rows),
+            )
+        )
     return sorted(found, key=lambda m: (-m.incidents, m.what))
 
 
@@ -240,18 +254,20 @@ def gpu_mtbi(
     run id, started_at, host, serial) the runs it took part in, on whatever host; a run of it is
     failed for the GPU when it named the GPU. The GPUs with the most incidents first."""
     failed_for = set(named)
-    runs: dict[str, list[tuple[int, str, str | None, str | None]]] = {}
+    runs: dict[str, list[tuple[datetime, int, str | None, str | None]]] = {}
     for uuid, run_id, started_at, host, serial in took_part:
-        runs.setdefault(uuid, []).append((run_id, started_at, host, serial))
+        runs.setdefault(uuid, []).append((datetime.fromisoformat(started_at), run_id, host, serial))
     found = []
     for uuid, rows in runs.items():
-        rows.sort(key=lambda row: datetime.fromisoformat(row[1]))
-        judged = [(started, (uuid, run_id) in failed_for) for run_id, started, _, _ in rows]
+        rows.sort(key=lambda row: row[0])
+        judged: list[tuple[datetime, bool | None]] = [
+            (moment, (uuid, run_id) in failed_for) for moment, run_id, _, _ in rows
+        ]
         serials = [s for *_, s in rows if s]
         found.append(
             Mtbi(
                 uuid,
-                len(incidents(judged)),
+                len(_incident_starts([failed for _, failed in judged])),
                 _observed(judged),
                 len(rows),
                 tuple(dict.fromkeys(h for _, _, h, _ in rows if h)),
