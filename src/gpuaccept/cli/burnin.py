@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from gpuaccept.burnin.plan import spoken_duration
 from gpuaccept.cli.accept import DeviceChoice
 from gpuaccept.cli.recording import HISTORY, NO_HISTORY, drop_policy, history_target
 from gpuaccept.errors import InputError, Interrupted
@@ -314,12 +313,16 @@ class _Lines:
         self.plan = plan
 
     def window_started(self, window: int, stressor: str, seconds: float) -> None:
+        from gpuaccept.burnin.plan import spoken_duration
+
         typer.echo(
             f"[BURNIN] window {window + 1}/{self.plan.window_count}: {stressor} for "
             f"{spoken_duration(seconds)}"
         )
 
     def window_finished(self, figures: WindowFigures, load_seconds: float) -> None:
+        from gpuaccept.burnin.plan import spoken_duration
+
         rates = figures.throughput
         if rates:
             slowest = min(rates, key=lambda d: rates[d])
@@ -342,6 +345,7 @@ def _run(job: BurnInJob) -> tuple[RunReport | None, Interrupted | None]:
     """The windows not done yet, and the report of the whole burn-in so far (None when the run
     stopped for the scheduler's checkpoint, with windows left to run)."""
     from gpuaccept.burnin.checks import burnin_checks
+    from gpuaccept.burnin.plan import spoken_duration
     from gpuaccept.burnin.run import run_burnin
     from gpuaccept.record.environment import capture_environment
     from gpuaccept.report.console import CPU_MODE_LINE, environment_line
