@@ -165,22 +165,15 @@ def timed(command: list[str]) -> tuple[float, float, int]:
 
 def queries(history: object, newest: int) -> None:
     """The store's own queries, in this process (what a command costs past its start-up)."""
-    from datetime import datetime, timedelta
-
     from gpuaccept.record.history import History
 
     assert isinstance(history, History)
 
     def fleet() -> None:
-        runs = history.newest_runs("accept")
-        history.points(latest_only=True, newest_runs_only=True)
-        history.slower_checks([r.id for r in runs])
-        until = history.newest_start()
-        assert until is not None
-        since = datetime.fromisoformat(until) - timedelta(days=30)
-        history.accept_fitness(since.timestamp())
-        named = history.remediated_gpus(since.isoformat())
-        history.accept_runs_of_gpus(sorted({u for u, _, _ in named}), since.isoformat())
+        # what `history fleet` computes, with its defaults (10%, 3 GPUs, 30 days)
+        from gpuaccept.record.fleet import fleet_state
+
+        fleet_state(history, tolerance_percent=10.0, min_samples=3, mtbi_days=30.0)
 
     for what, call in (
         ("list --node (query)", lambda: history.list_runs(node="node00042", limit=20)),

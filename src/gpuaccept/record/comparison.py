@@ -9,6 +9,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from gpuaccept.record.history import MetricPoint, RunRow
 from gpuaccept.results import RunReport, device_label
@@ -71,9 +72,9 @@ def compare_reports(a: RunReport, b: RunReport) -> list[ComparedFigure]:
     return compared
 
 
-@dataclass(frozen=True)
-class FleetFigure:
-    """A GPU's newest figure for one metric, against the median of GPUs of the same model."""
+class FleetFigure(NamedTuple):
+    """A GPU's newest figure for one metric, against the median of GPUs of the same model (a
+    named tuple for the reason MetricPoint is one: one per GPU and figure of the fleet)."""
 
     point: MetricPoint
     model: str
@@ -128,10 +129,11 @@ def fleet_view(
     figures = []
     for (model, _metric), points in sorted(groups.items()):
         median = statistics.median(point.value for point in points)
+        limit = tolerance_percent / 100 * abs(median)
+        trusted = len(points) >= min_samples
         for point in points:
             direction = higher_is_better(point.unit)
-            limit = tolerance_percent / 100 * abs(median)
-            if direction is None or len(points) < min_samples:
+            if direction is None or not trusted:
                 outlier = False
             elif direction:
                 outlier = point.value < median - limit

@@ -16,12 +16,12 @@ import os
 import sqlite3
 import struct
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import parse_qsl, urlsplit
 
 from gpuaccept.errors import InputError
@@ -134,7 +134,14 @@ LATEST_UPSERT = (
     "SET started = excluded.started, run_id = excluded.run_id "
     "WHERE (excluded.started, excluded.run_id) > (latest_runs.started, latest_runs.run_id)"
 )
-_SCHEMA = _RUNS_SCHEMA + _RUN_GPUS_SCHEMA + ";" + _LATEST_SCHEMA
+# 5: what a GPU's runs are read by, in the indexes alone: its runs by UUID with their serial,
+# and each run's kind, start and host by id (the runs' own rows hold whole reports: 300,000
+# lookups of them cost 2.6 s of `history fleet`, benchmarks/history_scale.py)
+_V5_INDEXES = (
+    "CREATE INDEX IF NOT EXISTS run_gpus_by_uuid_serial ON run_gpus (uuid, run_id, serial)",
+    "CREATE INDEX IF NOT EXISTS runs_by_id ON runs (id, command, started_at, hostname)",
+)
+_SCHEMA = ";".join((_RUNS_SCHEMA, _RUN_GPUS_SCHEMA, _LATEST_SCHEMA, *_V5_INDEXES))
 
 _RUN_COLUMNS = (
     "id, started_at, hostname, command, level, device_mode, verdict_json, duration_seconds, "
@@ -241,9 +248,10 @@ class RunRow:
     source: str
 
 
-@dataclass(frozen=True)
-class MetricPoint:
-    """One stored figure with the run it came from."""
+class MetricPoint(NamedTuple):
+    """One stored figure with the run it came from. A named tuple, not a frozen dataclass: the
+    fleet's view builds one per GPU and figure (160,000 at 10,000 nodes), and a frozen
+    dataclass costs five times as much to make."""
 
     run_id: int
     started_at: str
@@ -533,6 +541,26 @@ class History(ABC):
         """Stored figures, oldest first. `newest_runs_only`: only the figures of each node's
         newest run of each kind (command and level), what the fleet compares."""
 
+    @staticmethod
+    def _newest_figures(rows: Iterable[Sequence[Any]]) -> list[MetricPoint]:
+        """Each figure's newest from rows of _FIGURE_COLUMNS plus the run's start as a number
+        or an instant (latest_runs.started) last: a GPU by its UUID, a figure without one per
+        node and device; oldest first as `points` orders. Done here, not by ranking every figure
+        in SQL (a window over 160,000 figures of 10,000 nodes took 3 s of SQLite's time)."""
+        newest: dict[tuple[Any, ...], tuple[tuple[Any, int], Sequence[Any]]] = {}
+        for row in rows:
+            uuid = row[9]
+            key = (row[3], row[4], uuid if uuid is not None else (row[2] or "", row[7]))
+            rank = (row[10], row[0])
+            held = newest.get(key)
+            if held is None or rank > held[0]:
+                newest[key] = (rank, row)
+        chosen = sorted(
+            newest.values(),
+            key=lambda entry: (entry[0], entry[1][7] is not None, entry[1][7] or 0),
+        )
+        return [_point(row) for _, row in chosen]
+
     def _run_row(self, row: Sequence[Any]) -> RunRow:
         """A RunRow from the columns _RUN_COLUMNS names, in that order."""
         return RunRow(
@@ -762,7 +790,8 @@ class SqliteHistory(History):
                     "UPDATE runs SET remediated = ? WHERE id = ?", (json.dumps(named), run_id)
                 )
         if version < 5:
-            db.execute(_LATEST_SCHEMA)
+            for statement in (_LATEST_SCHEMA, *_V5_INDEXES):
+                db.execute(statement)
             db.execute("DELETE FROM latest_runs")  # filled from the runs, whatever was there
             latest: dict[tuple[str, str, str], tuple[float, int]] = {}
             for host, command, level, started_at, run_id in db.execute(
@@ -839,10 +868,11 @@ class SqliteHistory(History):
         return self._remediations(rows)
 
     def newest_start(self) -> str | None:
-        # started_at from the index runs_by_kind: no run's row is read
+        # the newest of the kinds' latest runs is the history's newest (each run started no
+        # later than its kind's latest): read from latest_runs, not every run's start
         row = self._connection.execute(
-            "SELECT started_at FROM runs INDEXED BY runs_by_kind "
-            "ORDER BY julianday(started_at) DESC, id DESC LIMIT 1"
+            "SELECT r.started_at FROM latest_runs l CROSS JOIN runs r ON r.id = l.run_id "
+            "ORDER BY l.started DESC, l.run_id DESC LIMIT 1"
         ).fetchone()
         return None if row is None else str(row[0])
 
@@ -890,7 +920,8 @@ class SqliteHistory(History):
             (str(u), int(i), str(t), h, serial)
             for u, i, t, h, serial in self._where_in(
                 "SELECT uuid, runs.id, runs.started_at, runs.hostname, serial FROM run_gpus "
-                "JOIN runs ON runs.id = run_gpus.run_id "
+                "INDEXED BY run_gpus_by_uuid_serial CROSS JOIN runs INDEXED BY runs_by_id "
+                "ON runs.id = run_gpus.run_id "
                 "WHERE uuid IN ({marks}) AND runs.command = 'accept' "
                 "AND julianday(runs.started_at) >= julianday(?)",
                 uuids,
@@ -987,9 +1018,19 @@ class SqliteHistory(History):
             if check:
                 conditions.append("m.check_name = ?")
                 parameters.append(check)
-        if newest_runs_only:
-            conditions.append("r.id IN (SELECT run_id FROM latest_runs)")
         where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+        if newest_runs_only:
+            # the newest runs from latest_runs, their figures by run id: bounded by the fleet
+            rows = self._connection.execute(
+                f"SELECT {FIGURE_COLUMNS}, l.started FROM latest_runs l CROSS JOIN runs r "
+                "ON r.id = l.run_id CROSS JOIN measurements m INDEXED BY measurements_by_run "
+                f"ON m.run_id = l.run_id{where}",
+                parameters,
+            )
+            if latest_only:
+                return self._newest_figures(rows)
+            order = sorted(rows, key=lambda row: (row[10], row[0], row[7] is not None, row[7] or 0))
+            return [_point(row) for row in order]
         # One node's figures: its runs first (an index on the node), then their figures by run
         # id. SQLite otherwise starts from every figure of the metric in the fleet (3.7 s at
         # 300,000 runs, benchmarks/history_scale.py); CROSS JOIN keeps that order, INDEXED BY
@@ -1011,21 +1052,19 @@ class SqliteHistory(History):
         if latest_only:
             sql += " WHERE newest = 1"
         sql += " ORDER BY julianday(started_at), id, device_index"
-        return [
-            MetricPoint(
-                run_id=row[0],
-                started_at=row[1],
-                hostname=row[2],
-                check_name=row[3],
-                name=row[4],
-                value=row[5],
-                unit=row[6],
-                device_index=row[7],
-                device_name=row[8],
-                gpu_uuid=row[9],
-            )
-            for row in self._connection.execute(sql, parameters)
-        ]
+        return [_point(row) for row in self._connection.execute(sql, parameters)]
+
+
+# a figure's columns as `points` reads them (r: its run, m: measurements)
+FIGURE_COLUMNS = (
+    "r.id, r.started_at, r.hostname, m.check_name, m.name, m.value, m.unit, m.device_index, "
+    "m.device_name, m.gpu_uuid"
+)
+
+
+def _point(row: Sequence[Any]) -> MetricPoint:
+    """A MetricPoint from FIGURE_COLUMNS' values, in that order."""
+    return MetricPoint(int(row[0]), *row[1:10])
 
 
 def _first_line(error: Exception) -> str:

@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from gpuaccept.record.history import (
+    FIGURE_COLUMNS,
     LATEST_UPSERT,
     MEASUREMENT_COLUMNS,
     RUN_GPU_COLUMNS,
@@ -36,6 +37,7 @@ from gpuaccept.record.history import (
     RunRow,
     _filters,
     _first_line,
+    _point,
     latest_key,
     measurement_rows,
     report_sha256,
@@ -354,7 +356,8 @@ class PgHistory(History):
 
     def newest_start(self) -> str | None:
         row = self._connection.execute(
-            "SELECT started_at FROM runs ORDER BY started_time DESC, id DESC LIMIT 1"
+            "SELECT r.started_at FROM latest_runs l JOIN runs r ON r.id = l.run_id "
+            "ORDER BY l.started DESC, l.run_id DESC LIMIT 1"
         ).fetchone()
         return None if row is None else str(row[0])
 
@@ -467,9 +470,17 @@ class PgHistory(History):
             if check:
                 conditions.append("m.check_name = %s")
                 parameters.append(check)
-        if newest_runs_only:
-            conditions.append("r.id IN (SELECT run_id FROM latest_runs)")
         where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+        if newest_runs_only:
+            rows = self._connection.execute(
+                f"SELECT {FIGURE_COLUMNS}, l.started FROM latest_runs l JOIN runs r "
+                f"ON r.id = l.run_id JOIN measurements m ON m.run_id = l.run_id{where}",
+                parameters,
+            ).fetchall()
+            if latest_only:
+                return self._newest_figures(rows)
+            order = sorted(rows, key=lambda row: (row[10], row[0], row[7] is not None, row[7] or 0))
+            return [_point(row) for row in order]
         ranked = (
             "SELECT r.id, r.started_at, r.hostname, m.check_name, m.name, m.value, m.unit, "
             "m.device_index, m.device_name, m.gpu_uuid, r.started_time, ROW_NUMBER() OVER "
@@ -482,18 +493,4 @@ class PgHistory(History):
         if latest_only:
             sql += " WHERE newest = 1"
         sql += " ORDER BY started_time, id, device_index NULLS FIRST"
-        return [
-            MetricPoint(
-                run_id=int(row[0]),
-                started_at=row[1],
-                hostname=row[2],
-                check_name=row[3],
-                name=row[4],
-                value=row[5],
-                unit=row[6],
-                device_index=row[7],
-                device_name=row[8],
-                gpu_uuid=row[9],
-            )
-            for row in self._connection.execute(sql, parameters).fetchall()
-        ]
+        return [_point(row) for row in self._connection.execute(sql, parameters).fetchall()]
