@@ -7,6 +7,8 @@
 # GPUACCEPT_ISOLATE_MIN_BUSBW=GBPS adds --isolate --min-busbw GBPS: the bad nodes found in
 # O(log N) rounds, each group of nodes held to that floor; GPUACCEPT_TOPOLOGY=FILE guides it
 # along the switches (`NODE SWITCH` lines, or `scontrol show topology > FILE`).
+# GPUACCEPT_RAILS=1 adds --rails: every rail (local rank k of every node) at once, the
+# inter-node network alone; a rail below the rails' best fails.
 # GPUACCEPT_LOCAL_ADDR: the address the other nodes reach this one at (torchrun --local-addr),
 # where the hostname resolves to the wrong network or not at all; default: torchrun's lookup.
 set -euo pipefail
@@ -28,6 +30,14 @@ extra=()
 if [[ "${GPUACCEPT_PAIRWISE:-0}" == 1 ]]; then
   extra+=(--pairwise)
 fi
+case "${GPUACCEPT_RAILS:-0}" in
+  0) ;;
+  1) extra+=(--rails) ;;
+  *)
+    echo "slurm-multinode.sh: error: GPUACCEPT_RAILS=$GPUACCEPT_RAILS: expected 1 (rails) or 0" >&2
+    exit 2
+    ;;
+esac
 if [[ -n "${GPUACCEPT_ISOLATE_MIN_BUSBW:-}" ]]; then
   if ! [[ $GPUACCEPT_ISOLATE_MIN_BUSBW =~ ^[0-9]{1,6}(\.[0-9]{1,6})?$ ]]; then
     echo "slurm-multinode.sh: error: GPUACCEPT_ISOLATE_MIN_BUSBW=$GPUACCEPT_ISOLATE_MIN_BUSBW: expected a bus bandwidth in GB/s" >&2

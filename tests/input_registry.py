@@ -453,6 +453,15 @@ REGISTRY: list[Input] = [
     Input("job scripts", "GPUACCEPT_PAIRWISE", "env", gap="only 1 enables; not attacked"),
     Input(
         "job scripts",
+        "GPUACCEPT_RAILS",
+        "env",
+        covered_by=(
+            "tests/test_job_scripts.py::"
+            "test_a_bad_isolation_setting_is_refused_in_one_line_before_torchrun",
+        ),
+    ),
+    Input(
+        "job scripts",
         "GPUACCEPT_ISOLATE_MIN_BUSBW",
         "env",
         covered_by=(

@@ -227,6 +227,8 @@ def test_a_bad_process_count_is_refused_in_one_line_before_torchrun(
         ({"GPUACCEPT_ISOLATE_MIN_BUSBW": "-3"}, "GPUACCEPT_ISOLATE_MIN_BUSBW=-3: expected"),
         ({"GPUACCEPT_ISOLATE_MIN_BUSBW": "1e3"}, "GPUACCEPT_ISOLATE_MIN_BUSBW=1e3: expected"),
         ({"GPUACCEPT_TOPOLOGY": "/etc/topology.conf"}, "GPUACCEPT_TOPOLOGY guides"),
+        ({"GPUACCEPT_RAILS": "yes"}, "GPUACCEPT_RAILS=yes: expected 1 (rails) or 0"),
+        ({"GPUACCEPT_RAILS": "2"}, "GPUACCEPT_RAILS=2: expected"),
     ],
 )
 def test_a_bad_isolation_setting_is_refused_in_one_line_before_torchrun(

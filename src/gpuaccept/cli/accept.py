@@ -233,6 +233,24 @@ def accept(
         "all-reduce held to --min-busbw, which it needs.",
         rich_help_panel="Across nodes",
     ),
+    rails: bool = typer.Option(
+        False,
+        "--rails",
+        help="Across nodes: every rail at once (local rank k of every node: one GPU per node, "
+        'the inter-node network alone, as nccl-tests\' NCCL_TESTS_SPLIT="MOD 8"); a rail '
+        "below the rails' best by more than --rails-tolerance fails.",
+        rich_help_panel="Across nodes",
+    ),
+    rails_tolerance: float | None = typer.Option(
+        None,
+        "--rails-tolerance",
+        min=0,
+        max=99,
+        metavar="PERCENT",
+        help="With --rails: how far below the best rate a second rail confirms a rail may be "
+        "(the burn-in's straggler rule, gpu-fryer's 10%).",
+        rich_help_panel="Across nodes",
+    ),
     topology: Path | None = typer.Option(
         None,
         "--topology",
@@ -277,6 +295,8 @@ def accept(
             pairwise=pairwise,
             isolate=isolate,
             topology=topology,
+            rails=rails,
+            rails_tolerance=rails_tolerance,
             history=history,
             no_history=no_history,
             drop=drop_policy(drop_tolerance, fail_on_drop),
@@ -305,6 +325,7 @@ def accept(
                 min_busbw=plan.min_busbw,
                 pairwise=plan.pairwise,
                 isolation=plan.isolation,
+                rails=plan.rails,
                 node=plan.node,
                 rules=plan.rules,
             )
@@ -412,6 +433,7 @@ class AcceptPlan:
     pairwise: bool
     drop: DropPolicy  # how the run is held against this node's own history
     isolation: dict[str, str] | None = None  # --isolate: node -> switch (empty: unknown)
+    rails: float | None = None  # --rails: its tolerance in percent
     node: NodeExpectation | None = None
     rules: ActionRules | None = None  # the site's action tables (--rules); None: built-in
     evidence: Path | None = None  # where a failure's vendor archive goes (--evidence)
@@ -438,6 +460,8 @@ def _plan(
     drop: DropPolicy,
     isolate: bool = False,
     topology: Path | None = None,
+    rails: bool = False,
+    rails_tolerance: float | None = None,
     node: NodeExpectation | None = None,
     rules: Path | None = None,
     evidence: Path | None = None,
@@ -445,6 +469,7 @@ def _plan(
     """Refuse every input that could be wrong, before any work (exit 2 with one line)."""
     from gpuaccept import references as refs
     from gpuaccept.actions import load_rules
+    from gpuaccept.burnin.judging import DEFAULT_STRAGGLER_TOLERANCE_PERCENT as STRAGGLER_TOLERANCE
     from gpuaccept.cli.recording import history_path as recorded_in
     from gpuaccept.output_files import (
         check_output_directory,
@@ -472,6 +497,13 @@ def _plan(
         raise InputError(
             "--pairwise compares nodes: run accept under torchrun or srun across nodes "
             "(slurm/accept-multinode.sbatch, k8s/multinode-indexed-job.yaml)"
+        )
+    if rails_tolerance is not None and not rails:
+        raise InputError("--rails-tolerance judges --rails: give both, or neither")
+    if rails and launch is None:
+        raise InputError(
+            "--rails runs one GPU of every node per rail: run accept under torchrun or srun "
+            "across nodes (slurm/accept-multinode.sbatch, k8s/multinode-indexed-job.yaml)"
         )
     asked = ("dcgm",) if dcgm else ()
     specs = select_checks(level, only, [*skip, "dcgm"] if dcgm == 0 else skip, asked)
@@ -522,6 +554,9 @@ def _plan(
         min_busbw=min_busbw,
         pairwise=pairwise,
         isolation=isolation,
+        rails=(rails_tolerance if rails_tolerance is not None else STRAGGLER_TOLERANCE)
+        if rails
+        else None,
         drop=drop,
         node=node,
         rules=action_rules,

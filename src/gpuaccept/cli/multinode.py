@@ -43,6 +43,7 @@ def accept_across_nodes(
     min_busbw: float | None,
     pairwise: bool,
     isolation: dict[str, str] | None = None,
+    rails: float | None = None,
     node: NodeExpectation | None = None,
     rules: ActionRules | None = None,
 ) -> None:
@@ -94,6 +95,7 @@ def accept_across_nodes(
             f"--device={device}",  # as asked: a node whose GPUs fail falls to cpu itself
             *(["--pairwise"] if pairwise else []),
             *(["--isolate"] if isolation is not None else []),
+            *([f"--rails={rails:g}"] if rails is not None else []),
             *(spec.name for spec in specs),
         )
     )
@@ -108,6 +110,8 @@ def accept_across_nodes(
                     if pairwise:
                         run.run_pairwise()
                         run.run_ib_pairs()
+                    if rails is not None:
+                        run.run_rails(rails)
                     if isolation is not None:
                         run.run_isolation(isolation)
 

@@ -459,6 +459,49 @@ class MultiNodeRun:
             result = judge_pairs(measured, self.node_names)
             self._record(result.model_copy(update={"duration_seconds": time.monotonic() - started}))
 
+    # --- rails (issue #33 §1) -------------------------------------------------------------
+    def run_rails(self, tolerance_percent: float) -> None:
+        """Every rail's all-reduce at once, one GPU per node each (suite/rails.py); every node
+        records the same verdict."""
+        import torch.distributed as dist
+
+        from gpuaccept.checks.collectives import allreduce_spec
+        from gpuaccept.measure.collectives import all_reduce_rank
+        from gpuaccept.suite.rails import judge_rails, rail_ranks
+
+        launch = self.launch
+        started = time.monotonic()
+        rails = launch.local_world if launch.nodes > 1 else 0
+        groups = [  # every rank creates every group, in the same order
+            (ranks, dist.new_group(ranks))
+            for ranks in (rail_ranks(k, launch.nodes, launch.local_world) for k in range(rails))
+        ]
+        figure: Any = None
+        if rails > 1:
+            ranks, group = groups[launch.local_rank]
+            try:
+                figure = all_reduce_rank(
+                    ranks.index(launch.rank), len(ranks), allreduce_spec(self.context), group=group
+                )
+            except Interrupted:
+                raise
+            except Exception as error:
+                figure = error_text(error)
+        shares = self._share(self._mine(figure))
+        if launch.local_rank == 0:
+            # a rail's figure is the same on each of its ranks (the slowest rank's time); a
+            # rank that met an error says so for its rail
+            figures: dict[int, Any] = {}
+            for share in sorted(shares, key=lambda s: isinstance(s.value, str)):
+                if rails > 1:
+                    figures[share.local_rank] = share.value
+            result = judge_rails(
+                figures if rails > 1 else {},
+                nodes=launch.nodes,
+                tolerance_percent=tolerance_percent,
+            )
+            self._record(result.model_copy(update={"duration_seconds": time.monotonic() - started}))
+
     # --- isolation (issue #33 §1) ---------------------------------------------------------
     def run_isolation(self, topology: Mapping[str, str] | None = None) -> None:
         """Find the bad nodes in O(log N) rounds (suite/isolation.py): each round's groups

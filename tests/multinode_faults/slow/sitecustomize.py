@@ -1,6 +1,7 @@
 """Put on PYTHONPATH of one stand-in node: its all-reduces of data take 50 ms longer (or
-$SLOW_ALL_REDUCE_SECONDS), as over a slow link. (Python imports sitecustomize at start-up, in
-every rank the launcher starts.)"""
+$SLOW_ALL_REDUCE_SECONDS), as over a slow link; with $SLOW_LOCAL_RANK, only that local rank's
+(one GPU's NIC, one rail). (Python imports sitecustomize at start-up, in every rank the launcher
+starts.)"""
 
 import os
 import time
@@ -11,7 +12,8 @@ _all_reduce = dist.all_reduce
 
 
 def _slow_all_reduce(tensor, *args, **kwargs):  # type: ignore[no-untyped-def]
-    if tensor.numel() >= 1024:  # data, not the small control reductions
+    only = os.environ.get("SLOW_LOCAL_RANK")
+    if tensor.numel() >= 1024 and only in (None, os.environ.get("LOCAL_RANK")):
         time.sleep(float(os.environ.get("SLOW_ALL_REDUCE_SECONDS", "0.05")))
     return _all_reduce(tensor, *args, **kwargs)
 

@@ -1,0 +1,77 @@
+"""`accept --rails` (issue #33 §1) on torchrun stand-in nodes on this machine (gloo, two ranks
+each, so two rails): every rail at once, one rank of every node each. A rail made slow on purpose
+(one local rank of one node sleeps in its all-reduces, tests/multinode_faults/slow with
+SLOW_LOCAL_RANK) is named on every node; healthy rails pass; the option is refused where there
+are no nodes to span."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from gpuaccept.cli import app
+from gpuaccept.results import Status
+from tests.test_multinode import run_nodes
+
+NAMES = ["node-a", "node-b", "node-c"]
+
+
+def _rails(tmp_path: Path, args: list[str], slow: dict[str, str] | None = None) -> list[object]:
+    results = run_nodes(
+        tmp_path,
+        NAMES,
+        2,
+        ["--only", "stack", "--rails", *args],
+        faults=dict.fromkeys(slow or {}, "slow"),
+        extra_env={
+            name: {"SLOW_ALL_REDUCE_SECONDS": "0.25", "SLOW_LOCAL_RANK": rank}
+            for name, rank in (slow or {}).items()
+        },
+    )
+    checks = []
+    for name, (_code, output, report) in results.items():
+        check = next((c for c in report.checks if c.name == "rails"), None)
+        assert check is not None, f"{name}: {output[-800:]}"
+        checks.append(check)
+    return checks
+
+
+@pytest.mark.slow
+def test_a_slow_rail_is_named_by_every_node(tmp_path: Path) -> None:
+    checks = _rails(tmp_path, [], slow={"node-b": "1"})
+    first = checks[0]
+    assert all(c.status is Status.FAIL and c.details == first.details for c in checks)
+    assert first.details["slow"] == ["rail 1"]
+    assert first.details["rails"] == 2
+    assert first.details["nodes"] == 3
+    assert "rail 1" in first.message
+    assert "rail 0" not in first.message
+
+
+@pytest.mark.slow
+def test_healthy_rails_pass(tmp_path: Path) -> None:
+    # two gloo rails on two shared cores differ by chance: a wide tolerance for the healthy
+    # case (the slow rail above is 0.25 s per all-reduce slower, tens of times the gap)
+    checks = _rails(tmp_path, ["--rails-tolerance", "75"])
+    assert all(c.status is Status.PASS for c in checks), [c.message for c in checks]
+    assert [m.device_index for m in checks[0].measurements] == [0, 1]
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--rails"], "--rails runs one GPU of every node per rail"),
+        (["--rails-tolerance", "20"], "--rails-tolerance judges --rails"),
+    ],
+)
+def test_rails_outside_a_multi_node_job_is_refused(
+    args: list[str], said: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("WORLD_SIZE", "SLURM_NTASKS", "SLURM_JOB_NUM_NODES"):
+        monkeypatch.delenv(name, raising=False)
+    result = CliRunner().invoke(app, ["accept", "--device", "cpu", "--no-history", *args])
+    assert result.exit_code == 2, result.output
+    assert said in result.output
+    assert "Traceback" not in result.output
