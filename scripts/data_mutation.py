@@ -26,6 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path("src/gpuaccept/data/references.toml")
 TESTS = [
+    "tests/test_reference_fractions.py",
     "tests/test_reference_sources.py",
     "tests/test_references.py",
     "tests/checks/test_health.py",
