@@ -243,3 +243,43 @@ def test_another_nodes_gpus_are_named_in_the_refusal(tmp_path: Path) -> None:
     _save(cpu_written, [_healthy(0)], binding(PLAN, DEVICES, hostname="node-b"))
     with pytest.raises(InputError, match=r"written on other GPUs \(no GPU on node-b\)"):
         resume(cpu_written, theirs)
+
+
+def test_a_finished_burn_in_reported_again_from_its_checkpoint_is_refused(
+    tmp_path: Path,
+) -> None:
+    """Issue #30 §1 ("consider a digest of the file kept in the history"): the report keeps the
+    digest of its windows' records; a checkpoint holding every window whose windows the history
+    already reports is the same burn-in shown again with a new date, and is refused naming the
+    run, under any file name. The first report from it (a run stopped after its last window,
+    before its report) is made, and another burn-in's windows are not confused with it. (Each
+    run gets its own copy of the file: the lock is held until the process ends, and these runs
+    share one process.)"""
+    history = ["--history", str(tmp_path / "history.sqlite")]
+
+    def checkpoint(name: str, rate: float) -> Path:
+        path = tmp_path / name
+        windows = [record(CLI_PLAN, w, {d: device(rate) for d in CPUS}) for w in range(3)]
+        progress = BurnInProgress(plan=CLI_PLAN.fingerprint(), devices=CPUS)
+        for stored in windows:
+            progress.record(judge_record(stored), stored)
+        save_checkpoint(path, progress, binding(CLI_PLAN, CPUS))
+        return path
+
+    def burnin(path: Path, *more: str) -> Any:
+        return CliRunner().invoke(app, [*CLI, "--device", "cpu", "--checkpoint", str(path), *more])
+
+    first = burnin(checkpoint("first.json", 800.0), *history)
+    assert first.exit_code == 0, first.output
+    again = checkpoint("again.json", 800.0)  # the same windows, another file
+    refused = burnin(again, *history)
+    assert refused.exit_code == 2, refused.output
+    (line,) = [text for text in refused.output.splitlines() if text.strip()]
+    assert f"--checkpoint {again}: its 3 windows are already reported, as run 1 (" in line
+    assert "[BURNIN]" not in refused.output  # refused before any work
+    # without a history there is nothing to look them up in: reported, as the first was
+    alone = burnin(checkpoint("alone.json", 800.0), "--no-history")
+    assert alone.exit_code == 0, alone.output
+    # another burn-in's windows (other figures) are not the reported one
+    other = burnin(checkpoint("other.json", 799.0), *history)
+    assert other.exit_code == 0, other.output

@@ -142,6 +142,7 @@ def test_the_checks_say_what_they_judged_and_keep_the_whole_series() -> None:
         "window_seconds": 3600,
         "duration_seconds": 21600,
         "load_seconds": 9000,
+        "windows_sha256": progress.records_sha256(),
         "devices": ["gpu0", "gpu1"],
         "straggler_tolerance_percent": 10,
     }

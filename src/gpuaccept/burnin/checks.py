@@ -183,6 +183,7 @@ def burnin_checks(
             "window_seconds": plan.window_seconds,
             "duration_seconds": plan.duration_seconds,
             "load_seconds": progress.load_seconds,
+            "windows_sha256": progress.records_sha256(),
             "devices": progress.devices,
             "straggler_tolerance_percent": straggler_tolerance_percent,
             "drift": [d.as_dict() for d in trends],

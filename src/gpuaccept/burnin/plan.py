@@ -190,6 +190,20 @@ class BurnInProgress(BaseModel):
     def next_window(self) -> int:
         return len(self.windows)
 
+    def records_sha256(self) -> str:
+        """The digest of the finished windows' records (what the checkpoint keeps): the same
+        windows give the same digest, so a finished burn-in reported again from its checkpoint
+        is found in the history (issue #30 §1)."""
+        import hashlib
+        import json
+
+        canonical = json.dumps(
+            [record.model_dump(mode="json") for record in self.records],
+            sort_keys=True,
+            separators=(",", ":"),
+        )
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
     def record(self, figures: WindowFigures, record: WindowRecord | None = None) -> None:
         """Add a finished window (without its record, the progress can be judged and reported
         but not checkpointed)."""
