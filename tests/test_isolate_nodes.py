@@ -11,15 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from gpuaccept.results import Status
+from gpuaccept.results import CheckResult, Status
 from gpuaccept.suite.isolation import round_ceiling
-from tests.test_multinode import run_nodes
+from tests.test_multinode import check_of_every_node, run_nodes
 
 NAMES = [f"node-{c}" for c in "abcdefgh"]
 SLOW = {"SLOW_ALL_REDUCE_SECONDS": "0.25"}
 
 
-def _isolation(tmp_path: Path, slow: list[str], extra: list[str] | None = None) -> list[object]:
+def _isolation(
+    tmp_path: Path, slow: list[str], extra: list[str] | None = None
+) -> list[CheckResult]:
     results = run_nodes(
         tmp_path,
         NAMES,
@@ -28,12 +30,7 @@ def _isolation(tmp_path: Path, slow: list[str], extra: list[str] | None = None) 
         faults=dict.fromkeys(slow, "slow"),
         extra_env=dict.fromkeys(slow, SLOW),
     )
-    checks = []
-    for name, (_code, output, report) in results.items():
-        check = next((c for c in report.checks if c.name == "isolation"), None)
-        assert check is not None, f"{name}: {output[-800:]}"
-        checks.append(check)
-    return checks
+    return check_of_every_node(results, "isolation")
 
 
 @pytest.mark.slow

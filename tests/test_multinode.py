@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from gpuaccept.measure.collectives import AllReduceFigure
-from gpuaccept.results import RunReport, Status
+from gpuaccept.results import CheckResult, RunReport, Status
 from gpuaccept.suite.multinode import Launch, detect_launch, judge_pairs, pair_rounds
 from tests.cpu_turns import cpu_turn
 
@@ -97,6 +97,19 @@ def run_nodes(
             RunReport.model_validate_json(reports[0].read_text()),
         )
     return outcomes
+
+
+def check_of_every_node(
+    results: dict[str, tuple[int, str, RunReport]], name: str
+) -> list[CheckResult]:
+    """The check called `name` from each node's report, in node order; its output when a node
+    has none."""
+    checks = []
+    for node, (_code, output, report) in results.items():
+        check = next((c for c in report.checks if c.name == name), None)
+        assert check is not None, f"{node}: {output[-800:]}"
+        checks.append(check)
+    return checks
 
 
 def test_every_node_reports_and_the_all_reduce_is_recorded_once(tmp_path: Path) -> None:

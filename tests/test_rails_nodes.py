@@ -12,13 +12,15 @@ import pytest
 from typer.testing import CliRunner
 
 from gpuaccept.cli import app
-from gpuaccept.results import Status
-from tests.test_multinode import run_nodes
+from gpuaccept.results import CheckResult, Status
+from tests.test_multinode import check_of_every_node, run_nodes
 
 NAMES = ["node-a", "node-b", "node-c"]
 
 
-def _rails(tmp_path: Path, args: list[str], slow: dict[str, str] | None = None) -> list[object]:
+def _rails(
+    tmp_path: Path, args: list[str], slow: dict[str, str] | None = None
+) -> list[CheckResult]:
     results = run_nodes(
         tmp_path,
         NAMES,
@@ -30,12 +32,7 @@ def _rails(tmp_path: Path, args: list[str], slow: dict[str, str] | None = None) 
             for name, rank in (slow or {}).items()
         },
     )
-    checks = []
-    for name, (_code, output, report) in results.items():
-        check = next((c for c in report.checks if c.name == "rails"), None)
-        assert check is not None, f"{name}: {output[-800:]}"
-        checks.append(check)
-    return checks
+    return check_of_every_node(results, "rails")
 
 
 @pytest.mark.slow
