@@ -152,3 +152,20 @@ def test_a_gpus_runs_are_ordered_by_time_not_by_run_id() -> None:
     (x,) = gpu_mtbi([("GPU-X", 9), ("GPU-X", 1)], took_part)
     assert (x.incidents, x.hours, x.serial) == (2, 24.0, None)
     assert x.hosts == ("gpu01", "gpu02")  # first seen first, in time
+
+
+def test_runs_of_one_instant_keep_their_order() -> None:
+    """A node's runs that started at the same instant are taken in the order given (the store's),
+    not sorted by their outcome: fail, pass, then fail again is two incidents."""
+    runs = [("n", T.format(1, 0), True), ("n", T.format(1, 0), False), ("n", T.format(1, 5), True)]
+    (node,) = node_mtbi(runs)
+    assert node.incidents == 2
+    # a GPU's runs of one instant in the order they were stored (run id), whatever the order
+    # they are handed over in: run 3 (named), run 5 (not), run 7 (named): two incidents
+    took_part = [
+        ("GPU-X", 5, T.format(1, 0), "h", "SN"),
+        ("GPU-X", 3, T.format(1, 0), "h", "SN"),
+        ("GPU-X", 7, T.format(1, 5), "h", "SN"),
+    ]
+    (gpu,) = gpu_mtbi([("GPU-X", 3), ("GPU-X", 7)], took_part)
+    assert gpu.incidents == 2

@@ -93,3 +93,36 @@ def test_slower_training_time_is_an_outlier_too(tmp_path: Path) -> None:
     )
     [outlier] = view.outliers
     assert (outlier.point.name, outlier.point.hostname) == ("train_elapsed", "late")
+
+
+def test_a_figure_only_one_run_has_keeps_its_unit_either_way() -> None:
+    a = gpu_report("n", [800.0, 790.0])
+    b = gpu_report("n", [800.0])
+    only_a = next(f for f in compare_reports(a, b) if f.device == "gpu1")
+    assert (only_a.value_a, only_a.value_b, only_a.unit) == (790.0, None, "TFLOPS")
+    only_b = next(f for f in compare_reports(b, a) if f.device == "gpu1")
+    assert (only_b.value_a, only_b.value_b, only_b.unit) == (None, 790.0, "TFLOPS")
+
+
+def test_exactly_the_tolerance_away_is_not_an_outlier_and_the_view_says_its_terms(
+    tmp_path: Path,
+) -> None:
+    """ "More than" the tolerance: 90 against a median of 100 at 10% is not an outlier (a rate),
+    nor 11 s against 10 s at 10% (a time); a hair beyond is. Three GPUs make a median by
+    default."""
+    rates = [gpu_report("a", [100.0]), gpu_report("b", [100.0]), gpu_report("c", [90.0])]
+    view = _view(tmp_path / "1", rates)
+    assert [f.point.name for f in view.outliers] == []
+    assert (view.tolerance_percent, view.min_samples) == (10.0, 3)
+    figure = next(f for f in view.figures if f.point.hostname == "c" and f.point.unit == "TFLOPS")
+    assert (figure.fleet_median, figure.samples) == (100.0, 3)
+    times = [gpu_report(h, [100.0], train_seconds=s) for h, s in (("a", 10), ("b", 10), ("c", 11))]
+    assert _view(tmp_path / "2", times).outliers == []
+    beyond = [*rates[:2], gpu_report("c", [89.9])]
+    assert [f.point.hostname for f in _view(tmp_path / "3", beyond).outliers] == ["c"]
+    with History.open(tmp_path / "4.sqlite") as history:
+        history.append([(r, "run") for r in beyond])
+        default = fleet_view(
+            history.list_runs(), history.points(latest_only=True), tolerance_percent=10.0
+        )
+    assert [f.point.hostname for f in default.outliers] == ["c"]  # min_samples 3 by default

@@ -259,7 +259,7 @@ def gpu_mtbi(
         runs.setdefault(uuid, []).append((datetime.fromisoformat(started_at), run_id, host, serial))
     found = []
     for uuid, rows in runs.items():
-        rows.sort(key=lambda row: row[0])
+        rows.sort()  # by start, then run id: an instant's runs in the order stored
         judged: list[tuple[datetime, bool | None]] = [
             (moment, (uuid, run_id) in failed_for) for moment, run_id, _, _ in rows
         ]
