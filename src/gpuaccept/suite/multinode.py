@@ -492,14 +492,10 @@ class MultiNodeRun:
             # a rail's figure is the same on each of its ranks (the slowest rank's time); a
             # rank that met an error says so for its rail
             figures: dict[int, Any] = {}
-            for share in sorted(shares, key=lambda s: isinstance(s.value, str)):
-                if rails > 1:
+            if rails > 1:
+                for share in sorted(shares, key=lambda s: isinstance(s.value, str)):
                     figures[share.local_rank] = share.value
-            result = judge_rails(
-                figures if rails > 1 else {},
-                nodes=launch.nodes,
-                tolerance_percent=tolerance_percent,
-            )
+            result = judge_rails(figures, nodes=launch.nodes, tolerance_percent=tolerance_percent)
             self._record(result.model_copy(update={"duration_seconds": time.monotonic() - started}))
 
     # --- isolation (issue #33 §1) ---------------------------------------------------------
