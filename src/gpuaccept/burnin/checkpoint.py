@@ -26,7 +26,7 @@ import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -34,6 +34,9 @@ from gpuaccept.burnin.evidence import WindowRecord
 from gpuaccept.burnin.floors import RateFloor
 from gpuaccept.burnin.plan import BurnInPlan, BurnInProgress, window_seed
 from gpuaccept.errors import InputError
+
+if TYPE_CHECKING:
+    from gpuaccept.record.history import HistoryLocation
 
 SCHEMA_VERSION: Literal[2] = 2
 # A window of eight GPUs with their NVLink counters and eight ports' counters is about 18 KB of
@@ -255,3 +258,36 @@ class CheckpointLock:
             with contextlib.suppress(OSError):
                 os.close(self._fd)
             self._fd = None
+
+
+# the newest burn-ins of the node read for a finished checkpoint's windows (each a report)
+REPORTED_BURNINS_READ = 50
+
+
+def refuse_a_reported_burnin(
+    path: Path, progress: BurnInProgress, hostname: str, history: HistoryLocation
+) -> None:
+    """A checkpoint that holds every window of its plan is judged again and reported, for the
+    run that was stopped after its last window and before its report. One whose windows a
+    report in the history already holds is a finished burn-in shown again (the same load, the
+    same PASS, a new date): InputError naming that run. A history that cannot be reached now
+    has nothing to compare with (the run's report waits in the spool)."""
+    from gpuaccept.burnin.checks import windows_digest
+    from gpuaccept.record.history import History, HistoryUnreachable
+
+    digest = progress.records_sha256()
+    try:
+        # opened as the run's recording opens it (created when new): a damaged or foreign
+        # database stops the run here, in one line, as it would a moment later
+        with History.open(history) as store:
+            for run in store.list_runs(
+                node=hostname, command="burnin", limit=REPORTED_BURNINS_READ
+            ):
+                if windows_digest(store.report(run.id)) == digest:
+                    raise InputError(
+                        f"{FLAG} {path}: its {progress.next_window} windows are already "
+                        f"reported, as run {run.id} ({run.started_at[:19]}); a finished burn-in "
+                        "is not reported again: start a new one with another checkpoint file"
+                    )
+    except HistoryUnreachable:
+        return

@@ -24,7 +24,7 @@ from typing import Any
 
 from gpuaccept.burnin.judging import drift_percent_per_hour
 from gpuaccept.burnin.plan import BurnInPlan, BurnInProgress, WindowFigures, spoken_duration
-from gpuaccept.results import CheckResult, Measurement, Status
+from gpuaccept.results import CheckResult, Measurement, RunReport, Status
 
 AREA = "BURNIN"
 CHECK_NAMES = ("burnin-correctness", "burnin-hardware", "burnin-throughput")
@@ -48,6 +48,13 @@ class Drift:
             "percent_per_hour": self.percent_per_hour,
             "change_percent": self.change_percent,
         }
+
+
+def windows_digest(report: RunReport) -> str | None:
+    """The digest of a burn-in report's windows (`burnin_checks` keeps it in burnin-throughput's
+    details); None for a report without one."""
+    check = next((c for c in report.checks if c.name == "burnin-throughput"), None)
+    return None if check is None else check.details.get("windows_sha256")
 
 
 def window_starts(windows: list[WindowFigures]) -> list[float]:

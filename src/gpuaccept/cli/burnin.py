@@ -280,14 +280,15 @@ def _plan(
     )
     lock = None
     if checkpoint is not None:
-        from gpuaccept.burnin.checkpoint import CheckpointLock, resume
+        from gpuaccept.burnin.checkpoint import CheckpointLock, refuse_a_reported_burnin, resume
+        from gpuaccept.record.history import history_location
 
         lock = CheckpointLock(checkpoint).acquire()  # before reading: no one writes it meanwhile
         try:
             progress = resume(checkpoint, settings.binding)
-            if progress.next_window >= plan.window_count:
-                _refuse_a_reported_burnin(
-                    checkpoint, progress, settings.binding.node.hostname, history, no_history
+            if progress.next_window >= plan.window_count and not no_history:
+                refuse_a_reported_burnin(
+                    checkpoint, progress, settings.binding.node.hostname, history_location(history)
                 )
         except InputError:
             lock.release()
@@ -308,54 +309,6 @@ def _plan(
         lock=lock,
         rules=action_rules,
     )
-
-
-# the newest burn-ins of the node read for a finished checkpoint's windows (each a report)
-_REPORTED_BURNINS_READ = 50
-
-
-def _refuse_a_reported_burnin(
-    checkpoint: Path,
-    progress: BurnInProgress,
-    hostname: str,
-    history: str | None,
-    no_history: bool,
-) -> None:
-    """A checkpoint that holds every window of its plan is judged again and reported, for the
-    run that was stopped after its last window and before its report. One whose windows a
-    report in the history already holds is a finished burn-in shown again (the same load, the
-    same PASS, a new date): refused, naming that run. Without a history nothing can be looked
-    up: the report says its windows all came from the checkpoint."""
-    if no_history:
-        return
-    from gpuaccept.record.history import History, HistoryUnreachable, history_location
-
-    digest = progress.records_sha256()
-    try:
-        # opened as the run's recording opens it (created when new): a damaged or foreign
-        # database stops the run here, in one line, as it would a moment later
-        with History.open(history_location(history)) as store:
-            for run in store.list_runs(
-                node=hostname, command="burnin", limit=_REPORTED_BURNINS_READ
-            ):
-                report = store.report(run.id)
-                said = next(
-                    (
-                        c.details.get("windows_sha256")
-                        for c in report.checks
-                        if c.name == "burnin-throughput"
-                    ),
-                    None,
-                )
-                if said == digest:
-                    raise InputError(
-                        f"--checkpoint {checkpoint}: its {progress.next_window} windows are "
-                        f"already reported, as run {run.id} ({run.started_at[:19]}); a finished "
-                        "burn-in is not reported again: start a new one with another checkpoint "
-                        "file"
-                    )
-    except HistoryUnreachable:
-        return  # its report waits in the spool; nothing to compare with now
 
 
 class _Lines:

@@ -542,24 +542,28 @@ class History(ABC):
         newest run of each kind (command and level), what the fleet compares."""
 
     @staticmethod
-    def _newest_figures(rows: Iterable[Sequence[Any]]) -> list[MetricPoint]:
-        """Each figure's newest from rows of _FIGURE_COLUMNS plus the run's start as a number
-        or an instant (latest_runs.started) last: a GPU by its UUID, a figure without one per
-        node and device; oldest first as `points` orders. Done here, not by ranking every figure
-        in SQL (a window over 160,000 figures of 10,000 nodes took 3 s of SQLite's time)."""
-        newest: dict[tuple[Any, ...], tuple[tuple[Any, int], Sequence[Any]]] = {}
-        for row in rows:
-            uuid = row[9]
-            key = (row[3], row[4], uuid if uuid is not None else (row[2] or "", row[7]))
-            rank = (row[10], row[0])
-            held = newest.get(key)
-            if held is None or rank > held[0]:
-                newest[key] = (rank, row)
-        chosen = sorted(
-            newest.values(),
-            key=lambda entry: (entry[0], entry[1][7] is not None, entry[1][7] or 0),
-        )
-        return [_point(row) for _, row in chosen]
+    def _newest_runs_points(rows: Iterable[Sequence[Any]], latest_only: bool) -> list[MetricPoint]:
+        """The figures of the newest runs, from rows of FIGURE_COLUMNS plus the run's start as
+        a number or an instant (latest_runs.started) last, oldest first as `points` orders
+        them. With `latest_only`, each figure's newest: a GPU by its UUID, a figure without one
+        per node and device. Done here, not by ranking every figure in SQL (a window over
+        160,000 figures of 10,000 nodes took 3 s of SQLite's time)."""
+
+        def rank(row: Sequence[Any]) -> tuple[Any, int]:
+            return (row[10], row[0])
+
+        chosen: Iterable[Sequence[Any]] = rows
+        if latest_only:
+            newest: dict[tuple[Any, ...], Sequence[Any]] = {}
+            for row in rows:
+                uuid = row[9]
+                key = (row[3], row[4], uuid if uuid is not None else (row[2] or "", row[7]))
+                held = newest.get(key)
+                if held is None or rank(row) > rank(held):
+                    newest[key] = row
+            chosen = newest.values()
+        ordered = sorted(chosen, key=lambda row: (rank(row), row[7] is not None, row[7] or 0))
+        return [_point(row) for row in ordered]
 
     def _run_row(self, row: Sequence[Any]) -> RunRow:
         """A RunRow from the columns _RUN_COLUMNS names, in that order."""
@@ -793,18 +797,15 @@ class SqliteHistory(History):
             for statement in (_LATEST_SCHEMA, *_V5_INDEXES):
                 db.execute(statement)
             db.execute("DELETE FROM latest_runs")  # filled from the runs, whatever was there
-            latest: dict[tuple[str, str, str], tuple[float, int]] = {}
-            for host, command, level, started_at, run_id in db.execute(
-                "SELECT hostname, command, level, started_at, id FROM runs"
-            ):
-                key = (host or "", command, level)
-                mark = (run_started(started_at).timestamp(), int(run_id))
-                if mark > latest.get(key, (-math.inf, 0)):
-                    latest[key] = mark
+            # every stored run through the append's own rule, so the two cannot differ
             db.executemany(
-                "INSERT INTO latest_runs (node, command, level, started, run_id) "
-                "VALUES (?, ?, ?, ?, ?)",
-                [(*key, started, run_id) for key, (started, run_id) in latest.items()],
+                LATEST_UPSERT.format(m="?"),
+                [
+                    (host or "", command, level, run_started(started_at).timestamp(), run_id)
+                    for host, command, level, started_at, run_id in db.execute(
+                        "SELECT hostname, command, level, started_at, id FROM runs"
+                    ).fetchall()
+                ],
             )
         db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
@@ -1027,10 +1028,7 @@ class SqliteHistory(History):
                 f"ON m.run_id = l.run_id{where}",
                 parameters,
             )
-            if latest_only:
-                return self._newest_figures(rows)
-            order = sorted(rows, key=lambda row: (row[10], row[0], row[7] is not None, row[7] or 0))
-            return [_point(row) for row in order]
+            return self._newest_runs_points(rows, latest_only)
         # One node's figures: its runs first (an index on the node), then their figures by run
         # id. SQLite otherwise starts from every figure of the metric in the fleet (3.7 s at
         # 300,000 runs, benchmarks/history_scale.py); CROSS JOIN keeps that order, INDEXED BY

@@ -477,10 +477,7 @@ class PgHistory(History):
                 f"ON r.id = l.run_id JOIN measurements m ON m.run_id = l.run_id{where}",
                 parameters,
             ).fetchall()
-            if latest_only:
-                return self._newest_figures(rows)
-            order = sorted(rows, key=lambda row: (row[10], row[0], row[7] is not None, row[7] or 0))
-            return [_point(row) for row in order]
+            return self._newest_runs_points(rows, latest_only)
         ranked = (
             "SELECT r.id, r.started_at, r.hostname, m.check_name, m.name, m.value, m.unit, "
             "m.device_index, m.device_name, m.gpu_uuid, r.started_time, ROW_NUMBER() OVER "

@@ -292,6 +292,21 @@ class MultiNodeRun:
         """The global ranks of node rank `node`: each node's local ranks in turn."""
         return range(node * self.launch.local_world, (node + 1) * self.launch.local_world)
 
+    def _all_reduce_in(self, ranks: list[int], group: Any) -> Any:
+        """This rank's all-reduce within `group` (global `ranks`): its figure, or the error it
+        met as text (the others must still hear from this rank)."""
+        from gpuaccept.checks.collectives import allreduce_spec
+        from gpuaccept.measure.collectives import all_reduce_rank
+
+        try:
+            return all_reduce_rank(
+                ranks.index(self.launch.rank), len(ranks), allreduce_spec(self.context), group=group
+            )
+        except Interrupted:
+            raise
+        except Exception as error:
+            return error_text(error)
+
     def barrier(self) -> None:
         import torch.distributed as dist
 
@@ -425,10 +440,7 @@ class MultiNodeRun:
         """All-reduce between every pair of nodes; name the node whose pairs are slow."""
         import torch.distributed as dist
 
-        from gpuaccept.checks.collectives import allreduce_spec
-        from gpuaccept.measure.collectives import all_reduce_rank
-
-        launch, context = self.launch, self.context
+        launch = self.launch
         started = time.monotonic()
         pairs = [(a, b) for a in range(launch.nodes) for b in range(a + 1, launch.nodes)]
         groups = {}
@@ -440,16 +452,7 @@ class MultiNodeRun:
             mine = next((p for p in round_pairs if launch.node_rank in p), None)
             if mine is None:
                 continue
-            ranks, group = groups[mine]
-            try:
-                figure = all_reduce_rank(
-                    ranks.index(launch.rank), len(ranks), allreduce_spec(context), group=group
-                )
-                figures[mine] = figure
-            except Interrupted:
-                raise
-            except Exception as error:
-                figures[mine] = error_text(error)
+            figures[mine] = self._all_reduce_in(*groups[mine])
         shares = self._share(self._mine(figures))
         if launch.local_rank == 0:
             measured: dict[tuple[int, int], Any] = {}
@@ -465,8 +468,6 @@ class MultiNodeRun:
         records the same verdict."""
         import torch.distributed as dist
 
-        from gpuaccept.checks.collectives import allreduce_spec
-        from gpuaccept.measure.collectives import all_reduce_rank
         from gpuaccept.suite.rails import judge_rails, rail_ranks
 
         launch = self.launch
@@ -478,15 +479,7 @@ class MultiNodeRun:
         ]
         figure: Any = None
         if rails > 1:
-            ranks, group = groups[launch.local_rank]
-            try:
-                figure = all_reduce_rank(
-                    ranks.index(launch.rank), len(ranks), allreduce_spec(self.context), group=group
-                )
-            except Interrupted:
-                raise
-            except Exception as error:
-                figure = error_text(error)
+            figure = self._all_reduce_in(*groups[launch.local_rank])
         shares = self._share(self._mine(figure))
         if launch.local_rank == 0:
             # a rail's figure is the same on each of its ranks (the slowest rank's time); a
@@ -507,8 +500,6 @@ class MultiNodeRun:
         more; a node alone, when it completes exact (no inter-node floor holds it)."""
         import torch.distributed as dist
 
-        from gpuaccept.checks.collectives import allreduce_spec
-        from gpuaccept.measure.collectives import all_reduce_rank
         from gpuaccept.suite.isolation import IsolationPlan, group_passes, judge_isolation
 
         launch, context = self.launch, self.context
@@ -526,15 +517,7 @@ class MultiNodeRun:
             figure: Any = None
             mine = next((g for g in groups if launch.node_name in g[0]), None)
             if mine is not None:
-                group, ranks, handle = mine
-                try:
-                    figure = all_reduce_rank(
-                        ranks.index(launch.rank), len(ranks), allreduce_spec(context), group=handle
-                    )
-                except Interrupted:
-                    raise
-                except Exception as error:
-                    figure = error_text(error)
+                figure = self._all_reduce_in(mine[1], mine[2])
             shares = self._share(self._mine(figure))
             passed = []
             for group, ranks, _ in groups:
