@@ -5,6 +5,7 @@ within a window that ends at the history's newest run."""
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -117,21 +118,24 @@ def test_the_window_is_checked(tmp_path: Path) -> None:
         assert f"--mtbi-days {bad}" in result.stderr or "--mtbi-days" in result.stderr
 
 
-def test_remediated_gpus_reads_stored_plans_and_plans_older_reports(tmp_path: Path) -> None:
-    """A run as gpuaccept stores it today (its actions in the report) is read by SQL; a report
-    from before actions were stored is planned from its checks: both name the GPU."""
+def test_a_gpu_is_named_by_stored_plans_and_by_plans_of_older_reports(tmp_path: Path) -> None:
+    """A run as gpuaccept stores it today (its actions in the report) names the GPU from its
+    stored plan; a report from before actions were stored is planned from its checks: both
+    name it, so the GPU's two failures with a pass between are two incidents."""
     old = _run("gpu01", 0, remap=True)
     new = _run("gpu02", 10, remap=True)
     stored = new.model_copy(update={"actions": new.action_plan})
     assert stored.actions is not None
     assert old.actions is None
     with History.open(tmp_path / "h.db") as history:
-        history.append([(old, "test"), (stored, "test"), (_run("gpu03", 20, False), "test")])
-        found = history.remediated_gpus("2026-10-01T00:00:00+00:00")
-        assert sorted((uuid, run_id) for uuid, run_id, _ in found) == [(UUID, 1), (UUID, 2)]
-        assert history.remediated_gpus("2026-11-01T09:00:00+00:00") == [
-            (UUID, 2, stored.started_at)
-        ]
+        history.append([(old, "test"), (_run("gpu03", 5, False), "test"), (stored, "test")])
+        (gpu,) = history.gpu_incidents("2026-10-01T00:00:00+00:00")
+        assert gpu[:2] == (UUID, 2)
+        assert gpu[3:5] == (3, ("gpu01", "gpu03", "gpu02"))
+        late = (datetime.fromisoformat(stored.started_at) - timedelta(minutes=1)).isoformat()
+        (gpu,) = history.gpu_incidents(late)
+        assert gpu[:2] == (UUID, 1)
+        assert gpu[3] == 1
 
 
 def test_a_node_that_judged_nothing_was_not_observed() -> None:

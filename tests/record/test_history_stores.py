@@ -60,6 +60,14 @@ def _corpus() -> list[tuple[RunReport, str]]:
 
 
 OFFSET_START = T0.strftime("%Y-%m-%dT") + "10:30:00+05:00"
+FLEET_TABLES = ("fleet_figures", "node_timeline", "gpu_timeline")
+
+
+def _table(path: Path, table: str) -> list[tuple[Any, ...]]:
+    import sqlite3
+
+    with sqlite3.connect(path) as raw:
+        return sorted(raw.execute(f"SELECT * FROM {table}").fetchall(), key=repr)
 
 
 def _answers(history: History) -> dict[str, Any]:
@@ -78,19 +86,31 @@ def _answers(history: History) -> dict[str, Any]:
         ),
         "newest-accept": history.newest_runs("accept"),
         "newest-bench": history.newest_runs("bench"),
-        "fleet-points": history.points(latest_only=True, newest_runs_only=True),
+        "fleet-points": history.fleet_points(),
         "points": history.points(),
         "latest": history.points(latest_only=True),
         "metric": history.points("compute/matmul_bf16_tflops", node="node-c"),
         "bare-metric": history.points("train_elapsed", command="accept", level="standard"),
         "gpu-runs": history.gpu_runs(UUID),
         "gpu-runs-1": history.gpu_runs(UUID, limit=1),
-        "remediated": sorted(history.remediated_gpus(since)),
-        "remediated-late": sorted(history.remediated_gpus((T0 + timedelta(hours=5)).isoformat())),
-        "took-part": sorted(history.accept_runs_of_gpus([UUID, "GPU-node-a-0"], since)),
+        "gpu-incidents": sorted(history.gpu_incidents(since)),
+        "gpu-incidents-late": sorted(history.gpu_incidents((T0 + timedelta(hours=5)).isoformat())),
         "newest-start": history.newest_start(),
-        "fitness": sorted(history.accept_fitness((T0 + timedelta(hours=1)).timestamp())),
+        "node-incidents": sorted(history.node_incidents(since)),
+        "node-incidents-late": sorted(
+            history.node_incidents((T0 + timedelta(hours=1)).isoformat())
+        ),
+        "groups": sorted(history.figure_groups()),
+        "actions": history.newest_accept_actions(),
     }
+    answers["middle"] = [
+        history.middle_values(model, f"{check}/{name}", count)
+        for model, check, name, _, count in answers["groups"]
+    ]
+    answers["beyond"] = [
+        history.figures_beyond(model, f"{check}/{name}", unit, 700.0, 790.0)
+        for model, check, name, unit, _ in answers["groups"]
+    ]
     answers["passed-runs"] = sorted(history.passed_runs([r.id for r in answers["runs"]]))
     slower = history.slower_checks([run.id for run in answers["runs"]])
     answers["slower"] = {run_id: check.model_dump_json() for run_id, check in slower.items()}
@@ -129,15 +149,21 @@ def test_both_stores_answer_every_query_alike(tmp_path: Path, pg_history: str) -
     # the moved GPU's runs on both hosts, newest first
     assert [r.hostname for r, _, _ in sqlite["gpu-runs"]] == ["node-b", "node-b", "node-a"]
     assert len(sqlite["gpu-runs-1"]) == 1
-    # remediations: the stored plan (node-b, 6 h) and the planned one (node-a, 4 h)
-    assert [(uuid, started) for uuid, _, started in sqlite["remediated"]] == sorted(
-        [
-            (UUID, (T0 + timedelta(hours=4)).isoformat()),
-            (UUID, (T0 + timedelta(hours=6)).isoformat()),
-        ]
-    )
-    assert len(sqlite["remediated-late"]) == 1
-    assert {row[0] for row in sqlite["took-part"]} == {UUID, "GPU-node-a-0"}
+    # remediations: the stored plan (node-b, 6 h) and the planned one (node-a, 4 h), a pass of
+    # the moved GPU on node-b (5 h) between: two incidents over the 2 h from its first run in
+    # the window to its last, on both hosts
+    by_id = {r.id: r for r in runs}
+    (moved,) = sqlite["gpu-incidents"]
+    assert moved == (UUID, 2, 2.0, 3, ("node-a", "node-b"), "SN1")
+    assert sqlite["gpu-incidents-late"] == [(UUID, 1, 1.0, 2, ("node-b",), "SN1")]
+    incidents = {node: rest for node, *rest in sqlite["node-incidents"]}
+    assert incidents["node-b"] == [2, 5.0, 3]  # failed at 1 h, passed at 5 h, failed at 6 h
+    assert incidents["node-a"] == [1, 4.0, 2]  # passed at 0 h, failed at 4 h (2 h: a bench)
+    late = {node: rest for node, *rest in sqlite["node-incidents-late"]}
+    assert late["node-a"] == [1, 0.0, 1]  # its pass at 0 h is before the window
+    assert "node-d" not in late  # it ran before the window
+    # the failing newest accepts' actions, and no passing one's
+    assert {by_id[run_id].hostname for run_id in sqlite["actions"]} == {"node-a", "node-b"}
     assert [r.started_at for r in sqlite["started-since"]] == [
         (T0 + timedelta(hours=h)).isoformat() for h in (5, 6, 7, 8)
     ]
@@ -152,13 +178,11 @@ def test_both_stores_answer_every_query_alike(tmp_path: Path, pg_history: str) -
     (slower_id,) = sqlite["slower"]
     assert next(r for r in runs if r.id == slower_id).hostname == "node-e"
     assert sqlite["newest-start"] == (T0 + timedelta(hours=8)).isoformat()
-    assert ("node-b", (T0 + timedelta(hours=6)).isoformat(), "fail") in sqlite["fitness"]
     assert [r.hostname for r in sqlite["newest-bench"]] == ["node-a"]
     # the fleet's figures: those of the newest run of each node and kind (command, level), the
     # newest per GPU among them. Run 6 (node-b's first quick accept) is not one: its compute
     # figure of the moved GPU, still the newest of that metric in the whole history, is not
     # compared; node-a's standard accept (run 1) is one, its figures superseded by its bench.
-    by_id = {r.id: r for r in runs}
     assert {p.run_id for p in sqlite["fleet-points"]} == {2, 3, 5, 7, 8, 9, 10}
     assert 6 in {p.run_id for p in sqlite["latest"]}
     assert (by_id[6].hostname, by_id[6].level) == ("node-b", "quick")
@@ -317,10 +341,11 @@ def test_an_older_history_gains_the_fleets_index_when_opened(
     with History.open(path) as history:
         history.append(corpus)
         before = _answers(history)
-        fleet = (history.newest_start(), sorted(history.accept_fitness(0.0)))
+        fleet = {table: _table(path, table) for table in FLEET_TABLES}
     # as schema 3 left it: no fleet columns, no index
     with sqlite3.connect(path) as raw:
-        raw.execute("DROP TABLE latest_runs")
+        for table in ("latest_runs", *FLEET_TABLES):
+            raw.execute(f"DROP TABLE {table}")
         raw.execute("DROP INDEX runs_by_kind")
         for column in ("fitness", "remediated", "slower_json"):
             raw.execute(f"ALTER TABLE runs DROP COLUMN {column}")
@@ -328,10 +353,11 @@ def test_an_older_history_gains_the_fleets_index_when_opened(
     with History.open(path, create=False) as history:
         # filled in from the stored reports: every answer as before, remediations included
         assert _answers(history) == before
-        assert (history.newest_start(), sorted(history.accept_fitness(0.0))) == fleet
         assert next(r.hostname for r in history.newest_runs("accept")) == "node-a"
+    # the fleet's tables as the appends kept them, row for row
+    assert {table: _table(path, table) for table in FLEET_TABLES} == fleet
     with sqlite3.connect(path) as raw:
-        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
         indexes = {row[1] for row in raw.execute("PRAGMA index_list(runs)")}
         latest = raw.execute("SELECT count(*) FROM latest_runs").fetchone()[0]
     assert "runs_by_kind" in indexes
@@ -341,14 +367,14 @@ def test_an_older_history_gains_the_fleets_index_when_opened(
     with History.open(pg_history) as history:
         history.append(corpus)
     database = pg_history.rsplit("/", 1)[1]
-    pg_server.sql("DROP TABLE latest_runs", database)
+    for table in ("latest_runs", *FLEET_TABLES):
+        pg_server.sql(f"DROP TABLE {table}", database)
     pg_server.sql("DROP INDEX runs_by_kind", database)
     for column in ("fitness", "remediated", "slower_json"):
         pg_server.sql(f"ALTER TABLE runs DROP COLUMN {column}", database)
     pg_server.sql("UPDATE gpuaccept_history SET value = '3' WHERE key = 'schema_version'", database)
     with History.open(pg_history, create=False) as history:
         assert _answers(history) == before
-        assert (history.newest_start(), sorted(history.accept_fitness(0.0))) == fleet
     import psycopg
 
     with psycopg.connect(pg_history, passfile=str(pg_server.passfile)) as connection:
@@ -357,7 +383,7 @@ def test_an_older_history_gains_the_fleets_index_when_opened(
         ).fetchone()
         index = connection.execute("SELECT to_regclass('runs_by_kind')::text").fetchone()
         latest = connection.execute("SELECT count(*) FROM latest_runs").fetchone()
-    assert version == ("5",)
+    assert version == ("6",)
     assert latest == (len(kinds),)
     assert index == ("runs_by_kind",)
 
@@ -385,7 +411,7 @@ def test_an_older_run_stored_after_a_newer_one_leaves_the_newer_the_nodes_latest
             assert newest == {"node-a": newer_id, "node-b": tie_id}, location
             figures = {
                 (p.hostname, p.value)
-                for p in history.points(latest_only=True, newest_runs_only=True)
+                for p in history.fleet_points()
                 if p.name == "matmul_bf16_tflops"
             }
             assert figures == {("node-a", 700.0), ("node-b", 650.0)}, location

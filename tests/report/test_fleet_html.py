@@ -29,7 +29,9 @@ needs_chromium = pytest.mark.skipif(
 
 def _page(location: str | Path) -> str:
     with History.open(location, create=False) as store:
-        state = fleet_state(store, tolerance_percent=10.0, min_samples=3, mtbi_days=30.0)
+        state = fleet_state(
+            store, tolerance_percent=10.0, min_samples=3, mtbi_days=30.0, every_figure=True
+        )
     return render_fleet_html(state, source="the history", generated_at="2026-11-26T00:00:00")
 
 

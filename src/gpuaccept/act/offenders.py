@@ -263,15 +263,21 @@ def gpu_mtbi(
         judged: list[tuple[datetime, bool | None]] = [
             (moment, (uuid, run_id) in failed_for) for moment, run_id, _, _ in rows
         ]
-        serials = [s for *_, s in rows if s]
+        # hosts first seen first, the serial of its latest run: of one instant (a capture that
+        # puts a GPU on two hosts at once), by name, as the history's tables order them
+        first_seen: dict[str, datetime] = {}
+        for moment, _, host, _ in rows:
+            if host:
+                first_seen.setdefault(host, moment)
+        serials = sorted((moment, serial) for moment, _, _, serial in rows if serial)
         found.append(
             Mtbi(
                 uuid,
                 len(_incident_starts([failed for _, failed in judged])),
                 _observed(judged),
                 len(rows),
-                tuple(dict.fromkeys(h for _, _, h, _ in rows if h)),
-                serials[-1] if serials else None,
+                tuple(sorted(first_seen, key=lambda host: (first_seen[host], host))),
+                serials[-1][1] if serials else None,
             )
         )
     return sorted(found, key=lambda m: (-m.incidents, m.what))

@@ -157,7 +157,11 @@ def _fleet_page(
     with History.open(location, create=False) as store:
         tolerance, min_gpus, mtbi_days = judging
         state = fleet_state(
-            store, tolerance_percent=tolerance, min_samples=min_gpus, mtbi_days=mtbi_days
+            store,
+            tolerance_percent=tolerance,
+            min_samples=min_gpus,
+            mtbi_days=mtbi_days,
+            every_figure=True,
         )
     page = render_fleet_html(
         state, source=str(location), generated_at=datetime.now(UTC).isoformat()[:19]

@@ -5,6 +5,7 @@ Pure logic over the results model and history rows; the CLI prints, the history 
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import defaultdict
 from collections.abc import Sequence
@@ -92,13 +93,33 @@ class FleetFigure(NamedTuple):
 @dataclass(frozen=True)
 class FleetView:
     nodes: list[RunRow]  # the newest acceptance run of each node
-    figures: list[FleetFigure]
+    figures: list[FleetFigure] | None  # every GPU's newest figures; None: only outliers read
     tolerance_percent: float
     min_samples: int
+    outliers: list[FleetFigure]
 
-    @property
-    def outliers(self) -> list[FleetFigure]:
-        return [figure for figure in self.figures if figure.outlier]
+
+def outlier_bounds(
+    unit: str, median: float, samples: int, *, tolerance_percent: float, min_samples: int
+) -> tuple[float, float] | None:
+    """The values a figure in `unit` keeps within its model's median: beyond them (below the
+    low, above the high) it is an outlier. None where nothing is flagged: a unit with no
+    direction, or a median of fewer than `min_samples` figures."""
+    direction = higher_is_better(unit)
+    if direction is None or samples < min_samples:
+        return None
+    limit = tolerance_percent / 100 * abs(median)
+    return (median - limit, math.inf) if direction else (-math.inf, median + limit)
+
+
+def newest_accepts(runs: Sequence[RunRow]) -> list[RunRow]:
+    """The newest acceptance run of each node, by node name. Only an acceptance run speaks for
+    a node: a benchmark or a training run after a failed accept must not turn the node green."""
+    newest: dict[str | None, RunRow] = {}
+    for run in sorted(runs, key=lambda r: (r.started_at, r.id), reverse=True):
+        if run.verdict.kind == ACCEPT:
+            newest.setdefault(run.hostname, run)
+    return sorted(newest.values(), key=lambda r: str(r.hostname))
 
 
 def fleet_view(
@@ -108,20 +129,14 @@ def fleet_view(
     tolerance_percent: float,
     min_samples: int = 3,
 ) -> FleetView:
-    """Newest `accept` run per node, and GPUs more than `tolerance_percent` worse than their
-    model's median.
-
-    Only an acceptance run speaks for a node: a benchmark or a training run after a failed
-    accept must not turn the node green.
+    """Newest `accept` run per node, every GPU's newest figures, and the GPUs more than
+    `tolerance_percent` worse than their model's median (`outlier_bounds`).
 
     A GPU is flagged whether or not it passed its reference: a node that is 15% slower than its
     siblings is worth a look before users notice. Models with fewer than `min_samples` GPUs have
-    no meaningful median and are never flagged.
+    no meaningful median and are never flagged. Where every figure is read anyway (the fleet's
+    page); `history fleet` has the store count and bound them (`record.fleet`).
     """
-    newest: dict[str | None, RunRow] = {}
-    for run in sorted(runs, key=lambda r: (r.started_at, r.id), reverse=True):
-        if run.verdict.kind == ACCEPT:
-            newest.setdefault(run.hostname, run)
     groups: dict[tuple[str, str], list[MetricPoint]] = defaultdict(list)
     for point in latest_points:
         model = point.device_name or "cpu"
@@ -129,20 +144,20 @@ def fleet_view(
     figures = []
     for (model, _metric), points in sorted(groups.items()):
         median = statistics.median(point.value for point in points)
-        limit = tolerance_percent / 100 * abs(median)
-        trusted = len(points) >= min_samples
         for point in points:
-            direction = higher_is_better(point.unit)
-            if direction is None or not trusted:
-                outlier = False
-            elif direction:
-                outlier = point.value < median - limit
-            else:
-                outlier = point.value > median + limit
+            bounds = outlier_bounds(
+                point.unit,
+                median,
+                len(points),
+                tolerance_percent=tolerance_percent,
+                min_samples=min_samples,
+            )
+            outlier = bounds is not None and not bounds[0] <= point.value <= bounds[1]
             figures.append(FleetFigure(point, model, median, len(points), outlier))
     return FleetView(
-        nodes=sorted(newest.values(), key=lambda r: str(r.hostname)),
+        nodes=newest_accepts(runs),
         figures=figures,
         tolerance_percent=tolerance_percent,
         min_samples=min_samples,
+        outliers=[figure for figure in figures if figure.outlier],
     )

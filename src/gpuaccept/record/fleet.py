@@ -3,19 +3,27 @@ their model's fleet median, the nodes slower than their own past, the mean time 
 incidents, the actions the failing nodes' runs recommend and the burn-ins that found silent data
 corruption. What `history fleet` prints and `report --fleet --html` draws.
 
-Bounded by the fleet, not the history: indexes and the columns kept beside each run are read;
-a report only for a node whose newest accept did not pass (its recommended action).
+Bounded by the fleet, not the history, and counted by the store: the tables every append keeps
+(record/fleet_tables.py) give the nodes, the medians and outliers of each GPU model's figures,
+the incidents of the window and the failing nodes' actions; no report is read.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from gpuaccept.act.offenders import Mtbi, gpu_mtbi, node_mtbi
+from gpuaccept.act.offenders import Mtbi
 from gpuaccept.errors import InputError
-from gpuaccept.record.comparison import FleetView, fleet_view
+from gpuaccept.record.comparison import (
+    FleetFigure,
+    FleetView,
+    fleet_view,
+    newest_accepts,
+    outlier_bounds,
+)
 from gpuaccept.record.history import History, RunRow
 from gpuaccept.results import CheckResult
 
@@ -93,42 +101,83 @@ def check_window(days: float) -> float:
 
 
 def fleet_state(
-    store: History, *, tolerance_percent: float, min_samples: int, mtbi_days: float
+    store: History,
+    *,
+    tolerance_percent: float,
+    min_samples: int,
+    mtbi_days: float,
+    every_figure: bool = False,
 ) -> FleetState:
-    """The fleet as the history says it is now."""
+    """The fleet as the history says it is now. `every_figure`: read every GPU's newest figures
+    (the page draws their distributions); otherwise the store counts them and returns only the
+    outliers."""
     check_window(mtbi_days)
-    view = fleet_view(
-        store.newest_runs("accept"),
-        store.points(latest_only=True, newest_runs_only=True),
-        tolerance_percent=tolerance_percent,
-        min_samples=min_samples,
-    )
+    runs = store.newest_runs("accept")
+    if every_figure:
+        view = fleet_view(
+            runs, store.fleet_points(), tolerance_percent=tolerance_percent, min_samples=min_samples
+        )
+    else:
+        view = _counted_view(store, runs, tolerance_percent, min_samples)
     drops = store.slower_checks([run.id for run in view.nodes])
     slower = [(run, drops[run.id]) for run in view.nodes if run.id in drops]
+    stored_actions = store.newest_accept_actions()
     actions = {
-        run.id: store.report(run.id).action_plan.action.value
+        run.id: stored_actions[run.id]
         for run in view.nodes
-        if not run.verdict.passed
+        if not run.verdict.passed and run.id in stored_actions
     }
     sdc = [run for run in store.newest_runs("burnin") if SDC_CHECK in run.verdict.failed_checks]
     return FleetState(view, slower, fleet_mtbi(store, mtbi_days), actions, sdc)
 
 
+def _counted_view(
+    store: History, runs: list[RunRow], tolerance_percent: float, min_samples: int
+) -> FleetView:
+    """The fleet's view with each model's medians and outliers found by the store (an index
+    seek per median, a range per model's outliers): the rule of `fleet_view`, no figure read
+    that is not an outlier."""
+    units: dict[tuple[str, str], dict[str, int]] = {}
+    for model, check, name, unit, count in store.figure_groups():
+        units.setdefault((model, f"{check}/{name}"), {})[unit] = count
+    outliers: list[FleetFigure] = []
+    for (model, metric), counts in sorted(units.items()):
+        samples = sum(counts.values())
+        median = statistics.median(store.middle_values(model, metric, samples))
+        for unit in sorted(counts):
+            bounds = outlier_bounds(
+                unit,
+                median,
+                samples,
+                tolerance_percent=tolerance_percent,
+                min_samples=min_samples,
+            )
+            if bounds is not None:
+                outliers += [
+                    FleetFigure(point, model, median, samples, True)
+                    for point in store.figures_beyond(model, metric, unit, *bounds)
+                ]
+    return FleetView(newest_accepts(runs), None, tolerance_percent, min_samples, outliers)
+
+
 def fleet_mtbi(store: History, days: float) -> FleetMtbi:
     """Incidents within `days` before the history's newest run: each node's from its accept
     runs' fitness, each GPU's (that one named for a remediation) from the runs it took part in,
-    on any host; bounded by the window, not the history."""
+    on any host; counted by the store over the window (record/fleet_tables.py), the rule of
+    `act.offenders.node_mtbi` and `gpu_mtbi`."""
     until = store.newest_start()
     if until is None:
         return FleetMtbi("", "", days, [], [])
-    start = datetime.fromisoformat(until) - timedelta(days=days)
-    since = start.isoformat()
-    judged = {"fail": True, "pass": False}
-    nodes = node_mtbi(
-        (host, started, judged.get(fitness))
-        for host, started, fitness in store.accept_fitness(start.timestamp())
+    since = (datetime.fromisoformat(until) - timedelta(days=days)).isoformat()
+    nodes = [
+        Mtbi(node, incidents, hours, runs)
+        for node, incidents, hours, runs in store.node_incidents(since)
+    ]
+    gpus = [Mtbi(*gpu) for gpu in store.gpu_incidents(since)]
+    return FleetMtbi(
+        since,
+        until,
+        days,
+        sorted(nodes, key=lambda m: (-m.incidents, m.what)),
+        sorted(gpus, key=lambda m: (-m.incidents, m.what)),
     )
-    named = store.remediated_gpus(since)
-    took_part = store.accept_runs_of_gpus(sorted({uuid for uuid, _, _ in named}), since)
-    gpus = gpu_mtbi(((uuid, run_id) for uuid, run_id, _ in named), took_part)
-    return FleetMtbi(since, until, days, nodes, gpus)

@@ -16,7 +16,7 @@ import os
 import sqlite3
 import struct
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -25,6 +25,24 @@ from typing import Any, NamedTuple
 from urllib.parse import parse_qsl, urlsplit
 
 from gpuaccept.errors import InputError
+from gpuaccept.record.fleet_tables import (
+    FIGURE_GROUPS,
+    FIGURE_UNITS,
+    FIGURES_BEYOND,
+    GPU_INCIDENTS,
+    GPU_STRETCHES,
+    MIDDLE_VALUES,
+    NEWEST_ACCEPT_ACTIONS,
+    NEWEST_FIGURES,
+    NODE_INCIDENTS,
+    SQLITE_TYPES,
+    figure_rows,
+    keep_fleet_figures,
+    keep_timelines,
+    previous_latest,
+    tables,
+    timeline_run,
+)
 from gpuaccept.results import CheckResult, RunReport, RunVerdict
 
 HISTORY_ENV = "GPUACCEPT_HISTORY"
@@ -38,7 +56,10 @@ APPLICATION_ID = 0x67707561  # "gpua" in the SQLite header marks our databases
 # bounded by the fleet, not the history); an older database is filled in once when opened
 # 5: latest_runs, each node's newest run of each kind (command, level), kept up to date by every
 # append: the fleet's nodes and figures are found there, not by ranking every run (issue #33 §2)
-SCHEMA_VERSION = 5
+# 6: fleet_figures, node_timeline and gpu_timeline (record/fleet_tables.py), kept by every
+# append: the fleet's medians, outliers and incidents are counted by the database, not by
+# passing every figure and run of the window through Python (issue #33 §2, under a second)
+SCHEMA_VERSION = 6
 BUSY_TIMEOUT_SECONDS = 60.0
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -134,14 +155,13 @@ LATEST_UPSERT = (
     "SET started = excluded.started, run_id = excluded.run_id "
     "WHERE (excluded.started, excluded.run_id) > (latest_runs.started, latest_runs.run_id)"
 )
-# 5: what a GPU's runs are read by, in the indexes alone: its runs by UUID with their serial,
-# and each run's kind, start and host by id (the runs' own rows hold whole reports: 300,000
-# lookups of them cost 2.6 s of `history fleet`, benchmarks/history_scale.py)
-_V5_INDEXES = (
-    "CREATE INDEX IF NOT EXISTS run_gpus_by_uuid_serial ON run_gpus (uuid, run_id, serial)",
-    "CREATE INDEX IF NOT EXISTS runs_by_id ON runs (id, command, started_at, hostname)",
+# 6 reads a GPU's window from gpu_timeline: the two indexes 5 added for it (a GPU's runs by
+# UUID with their serial, each run's kind, start and host by id) go
+_V6_DROPPED = (
+    "DROP INDEX IF EXISTS run_gpus_by_uuid_serial",
+    "DROP INDEX IF EXISTS runs_by_id",
 )
-_SCHEMA = ";".join((_RUNS_SCHEMA, _RUN_GPUS_SCHEMA, _LATEST_SCHEMA, *_V5_INDEXES))
+_SCHEMA = ";".join((_RUNS_SCHEMA, _RUN_GPUS_SCHEMA, _LATEST_SCHEMA, *tables(SQLITE_TYPES)))
 
 _RUN_COLUMNS = (
     "id, started_at, hostname, command, level, device_mode, verdict_json, duration_seconds, "
@@ -226,6 +246,30 @@ def default_history(environ: dict[str, str] | None = None) -> HistoryLocation:
 def history_location(value: str | Path | None) -> HistoryLocation:
     """The history a command was given (--history), else the default."""
     return default_history() if value is None else as_location(value)
+
+
+# 6: the timelines of the runs stored before, in one statement each from their accept runs
+# (temp.upgrade_runs: each one's start as latest_runs keeps it and the action of a failed one):
+# each judged run linked to the judged run before it on its node, each GPU's run to the run
+# before it of that GPU. The append's rule (fleet_tables.keep_timelines), for a whole history
+# at once; tests/record/test_fleet_tables.py holds the two to the same tables.
+_V6_TIMELINES = (
+    "INSERT INTO node_timeline (node, started, run_id, fitness, action, prev_failed, "
+    "prev_started) SELECT node, started, id, fitness, action, CASE WHEN judged THEN "
+    "lag(fitness = 'fail') OVER w END, CASE WHEN judged THEN lag(started) OVER w END FROM "
+    "(SELECT coalesce(r.hostname, '') AS node, u.started, r.id, r.fitness, u.action, "
+    "r.fitness IN ('pass', 'fail') AS judged FROM runs r JOIN temp.upgrade_runs u "
+    "ON u.id = r.id) WINDOW w AS (PARTITION BY node, judged ORDER BY started, id)",
+    "INSERT INTO gpu_timeline (uuid, started, run_id, node, serial, named, prev_named, "
+    "prev_started, prev_node, prev_serial) SELECT uuid, started, id, node, serial, named, "
+    "lag(named) OVER w, lag(started) OVER w, lag(node) OVER w, lag(serial) OVER w FROM "
+    "(SELECT g.uuid, u.started, r.id, coalesce(r.hostname, '') AS "
+    "node, min(CASE WHEN typeof(g.serial) = 'text' AND g.serial != '' THEN g.serial END) AS "
+    "serial, EXISTS (SELECT 1 FROM json_each(r.remediated) AS j WHERE j.value = g.uuid) AS "
+    "named FROM runs r JOIN temp.upgrade_runs u ON u.id = r.id JOIN run_gpus g "
+    "ON g.run_id = r.id GROUP BY r.id, g.uuid) WINDOW w AS (PARTITION BY uuid ORDER BY "
+    "started, id)",
+)
 
 
 def local_file(location: HistoryLocation) -> Path | None:
@@ -469,18 +513,6 @@ class History(ABC):
         """The runs a GPU took part in, newest first (run, its index there, its serial)."""
 
     @abstractmethod
-    def remediated_gpus(self, since: str) -> list[tuple[str, int, str]]:
-        """(GPU UUID, run id, started_at) of failed accept runs since `since` that named the GPU
-        for a remediation."""
-
-    @abstractmethod
-    def accept_runs_of_gpus(
-        self, uuids: Sequence[str], since: str
-    ) -> list[tuple[str, int, str, str | None, str | None]]:
-        """(UUID, run id, started_at, host, serial) of the accept runs since `since` that these
-        GPUs took part in."""
-
-    @abstractmethod
     def list_runs(
         self,
         *,
@@ -499,11 +531,6 @@ class History(ABC):
     @abstractmethod
     def newest_start(self) -> str | None:
         """When the history's newest run started (as stored); None when it holds none."""
-
-    @abstractmethod
-    def accept_fitness(self, started_since: float) -> list[tuple[str | None, str, str]]:
-        """(node, started_at, fitness) of the accept runs that started since `started_since`
-        (seconds since the epoch): read from the index, no report or verdict parsed."""
 
     @abstractmethod
     def passed_runs(self, run_ids: Sequence[int]) -> set[int]:
@@ -536,34 +563,8 @@ class History(ABC):
         command: str | None = None,
         level: str | None = None,
         latest_only: bool = False,
-        newest_runs_only: bool = False,
     ) -> list[MetricPoint]:
-        """Stored figures, oldest first. `newest_runs_only`: only the figures of each node's
-        newest run of each kind (command and level), what the fleet compares."""
-
-    @staticmethod
-    def _newest_runs_points(rows: Iterable[Sequence[Any]], latest_only: bool) -> list[MetricPoint]:
-        """The figures of the newest runs, from rows of FIGURE_COLUMNS plus the run's start as
-        a number or an instant (latest_runs.started) last, oldest first as `points` orders
-        them. With `latest_only`, each figure's newest: a GPU by its UUID, a figure without one
-        per node and device. Done here, not by ranking every figure in SQL (a window over
-        160,000 figures of 10,000 nodes took 3 s of SQLite's time)."""
-
-        def rank(row: Sequence[Any]) -> tuple[Any, int]:
-            return (row[10], row[0])
-
-        chosen: Iterable[Sequence[Any]] = rows
-        if latest_only:
-            newest: dict[tuple[Any, ...], Sequence[Any]] = {}
-            for row in rows:
-                uuid = row[9]
-                key = (row[3], row[4], uuid if uuid is not None else (row[2] or "", row[7]))
-                held = newest.get(key)
-                if held is None or rank(row) > rank(held):
-                    newest[key] = row
-            chosen = newest.values()
-        ordered = sorted(chosen, key=lambda row: (rank(row), row[7] is not None, row[7] or 0))
-        return [_point(row) for row in ordered]
+        """Stored figures, oldest first (the fleet's: `fleet_points`)."""
 
     def _run_row(self, row: Sequence[Any]) -> RunRow:
         """A RunRow from the columns _RUN_COLUMNS names, in that order."""
@@ -581,13 +582,22 @@ class History(ABC):
         )
 
     def _verdict(self, run_id: int, text: str) -> RunVerdict:
+        # a fleet's newest runs hold a few distinct verdicts (10,000 nodes: a handful of texts),
+        # each parsed once; verdicts are frozen, so sharing one is safe
+        parsed: dict[str, RunVerdict] = self.__dict__.setdefault("_verdicts", {})
+        held = parsed.get(text)
+        if held is not None:
+            return held
         try:
-            return RunVerdict.model_validate_json(text)
+            verdict = RunVerdict.model_validate_json(text)
         except ValueError as error:
             raise HistoryError(
                 f"history {self.path}: run {run_id}'s stored verdict is damaged ({error}); "
                 "restore the database from a copy"
             ) from None
+        if len(parsed) < 4096:
+            parsed[text] = verdict
+        return verdict
 
     def _parsed_report(self, run_id: int, text: str) -> RunReport:
         try:
@@ -598,19 +608,146 @@ class History(ABC):
                 f"({_first_line(error)}); restore the database from a copy"
             ) from None
 
-    def _remediations(self, rows: Sequence[tuple[Any, Any, str]]) -> list[tuple[str, int, str]]:
-        """(UUID, run id, started_at) from (run id, started_at, its `remediated` column) rows."""
-        found: list[tuple[str, int, str]] = []
-        for run_id, started, named in rows:
-            try:
-                uuids = json.loads(named)
-            except ValueError:
-                raise HistoryError(
-                    f"history {self.path}: run {run_id}'s stored remediations are damaged; "
-                    "restore the database from a copy"
-                ) from None
-            found += [(str(uuid), int(run_id), str(started)) for uuid in uuids]
+    # -- the fleet's tables (schema 6, record/fleet_tables.py): one set of statements ---------
+
+    _mark: str  # the placeholder of the store's driver
+
+    @abstractmethod
+    def _rows(self, sql: str, parameters: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """The rows of `sql`, whose `{m}` are the driver's placeholders."""
+
+    @abstractmethod
+    def _instant(self, started_at: str) -> Any:
+        """A stored start as the store keeps it in latest_runs and the fleet's tables."""
+
+    @staticmethod
+    @abstractmethod
+    def _seconds(instant: Any) -> float:
+        """Seconds since the epoch of one of the store's instants."""
+
+    def node_incidents(self, since: str) -> list[tuple[str, int, float, int]]:
+        """(node, incidents, hours from its first to its last judged run, judged runs) of each
+        node with an accept run that started at or after `since`: counted in the database."""
+        start = self._instant(since)
+        return [
+            (
+                str(node),
+                int(incidents),
+                (self._seconds(last) - self._seconds(first)) / 3600 if judged else 0.0,
+                int(judged),
+            )
+            for node, judged, first, last, incidents in self._rows(NODE_INCIDENTS, (start, start))
+        ]
+
+    def gpu_incidents(
+        self, since: str
+    ) -> list[tuple[str, int, float, int, tuple[str, ...], str | None]]:
+        """(UUID, incidents, hours observed, runs, hosts first seen first, the serial of its
+        latest run that had one) of each GPU that an accept run since `since` named for a
+        remediation, over its accept runs since then on whatever host: counted in the database;
+        its hosts and serials from the runs that begin a stretch on one host with one serial."""
+        start = self._instant(since)
+        stretches: dict[str, list[tuple[float, str, str | None]]] = {}
+        for uuid, node, serial, started in self._rows(GPU_STRETCHES, (start, start, start)):
+            stretches.setdefault(str(uuid), []).append((self._seconds(started), node, serial))
+        found = []
+        for uuid, runs, first, last, incidents in self._rows(GPU_INCIDENTS, (start, start, start)):
+            seen = sorted(stretches.get(str(uuid), []))
+            serials = sorted((moment, serial) for moment, _, serial in seen if serial)
+            found.append(
+                (
+                    str(uuid),
+                    int(incidents),
+                    (self._seconds(last) - self._seconds(first)) / 3600,
+                    int(runs),
+                    tuple(dict.fromkeys(node for _, node, _ in seen if node)),
+                    serials[-1][1] if serials else None,
+                )
+            )
         return found
+
+    def figure_groups(self) -> list[tuple[str, str, str, str, int]]:
+        """(model, check, name, unit, how many) of the newest figures of each GPU and metric
+        among each node's newest runs, 'cpu' the model of figures without a device name."""
+        groups = []
+        for model, check, name, count, low, high in self._rows(FIGURE_GROUPS):
+            units = (
+                [(low, count)] if low == high else self._rows(FIGURE_UNITS, (model, check, name))
+            )
+            groups += [(str(model), str(check), str(name), str(u), int(n)) for u, n in units]
+        return groups
+
+    def middle_values(self, model: str, metric: str, count: int) -> list[float]:
+        """The middle value of a model's metric (`count` newest figures), or the two middle
+        ones when `count` is even: a seek in the index of the newest figures' values."""
+        check, _, name = metric.rpartition("/")
+        offset, wanted = (count - 1) // 2, 2 - count % 2
+        rows = self._rows(MIDDLE_VALUES, (model, check, name, wanted, offset))
+        return [float(row[0]) for row in rows]
+
+    def figures_beyond(
+        self, model: str, metric: str, unit: str, low: float, high: float
+    ) -> list[MetricPoint]:
+        """The newest figures of a model's metric in `unit` below `low` or above `high`."""
+        check, _, name = metric.rpartition("/")
+        group = (model, check, name, unit)
+        rows = self._rows(FIGURES_BEYOND, (*group, low, *group, high))
+        return [_point(row) for row in rows]
+
+    def fleet_points(self) -> list[MetricPoint]:
+        """The newest figure of each GPU and metric (a GPU by its UUID wherever it ran, a figure
+        without one per node and device) among each node's newest run of each kind, oldest
+        run first: every figure the fleet's page draws."""
+        return [_point(row) for row in self._rows(NEWEST_FIGURES)]
+
+    def newest_accept_actions(self) -> dict[int, str]:
+        """The recommended action of each node's newest accept run that did not pass, by run
+        id."""
+        return {int(run_id): str(action) for run_id, action in self._rows(NEWEST_ACCEPT_ACTIONS)}
+
+    def _keep_fleet_tables(
+        self, execute: Any, report: RunReport, run_id: int, measurements: Sequence[Any]
+    ) -> None:
+        """After a run is stored, in its transaction: latest_runs, the fleet's figures and the
+        timelines, by the same statements in both stores."""
+        key = latest_key(report)
+        started = self._instant(report.started_at)
+        previous = previous_latest(execute, self._mark, key)
+        execute(LATEST_UPSERT.format(m=self._mark), (*key, started, run_id))
+        rows = figure_rows(measurements, started, report.started_at, report.hostname)
+        keep_fleet_figures(execute, self._mark, key, run_id, rows, previous)
+        if report.command == "accept":
+            from gpuaccept.report.node_verdict import verdict_fitness
+
+            fitness = verdict_fitness(report.verdict)
+            keep_timelines(execute, self._mark, timeline_run(report, run_id, started, fitness))
+
+    # the order a run's figures were stored in (their ordinal in fleet_figures)
+    _stored_order: str
+
+    def _fill_fleet_figures(self, execute: Any) -> None:
+        """Schema 6's fleet_figures from the runs latest_runs names, by the append's own
+        statements."""
+        m = self._mark
+        latest = execute(
+            "SELECT l.node, l.command, l.level, l.run_id, l.started, r.started_at, r.hostname "
+            "FROM latest_runs l JOIN runs r ON r.id = l.run_id",
+            (),
+        ).fetchall()
+        for node, command, level, run_id, started, started_at, hostname in latest:
+            measurements = execute(
+                f"SELECT {MEASUREMENT_COLUMNS} FROM measurements WHERE run_id = {m} "
+                f"ORDER BY {self._stored_order}",
+                (run_id,),
+            ).fetchall()
+            rows = figure_rows(measurements, started, started_at, hostname)
+            keep_fleet_figures(execute, m, (node, command, level), int(run_id), rows, None)
+
+    def _action(self, run_id: int, passed: int, text: str | None) -> str:
+        """The recommended action of a stored accept run that did not pass, '' otherwise."""
+        if passed or text is None:
+            return ""
+        return self._parsed_report(run_id, text).action_plan.action.value
 
     def _slower(self, rows: Sequence[tuple[Any, str]]) -> dict[int, CheckResult]:
         found = {}
@@ -628,9 +765,22 @@ class History(ABC):
 class SqliteHistory(History):
     """The embedded SQLite history (one file per node, or per small pool)."""
 
+    _mark = "?"
+    _stored_order = "rowid"
+
     def __init__(self, path: Path, connection: sqlite3.Connection) -> None:
         self.location = path
         self._connection = connection
+
+    def _rows(self, sql: str, parameters: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        return self._connection.execute(sql.format(m="?"), parameters).fetchall()
+
+    def _instant(self, started_at: str) -> float:
+        return run_started(started_at).timestamp()
+
+    @staticmethod
+    def _seconds(instant: Any) -> float:
+        return float(instant)
 
     @classmethod
     @contextmanager
@@ -794,8 +944,7 @@ class SqliteHistory(History):
                     "UPDATE runs SET remediated = ? WHERE id = ?", (json.dumps(named), run_id)
                 )
         if version < 5:
-            for statement in (_LATEST_SCHEMA, *_V5_INDEXES):
-                db.execute(statement)
+            db.execute(_LATEST_SCHEMA)
             db.execute("DELETE FROM latest_runs")  # filled from the runs, whatever was there
             # every stored run through the append's own rule, so the two cannot differ
             db.executemany(
@@ -807,6 +956,30 @@ class SqliteHistory(History):
                     ).fetchall()
                 ],
             )
+        if version < 6:
+            for statement in (*_V6_DROPPED, *tables(SQLITE_TYPES)):
+                db.execute(statement)
+            for table in ("fleet_figures", "node_timeline", "gpu_timeline"):
+                db.execute(f"DELETE FROM {table}")  # filled from the runs, whatever was there
+            self._fill_fleet_figures(db.execute)
+            accept = db.execute(
+                "SELECT id, started_at, passed, CASE WHEN passed = 0 THEN report_json END "
+                "FROM runs WHERE command = 'accept'"
+            )
+            db.execute(
+                "CREATE TEMP TABLE upgrade_runs (id INTEGER PRIMARY KEY, started REAL NOT NULL, "
+                "action TEXT NOT NULL)"
+            )
+            db.executemany(
+                "INSERT INTO temp.upgrade_runs (id, started, action) VALUES (?, ?, ?)",
+                [
+                    (run_id, self._instant(started_at), self._action(run_id, passed, text))
+                    for run_id, started_at, passed, text in accept.fetchall()
+                ],
+            )
+            for statement in _V6_TIMELINES:
+                db.execute(statement)
+            db.execute("DROP TABLE temp.upgrade_runs")
         db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def append(self, reports: Sequence[tuple[RunReport, str]]) -> list[tuple[int, bool]]:
@@ -828,19 +1001,17 @@ class SqliteHistory(History):
                     run_values(report, digest, recorded_at, source),
                 )
                 run_id = int(cursor.lastrowid or 0)
+                measurements = measurement_rows(report, run_id)
                 db.executemany(
                     f"INSERT INTO measurements ({MEASUREMENT_COLUMNS}) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    measurement_rows(report, run_id),
+                    measurements,
                 )
                 db.executemany(
                     f"INSERT INTO run_gpus ({RUN_GPU_COLUMNS}) VALUES (?, ?, ?, ?, ?)",
                     run_gpu_rows(report, run_id),
                 )
-                db.execute(
-                    LATEST_UPSERT.format(m="?"),
-                    (*latest_key(report), run_started(report.started_at).timestamp(), run_id),
-                )
+                self._keep_fleet_tables(db.execute, report, run_id, measurements)
                 stored.append((run_id, True))
         return stored
 
@@ -857,17 +1028,6 @@ class SqliteHistory(History):
         )
         return [(self._run_row(row[:10]), row[10], row[11]) for row in rows]
 
-    def remediated_gpus(self, since: str) -> list[tuple[str, int, str]]:
-        """(GPU UUID, run id, started_at) of each failed accept run since `since` (ISO 8601)
-        whose actions named the GPU for a remediation (reset-gpu, reboot-node, drain, replace):
-        the failed runs found in the index runs_by_kind, their `remediated` column read."""
-        rows = self._connection.execute(
-            "SELECT id, started_at, remediated FROM runs WHERE command = 'accept' "
-            "AND passed = 0 AND julianday(started_at) >= julianday(?) AND remediated != '[]'",
-            (since,),
-        ).fetchall()
-        return self._remediations(rows)
-
     def newest_start(self) -> str | None:
         # the newest of the kinds' latest runs is the history's newest (each run started no
         # later than its kind's latest): read from latest_runs, not every run's start
@@ -876,16 +1036,6 @@ class SqliteHistory(History):
             "ORDER BY l.started DESC, l.run_id DESC LIMIT 1"
         ).fetchone()
         return None if row is None else str(row[0])
-
-    def accept_fitness(self, started_since: float) -> list[tuple[str | None, str, str]]:
-        return [
-            (host, started, fitness)
-            for host, started, fitness in self._connection.execute(
-                "SELECT hostname, started_at, fitness FROM runs WHERE command = 'accept' "
-                "AND julianday(started_at) >= julianday(?, 'unixepoch')",
-                (started_since,),
-            )
-        ]
 
     def _where_in(self, sql: str, values: Sequence[Any], *after: Any) -> list[tuple[Any, ...]]:
         """The rows of `sql`, whose `{marks}` is the IN list of `values`, run in parts: SQLite
@@ -911,24 +1061,6 @@ class SqliteHistory(History):
                 run_ids,
             )
         )
-
-    def accept_runs_of_gpus(
-        self, uuids: Sequence[str], since: str
-    ) -> list[tuple[str, int, str, str | None, str | None]]:
-        """(UUID, run id, started_at, host, serial) of the accept runs since `since` that these
-        GPUs took part in, through the UUID's index."""
-        return [
-            (str(u), int(i), str(t), h, serial)
-            for u, i, t, h, serial in self._where_in(
-                "SELECT uuid, runs.id, runs.started_at, runs.hostname, serial FROM run_gpus "
-                "INDEXED BY run_gpus_by_uuid_serial CROSS JOIN runs INDEXED BY runs_by_id "
-                "ON runs.id = run_gpus.run_id "
-                "WHERE uuid IN ({marks}) AND runs.command = 'accept' "
-                "AND julianday(runs.started_at) >= julianday(?)",
-                uuids,
-                since,
-            )
-        ]
 
     def list_runs(
         self,
@@ -1001,7 +1133,6 @@ class SqliteHistory(History):
         command: str | None = None,
         level: str | None = None,
         latest_only: bool = False,
-        newest_runs_only: bool = False,
     ) -> list[MetricPoint]:
         """Stored figures, oldest first. `metric` is `NAME` or `CHECK/NAME`; `command` and
         `level` keep like with like (a quick run's figures are not a standard run's).
@@ -1020,15 +1151,6 @@ class SqliteHistory(History):
                 conditions.append("m.check_name = ?")
                 parameters.append(check)
         where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
-        if newest_runs_only:
-            # the newest runs from latest_runs, their figures by run id: bounded by the fleet
-            rows = self._connection.execute(
-                f"SELECT {FIGURE_COLUMNS}, l.started FROM latest_runs l CROSS JOIN runs r "
-                "ON r.id = l.run_id CROSS JOIN measurements m INDEXED BY measurements_by_run "
-                f"ON m.run_id = l.run_id{where}",
-                parameters,
-            )
-            return self._newest_runs_points(rows, latest_only)
         # One node's figures: its runs first (an index on the node), then their figures by run
         # id. SQLite otherwise starts from every figure of the metric in the fleet (3.7 s at
         # 300,000 runs, benchmarks/history_scale.py); CROSS JOIN keeps that order, INDEXED BY
@@ -1053,15 +1175,9 @@ class SqliteHistory(History):
         return [_point(row) for row in self._connection.execute(sql, parameters)]
 
 
-# a figure's columns as `points` reads them (r: its run, m: measurements)
-FIGURE_COLUMNS = (
-    "r.id, r.started_at, r.hostname, m.check_name, m.name, m.value, m.unit, m.device_index, "
-    "m.device_name, m.gpu_uuid"
-)
-
-
 def _point(row: Sequence[Any]) -> MetricPoint:
-    """A MetricPoint from FIGURE_COLUMNS' values, in that order."""
+    """A MetricPoint from a figure's run id, start, host, check, name, value, unit, device,
+    model and UUID, in that order (`points`, and fleet_tables' readers)."""
     return MetricPoint(int(row[0]), *row[1:10])
 
 

@@ -22,9 +22,8 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from gpuaccept.record.fleet_tables import PG_TYPES, tables
 from gpuaccept.record.history import (
-    FIGURE_COLUMNS,
-    LATEST_UPSERT,
     MEASUREMENT_COLUMNS,
     RUN_GPU_COLUMNS,
     RUN_INSERT_COLUMNS,
@@ -38,7 +37,6 @@ from gpuaccept.record.history import (
     _filters,
     _first_line,
     _point,
-    latest_key,
     measurement_rows,
     report_sha256,
     run_gpu_rows,
@@ -55,6 +53,7 @@ CONNECT_TIMEOUT_SECONDS = 10
 # application id, so the lock is ours and no other application's
 _SCHEMA_LOCK = 0x67707561
 _META = "gpuaccept_history"
+_APPEND_LOCK = _SCHEMA_LOCK + 1  # pg_advisory_xact_lock's key of an append
 
 _RUN_COLUMNS = (
     "runs.id, runs.started_at, runs.hostname, runs.command, runs.level, runs.device_mode, "
@@ -142,7 +141,28 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "command, level, started_time, id FROM runs "
         "ORDER BY coalesce(hostname, ''), command, level, started_time DESC, id DESC",
     ),
+    # the fleet's figures and the timelines (record/fleet_tables.py), filled by _migrate
+    6: tables(PG_TYPES),
 }
+# 6: the timelines of the runs stored before, as SQLite's _V6_TIMELINES (history.py), from
+# upgrade_runs (the action of each failed accept run)
+_V6_TIMELINES = (
+    "INSERT INTO node_timeline (node, started, run_id, fitness, action, prev_failed, "
+    "prev_started) SELECT node, started, id, fitness, action, CASE WHEN judged THEN "
+    "((lag(fitness) OVER w) = 'fail')::int END, CASE WHEN judged THEN lag(started) OVER w END "
+    "FROM (SELECT coalesce(r.hostname, '') AS node, r.started_time AS started, r.id, r.fitness, "
+    "coalesce(u.action, '') AS action, r.fitness IN ('pass', 'fail') AS judged FROM runs r "
+    "LEFT JOIN upgrade_runs u ON u.id = r.id WHERE r.command = 'accept') AS s "
+    "WINDOW w AS (PARTITION BY node, judged ORDER BY started, id)",
+    "INSERT INTO gpu_timeline (uuid, started, run_id, node, serial, named, prev_named, "
+    "prev_started, prev_node, prev_serial) SELECT uuid, started, id, node, serial, named, "
+    "lag(named) OVER w, lag(started) OVER w, lag(node) OVER w, lag(serial) OVER w FROM "
+    "(SELECT g.uuid, r.started_time AS started, r.id, "
+    "coalesce(r.hostname, '') AS node, min(nullif(g.serial, '')) AS serial, "
+    "(r.remediated::jsonb @> jsonb_build_array(g.uuid))::int AS named FROM runs r "
+    "JOIN run_gpus g ON g.run_id = r.id WHERE r.command = 'accept' GROUP BY r.id, g.uuid) AS s "
+    "WINDOW w AS (PARTITION BY uuid ORDER BY started, id)",
+)
 
 
 def _psycopg() -> Any:
@@ -159,9 +179,22 @@ def _psycopg() -> Any:
 class PgHistory(History):
     """A history in a PostgreSQL database. Open it with `History.open(location)`."""
 
+    _mark = "%s"
+    _stored_order = "ctid"  # a run's figures, written by one COPY and never updated
+
     def __init__(self, location: PgLocation, connection: psycopg.Connection[Any]) -> None:
         self.location = location
         self._connection = connection
+
+    def _rows(self, sql: str, parameters: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        return self._connection.execute(sql.format(m="%s"), parameters).fetchall()
+
+    def _instant(self, started_at: str) -> datetime:
+        return run_started(started_at)
+
+    @staticmethod
+    def _seconds(instant: Any) -> float:
+        return float(instant.timestamp())
 
     @classmethod
     @contextmanager
@@ -266,6 +299,22 @@ class PgHistory(History):
                         "UPDATE runs SET remediated = %s WHERE id = %s",
                         (json.dumps(plan.out_of_service_uuids()), run_id),
                     )
+            if target == 6:
+                self._fill_fleet_figures(self._connection.execute)
+                self._connection.execute(
+                    "CREATE TEMP TABLE upgrade_runs (id BIGINT PRIMARY KEY, action TEXT NOT NULL) "
+                    "ON COMMIT DROP"
+                )
+                failed = self._connection.execute(
+                    "SELECT id, report_json FROM runs WHERE passed = 0 AND command = 'accept'"
+                ).fetchall()
+                with self._connection.cursor() as cursor:
+                    cursor.executemany(
+                        "INSERT INTO upgrade_runs (id, action) VALUES (%s, %s)",
+                        [(run_id, self._action(int(run_id), 0, text)) for run_id, text in failed],
+                    )
+                for statement in _V6_TIMELINES:
+                    self._connection.execute(statement)
             self._connection.execute(
                 f"UPDATE {_META} SET value = %s WHERE key = 'schema_version'", (str(target),)
             )
@@ -300,6 +349,12 @@ class PgHistory(History):
         recorded_at = datetime.now(UTC).isoformat()
         marks = ", ".join(["%s"] * (len(RUN_INSERT_COLUMNS.split(", ")) + 1))
         with self._connection.transaction(), self._connection.cursor() as cursor:
+            # the fleet's tables (latest_runs' displaced run, each GPU's newest figure, the
+            # links of a timeline) are read and rewritten by each append: appends take turns,
+            # as SQLite's BEGIN IMMEDIATE makes them; taken first, before any row is locked, so
+            # no two writers wait on each other (24 at once, with shared runs: tests/record/
+            # test_spool.py)
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", (_APPEND_LOCK,))
             for report, source in reports:
                 digest = report_sha256(report)
                 cursor.execute(
@@ -320,18 +375,16 @@ class PgHistory(History):
                     stored.append((int(existing[0]), False))
                     continue
                 run_id = int(inserted[0])
+                measurements = measurement_rows(report, run_id)
                 for table, columns, rows in (
-                    ("measurements", MEASUREMENT_COLUMNS, measurement_rows(report, run_id)),
+                    ("measurements", MEASUREMENT_COLUMNS, measurements),
                     ("run_gpus", RUN_GPU_COLUMNS, run_gpu_rows(report, run_id)),
                 ):
                     if rows:
                         with cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
                             for values in rows:
                                 copy.write_row(values)
-                cursor.execute(
-                    LATEST_UPSERT.format(m="%s"),
-                    (*latest_key(report), run_started(report.started_at), run_id),
-                )
+                self._keep_fleet_tables(cursor.execute, report, run_id, measurements)
                 stored.append((run_id, True))
         return stored
 
@@ -346,28 +399,12 @@ class PgHistory(History):
         ).fetchall()
         return [(self._run_row(row[:10]), row[10], row[11]) for row in rows]
 
-    def remediated_gpus(self, since: str) -> list[tuple[str, int, str]]:
-        rows = self._connection.execute(
-            "SELECT id, started_at, remediated FROM runs WHERE command = 'accept' "
-            "AND passed = 0 AND started_time >= %s AND remediated != '[]'",
-            (run_started(since),),
-        ).fetchall()
-        return self._remediations(rows)
-
     def newest_start(self) -> str | None:
         row = self._connection.execute(
             "SELECT r.started_at FROM latest_runs l JOIN runs r ON r.id = l.run_id "
             "ORDER BY l.started DESC, l.run_id DESC LIMIT 1"
         ).fetchone()
         return None if row is None else str(row[0])
-
-    def accept_fitness(self, started_since: float) -> list[tuple[str | None, str, str]]:
-        rows = self._connection.execute(
-            "SELECT hostname, started_at, fitness FROM runs WHERE command = 'accept' "
-            "AND started_time >= to_timestamp(%s)",
-            (started_since,),
-        ).fetchall()
-        return [(host, started, fitness) for host, started, fitness in rows]
 
     def passed_runs(self, run_ids: Sequence[int]) -> set[int]:
         rows = self._connection.execute(
@@ -381,18 +418,6 @@ class PgHistory(History):
             (list(run_ids),),
         ).fetchall()
         return self._slower(rows)
-
-    def accept_runs_of_gpus(
-        self, uuids: Sequence[str], since: str
-    ) -> list[tuple[str, int, str, str | None, str | None]]:
-        rows = self._connection.execute(
-            "SELECT run_gpus.uuid, runs.id, runs.started_at, runs.hostname, run_gpus.serial "
-            "FROM run_gpus JOIN runs ON runs.id = run_gpus.run_id "
-            "WHERE run_gpus.uuid = ANY(%s) AND runs.command = 'accept' "
-            "AND runs.started_time >= %s",
-            (list(uuids), run_started(since)),
-        ).fetchall()
-        return [(u, int(i), s, h, serial) for u, i, s, h, serial in rows]
 
     def list_runs(
         self,
@@ -460,7 +485,6 @@ class PgHistory(History):
         command: str | None = None,
         level: str | None = None,
         latest_only: bool = False,
-        newest_runs_only: bool = False,
     ) -> list[MetricPoint]:
         conditions, parameters = _filters(node=node, command=command, level=level, mark="%s")
         if metric is not None:
@@ -471,13 +495,6 @@ class PgHistory(History):
                 conditions.append("m.check_name = %s")
                 parameters.append(check)
         where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
-        if newest_runs_only:
-            rows = self._connection.execute(
-                f"SELECT {FIGURE_COLUMNS}, l.started FROM latest_runs l JOIN runs r "
-                f"ON r.id = l.run_id JOIN measurements m ON m.run_id = l.run_id{where}",
-                parameters,
-            ).fetchall()
-            return self._newest_runs_points(rows, latest_only)
         ranked = (
             "SELECT r.id, r.started_at, r.hostname, m.check_name, m.name, m.value, m.unit, "
             "m.device_index, m.device_name, m.gpu_uuid, r.started_time, ROW_NUMBER() OVER "

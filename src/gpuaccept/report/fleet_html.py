@@ -154,6 +154,8 @@ def _histogram(figures: list[FleetFigure]) -> str:
 
 
 def _models(state: FleetState) -> str:
+    if state.view.figures is None:
+        raise ValueError("the fleet's page draws every figure: fleet_state(every_figure=True)")
     groups: dict[tuple[str, str], list[FleetFigure]] = defaultdict(list)
     for figure in state.view.figures:
         groups[(figure.model, figure.point.metric)].append(figure)

@@ -1,0 +1,359 @@
+"""What `history fleet` reads, kept by every append in both stores (schema 6, issue #33 §2: the
+fleet's view under a second at 10,000 nodes, benchmarks/history_scale.py).
+
+- `fleet_figures`: the figures of each node's newest run of each kind (the runs latest_runs
+  names), each marked `newest` when it is its GPU's newest figure of its metric among them (a
+  GPU by its UUID wherever it ran, a figure without one per node and device: `gpu_key`). The
+  medians come from an index on the newest figures' values, a few seeks per GPU model and
+  metric; only the figures beyond a median's bounds are read.
+- `node_timeline`: every accept run of each node in start order, with whether the node's judged
+  run before it failed and when that run started. An incident starts at a failed run whose
+  previous judged run passed, or lies before the window, or does not exist
+  (`act.offenders.incidents`): counted by one aggregate over the window, no run passed through
+  Python.
+- `gpu_timeline`: the same for each GPU across hosts, failed for the GPU when the run named it
+  for a remediation (`act.offenders.gpu_mtbi`).
+
+Both stores run the statements here (SQLite's `?`, psycopg's `%s` as `{m}`); a store's start is
+its own instant type (seconds since the epoch in SQLite, a timestamptz in PostgreSQL).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gpuaccept.results import RunReport
+
+# a cursor's execute: (statement, parameters) -> the cursor, with fetchone and fetchall
+Execute = Callable[[str, Sequence[Any]], Any]
+
+JUDGED = ("pass", "fail")
+
+# {id}, {instant}, {real}, {int}, {without_rowid}: the store's column types
+TABLES = (
+    """CREATE TABLE IF NOT EXISTS fleet_figures (
+        run_id {id} NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+        ordinal INTEGER NOT NULL,
+        started {instant} NOT NULL,
+        started_at TEXT NOT NULL,
+        hostname TEXT,
+        check_name TEXT NOT NULL,
+        name TEXT NOT NULL,
+        value {real} NOT NULL,
+        unit TEXT NOT NULL,
+        device_index {int},
+        device_name TEXT,
+        gpu_uuid TEXT,
+        gpu_key TEXT NOT NULL,
+        model TEXT NOT NULL,
+        newest INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (run_id, ordinal)
+    ){without_rowid}""",
+    "CREATE INDEX IF NOT EXISTS fleet_figures_by_key ON fleet_figures "
+    "(check_name, name, gpu_key, started, run_id, ordinal)",
+    # the newest figures alone, in value order within each model and metric: a median is a
+    # seek to the middle, the figures beyond its bounds two ranges. `newest` is in it, not only
+    # in its WHERE, so SQLite answers from the index alone (without: the groups' count read
+    # 160,000 table rows, 0.31 s against 0.06 s, benchmarks/history_scale.py)
+    "CREATE INDEX IF NOT EXISTS fleet_figures_newest ON fleet_figures "
+    "(model, check_name, name, value, unit, newest) WHERE newest = 1",
+    """CREATE TABLE IF NOT EXISTS node_timeline (
+        node TEXT NOT NULL,
+        started {instant} NOT NULL,
+        run_id {id} NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+        fitness TEXT NOT NULL,
+        action TEXT NOT NULL,
+        prev_failed INTEGER,
+        prev_started {instant},
+        PRIMARY KEY (node, started, run_id)
+    ){without_rowid}""",
+    """CREATE TABLE IF NOT EXISTS gpu_timeline (
+        uuid TEXT NOT NULL,
+        started {instant} NOT NULL,
+        run_id {id} NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+        node TEXT NOT NULL,
+        serial TEXT,
+        named INTEGER NOT NULL,
+        prev_named INTEGER,
+        prev_started {instant},
+        prev_node TEXT,
+        prev_serial TEXT,
+        PRIMARY KEY (uuid, started, run_id)
+    ){without_rowid}""",
+    "CREATE INDEX IF NOT EXISTS gpu_timeline_named ON gpu_timeline (started, uuid) WHERE named = 1",
+)
+
+SQLITE_TYPES = {
+    "id": "INTEGER",
+    "instant": "REAL",
+    "real": "REAL",
+    "int": "INTEGER",
+    "without_rowid": " WITHOUT ROWID",
+}
+PG_TYPES = {
+    "id": "BIGINT",
+    "instant": "TIMESTAMPTZ",
+    "real": "DOUBLE PRECISION",
+    "int": "BIGINT",
+    "without_rowid": "",
+}
+
+
+def tables(types: dict[str, str]) -> tuple[str, ...]:
+    """The statements that create schema 6's tables in a store with these column types."""
+    return tuple(statement.format(**types) for statement in TABLES)
+
+
+FIGURE_ROW_COLUMNS = (
+    "run_id, ordinal, started, started_at, hostname, check_name, name, value, unit, "
+    "device_index, device_name, gpu_uuid, gpu_key, model"
+)
+_LATEST_RUN = "SELECT run_id FROM latest_runs WHERE node = {m} AND command = {m} AND level = {m}"
+# every figure of one metric and GPU gets newest = 1 when it is the newest of them (the latest
+# start, then the later run, then the later of a run's own figures), else 0
+_RENEW_NEWEST = (
+    "UPDATE fleet_figures SET newest = CASE WHEN (run_id, ordinal) = (SELECT f.run_id, "
+    "f.ordinal FROM fleet_figures f WHERE f.check_name = {m} AND f.name = {m} AND "
+    "f.gpu_key = {m} ORDER BY f.started DESC, f.run_id DESC, f.ordinal DESC LIMIT 1) THEN 1 "
+    "ELSE 0 END WHERE check_name = {m} AND name = {m} AND gpu_key = {m}"
+)
+
+
+def gpu_key(uuid: str | None, hostname: str | None, device_index: int | None) -> str:
+    """Whose figure it is: a GPU by its UUID wherever it ran; a figure without one (the CPU
+    twins, a capture without UUIDs, a node's own) by node and device."""
+    if uuid is not None:
+        return f"gpu:{uuid}"
+    return f"node:{hostname or ''}#{'node' if device_index is None else device_index}"
+
+
+def figure_rows(
+    measurements: Iterable[Sequence[Any]], started: Any, started_at: str, hostname: str | None
+) -> list[tuple[Any, ...]]:
+    """fleet_figures rows (FIGURE_ROW_COLUMNS) of one run from its measurement rows
+    (history.MEASUREMENT_COLUMNS: run id, check, name, value, unit, device, model, UUID, ...), in
+    the order the run holds them."""
+    return [
+        (
+            run_id,
+            ordinal,
+            started,
+            started_at,
+            hostname,
+            check,
+            name,
+            value,
+            unit,
+            device,
+            model,
+            uuid,
+            gpu_key(uuid, hostname, device),
+            model or "cpu",
+        )
+        for ordinal, (run_id, check, name, value, unit, device, model, uuid, *_) in enumerate(
+            measurements
+        )
+    ]
+
+
+def keep_fleet_figures(
+    execute: Execute,
+    m: str,
+    latest_key: tuple[str, str, str],
+    run_id: int,
+    rows: Sequence[tuple[Any, ...]],
+    previous: int | None,
+) -> None:
+    """After the run's latest_runs upsert: when it became its kind's newest on its node, its
+    figures replace those of the run it displaced (`previous`, read before the upsert), and every
+    metric and GPU either touches is given its newest figure again."""
+    now = execute(_LATEST_RUN.format(m=m), latest_key).fetchone()
+    if now is None or int(now[0]) != run_id:
+        return  # an older run stored late: its kind's newest on the node is another
+    keys = {(row[5], row[6], row[12]) for row in rows}
+    if previous is not None and previous != run_id:
+        keys |= {
+            (check, name, key)
+            for check, name, key in execute(
+                f"SELECT check_name, name, gpu_key FROM fleet_figures WHERE run_id = {m}",
+                (previous,),
+            ).fetchall()
+        }
+        execute(f"DELETE FROM fleet_figures WHERE run_id = {m}", (previous,))
+    marks = ", ".join([m] * len(FIGURE_ROW_COLUMNS.split(", ")))
+    insert = f"INSERT INTO fleet_figures ({FIGURE_ROW_COLUMNS}) VALUES ({marks})"
+    for row in rows:
+        execute(insert, row)
+    renew = _RENEW_NEWEST.format(m=m)
+    for key in sorted(keys):
+        execute(renew, (*key, *key))
+
+
+def previous_latest(execute: Execute, m: str, latest_key: tuple[str, str, str]) -> int | None:
+    """The run latest_runs names for this node and kind before an append changes it."""
+    row = execute(_LATEST_RUN.format(m=m), latest_key).fetchone()
+    return None if row is None else int(row[0])
+
+
+@dataclass(frozen=True)
+class TimelineRun:
+    """An accept run as the timelines keep it."""
+
+    run_id: int
+    node: str  # '' for a run without a hostname
+    started: Any  # the store's instant
+    fitness: str  # pass, fail or not-judged (report.node_verdict.verdict_fitness)
+    action: str  # the recommended action of a failed run, '' otherwise
+    gpus: tuple[tuple[str, str | None, bool], ...]  # (UUID, serial, named for a remediation)
+
+
+def timeline_run(report: RunReport, run_id: int, started: Any, fitness: str) -> TimelineRun:
+    """What the timelines keep of a stored accept run. A UUID a capture lists twice is one GPU
+    there (its least serial)."""
+    failed = not report.verdict.passed
+    plan = report.action_plan if failed else None
+    named = set(plan.out_of_service_uuids()) if plan is not None else set()
+    serials: dict[str, str | None] = {}
+    for gpu in report.environment.get("gpus") or []:
+        if isinstance(gpu, dict) and isinstance(uuid := gpu.get("uuid"), str):
+            serial = gpu.get("serial")
+            serial = serial if isinstance(serial, str) else None
+            held = serials.get(uuid)
+            serials[uuid] = min(filter(None, (held, serial)), default=None)
+    return TimelineRun(
+        run_id,
+        report.hostname or "",
+        started,
+        fitness,
+        plan.action.value if plan is not None else "",
+        tuple((uuid, serial, uuid in named) for uuid, serial in serials.items()),
+    )
+
+
+def keep_timelines(execute: Execute, m: str, run: TimelineRun) -> None:
+    """Add an accept run to its node's and its GPUs' timelines: its link to the judged run
+    before it, and the judged run after it (one stored late goes between) linked to it."""
+    node_prev = (
+        f"SELECT fitness, started FROM node_timeline WHERE node = {m} AND fitness IN "
+        f"('pass', 'fail') AND (started, run_id) < ({m}, {m}) ORDER BY started DESC, "
+        "run_id DESC LIMIT 1"
+    )
+    node_next = (
+        f"UPDATE node_timeline SET prev_failed = {m}, prev_started = {m} WHERE (node, started, "
+        f"run_id) = (SELECT node, started, run_id FROM node_timeline WHERE node = {m} AND "
+        f"fitness IN ('pass', 'fail') AND (started, run_id) > ({m}, {m}) ORDER BY started, "
+        "run_id LIMIT 1)"
+    )
+    judged = run.fitness in JUDGED
+    prev = execute(node_prev, (run.node, run.started, run.run_id)).fetchone() if judged else None
+    execute(
+        "INSERT INTO node_timeline (node, started, run_id, fitness, action, prev_failed, "
+        f"prev_started) VALUES ({m}, {m}, {m}, {m}, {m}, {m}, {m})",
+        (
+            run.node,
+            run.started,
+            run.run_id,
+            run.fitness,
+            run.action,
+            None if prev is None else int(prev[0] == "fail"),
+            None if prev is None else prev[1],
+        ),
+    )
+    if judged:
+        failed = int(run.fitness == "fail")
+        execute(node_next, (failed, run.started, run.node, run.started, run.run_id))
+    gpu_prev = (
+        f"SELECT named, started, node, serial FROM gpu_timeline WHERE uuid = {m} AND "
+        f"(started, run_id) < ({m}, {m}) ORDER BY started DESC, run_id DESC LIMIT 1"
+    )
+    gpu_next = (
+        f"UPDATE gpu_timeline SET prev_named = {m}, prev_started = {m}, prev_node = {m}, "
+        f"prev_serial = {m} WHERE (uuid, started, "
+        f"run_id) = (SELECT uuid, started, run_id FROM gpu_timeline WHERE uuid = {m} AND "
+        f"(started, run_id) > ({m}, {m}) ORDER BY started, run_id LIMIT 1)"
+    )
+    for uuid, serial, named in run.gpus:
+        prev = execute(gpu_prev, (uuid, run.started, run.run_id)).fetchone()
+        execute(
+            "INSERT INTO gpu_timeline (uuid, started, run_id, node, serial, named, prev_named, "
+            f"prev_started, prev_node, prev_serial) VALUES ({m}, {m}, {m}, {m}, {m}, {m}, {m}, "
+            f"{m}, {m}, {m})",
+            (
+                uuid,
+                run.started,
+                run.run_id,
+                run.node,
+                serial,
+                int(named),
+                None if prev is None else int(prev[0]),
+                *((None, None, None) if prev is None else prev[1:]),
+            ),
+        )
+        following = (int(named), run.started, run.node, serial, uuid, run.started, run.run_id)
+        execute(gpu_next, following)
+
+
+# -- reading ------------------------------------------------------------------------------------
+
+# each node's accept runs in the window: how many were judged, its first and last judged run,
+# and its incidents (a failed run whose judged predecessor passed, lies before the window, or
+# does not exist)
+NODE_INCIDENTS = (
+    "SELECT node, count(*) FILTER (WHERE fitness IN ('pass', 'fail')), "
+    "min(started) FILTER (WHERE fitness IN ('pass', 'fail')), "
+    "max(started) FILTER (WHERE fitness IN ('pass', 'fail')), "
+    "count(*) FILTER (WHERE fitness = 'fail' AND (prev_failed IS NULL OR prev_failed = 0 "
+    "OR prev_started < {m})) FROM node_timeline WHERE started >= {m} GROUP BY node"
+)
+# the same for each GPU a run in the window named, over its runs in the window on any host
+_NAMED_IN_WINDOW = "(SELECT uuid FROM gpu_timeline WHERE named = 1 AND started >= {m})"
+GPU_INCIDENTS = (
+    "SELECT uuid, count(*), min(started), max(started), count(*) FILTER (WHERE named = 1 AND "
+    "(prev_named IS NULL OR prev_named = 0 OR prev_started < {m})) FROM gpu_timeline "
+    f"WHERE started >= {{m}} AND uuid IN {_NAMED_IN_WINDOW} GROUP BY uuid"
+)
+# of those GPUs, the runs that begin a stretch on one host with one serial in the window (the
+# first there, or the first after a move or a new serial): where it was, and its serials
+GPU_STRETCHES = (
+    "SELECT uuid, node, serial, started FROM gpu_timeline WHERE started >= {m} AND "
+    f"uuid IN {_NAMED_IN_WINDOW} AND (prev_started IS NULL OR prev_started < {{m}} OR "
+    "prev_node != node OR coalesce(prev_serial, '') != coalesce(serial, ''))"
+)
+# each metric's newest figures by GPU model: how many, and their units (one, but for a metric
+# whose unit changed between versions)
+FIGURE_GROUPS = (
+    "SELECT model, check_name, name, count(*), min(unit), max(unit) FROM fleet_figures "
+    "WHERE newest = 1 GROUP BY model, check_name, name"
+)
+FIGURE_UNITS = (
+    "SELECT unit, count(*) FROM fleet_figures WHERE newest = 1 AND model = {m} AND "
+    "check_name = {m} AND name = {m} GROUP BY unit"
+)
+_GROUP = "newest = 1 AND model = {m} AND check_name = {m} AND name = {m}"
+# the two middle values of one model's metric (one when their count is odd)
+MIDDLE_VALUES = (
+    f"SELECT value FROM fleet_figures WHERE {_GROUP} ORDER BY value LIMIT {{m}} OFFSET {{m}}"
+)
+# the newest figures of one model's metric and unit below a bound and above another (two ranges
+# of the index), in the order the fleet's figures are listed (oldest run first, a node's own
+# figure before its GPUs')
+_BEYOND = (
+    "SELECT run_id, started_at, hostname, check_name, name, value, unit, device_index, "
+    f"device_name, gpu_uuid, started, ordinal FROM fleet_figures WHERE {_GROUP} AND unit = {{m}} "
+)
+FIGURES_BEYOND = (
+    f"SELECT * FROM ({_BEYOND}AND value < {{m}} UNION ALL {_BEYOND}AND value > {{m}}) AS beyond "
+    "ORDER BY started, run_id, device_index NULLS FIRST, ordinal"
+)
+NEWEST_FIGURES = (
+    "SELECT run_id, started_at, hostname, check_name, name, value, unit, device_index, "
+    "device_name, gpu_uuid FROM fleet_figures WHERE newest = 1 "
+    "ORDER BY started, run_id, device_index NULLS FIRST, ordinal"
+)
+# the actions of the failing newest accept of each node
+NEWEST_ACCEPT_ACTIONS = (
+    "SELECT t.run_id, t.action FROM latest_runs l JOIN node_timeline t ON t.node = l.node AND "
+    "t.started = l.started AND t.run_id = l.run_id WHERE l.command = 'accept' AND t.action != ''"
+)
