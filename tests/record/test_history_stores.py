@@ -306,6 +306,22 @@ def test_a_role_that_may_only_read_is_refused_before_a_run(
         assert history.count() == 1  # reading is allowed
         with pytest.raises(HistoryError, match="may not insert runs"):
             history.check_writable()
+    # granted what an append wrote before schema 6, not the fleet's tables: refused before a
+    # run too (its append would fail half-way)
+    for grant in (
+        "GRANT INSERT ON runs, measurements, run_gpus TO reader",
+        "GRANT USAGE ON SEQUENCE runs_id_seq TO reader",
+        "GRANT INSERT, UPDATE ON latest_runs TO reader",
+    ):
+        pg_server.sql(grant, database)
+    with History.open(reader) as history:
+        with pytest.raises(HistoryError, match="may not insert runs"):
+            history.check_writable()
+        pg_server.sql("GRANT INSERT, UPDATE, DELETE ON fleet_figures TO reader", database)
+        pg_server.sql("GRANT INSERT, UPDATE ON node_timeline, gpu_timeline TO reader", database)
+        history.check_writable()  # now it may
+        history.append([(gpu_report("m", [780.0]), "t")])
+        assert history.count() == 2
 
 
 def test_history_fleet_says_the_same_from_either_store(tmp_path: Path, pg_history: str) -> None:

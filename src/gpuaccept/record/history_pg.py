@@ -54,6 +54,17 @@ CONNECT_TIMEOUT_SECONDS = 10
 _SCHEMA_LOCK = 0x67707561
 _META = "gpuaccept_history"
 _APPEND_LOCK = _SCHEMA_LOCK + 1  # pg_advisory_xact_lock's key of an append
+# what an append does to each table: a role without one of these fails half-way through a run's
+# append, so check_writable refuses it before the run
+_APPEND_PRIVILEGES = (
+    ("runs", "INSERT"),
+    ("measurements", "INSERT"),
+    ("run_gpus", "INSERT"),
+    ("latest_runs", "INSERT, UPDATE"),
+    ("fleet_figures", "INSERT, UPDATE, DELETE"),
+    ("node_timeline", "INSERT, UPDATE"),
+    ("gpu_timeline", "INSERT, UPDATE"),
+)
 
 _RUN_COLUMNS = (
     "runs.id, runs.started_at, runs.hostname, runs.command, runs.level, runs.device_mode, "
@@ -322,10 +333,13 @@ class PgHistory(History):
     # -- writing ----------------------------------------------------------------------------
 
     def check_writable(self) -> None:
+        privileges = " AND ".join(
+            f"has_table_privilege('{table}', '{privilege}')"
+            for table, privilege in _APPEND_PRIVILEGES
+        )
         row = self._connection.execute(
             "SELECT pg_is_in_recovery(), current_setting('transaction_read_only'), "
-            "has_table_privilege('runs', 'INSERT') AND has_table_privilege('measurements', "
-            "'INSERT') AND has_table_privilege('run_gpus', 'INSERT') AND "
+            f"{privileges} AND "
             "has_sequence_privilege(pg_get_serial_sequence('runs', 'id'), 'USAGE')"
         ).fetchone()
         standby, read_only, may_insert = row or (True, "on", False)
