@@ -20,14 +20,21 @@ its own instant type (seconds since the epoch in SQLite, a timestamptz in Postgr
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from gpuaccept.results import RunReport
 
-# a cursor's execute: (statement, parameters) -> the cursor, with fetchone and fetchall
-Execute = Callable[[str, Sequence[Any]], Any]
+
+class Cursor(Protocol):
+    """What both drivers give: an sqlite3 connection, a psycopg cursor (whose executemany is one
+    round trip to the server, in a pipeline)."""
+
+    def execute(self, sql: str, parameters: Sequence[Any], /) -> Any: ...
+
+    def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> Any: ...
+
 
 JUDGED = ("pass", "fail")
 
@@ -111,6 +118,17 @@ FIGURE_ROW_COLUMNS = (
     "device_index, device_name, gpu_uuid, gpu_key, model"
 )
 _LATEST_RUN = "SELECT run_id FROM latest_runs WHERE node = {m} AND command = {m} AND level = {m}"
+# A run becomes its kind's latest on its node only when it started later (or as late, and was
+# stored later): an older run imported or pushed from a spool after a newer one changes nothing.
+# `started` is seconds since the epoch here, a timestamptz in PostgreSQL.
+LATEST_UPSERT = (
+    "INSERT INTO latest_runs (node, command, level, started, run_id) "
+    "VALUES ({m}, {m}, {m}, {m}, {m}) ON CONFLICT (node, command, level) DO UPDATE "
+    "SET started = excluded.started, run_id = excluded.run_id "
+    "WHERE (excluded.started, excluded.run_id) > (latest_runs.started, latest_runs.run_id)"
+)
+# the same, saying whether the run became its kind's newest on its node (a row back)
+LATEST_UPSERT_RETURNING = LATEST_UPSERT + " RETURNING run_id"
 # every figure of one metric and GPU gets newest = 1 when it is the newest of them (the latest
 # start, then the later run, then the later of a run's own figures), else 0
 _RENEW_NEWEST = (
@@ -158,42 +176,38 @@ def figure_rows(
     ]
 
 
+def keep_latest(db: Cursor, m: str, key: tuple[str, str, str], started: Any, run_id: int) -> bool:
+    """Make the run its kind's newest on its node when it started later (LATEST_UPSERT's rule);
+    whether it became that."""
+    return (
+        db.execute(LATEST_UPSERT_RETURNING.format(m=m), (*key, started, run_id)).fetchone()
+        is not None
+    )
+
+
 def keep_fleet_figures(
-    execute: Execute,
-    m: str,
-    latest_key: tuple[str, str, str],
-    run_id: int,
-    rows: Sequence[tuple[Any, ...]],
-    previous: int | None,
+    db: Cursor, m: str, run_id: int, rows: Sequence[tuple[Any, ...]], previous: int | None
 ) -> None:
-    """After the run's latest_runs upsert: when it became its kind's newest on its node, its
-    figures replace those of the run it displaced (`previous`, read before the upsert), and every
-    metric and GPU either touches is given its newest figure again."""
-    now = execute(_LATEST_RUN.format(m=m), latest_key).fetchone()
-    if now is None or int(now[0]) != run_id:
-        return  # an older run stored late: its kind's newest on the node is another
+    """For a run that just became its kind's newest on its node: its figures replace those of
+    the run it displaced (`previous`, read before), and every metric and GPU either touches is
+    given its newest figure again."""
     keys = {(row[5], row[6], row[12]) for row in rows}
     if previous is not None and previous != run_id:
         keys |= {
             (check, name, key)
-            for check, name, key in execute(
-                f"SELECT check_name, name, gpu_key FROM fleet_figures WHERE run_id = {m}",
+            for check, name, key in db.execute(
+                f"DELETE FROM fleet_figures WHERE run_id = {m} RETURNING check_name, name, gpu_key",
                 (previous,),
             ).fetchall()
         }
-        execute(f"DELETE FROM fleet_figures WHERE run_id = {m}", (previous,))
     marks = ", ".join([m] * len(FIGURE_ROW_COLUMNS.split(", ")))
-    insert = f"INSERT INTO fleet_figures ({FIGURE_ROW_COLUMNS}) VALUES ({marks})"
-    for row in rows:
-        execute(insert, row)
-    renew = _RENEW_NEWEST.format(m=m)
-    for key in sorted(keys):
-        execute(renew, (*key, *key))
+    db.executemany(f"INSERT INTO fleet_figures ({FIGURE_ROW_COLUMNS}) VALUES ({marks})", rows)
+    db.executemany(_RENEW_NEWEST.format(m=m), [(*key, *key) for key in sorted(keys)])
 
 
-def previous_latest(execute: Execute, m: str, latest_key: tuple[str, str, str]) -> int | None:
+def previous_latest(db: Cursor, m: str, latest_key: tuple[str, str, str]) -> int | None:
     """The run latest_runs names for this node and kind before an append changes it."""
-    row = execute(_LATEST_RUN.format(m=m), latest_key).fetchone()
+    row = db.execute(_LATEST_RUN.format(m=m), latest_key).fetchone()
     return None if row is None else int(row[0])
 
 
@@ -232,67 +246,56 @@ def timeline_run(report: RunReport, run_id: int, started: Any, fitness: str) -> 
     )
 
 
-def keep_timelines(execute: Execute, m: str, run: TimelineRun) -> None:
+def keep_timelines(db: Cursor, m: str, run: TimelineRun) -> None:
     """Add an accept run to its node's and its GPUs' timelines: its link to the judged run
     before it, and the judged run after it (one stored late goes between) linked to it."""
-    node_prev = (
-        f"SELECT fitness, started FROM node_timeline WHERE node = {m} AND fitness IN "
-        f"('pass', 'fail') AND (started, run_id) < ({m}, {m}) ORDER BY started DESC, "
-        "run_id DESC LIMIT 1"
-    )
-    node_next = (
-        f"UPDATE node_timeline SET prev_failed = {m}, prev_started = {m} WHERE (node, started, "
-        f"run_id) = (SELECT node, started, run_id FROM node_timeline WHERE node = {m} AND "
-        f"fitness IN ('pass', 'fail') AND (started, run_id) > ({m}, {m}) ORDER BY started, "
-        "run_id LIMIT 1)"
-    )
     judged = run.fitness in JUDGED
-    prev = execute(node_prev, (run.node, run.started, run.run_id)).fetchone() if judged else None
-    execute(
+    # the predecessor's columns, NULL without one: (SELECT 1) LEFT JOIN the judged run before
+    db.execute(
         "INSERT INTO node_timeline (node, started, run_id, fitness, action, prev_failed, "
-        f"prev_started) VALUES ({m}, {m}, {m}, {m}, {m}, {m}, {m})",
+        f"prev_started) SELECT {m}, {m}, {m}, {m}, {m}, CASE WHEN p.fitness IS NULL THEN NULL "
+        "WHEN p.fitness = 'fail' THEN 1 ELSE 0 END, p.started FROM (SELECT 1 AS one) AS one "
+        "LEFT JOIN (SELECT fitness, started FROM node_timeline WHERE node = "
+        f"{m} AND fitness IN ('pass', 'fail') AND (started, run_id) < ({m}, {m}) ORDER BY "
+        f"started DESC, run_id DESC LIMIT 1) AS p ON {m}",
         (
-            run.node,
-            run.started,
-            run.run_id,
-            run.fitness,
-            run.action,
-            None if prev is None else int(prev[0] == "fail"),
-            None if prev is None else prev[1],
+            *(run.node, run.started, run.run_id, run.fitness, run.action),
+            *(run.node, run.started, run.run_id),
+            judged,  # a run that judged nothing is linked to no run
         ),
     )
     if judged:
-        failed = int(run.fitness == "fail")
-        execute(node_next, (failed, run.started, run.node, run.started, run.run_id))
-    gpu_prev = (
-        f"SELECT named, started, node, serial FROM gpu_timeline WHERE uuid = {m} AND "
-        f"(started, run_id) < ({m}, {m}) ORDER BY started DESC, run_id DESC LIMIT 1"
-    )
-    gpu_next = (
-        f"UPDATE gpu_timeline SET prev_named = {m}, prev_started = {m}, prev_node = {m}, "
-        f"prev_serial = {m} WHERE (uuid, started, "
-        f"run_id) = (SELECT uuid, started, run_id FROM gpu_timeline WHERE uuid = {m} AND "
-        f"(started, run_id) > ({m}, {m}) ORDER BY started, run_id LIMIT 1)"
-    )
-    for uuid, serial, named in run.gpus:
-        prev = execute(gpu_prev, (uuid, run.started, run.run_id)).fetchone()
-        execute(
-            "INSERT INTO gpu_timeline (uuid, started, run_id, node, serial, named, prev_named, "
-            f"prev_started, prev_node, prev_serial) VALUES ({m}, {m}, {m}, {m}, {m}, {m}, {m}, "
-            f"{m}, {m}, {m})",
-            (
-                uuid,
-                run.started,
-                run.run_id,
-                run.node,
-                serial,
-                int(named),
-                None if prev is None else int(prev[0]),
-                *((None, None, None) if prev is None else prev[1:]),
-            ),
+        db.execute(
+            f"UPDATE node_timeline SET prev_failed = {m}, prev_started = {m} WHERE (node, "
+            f"started, run_id) = (SELECT node, started, run_id FROM node_timeline WHERE node = "
+            f"{m} AND fitness IN ('pass', 'fail') AND (started, run_id) > ({m}, {m}) ORDER BY "
+            "started, run_id LIMIT 1)",
+            (int(run.fitness == "fail"), run.started, run.node, run.started, run.run_id),
         )
-        following = (int(named), run.started, run.node, serial, uuid, run.started, run.run_id)
-        execute(gpu_next, following)
+    if not run.gpus:
+        return
+    db.executemany(
+        "INSERT INTO gpu_timeline (uuid, started, run_id, node, serial, named, prev_named, "
+        f"prev_started, prev_node, prev_serial) SELECT {m}, {m}, {m}, {m}, {m}, {m}, p.named, "
+        "p.started, p.node, p.serial FROM (SELECT 1 AS one) AS one LEFT JOIN (SELECT named, "
+        f"started, node, serial FROM gpu_timeline WHERE uuid = {m} AND (started, run_id) < "
+        f"({m}, {m}) ORDER BY started DESC, run_id DESC LIMIT 1) AS p ON 1 = 1",
+        [
+            (uuid, run.started, run.run_id, run.node, serial, int(named), *link)
+            for uuid, serial, named in run.gpus
+            for link in [(uuid, run.started, run.run_id)]
+        ],
+    )
+    db.executemany(
+        f"UPDATE gpu_timeline SET prev_named = {m}, prev_started = {m}, prev_node = {m}, "
+        f"prev_serial = {m} WHERE (uuid, started, run_id) = (SELECT uuid, started, run_id FROM "
+        f"gpu_timeline WHERE uuid = {m} AND (started, run_id) > ({m}, {m}) ORDER BY started, "
+        "run_id LIMIT 1)",
+        [
+            (int(named), run.started, run.node, serial, uuid, run.started, run.run_id)
+            for uuid, serial, named in run.gpus
+        ],
+    )
 
 
 # -- reading ------------------------------------------------------------------------------------

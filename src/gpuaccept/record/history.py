@@ -31,13 +31,16 @@ from gpuaccept.record.fleet_tables import (
     FIGURES_BEYOND,
     GPU_INCIDENTS,
     GPU_STRETCHES,
+    LATEST_UPSERT,
     MIDDLE_VALUES,
     NEWEST_ACCEPT_ACTIONS,
     NEWEST_FIGURES,
     NODE_INCIDENTS,
     SQLITE_TYPES,
+    Cursor,
     figure_rows,
     keep_fleet_figures,
+    keep_latest,
     keep_timelines,
     previous_latest,
     tables,
@@ -146,15 +149,6 @@ CREATE TABLE IF NOT EXISTS latest_runs (
     PRIMARY KEY (node, command, level)
 ) WITHOUT ROWID
 """
-# A run becomes its kind's latest on its node only when it started later (or as late, and was
-# stored later): an older run imported or pushed from a spool after a newer one changes nothing.
-# `started` is seconds since the epoch here, a timestamptz in PostgreSQL.
-LATEST_UPSERT = (
-    "INSERT INTO latest_runs (node, command, level, started, run_id) "
-    "VALUES ({m}, {m}, {m}, {m}, {m}) ON CONFLICT (node, command, level) DO UPDATE "
-    "SET started = excluded.started, run_id = excluded.run_id "
-    "WHERE (excluded.started, excluded.run_id) > (latest_runs.started, latest_runs.run_id)"
-)
 # 6 reads a GPU's window from gpu_timeline: the two indexes 5 added for it (a GPU's runs by
 # UUID with their serial, each run's kind, start and host by id) go
 _V6_DROPPED = (
@@ -706,42 +700,42 @@ class History(ABC):
         return {int(run_id): str(action) for run_id, action in self._rows(NEWEST_ACCEPT_ACTIONS)}
 
     def _keep_fleet_tables(
-        self, execute: Any, report: RunReport, run_id: int, measurements: Sequence[Any]
+        self, db: Cursor, report: RunReport, run_id: int, measurements: Sequence[Any]
     ) -> None:
         """After a run is stored, in its transaction: latest_runs, the fleet's figures and the
         timelines, by the same statements in both stores."""
         key = latest_key(report)
         started = self._instant(report.started_at)
-        previous = previous_latest(execute, self._mark, key)
-        execute(LATEST_UPSERT.format(m=self._mark), (*key, started, run_id))
-        rows = figure_rows(measurements, started, report.started_at, report.hostname)
-        keep_fleet_figures(execute, self._mark, key, run_id, rows, previous)
+        previous = previous_latest(db, self._mark, key)
+        if keep_latest(db, self._mark, key, started, run_id):
+            rows = figure_rows(measurements, started, report.started_at, report.hostname)
+            keep_fleet_figures(db, self._mark, run_id, rows, previous)
         if report.command == "accept":
             from gpuaccept.report.node_verdict import verdict_fitness
 
             fitness = verdict_fitness(report.verdict)
-            keep_timelines(execute, self._mark, timeline_run(report, run_id, started, fitness))
+            keep_timelines(db, self._mark, timeline_run(report, run_id, started, fitness))
 
     # the order a run's figures were stored in (their ordinal in fleet_figures)
     _stored_order: str
 
-    def _fill_fleet_figures(self, execute: Any) -> None:
+    def _fill_fleet_figures(self, db: Cursor) -> None:
         """Schema 6's fleet_figures from the runs latest_runs names, by the append's own
         statements."""
         m = self._mark
-        latest = execute(
-            "SELECT l.node, l.command, l.level, l.run_id, l.started, r.started_at, r.hostname "
-            "FROM latest_runs l JOIN runs r ON r.id = l.run_id",
+        latest = db.execute(
+            "SELECT l.run_id, l.started, r.started_at, r.hostname FROM latest_runs l "
+            "JOIN runs r ON r.id = l.run_id",
             (),
         ).fetchall()
-        for node, command, level, run_id, started, started_at, hostname in latest:
-            measurements = execute(
+        for run_id, started, started_at, hostname in latest:
+            measurements = db.execute(
                 f"SELECT {MEASUREMENT_COLUMNS} FROM measurements WHERE run_id = {m} "
                 f"ORDER BY {self._stored_order}",
                 (run_id,),
             ).fetchall()
             rows = figure_rows(measurements, started, started_at, hostname)
-            keep_fleet_figures(execute, m, (node, command, level), int(run_id), rows, None)
+            keep_fleet_figures(db, m, int(run_id), rows, None)
 
     def _action(self, run_id: int, passed: int, text: str | None) -> str:
         """The recommended action of a stored accept run that did not pass, '' otherwise."""
@@ -961,7 +955,7 @@ class SqliteHistory(History):
                 db.execute(statement)
             for table in ("fleet_figures", "node_timeline", "gpu_timeline"):
                 db.execute(f"DELETE FROM {table}")  # filled from the runs, whatever was there
-            self._fill_fleet_figures(db.execute)
+            self._fill_fleet_figures(db)
             accept = db.execute(
                 "SELECT id, started_at, passed, CASE WHEN passed = 0 THEN report_json END "
                 "FROM runs WHERE command = 'accept'"
@@ -1011,7 +1005,7 @@ class SqliteHistory(History):
                     f"INSERT INTO run_gpus ({RUN_GPU_COLUMNS}) VALUES (?, ?, ?, ?, ?)",
                     run_gpu_rows(report, run_id),
                 )
-                self._keep_fleet_tables(db.execute, report, run_id, measurements)
+                self._keep_fleet_tables(db, report, run_id, measurements)
                 stored.append((run_id, True))
         return stored
 

@@ -311,7 +311,8 @@ class PgHistory(History):
                         (json.dumps(plan.out_of_service_uuids()), run_id),
                     )
             if target == 6:
-                self._fill_fleet_figures(self._connection.execute)
+                with self._connection.cursor() as cursor:
+                    self._fill_fleet_figures(cursor)
                 self._connection.execute(
                     "CREATE TEMP TABLE upgrade_runs (id BIGINT PRIMARY KEY, action TEXT NOT NULL) "
                     "ON COMMIT DROP"
@@ -362,13 +363,8 @@ class PgHistory(History):
         stored: list[tuple[int, bool]] = []
         recorded_at = datetime.now(UTC).isoformat()
         marks = ", ".join(["%s"] * (len(RUN_INSERT_COLUMNS.split(", ")) + 1))
+        new: list[tuple[RunReport, int, list[tuple[Any, ...]]]] = []
         with self._connection.transaction(), self._connection.cursor() as cursor:
-            # the fleet's tables (latest_runs' displaced run, each GPU's newest figure, the
-            # links of a timeline) are read and rewritten by each append: appends take turns,
-            # as SQLite's BEGIN IMMEDIATE makes them; taken first, before any row is locked, so
-            # no two writers wait on each other (24 at once, with shared runs: tests/record/
-            # test_spool.py)
-            cursor.execute("SELECT pg_advisory_xact_lock(%s)", (_APPEND_LOCK,))
             for report, source in reports:
                 digest = report_sha256(report)
                 cursor.execute(
@@ -398,8 +394,18 @@ class PgHistory(History):
                         with cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
                             for values in rows:
                                 copy.write_row(values)
-                self._keep_fleet_tables(cursor.execute, report, run_id, measurements)
+                new.append((report, run_id, measurements))
                 stored.append((run_id, True))
+            if new:
+                # The fleet's tables (latest_runs' displaced run, each GPU's newest figure, a
+                # timeline's links) are read and rewritten by each append: appends take turns
+                # at them, as SQLite's BEGIN IMMEDIATE makes them. After every run of this
+                # append is in: a writer holding the lock then waits on no row another writer
+                # holds (the fleet's rows of an uncommitted append are not written yet), so no
+                # two wait on each other (24 writers with shared runs: tests/record/test_spool.py)
+                cursor.execute("SELECT pg_advisory_xact_lock(%s)", (_APPEND_LOCK,))
+                for report, run_id, measurements in new:
+                    self._keep_fleet_tables(cursor, report, run_id, measurements)
         return stored
 
     # -- reading ----------------------------------------------------------------------------
