@@ -1,5 +1,6 @@
 """What `history fleet` reads, kept by every append in both stores (schema 6, issue #33 §2: the
-fleet's view under a second at 10,000 nodes, benchmarks/history_scale.py).
+fleet's view counted by the database, bounded by the fleet; benchmarks/history_scale.py measures
+it, docs/results/2026-11-26-history-scale-session7.md).
 
 - `fleet_figures`: the figures of each node's newest run of each kind (the runs latest_runs
   names), each marked `newest` when it is its GPU's newest figure of its metric among them (a
