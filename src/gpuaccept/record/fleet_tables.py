@@ -23,9 +23,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from gpuaccept.results import RunReport
+
+if TYPE_CHECKING:
+    from gpuaccept.actions import ActionPlan
 
 
 class Cursor(Protocol):
@@ -224,11 +227,16 @@ class TimelineRun:
     gpus: tuple[tuple[str, str | None, bool], ...]  # (UUID, serial, named for a remediation)
 
 
+def failed_plan(report: RunReport) -> ActionPlan | None:
+    """The action plan of a run that did not pass (its recommended action, the GPUs it names for
+    a remediation); None for one that passed."""
+    return None if report.verdict.passed else report.action_plan
+
+
 def timeline_run(report: RunReport, run_id: int, started: Any, fitness: str) -> TimelineRun:
     """What the timelines keep of a stored accept run. A UUID a capture lists twice is one GPU
     there (its least serial)."""
-    failed = not report.verdict.passed
-    plan = report.action_plan if failed else None
+    plan = failed_plan(report)
     named = set(plan.out_of_service_uuids()) if plan is not None else set()
     serials: dict[str, str | None] = {}
     for gpu in report.environment.get("gpus") or []:

@@ -38,6 +38,7 @@ from gpuaccept.record.fleet_tables import (
     NODE_INCIDENTS,
     SQLITE_TYPES,
     Cursor,
+    failed_plan,
     figure_rows,
     keep_fleet_figures,
     keep_latest,
@@ -364,8 +365,8 @@ def fleet_columns(report: RunReport) -> tuple[str, str, str | None]:
     from gpuaccept.record.self_comparison import stored_drop
     from gpuaccept.report.node_verdict import verdict_fitness
 
-    failed_accept = report.command == "accept" and not report.verdict.passed
-    named = report.action_plan.out_of_service_uuids() if failed_accept else []
+    plan = failed_plan(report) if report.command == "accept" else None
+    named = plan.out_of_service_uuids() if plan is not None else []
     drop = stored_drop(report)
     return (
         verdict_fitness(report.verdict),
@@ -606,9 +607,14 @@ class History(ABC):
 
     _mark: str  # the placeholder of the store's driver
 
-    @abstractmethod
+    _connection: Any  # the driver's connection: sqlite3's or psycopg's
+
     def _rows(self, sql: str, parameters: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """The rows of `sql`, whose `{m}` are the driver's placeholders."""
+        rows: list[tuple[Any, ...]] = self._connection.execute(
+            sql.format(m=self._mark), parameters
+        ).fetchall()
+        return rows
 
     @abstractmethod
     def _instant(self, started_at: str) -> Any:
@@ -739,9 +745,8 @@ class History(ABC):
 
     def _action(self, run_id: int, passed: int, text: str | None) -> str:
         """The recommended action of a stored accept run that did not pass, '' otherwise."""
-        if passed or text is None:
-            return ""
-        return self._parsed_report(run_id, text).action_plan.action.value
+        plan = None if passed or text is None else failed_plan(self._parsed_report(run_id, text))
+        return "" if plan is None else plan.action.value
 
     def _slower(self, rows: Sequence[tuple[Any, str]]) -> dict[int, CheckResult]:
         found = {}
@@ -765,9 +770,6 @@ class SqliteHistory(History):
     def __init__(self, path: Path, connection: sqlite3.Connection) -> None:
         self.location = path
         self._connection = connection
-
-    def _rows(self, sql: str, parameters: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        return self._connection.execute(sql.format(m="?"), parameters).fetchall()
 
     def _instant(self, started_at: str) -> float:
         return run_started(started_at).timestamp()

@@ -197,9 +197,6 @@ class PgHistory(History):
         self.location = location
         self._connection = connection
 
-    def _rows(self, sql: str, parameters: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        return self._connection.execute(sql.format(m="%s"), parameters).fetchall()
-
     def _instant(self, started_at: str) -> datetime:
         return run_started(started_at)
 
