@@ -14,6 +14,7 @@ from gpuaccept.cli import app
 from gpuaccept.errors import InputError
 from gpuaccept.record.fleet import check_window, fleet_state
 from gpuaccept.record.history import History
+from tests.act.test_offenders import UUID, _run
 from tests.record.test_fleet_comparison import burnin_report
 from tests.record.test_history_stores import _corpus
 
@@ -118,3 +119,57 @@ def test_the_mtbi_json_rounds_hours_to_the_thousandth() -> None:
             "mean_hours_between_incidents": third.mean_hours,
         }
     ]
+
+
+@pytest.mark.parametrize(("tolerance", "min_gpus"), [(10.0, 3), (10.0, 9), (0.5, 1), (50.0, 3)])
+def test_the_page_reads_every_figure_and_judges_as_the_store_counts(
+    tmp_path: Path, tolerance: float, min_gpus: int
+) -> None:
+    """`history fleet` reads only the laggards (figures None); the page reads every figure: both
+    say the same laggards and keep the options they were given."""
+    path = tmp_path / "h.sqlite"
+    with History.open(path) as history:
+        history.append(_corpus())
+        counted = fleet_state(
+            history, tolerance_percent=tolerance, min_samples=min_gpus, mtbi_days=30.0
+        ).view
+        page = fleet_state(
+            history,
+            tolerance_percent=tolerance,
+            min_samples=min_gpus,
+            mtbi_days=30.0,
+            every_figure=True,
+        ).view
+        points = history.fleet_points()
+    assert counted.figures is None
+    assert page.figures is not None
+    assert sorted(map(repr, (f.point for f in page.figures))) == sorted(map(repr, points))
+    assert page.outliers == counted.outliers
+    assert [f.outlier for f in page.figures].count(True) == len(counted.outliers)
+    for view in (counted, page):
+        assert (view.tolerance_percent, view.min_samples) == (tolerance, min_gpus)
+    # the options change what is flagged: the test would not see them dropped otherwise
+    if (tolerance, min_gpus) == (0.5, 1):
+        assert len(counted.outliers) > 1
+    if min_gpus == 9:
+        assert counted.outliers == []
+
+
+def test_the_failing_nodes_actions_and_the_mtbi_most_incidents_first(tmp_path: Path) -> None:
+    path = tmp_path / "h.sqlite"
+    with History.open(path) as history:
+        # a second GPU named once, beside the moved one named twice
+        history.append([*_corpus(), (_run("node-f", 3, remap=True, uuid="GPU-Y"), "t")])
+        state = fleet_state(history, tolerance_percent=10.0, min_samples=3, mtbi_days=30.0)
+        wanted = {
+            run.id: history.report(run.id).action_plan.action.value
+            for run in state.view.nodes
+            if not run.verdict.passed
+        }
+    assert wanted  # node-a's and node-b's newest accepts failed
+    assert state.actions == wanted
+    incidents = [m.incidents for m in state.mtbi.nodes]
+    assert incidents == sorted(incidents, reverse=True)
+    assert incidents[0] > incidents[-1]
+    # the GPUs likewise: the moved one (two incidents) before the other (one)
+    assert [(m.what, m.incidents) for m in state.mtbi.gpus] == [(UUID, 2), ("GPU-Y", 1)]
