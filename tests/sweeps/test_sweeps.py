@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -138,6 +139,34 @@ def test_min_busbw_fails_like_nccl_tests_min_bw(
     failed = collectives_result(run, average / 0.89, 0.0)
     assert failed.status == Status.FAIL
     assert "below 0.9 x --min-busbw" in failed.message
+
+
+def test_one_rank_records_no_bus_bandwidth_where_nccl_tests_factor_is_zero() -> None:
+    # measured on an H100 (docs/results/2026-11-27-nvidia-h100-session.md): one rank gave
+    # all_reduce 0.0 GB/s as a figure for the history, and --min-busbw failed it
+    rows = {
+        op: run_ranks(
+            coll.collective_sweep_rank, 1, coll.SweepSpec(op, (1024,), 0, 1), 120, "gloo"
+        )[0]
+        for op in ("all_reduce", "all_to_all", "broadcast")
+    }
+    assert coll.average_busbw_gbps(rows["all_reduce"]) == 0.0  # nccl-tests' own figure at n = 1
+    result = collectives_result(CollectiveRun(rows, 1, "gloo"), 1e-6, 0.0)
+    assert [m.name for m in result.measurements] == ["broadcast_avg_busbw_gbps"]
+    assert result.measurements[0].value > 0
+    assert result.status == Status.PASS, result.message
+    assert "all_reduce, all_to_all: correctness only, no bus bandwidth on 1 rank" in result.message
+    # a wrong element on one rank still fails: correctness is judged without a bandwidth
+    wrong = [replace(rows["all_reduce"][0], in_place_wrong=3)]
+    failed = collectives_result(CollectiveRun({"all_reduce": wrong}, 1, "gloo"), None, 0.0)
+    assert failed.status == Status.FAIL
+    assert failed.measurements == []
+    assert "all_reduce: 3 wrong element(s)" in failed.message
+    # two ranks keep every figure, zero or not
+    two = collectives_result(
+        CollectiveRun({"all_reduce": rows["all_reduce"]}, 2, "gloo"), None, 0.0
+    )
+    assert [m.name for m in two.measurements] == ["all_reduce_avg_busbw_gbps"]
 
 
 def test_nbody_tiling_does_not_change_the_answer() -> None:
