@@ -140,8 +140,8 @@ def running(*, durable: bool = False) -> Iterator[Server]:
             ],
             **run,
         )
-        options = (
-            f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200"
+        options = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c max_connections=200" + (
+            "" if durable else " -c fsync=off"
         )
         subprocess.run(
             [

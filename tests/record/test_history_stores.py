@@ -243,6 +243,27 @@ def test_a_server_that_cannot_be_reached_is_said_in_one_line(pg_server: Any) -> 
     assert "\n" not in str(raised.value)
 
 
+def _setting(server: Any, name: str) -> str:
+    import psycopg
+
+    with psycopg.connect(server.uri(), passfile=str(server.passfile)) as connection:
+        row = connection.execute(f"SHOW {name}").fetchone()
+    assert row is not None
+    return str(row[0])
+
+
+def test_the_benchmarks_server_syncs_its_writes_and_the_tests_server_does_not(
+    pg_server: Any,
+) -> None:
+    # the published PostgreSQL figures (docs/results) are of a server that syncs, as a fleet's
+    # would: `durable` was once ignored and every server ran with fsync off
+    from tests import pg_server as servers
+
+    assert _setting(pg_server, "fsync") == "off"
+    with servers.running(durable=True) as durable:
+        assert _setting(durable, "fsync") == "on"
+
+
 def test_tls_required_of_a_server_without_it_is_unreachable(
     pg_history: str,
 ) -> None:
