@@ -22,7 +22,10 @@ Per-GPU facts (all optional; a missing one raises NVML_ERROR_NOT_SUPPORTED like 
   pcie: {gen, gen_max_gpu, gen_max_system, width, width_max}, each value or list
   pcie_replay: value or list
   nvlink: [ {"active": true, "version": 4, "crc": 0, "replay": 0, "recovery": 0}, ... ]
-          ("state": 0-3 instead of "active" gives NVML_NVLINK_STATE_* as is)
+          ("state": 0-3 instead of "active" gives NVML_NVLINK_STATE_* as is; a counter null
+          raises NVML_ERROR_NOT_SUPPORTED, as NVLink5 boards do)
+  nvlink5_recoveries: [[successful, failed], ...] fields 213/214 over all links, one pair per
+          read (the last repeats); missing: not supported
   recovery_action: 0-7 (NVML_FI_DEV_GET_GPU_RECOVERY_ACTION; missing: not supported)
   fabric: {"state": 3, "status": 0, "clique": 1, "health_mask": 0} ({"error": N}: NVML error N)
   mig: {"current": 1, "pending": 1, "instances": ["MIG-<uuid digits>", ...]}
@@ -370,6 +373,8 @@ def _link(handle: _Handle, link: int) -> dict[str, Any]:
 
 def _reading(entry: dict[str, Any], key: str, handle: _Handle, link: int) -> int:
     value = entry.get(key, 0)
+    if value is None:  # an NVLink5 board: the DL error counters are not read there
+        raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
     if isinstance(value, list):
         with _lock:
             call = (handle.index, "nvlink", link, key)
@@ -459,10 +464,31 @@ class _FieldValue:
 NVML_FI_DEV_GET_GPU_RECOVERY_ACTION = 230
 
 
-def nvmlDeviceGetFieldValues(handle: _Handle, field_ids: list[int]) -> list[_FieldValue]:
+NVML_FI_DEV_NVLINK_COUNT_LINK_RECOVERY_SUCCESSFUL_EVENTS = 213
+NVML_FI_DEV_NVLINK_COUNT_LINK_RECOVERY_FAILED_EVENTS = 214
+_ALL_LINKS = 0xFFFFFFFF
+
+
+def nvmlDeviceGetFieldValues(
+    handle: _Handle, field_ids: list[int | tuple[int, int]]
+) -> list[_FieldValue]:
+    """pynvml's form: a field id, or (field id, scope id); NVLink5's recovery counts are given
+    for the scope of all links only, as DCGM reads them."""
     gpu = _gpu(handle)
-    fields = {NVML_FI_DEV_GET_GPU_RECOVERY_ACTION: gpu.get("recovery_action")}
-    return [_FieldValue(field, fields.get(field)) for field in field_ids]
+    recoveries = gpu.get("nvlink5_recoveries")
+    values = []
+    for entry in field_ids:
+        field, scope = entry if isinstance(entry, tuple) else (entry, 0)
+        value = gpu.get("recovery_action") if field == NVML_FI_DEV_GET_GPU_RECOVERY_ACTION else None
+        if recoveries is not None and scope == _ALL_LINKS and field in (213, 214):
+            with _lock:
+                call = (handle.index, "field", field)
+                count = _state["calls"].get(call, 0)
+                _state["calls"][call] = count + 1
+            pair = recoveries[min(count, len(recoveries) - 1)]
+            value = int(pair[field - 213])
+        values.append(_FieldValue(field, value))
+    return values
 
 
 # --- events ---------------------------------------------------------------------------------

@@ -116,6 +116,97 @@ def test_a_growing_nvlink_replay_counter_read_through_nvml_fails(fake_gpus: Any)
     assert result.message == f"NVML GPU 0 ({UUID}): NVLink 5 replay errors grew by 5 in the run"
 
 
+def _nvlink5(**kwargs: Any) -> ErrorCounters:
+    """A GPU whose active links NVML reads no DL error counter of (NVLink5)."""
+    uncounted = {"nvlink": {0: (None, None, None), 1: (None, None, None)}}
+    return _counters(**(uncounted | {"nvlink_uncounted": (0, 1)} | kwargs))
+
+
+@pytest.mark.parametrize(
+    ("end", "failures", "warnings"),
+    [
+        ((0, 1), ["1 failed NVLink link recovery in the run (DCGM fails any)"], []),
+        ((3, 0), [], ["NVLink links recovered 3 time(s) in the run (DCGM warns)"]),
+        ((2, 2), ["2 failed NVLink link recoveries"], ["recovered 2 time(s)"]),
+        ((5, 5), [], []),  # no growth
+        ((4, 4), [], []),  # counters that went back (a driver reload) are no growth
+    ],
+)
+def test_nvlink5_link_recoveries_are_judged_as_dcgm_judges_them(
+    end: tuple[int, int], failures: list[str], warnings: list[str]
+) -> None:
+    findings = Findings("events", "HEALTH")
+    growth = events.judge_growth(
+        CounterSnapshot(0.0, (_nvlink5(nvlink_recoveries=(5, 5) if end[0] >= 4 else (0, 0)),)),
+        CounterSnapshot(60.0, (_nvlink5(nvlink_recoveries=end),)),
+        findings,
+    )
+    assert len(findings.failures) == len(failures)
+    assert len(findings.warnings) == len(warnings)
+    for expected, found in zip(
+        failures + warnings, findings.failures + findings.warnings, strict=True
+    ):
+        assert expected in found
+        assert found.startswith(f"NVML GPU 0 ({UUID}): ")
+    grew = growth[0]["grew"] if growth else {}
+    assert grew.get("nvlink_recovery_failed", 0) == (end[1] if failures else 0)
+    assert grew.get("nvlink_recovery_successful", 0) == (end[0] if warnings else 0)
+
+
+def test_nvlink5_links_whose_errors_nvml_cannot_read_are_said_unjudged() -> None:
+    findings = Findings("events", "HEALTH")
+    events.judge_growth(
+        CounterSnapshot(0.0, (_nvlink5(),)), CounterSnapshot(60.0, (_nvlink5(),)), findings
+    )
+    assert findings.failures == []
+    assert findings.warnings == [
+        f"NVML GPU 0 ({UUID}): NVLink 0, 1: NVML reads no error counter of these links and no "
+        "link recovery count: their errors in the run were not judged"
+    ]
+    # counters read per link (before NVLink5) are judged as they were, and nothing is added
+    findings = Findings("events", "HEALTH")
+    events.judge_growth(
+        CounterSnapshot(0.0, (_counters(),)), CounterSnapshot(60.0, (_counters(),)), findings
+    )
+    assert findings.warnings == []
+    assert findings.failures == []
+
+
+def test_nvlink5_recoveries_read_through_nvml(fake_gpus: Any) -> None:
+    blackwell = {"active": True, "version": 5, "crc": None, "crc_data": None}
+    blackwell |= {"replay": None, "recovery": None}
+    links = [dict(blackwell) for _ in range(18)]
+    links[17] = {"active": False, "version": 5, "crc": None, "crc_data": None}  # not in use
+    gpu = h100_sxm(nvlink=links, nvlink5_recoveries=[[7, 0], [7, 1]])
+    fake_gpus({"gpus": [gpu]})
+    start = read_snapshot()
+    assert start is not None
+    assert start.counters[0].nvlink_uncounted == tuple(range(17))
+    assert start.counters[0].nvlink_recoveries == (7, 0)
+    result = events.run(replace(gpu_context(), start_counters=start))
+    assert result.status is Status.FAIL
+    assert result.message == (
+        f"NVML GPU 0 ({UUID}): 1 failed NVLink link recovery in the run (DCGM fails any)"
+    )
+    # a driver that gives neither: said, not passed in silence
+    fake_gpus({"gpus": [h100_sxm(nvlink=links)]})
+    start = read_snapshot()
+    assert start is not None
+    assert start.counters[0].nvlink_recoveries is None
+    result = events.run(replace(gpu_context(), start_counters=start))
+    assert result.status is Status.WARN
+    assert "NVLink 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16: NVML reads no" in (
+        result.message
+    )
+    # links whose counters read (Hopper) never ask for the fields
+    hopper = [{"active": True} for _ in range(18)]
+    fake_gpus({"gpus": [h100_sxm(nvlink=hopper, nvlink5_recoveries=[[0, 9]])]})
+    start = read_snapshot()
+    assert start is not None
+    assert start.counters[0].nvlink_uncounted == ()
+    assert start.counters[0].nvlink_recoveries is None
+
+
 def test_a_growing_pcie_replay_counter_read_through_nvml_warns(fake_gpus: Any) -> None:
     fake_gpus({"gpus": [h100_sxm(pcie_replay=[0, 100])]})
     start = read_snapshot()

@@ -23,7 +23,7 @@ from gpuaccept.checks.load_judging import replay_rate_limit
 from gpuaccept.probe.hardware import nvml_missing_reason
 from gpuaccept.probe.kernel_log import KernelLogScan, scan_kernel_log
 from gpuaccept.probe.nvml_events import GpuEvent
-from gpuaccept.probe.nvml_health import CounterSnapshot, read_snapshot
+from gpuaccept.probe.nvml_health import CounterSnapshot, ErrorCounters, read_snapshot
 from gpuaccept.probe.xid import XID_SOURCE, describe_xid, is_critical
 from gpuaccept.results import CheckResult, Status
 
@@ -183,9 +183,55 @@ def judge_growth(
                 )
             caused = Cause(text, "cause", "nvlink-errors", before.uuid)
             (findings.failures if above else findings.warnings).append(caused)
+        _judge_nvlink_recoveries(tag, before, after, grew, findings)
         if grew:
             growth.append({"uuid": before.uuid, "index": before.index, "grew": grew})
     return growth
+
+
+def _judge_nvlink_recoveries(
+    tag: str, before: ErrorCounters, after: ErrorCounters, grew: dict[str, int], findings: Findings
+) -> None:
+    """Links whose DL error counters NVML does not read (NVLink5) are judged as DCGM judges them
+    there: a failed link recovery in the run fails, a successful one warns (probe/nvml_health.py
+    names the source). Where neither can be read, the run says their errors went unjudged."""
+    uncounted = sorted(set(before.nvlink_uncounted) | set(after.nvlink_uncounted))
+    if not uncounted:
+        return
+    was, now = before.nvlink_recoveries, after.nvlink_recoveries
+    if was is None or now is None:
+        findings.warnings.append(
+            f"{tag}: NVLink {_links(uncounted)}: NVML reads no error counter of "
+            f"{'this link' if len(uncounted) == 1 else 'these links'} and no link recovery "
+            "count: their errors in the run were not judged"
+        )
+        return
+    recovered, failed = now[0] - was[0], now[1] - was[1]
+    if failed > 0:
+        grew["nvlink_recovery_failed"] = failed
+        findings.failures.append(
+            Cause(
+                f"{tag}: {failed} failed NVLink link recover{'y' if failed == 1 else 'ies'} in "
+                "the run (DCGM fails any)",
+                "cause",
+                "nvlink-errors",
+                before.uuid,
+            )
+        )
+    if recovered > 0:
+        grew["nvlink_recovery_successful"] = recovered
+        findings.warnings.append(
+            Cause(
+                f"{tag}: NVLink links recovered {recovered} time(s) in the run (DCGM warns)",
+                "cause",
+                "nvlink-errors",
+                before.uuid,
+            )
+        )
+
+
+def _links(links: list[int]) -> str:
+    return ", ".join(str(link) for link in links)
 
 
 def _judge_replay_growth(

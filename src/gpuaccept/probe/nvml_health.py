@@ -36,6 +36,15 @@ RECOVERY_ACTIONS = {
 }
 _RECOVERY_ACTION_FIELD = 230
 
+# NVLink5 (Blackwell on) deprecates the per-link DL error counters (CRC, replay, recovery): DCGM
+# watches the GPU's link recovery events instead, successful ones warning and failed ones failing
+# (modules/health/DcgmHealthWatch.cpp:1456-1467 and 3786-3795 at NVIDIA/DCGM 72fa3fe), read as
+# NVML fields 213 and 214 (pynvml's NVML_FI_DEV_NVLINK_COUNT_LINK_RECOVERY_SUCCESSFUL_EVENTS and
+# _FAILED_EVENTS; DCGM's dcgmlib/src/dcgm_fields.cpp:4986-5004) over all links at once, scope
+# UINT_MAX (DcgmCacheManager.cpp:8691-8697, DcgmCMUtils.cpp:233-251).
+NVLINK5_RECOVERY_FIELDS = (213, 214)
+_ALL_LINKS = 0xFFFFFFFF
+
 
 @dataclass(frozen=True)
 class NvLink:
@@ -72,6 +81,10 @@ class ErrorCounters:
     ecc_uncorrected_volatile: int | None = None
     # link number -> (crc, replay, recovery)
     nvlink: dict[int, tuple[int | None, int | None, int | None]] = field(default_factory=dict)
+    # active links none of whose error counters NVML reads (NVLink5 deprecates them) ...
+    nvlink_uncounted: tuple[int, ...] = ()
+    # ... and, read only then, the GPU's link recovery events over all links: (successful, failed)
+    nvlink_recoveries: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -294,7 +307,14 @@ def read_counters(nvml: Any, handle: Any, uuid: str, index: int | None = None) -
         )
         return int(value) if value is not None else None
 
+    def counts(link: NvLink) -> tuple[int | None, int | None, int | None]:
+        return link.crc_errors, link.replay_errors, link.recovery_errors
+
     replays = read_or_none(nvml.nvmlDeviceGetPcieReplayCounter, handle)
+    links = read_nvlinks(nvml, handle)
+    uncounted = tuple(
+        link.link for link in links if link.active and counts(link) == (None, None, None)
+    )
     return ErrorCounters(
         uuid=uuid,
         index=index,
@@ -303,11 +323,32 @@ def read_counters(nvml: Any, handle: Any, uuid: str, index: int | None = None) -
         pcie_width_max=read_or_none(nvml.nvmlDeviceGetMaxPcieLinkWidth, handle),
         ecc_corrected_volatile=ecc("NVML_MEMORY_ERROR_TYPE_CORRECTED"),
         ecc_uncorrected_volatile=ecc("NVML_MEMORY_ERROR_TYPE_UNCORRECTED"),
-        nvlink={
-            link.link: (link.crc_errors, link.replay_errors, link.recovery_errors)
-            for link in read_nvlinks(nvml, handle)
-        },
+        nvlink={link.link: counts(link) for link in links},
+        nvlink_uncounted=uncounted,
+        nvlink_recoveries=read_nvlink_recoveries(nvml, handle) if uncounted else None,
     )
+
+
+def read_nvlink_recoveries(nvml: Any, handle: Any) -> tuple[int, int] | None:
+    """NVLink5's link recovery events of the GPU, (successful, failed), over all its links; None
+    where NVML does not give both."""
+    read = getattr(nvml, "nvmlDeviceGetFieldValues", None)
+    fields = [(field_id, _ALL_LINKS) for field_id in NVLINK5_RECOVERY_FIELDS]
+    values = read_or_none(read, handle, fields) if read else None
+    if not values or len(values) != len(fields):
+        return None
+    counts = []
+    for value in values:
+        if int(getattr(value, "nvmlReturn", 1)) != 0:
+            return None
+        counts.append(_field_number(value))
+    return counts[0], counts[1]
+
+
+def _field_number(value: Any) -> int:
+    """The number a c_nvmlFieldValue_t holds, from the union member its valueType names."""
+    member = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
+    return int(getattr(value.value, member.get(int(getattr(value, "valueType", 1)), "uiVal")))
 
 
 def read_all_counters(nvml: Any) -> tuple[list[ErrorCounters], list[str]]:
@@ -411,9 +452,7 @@ def read_recovery_action(nvml: Any, handle: Any) -> str | None:
     value = values[0]
     if int(getattr(value, "nvmlReturn", 1)) != 0:
         return None
-    # nvmlValueType_t: the union member the driver filled
-    member = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
-    number = int(getattr(value.value, member.get(int(getattr(value, "valueType", 1)), "uiVal")))
+    number = _field_number(value)
     return RECOVERY_ACTIONS.get(number, f"action {number}")
 
 
