@@ -30,6 +30,8 @@ Per-GPU facts (all optional; a missing one raises NVML_ERROR_NOT_SUPPORTED like 
   fabric: {"state": 3, "status": 0, "clique": 1, "health_mask": 0} ({"error": N}: NVML error N)
   mig: {"current": 1, "pending": 1, "instances": ["MIG-<uuid digits>", ...]}
   persistence: 1
+Scenario-wide: old_driver: true   the versioned calls (temperature, fabric) raise
+          NVML_ERROR_FUNCTION_NOT_FOUND, as pynvml does on a driver that predates them
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from typing import Any
 NVML_SUCCESS = 0
 NVML_ERROR_NOT_SUPPORTED = 3
 NVML_ERROR_NOT_FOUND = 6
+NVML_ERROR_FUNCTION_NOT_FOUND = 13
 NVML_ERROR_TIMEOUT = 10
 NVML_ERROR_GPU_IS_LOST = 15
 NVML_ERROR_UNKNOWN = 999
@@ -321,13 +324,24 @@ def nvmlDeviceGetEnforcedPowerLimit(handle: _Handle) -> int:
     return int(_fact(handle, "power_limit_mw"))
 
 
+def _old_driver() -> bool:
+    """A driver older than the versioned calls: the binding has them, the driver's library not
+    (pynvml raises NVML_ERROR_FUNCTION_NOT_FOUND when one is made)."""
+    return bool(_scenario().get("old_driver"))
+
+
 def nvmlDeviceGetTemperature(handle: _Handle, sensor: int) -> int:
-    # deprecated in NVML (goes in CUDA 14): gpuaccept must read the versioned call below
-    raise NVMLError(NVML_ERROR_UNKNOWN)
+    # deprecated in NVML (goes in CUDA 14): gpuaccept must read the versioned call below, and
+    # this one only where the driver has no other
+    if not _old_driver():
+        raise NVMLError(NVML_ERROR_UNKNOWN)
+    return int(_fact(handle, "temperature_c"))
 
 
 def nvmlDeviceGetTemperatureV(handle: _Handle, sensor: int) -> int:
     """The versioned call gpuaccept reads (the deprecated one above fails here)."""
+    if _old_driver():
+        raise NVMLError(NVML_ERROR_FUNCTION_NOT_FOUND)
     return int(_fact(handle, "temperature_c"))
 
 
@@ -437,6 +451,8 @@ class c_nvmlGpuFabricInfo_v2_t(c_nvmlGpuFabricInfo_t):
 
 def nvmlDeviceGetGpuFabricInfoV(handle: _Handle, info: c_nvmlGpuFabricInfo_v2_t) -> int:
     """The versioned call; fabric "health_mask" is nvmlGpuFabricInfo_v2's healthMask."""
+    if _old_driver():
+        raise NVMLError(NVML_ERROR_FUNCTION_NOT_FOUND)
     nvmlDeviceGetGpuFabricInfo(handle, info)
     info.healthMask = int(_fact(handle, "fabric").get("health_mask", 0))
     return NVML_SUCCESS

@@ -400,6 +400,33 @@ def test_the_fabric_of_an_nvswitch_model_is_judged_or_said_not_judged(
         assert text in result.message
 
 
+@pytest.mark.parametrize(
+    ("fabric", "status", "text"),
+    [
+        ({"state": 3}, Status.PASS, None),
+        ({"state": 1}, Status.FAIL, "fabric registration not started"),
+        ({"error": 999}, Status.WARN, "fabric registration unreadable (NVMLError: NVML error 999)"),
+    ],
+)
+def test_a_driver_older_than_the_versioned_fabric_call_is_read_through_the_old_one(
+    fake_gpus: Any, fabric: dict[str, int], status: Status, text: str | None
+) -> None:
+    # pynvml has nvmlDeviceGetGpuFabricInfoV whatever the driver; where the driver's library
+    # lacks it the call raises FUNCTION_NOT_FOUND, which read as "unreadable" and left the
+    # fabric unjudged on every such node
+    fake_gpus({"gpus": [h100_sxm(fabric=fabric), h100_sxm(1)], "old_driver": True})
+    result = health.run(gpu_context())
+    assert result.status is status, result.message
+    if text is not None:
+        assert text in result.message
+    assert result.details["gpus"][0]["fabric"]["state"] == (
+        "unreadable" if "error" in fabric else _FABRIC_STATE[fabric["state"]]
+    )
+
+
+_FABRIC_STATE = {1: "not started", 3: "completed"}
+
+
 def test_a_card_not_built_for_nvswitch_is_not_warned_about_its_fabric(fake_gpus: Any) -> None:
     gpu = h100_sxm(name="NVIDIA H100 PCIe", pci_device_id=0x233110DE, nvlink=None, fabric=None)
     assert _health(fake_gpus, gpu).status is Status.PASS

@@ -103,13 +103,15 @@ def test_no_nvml_means_no_samples_and_says_why() -> None:
     assert verdict.summary == {"samples": 0, "why": "CPU mode: no GPU to sample"}
 
 
-def test_a_sample_reads_the_temperature_through_the_versioned_call() -> None:
-    """nvmlDeviceGetTemperature is deprecated (gone in CUDA 14); the fake refuses it."""
+@pytest.mark.parametrize("old_driver", [False, True])
+def test_a_sample_reads_the_temperature_through_the_versioned_call(old_driver: bool) -> None:
+    """nvmlDeviceGetTemperature is deprecated (gone in CUDA 14); the fake refuses it, unless the
+    driver predates the versioned call (pynvml then raises FUNCTION_NOT_FOUND for it)."""
     from gpuaccept.probe.load_sampler import take_sample
     from tests import fake_nvml
     from tests.checks.conftest import h100_sxm
 
-    fake_nvml.use({"gpus": [h100_sxm(temperature_c=71)]})
+    fake_nvml.use({"gpus": [h100_sxm(temperature_c=71)], "old_driver": old_driver})
     try:
         fake_nvml.nvmlInit()
         sample = take_sample(fake_nvml, fake_nvml.nvmlDeviceGetHandleByIndex(0), 1.0)

@@ -11,7 +11,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuaccept.probe.nvml_health import read_or_none, read_throttle_mask, throttle_labels
+from gpuaccept.probe.nvml_health import (
+    call_newest,
+    read_or_none,
+    read_throttle_mask,
+    throttle_labels,
+)
 
 SAMPLE_PERIOD_SECONDS = 0.1
 _MAX_SAMPLES = 20_000  # 33 minutes at 10 Hz: a longer phase keeps its first samples only
@@ -43,11 +48,15 @@ def take_sample(nvml: Any, handle: Any, seconds: float) -> LoadSample:
     power = read_or_none(nvml.nvmlDeviceGetPowerUsage, handle)  # milliwatts
     limit = read_or_none(nvml.nvmlDeviceGetEnforcedPowerLimit, handle)
     # the versioned call (nvmlDeviceGetTemperature is deprecated and goes in CUDA 14); the old
-    # one only where this NVML binding has no other
-    read_temperature = (
-        getattr(nvml, "nvmlDeviceGetTemperatureV", None) or nvml.nvmlDeviceGetTemperature
+    # one only where this NVML binding or the driver has no other
+    temperature = read_or_none(
+        call_newest,
+        nvml,
+        "nvmlDeviceGetTemperatureV",
+        "nvmlDeviceGetTemperature",
+        handle,
+        nvml.NVML_TEMPERATURE_GPU,
     )
-    temperature = read_or_none(read_temperature, handle, nvml.NVML_TEMPERATURE_GPU)
     clock = read_or_none(nvml.nvmlDeviceGetClockInfo, handle, nvml.NVML_CLOCK_SM)
     return LoadSample(
         seconds=round(seconds, 3),

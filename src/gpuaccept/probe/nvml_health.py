@@ -136,6 +136,25 @@ def read_or_none(call: Any, *args: Any) -> Any:
         return None
 
 
+# pynvml defines every call of its own release whatever the driver; a call the driver's
+# libnvidia-ml lacks raises NVML_ERROR_FUNCTION_NOT_FOUND when made (pynvml.py:1121-1136 at
+# nvidia-ml-py 13.615.71). A versioned call newer than the driver falls back to the one it
+# replaces, so an older driver is read, not taken for a board that reports nothing.
+NVML_ERROR_FUNCTION_NOT_FOUND = 13
+
+
+def call_newest(nvml: Any, newer: str, older: str, *args: Any) -> Any:
+    """`newer(*args)`, or `older(*args)` where the binding or the driver has no `newer`."""
+    call = getattr(nvml, newer, None)
+    if call is not None:
+        try:
+            return call(*args)
+        except Exception as error:
+            if getattr(error, "value", None) != NVML_ERROR_FUNCTION_NOT_FOUND:
+                raise
+    return getattr(nvml, older)(*args)
+
+
 def _text(raw: Any) -> str:
     return raw.decode() if isinstance(raw, bytes) else str(raw)
 
@@ -275,22 +294,29 @@ _NVML_ERROR_NOT_SUPPORTED = 3
 def read_fabric(nvml: Any, handle: Any) -> Fabric | None:
     """The GPU's fabric registration through the versioned call (the unversioned
     nvmlDeviceGetGpuFabricInfo is deprecated and goes in CUDA 14), with its health mask; the
-    old call where the driver has no other. "not supported" only when NVML says so: any other
-    failure is "unreadable", never a clean bill of health."""
+    old call where the binding or the driver has no other. "not supported" only when NVML says
+    so: any other failure is "unreadable", never a clean bill of health."""
     byref = getattr(nvml, "byref", ctypes.byref)
+    calls = []
     versioned = getattr(nvml, "c_nvmlGpuFabricInfo_v2_t", None)
     if versioned is not None and hasattr(nvml, "nvmlDeviceGetGpuFabricInfoV"):
-        info, call = versioned(), nvml.nvmlDeviceGetGpuFabricInfoV
-    elif hasattr(nvml, "c_nvmlGpuFabricInfo_t") and hasattr(nvml, "nvmlDeviceGetGpuFabricInfo"):
-        info, call = nvml.c_nvmlGpuFabricInfo_t(), nvml.nvmlDeviceGetGpuFabricInfo
-    else:
+        calls.append((versioned, nvml.nvmlDeviceGetGpuFabricInfoV))
+    if hasattr(nvml, "c_nvmlGpuFabricInfo_t") and hasattr(nvml, "nvmlDeviceGetGpuFabricInfo"):
+        calls.append((nvml.c_nvmlGpuFabricInfo_t, nvml.nvmlDeviceGetGpuFabricInfo))
+    if not calls:
         return None
-    try:
-        call(handle, byref(info))
-    except Exception as error:
-        if getattr(error, "value", None) == _NVML_ERROR_NOT_SUPPORTED:
-            return Fabric(state="not supported")
-        return Fabric(state="unreadable", problem=f"{type(error).__name__}: {error}")
+    for number, (make, call) in enumerate(calls):
+        info = make()
+        try:
+            call(handle, byref(info))
+            break
+        except Exception as error:
+            code = getattr(error, "value", None)
+            if code == NVML_ERROR_FUNCTION_NOT_FOUND and number + 1 < len(calls):
+                continue  # a driver older than the versioned call: the call it replaces
+            if code == _NVML_ERROR_NOT_SUPPORTED:
+                return Fabric(state="not supported")
+            return Fabric(state="unreadable", problem=f"{type(error).__name__}: {error}")
     state = _FABRIC_STATES.get(int(info.state), f"state {int(info.state)}")
     mask = int(getattr(info, "healthMask", 0) or 0)
     flags = tuple(name for shift, name in _HEALTH_FLAGS.items() if (mask >> shift) & 0x3 == 1)
