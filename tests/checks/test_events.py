@@ -123,34 +123,37 @@ def _nvlink5(**kwargs: Any) -> ErrorCounters:
 
 
 @pytest.mark.parametrize(
-    ("end", "failures", "warnings"),
+    ("start", "end", "failures", "warnings"),
     [
-        ((0, 1), ["1 failed NVLink link recovery in the run (DCGM fails any)"], []),
-        ((3, 0), [], ["NVLink links recovered 3 time(s) in the run (DCGM warns)"]),
-        ((2, 2), ["2 failed NVLink link recoveries"], ["recovered 2 time(s)"]),
-        ((5, 5), [], []),  # no growth
-        ((4, 4), [], []),  # counters that went back (a driver reload) are no growth
+        ((0, 0), (0, 1), ["1 failed NVLink link recovery in the run (DCGM fails any)"], []),
+        ((0, 0), (1, 0), [], ["NVLink links recovered 1 time(s) in the run (DCGM warns)"]),
+        ((0, 0), (2, 2), ["2 failed NVLink link recoveries"], ["recovered 2 time(s)"]),
+        ((5, 2), (8, 2), [], ["recovered 3 time(s)"]),  # each count against its own start
+        ((2, 5), (2, 7), ["2 failed NVLink link recoveries"], []),
+        ((5, 5), (5, 5), [], []),  # no growth
+        ((5, 5), (4, 4), [], []),  # counters that went back (a driver reload) are no growth
     ],
 )
 def test_nvlink5_link_recoveries_are_judged_as_dcgm_judges_them(
-    end: tuple[int, int], failures: list[str], warnings: list[str]
+    start: tuple[int, int], end: tuple[int, int], failures: list[str], warnings: list[str]
 ) -> None:
     findings = Findings("events", "HEALTH")
     growth = events.judge_growth(
-        CounterSnapshot(0.0, (_nvlink5(nvlink_recoveries=(5, 5) if end[0] >= 4 else (0, 0)),)),
+        CounterSnapshot(0.0, (_nvlink5(nvlink_recoveries=start),)),
         CounterSnapshot(60.0, (_nvlink5(nvlink_recoveries=end),)),
         findings,
     )
     assert len(findings.failures) == len(failures)
     assert len(findings.warnings) == len(warnings)
-    for expected, found in zip(
-        failures + warnings, findings.failures + findings.warnings, strict=True
-    ):
+    found_all = findings.failures + findings.warnings
+    for expected, found in zip(failures + warnings, found_all, strict=True):
         assert expected in found
         assert found.startswith(f"NVML GPU 0 ({UUID}): ")
+        # the action tables read the cause: an NVLink error of this GPU
+        assert (found.kind, found.code, found.gpu) == ("cause", "nvlink-errors", UUID)
     grew = growth[0]["grew"] if growth else {}
-    assert grew.get("nvlink_recovery_failed", 0) == (end[1] if failures else 0)
-    assert grew.get("nvlink_recovery_successful", 0) == (end[0] if warnings else 0)
+    assert grew.get("nvlink_recovery_failed", 0) == (end[1] - start[1] if failures else 0)
+    assert grew.get("nvlink_recovery_successful", 0) == (end[0] - start[0] if warnings else 0)
 
 
 def test_nvlink5_links_whose_errors_nvml_cannot_read_are_said_unjudged() -> None:
@@ -163,6 +166,24 @@ def test_nvlink5_links_whose_errors_nvml_cannot_read_are_said_unjudged() -> None
         f"NVML GPU 0 ({UUID}): NVLink 0, 1: NVML reads no error counter of these links and no "
         "link recovery count: their errors in the run were not judged"
     ]
+    # one link, said of one link; counts read at one end only are no count of the run
+    findings = Findings("events", "HEALTH")
+    one: dict[str, Any] = {"nvlink": {0: (None, None, None)}, "nvlink_uncounted": (0,)}
+    events.judge_growth(
+        CounterSnapshot(0.0, (_counters(**one, nvlink_recoveries=(0, 0)),)),
+        CounterSnapshot(60.0, (_counters(**one),)),
+        findings,
+    )
+    assert findings.warnings == [
+        f"NVML GPU 0 ({UUID}): NVLink 0: NVML reads no error counter of this link and no link "
+        "recovery count: their errors in the run were not judged"
+    ]
+    # a link uncounted at either end is one whose errors were not counted over the run
+    findings = Findings("events", "HEALTH")
+    events.judge_growth(
+        CounterSnapshot(0.0, (_nvlink5(),)), CounterSnapshot(60.0, (_counters(),)), findings
+    )
+    assert [w.split(": ")[1] for w in findings.warnings] == ["NVLink 0, 1"]
     # counters read per link (before NVLink5) are judged as they were, and nothing is added
     findings = Findings("events", "HEALTH")
     events.judge_growth(
