@@ -443,6 +443,7 @@ def test_pcie_replays_are_judged_per_minute_against_dcgm_s_limit(
     text = f"{replays} PCIe replays in the run, above DCGM's 31/min for Gen5 x16"
     expected = [f"NVML GPU 0 ({UUID}): {text}"] if warns else []
     assert findings.warnings == expected
+    assert [_cause(w) for w in findings.warnings] == [("cause", "pcie-replays", UUID)] * warns
 
 
 def test_the_kernel_log_window_is_two_hours_and_repeats_are_counted() -> None:
@@ -695,3 +696,77 @@ def test_an_xid_older_than_the_window_keeps_its_cause() -> None:
     events.judge_kernel_log(scan, findings)
     (record,) = finding_records([], findings.warnings)
     assert (record["kind"], record["code"], record["gpu"]) == ("xid", "79", "PCI 0000:cb:00")
+
+
+def _cause(found: str) -> tuple[Any, Any, Any]:
+    return (getattr(found, "kind", None), getattr(found, "code", None), getattr(found, "gpu", None))
+
+
+@pytest.mark.parametrize(
+    ("event", "cause"),
+    [
+        (GpuEvent("xid", UUID, "t", 79), ("xid", "79", UUID)),
+        (GpuEvent("xid", UUID, "t", 31), ("xid", "31", UUID)),  # a warning keeps its cause too
+        (GpuEvent("xid", UUID, "t", None), (None, None, None)),  # no number: no XID row to read
+        (
+            GpuEvent("recovery_action", UUID, "t", action="GPU reset"),
+            ("recovery-action", "GPU reset", UUID),
+        ),
+        (GpuEvent("recovery_action", UUID, "t"), (None, None, None)),  # the field unreadable
+        (GpuEvent("ecc_double_bit", UUID, "t"), ("cause", "ecc-uncorrectable", UUID)),
+        (GpuEvent("fatal_poison", None, "t"), ("cause", "ecc-uncorrectable", None)),
+        (GpuEvent("dram_retirement", UUID, "t"), ("cause", "remap-pending", UUID)),
+        (GpuEvent("dram_retirement_failure", UUID, "t"), ("cause", "remap-failure", UUID)),
+        (GpuEvent("gpu_unavailable", UUID, "t"), ("cause", "lost-gpu", UUID)),
+        (GpuEvent("clock_change", UUID, "t"), (None, None, None)),
+    ],
+)
+def test_each_event_names_the_cause_the_action_tables_read(
+    event: GpuEvent, cause: tuple[Any, Any, Any]
+) -> None:
+    findings = Findings("events", "HEALTH")
+    events.judge_events([event], findings)
+    (found,) = findings.failures + findings.warnings
+    assert _cause(found) == cause
+    assert found == f"NVML event {event.describe()}"
+
+
+@pytest.mark.parametrize(
+    ("end", "cause"),
+    [
+        ({"ecc_uncorrected_volatile": 1}, ("cause", "ecc-uncorrectable", UUID)),
+        ({"nvlink": {0: (0, 2, 0), 1: (0, 0, 0)}}, ("cause", "nvlink-errors", UUID)),
+        ({"nvlink": {0: (0, 0, 0), 1: (0, 0, 4)}}, ("cause", "nvlink-errors", UUID)),
+        ({"nvlink": {0: (9000, 0, 0), 1: (0, 0, 0)}}, ("cause", "nvlink-errors", UUID)),  # fails
+        ({"nvlink": {0: (10, 0, 0), 1: (0, 0, 0)}}, ("cause", "nvlink-errors", UUID)),  # warns
+    ],
+)
+def test_each_counter_growth_names_its_cause_and_gpu(
+    end: dict[str, Any], cause: tuple[Any, Any, Any]
+) -> None:
+    findings = Findings("events", "HEALTH")
+    events.judge_growth(
+        CounterSnapshot(0.0, (_counters(),)), CounterSnapshot(60.0, (_counters(**end),)), findings
+    )
+    (found,) = findings.failures + findings.warnings
+    assert _cause(found) == cause
+
+
+def test_a_run_judges_its_counters_by_the_sites_action_tables(fake_gpus: Any) -> None:
+    """`accept --rules`: the site's CRC limit is the one the run's events check applies."""
+    from gpuaccept.actions import ActionRules, LimitRow, builtin_rules
+
+    lenient = builtin_rules().merged(
+        ActionRules.model_validate({"limit": {"nvlink_crc_per_second": LimitRow(value=1e15)}}),
+        "site lenient.toml",
+    )
+    links = [{"active": True, "version": 4} for _ in range(18)]
+    links[3] = {"active": True, "version": 4, "crc": [0, 600]}
+    for rules, status in ((None, Status.FAIL), (lenient, Status.WARN)):
+        fake_gpus({"gpus": [h100_sxm(nvlink=links)]})
+        start = read_snapshot()
+        assert start is not None
+        context = replace(gpu_context(), start_counters=start, action_rules=rules)
+        result = events.run(context)
+        assert result.status is status, result.message
+        assert "NVLink CRC errors grew by 600" in result.message
