@@ -770,3 +770,15 @@ def test_a_run_judges_its_counters_by_the_sites_action_tables(fake_gpus: Any) ->
         result = events.run(context)
         assert result.status is status, result.message
         assert "NVLink CRC errors grew by 600" in result.message
+
+
+def test_a_run_of_a_minute_or_less_counts_as_one_minute_at_any_link() -> None:
+    """Gen6 x16: DCGM's 3.84/min per lane gives 62/min; 63 replays in 60 s are above it (a
+    minute is a minute, not 61 s: 63 / (61/60) would be 61.97)."""
+    start = CounterSnapshot(0.0, (_counters(pcie_replays=0, pcie_gen_max=6),))
+    end = CounterSnapshot(60.0, (_counters(pcie_replays=63, pcie_gen_max=6),))
+    findings = Findings("events", "HEALTH")
+    events._judge_replay_growth(events.judge_growth(start, end, findings), end, 60.0, findings)
+    assert findings.warnings == [
+        f"NVML GPU 0 ({UUID}): 63 PCIe replays in the run, above DCGM's 62/min for Gen6 x16"
+    ]
