@@ -394,7 +394,7 @@ def test_an_older_history_gains_the_fleets_index_when_opened(
     # the fleet's tables as the appends kept them, row for row
     assert {table: _table(path, table) for table in FLEET_TABLES} == fleet
     with sqlite3.connect(path) as raw:
-        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 7
         indexes = {row[1] for row in raw.execute("PRAGMA index_list(runs)")}
         latest = raw.execute("SELECT count(*) FROM latest_runs").fetchone()[0]
     assert "runs_by_kind" in indexes
@@ -419,10 +419,12 @@ def test_an_older_history_gains_the_fleets_index_when_opened(
             "SELECT value FROM gpuaccept_history WHERE key = 'schema_version'"
         ).fetchone()
         index = connection.execute("SELECT to_regclass('runs_by_kind')::text").fetchone()
+        window = connection.execute("SELECT to_regclass('gpu_timeline_window')::text").fetchone()
         latest = connection.execute("SELECT count(*) FROM latest_runs").fetchone()
-    assert version == ("6",)
+    assert version == ("7",)
     assert latest == (len(kinds),)
     assert index == ("runs_by_kind",)
+    assert window == ("gpu_timeline_window",)  # schema 7: PostgreSQL's index of a GPU's runs
 
 
 def test_an_older_run_stored_after_a_newer_one_leaves_the_newer_the_nodes_latest(

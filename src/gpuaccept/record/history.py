@@ -63,7 +63,7 @@ APPLICATION_ID = 0x67707561  # "gpua" in the SQLite header marks our databases
 # 6: fleet_figures, node_timeline and gpu_timeline (record/fleet_tables.py), kept by every
 # append: the fleet's medians, outliers and incidents are counted by the database, not by
 # passing every figure and run of the window through Python (issue #33 §2, under a second)
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 BUSY_TIMEOUT_SECONDS = 60.0
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -473,6 +473,9 @@ class History(ABC):
     a context manager; both keep the same schema and answer the same queries."""
 
     location: HistoryLocation
+    # a GPU's runs in a window (record/fleet_tables.py): PostgreSQL has its own forms
+    _gpu_incidents = GPU_INCIDENTS
+    _gpu_stretches = GPU_STRETCHES
 
     @property
     def path(self) -> HistoryLocation:
@@ -648,10 +651,12 @@ class History(ABC):
         its hosts and serials from the runs that begin a stretch on one host with one serial."""
         start = self._instant(since)
         stretches: dict[str, list[tuple[float, str, str | None]]] = {}
-        for uuid, node, serial, started in self._rows(GPU_STRETCHES, (start, start, start)):
+        for uuid, node, serial, started in self._rows(self._gpu_stretches, (start, start, start)):
             stretches.setdefault(str(uuid), []).append((self._seconds(started), node, serial))
         found = []
-        for uuid, runs, first, last, incidents in self._rows(GPU_INCIDENTS, (start, start, start)):
+        for uuid, runs, first, last, incidents in self._rows(
+            self._gpu_incidents, (start, start, start)
+        ):
             seen = sorted(stretches.get(str(uuid), []))
             serials = sorted((moment, serial) for moment, _, serial in seen if serial)
             found.append(
@@ -976,6 +981,8 @@ class SqliteHistory(History):
             for statement in _V6_TIMELINES:
                 db.execute(statement)
             db.execute("DROP TABLE temp.upgrade_runs")
+        # 7 adds an index to PostgreSQL alone (history_pg.py): SQLite's gpu_timeline, a table
+        # WITHOUT ROWID, is already stored in (uuid, started) order with every column
         db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def append(self, reports: Sequence[tuple[RunReport, str]]) -> list[tuple[int, bool]]:
