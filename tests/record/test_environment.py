@@ -352,3 +352,16 @@ def test_nccls_settings_are_captured_and_make_another_stack() -> None:
     plain = {"python": {"version": "3.11"}, "gpus": [{"name": "H100"}]}
     assert stack_sha256({**plain, "nccl_env": {}}) == stack_sha256(plain)
     assert stack_sha256({**plain, "nccl_env": {"NCCL_P2P_DISABLE": "1"}}) != stack_sha256(plain)
+
+
+def test_python_distributions_lists_each_installed_one_with_its_version() -> None:
+    from importlib import metadata
+
+    from gpuaccept.record.environment import python_distributions
+
+    found = {package["name"].lower(): package for package in python_distributions()}
+    for name in ("pydantic", "typer", "torch"):
+        assert found[name]["version"] == metadata.version(name)
+        assert found[name]["source"] == "pypi"
+    named = {d.metadata["Name"] for d in metadata.distributions() if d.metadata}
+    assert set(found) == {name.lower() for name in named if name}
