@@ -315,3 +315,20 @@ def test_a_run_with_a_nan_figure_is_recorded_whole(tmp_path: Path) -> None:
     assert '"NaN"' in report.model_dump_json()
     again = type(report).model_validate_json(report.model_dump_json())
     assert math.isnan(again.checks[0].measurements[0].value)
+
+
+def test_a_schema_6_file_is_read_as_it_is_and_moved_on_by_the_next_write(tmp_path: Path) -> None:
+    """Schema 7 changed PostgreSQL alone: reading a schema-6 SQLite file writes nothing (a
+    history on a read-only mount stays readable, where an upgrade would be refused)."""
+    path = _filled(tmp_path / "h.sqlite", runs=3)
+    with sqlite3.connect(path) as raw:
+        raw.execute("PRAGMA user_version = 6")
+    before = path.read_bytes()
+    with History.open(path, create=False) as history:
+        assert len(history.list_runs()) == 3
+        assert {point.hostname for point in history.fleet_points()} == {"node0", "node1", "node2"}
+    assert path.read_bytes() == before  # not a byte written
+    with History.open(path) as history:  # a writer: the version moves on
+        history.append([(gpu_report("node9", [795.0]), "run")])
+    with sqlite3.connect(path) as raw:
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 7

@@ -64,6 +64,10 @@ APPLICATION_ID = 0x67707561  # "gpua" in the SQLite header marks our databases
 # append: the fleet's medians, outliers and incidents are counted by the database, not by
 # passing every figure and run of the window through Python (issue #33 §2, under a second)
 SCHEMA_VERSION = 7
+# the last version that changed an SQLite file's tables: a file at it or later is read as it is
+# (7 changed PostgreSQL alone), so a history on a read-only mount stays readable; the next write
+# moves its version on
+SQLITE_LAYOUT_VERSION = 6
 BUSY_TIMEOUT_SECONDS = 60.0
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -836,7 +840,7 @@ class SqliteHistory(History):
             connection.execute("PRAGMA foreign_keys = ON")
             if create:
                 history._initialise()
-            elif exists and tables and user_version < SCHEMA_VERSION:
+            elif exists and tables and user_version < SQLITE_LAYOUT_VERSION:
                 history._upgrade()
             yield history
         except sqlite3.DatabaseError as error:
