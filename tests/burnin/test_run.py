@@ -193,3 +193,30 @@ def test_the_ports_counters_are_read_around_every_window(monkeypatch: pytest.Mon
     assert progress.windows[1].hardware == [
         "window 2 (gemm-fp32): mlx5_0:1 link_downed grew by 1 in the run"
     ]
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_signal_whose_exception_was_lost_runs_no_window_more() -> None:
+    """A SIGTERM whose exception Python lost in a finalizer (seen in CI at accept's start-up):
+    the burn-in must stop at the next window, not run its whole plan."""
+    import os
+    import signal
+    import time
+
+    from gpuaccept.cli.signals import interrupts_as_exceptions
+    from gpuaccept.distributed.children import start_server
+
+    class SignalInAFinalizer:
+        def __del__(self) -> None:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.05)
+
+    start_server()
+    plan = BurnInPlan.build(3 * WINDOW, WINDOW, 3)
+    progress = BurnInProgress(plan=plan.fingerprint())
+    with interrupts_as_exceptions():
+        SignalInAFinalizer()
+        stop = run_burnin(BurnInSettings(plan, "cpu", seed=7), progress)
+    assert stop is not None
+    assert stop.error.exit_code == 143
+    assert progress.windows == []

@@ -32,6 +32,7 @@ from gpuaccept.burnin.plan import BurnInPlan, BurnInProgress, WindowFigures, win
 from gpuaccept.burnin.stress import Fault, WindowWork
 from gpuaccept.burnin.window import judge_record
 from gpuaccept.errors import Interrupted
+from gpuaccept.interrupts import raise_if_interrupted
 from gpuaccept.probe.fabric import read_port_counters
 from gpuaccept.probe.nvml_events import GpuEvent
 from gpuaccept.probe.nvml_health import CounterSnapshot
@@ -230,6 +231,7 @@ def run_burnin(
         if settings.windows_per_run is not None:
             last = min(last, progress.next_window + settings.windows_per_run)
         for window in range(progress.next_window, last):
+            raise_if_interrupted()  # a signal whose exception was lost: not one window more
             current = window
             stressor, seconds = plan.stressor(window), plan.seconds_of(window)
             if observer is not None:

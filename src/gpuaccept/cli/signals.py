@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
 
+from gpuaccept import interrupts
 from gpuaccept.errors import Interrupted
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -25,12 +26,16 @@ def interrupts_as_exceptions() -> Iterator[None]:
         if fired:
             return
         fired.append(signum)
+        interrupts.note(signum)  # asked for again at the run's next step, should this be lost
         raise Interrupted(signum)
 
     previous = {signum: signal.signal(signum, handler) for signum in _SIGNALS}
     try:
         yield
     finally:
+        # not at the start: a nested block (accept --json's inside its own) must keep a signal
+        # noted before it
+        interrupts.clear()
         for signum, old in previous.items():
             # After an interruption the process is on its way out: a late second Ctrl-C must not
             # kill it between writing the report and exiting with 130/143.

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from gpuaccept.checks.context import CheckContext, RanksOutcome
 from gpuaccept.errors import Interrupted
+from gpuaccept.interrupts import raise_if_interrupted
 from gpuaccept.probe.nvml_events import GpuEvent
 from gpuaccept.results import CheckResult, RunReport, Status, device_label
 from gpuaccept.suite.pool import Failure, Outcome, WorkerPool
@@ -303,6 +304,7 @@ def run_suite(
         if any(spec.final for spec in specs):
             run.read_start_counters()
         for spec in specs:
+            raise_if_interrupted()  # a signal whose exception was lost stops the run here
             if missing_gpus and spec.needs_device:
                 result = skipped(spec, "GPUs were expected but none is usable: nothing to measure")
             else:
@@ -315,6 +317,7 @@ def run_suite(
             results.append(result)
             if observer is not None:
                 observer.finished(result)
+        raise_if_interrupted()
     except (Interrupted, KeyboardInterrupt) as error:
         interrupted = error if isinstance(error, Interrupted) else Interrupted(signal.SIGINT)
         run.close(kill=True)

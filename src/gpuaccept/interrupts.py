@@ -1,0 +1,30 @@
+"""The signal that stopped a run, kept where the run can ask for it.
+
+The CLI's handler raises `Interrupted` where the main thread is (cli/signals.py). An exception
+raised there can be lost: when the signal lands while Python runs a finalizer or another
+callback, the exception is printed as "Exception ignored in ..." and the run goes on as if no
+signal came (seen in CI: a SIGTERM at start-up, the whole run then completed). So the handler
+also notes the signal here, and the run asks at each step (suite/runner.py between checks)."""
+
+from __future__ import annotations
+
+from gpuaccept.errors import Interrupted
+
+_fired: list[int] = []
+
+
+def note(signum: int) -> None:
+    """The first signal of the run."""
+    if not _fired:
+        _fired.append(signum)
+
+
+def clear() -> None:
+    """A new run (the CLI in a process that ran one before, as tests do)."""
+    _fired.clear()
+
+
+def raise_if_interrupted() -> None:
+    """Raise the noted signal's `Interrupted`: a run that got here got no exception for it."""
+    if _fired:
+        raise Interrupted(_fired[0])
