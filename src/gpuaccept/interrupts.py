@@ -20,7 +20,8 @@ def note(signum: int) -> None:
 
 
 def clear() -> None:
-    """A new run (the CLI in a process that ran one before, as tests do)."""
+    """The interruption was handled (the run reports it and ends): a later run in this process
+    (tests run the CLI in-process) starts without it."""
     _fired.clear()
 
 

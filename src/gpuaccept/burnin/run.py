@@ -32,6 +32,7 @@ from gpuaccept.burnin.plan import BurnInPlan, BurnInProgress, WindowFigures, win
 from gpuaccept.burnin.stress import Fault, WindowWork
 from gpuaccept.burnin.window import judge_record
 from gpuaccept.errors import Interrupted
+from gpuaccept.interrupts import clear as clear_interruption
 from gpuaccept.interrupts import raise_if_interrupted
 from gpuaccept.probe.fabric import read_port_counters
 from gpuaccept.probe.nvml_events import GpuEvent
@@ -245,6 +246,7 @@ def run_burnin(
                 observer.window_finished(figures, progress.load_seconds)
     except (Interrupted, KeyboardInterrupt) as error:
         signal_error = error if isinstance(error, Interrupted) else Interrupted(2)
+        clear_interruption()  # handled: the run reports it and ends
         stopped = BurnInStop(signal_error, current)
     finally:
         loop.pool.close(kill=stopped is not None)

@@ -32,10 +32,12 @@ def interrupts_as_exceptions() -> Iterator[None]:
     previous = {signum: signal.signal(signum, handler) for signum in _SIGNALS}
     try:
         yield
-    finally:
-        # not at the start: a nested block (accept --json's inside its own) must keep a signal
-        # noted before it
+    except Interrupted:
+        # delivered: the run ends with it. Not at the start, and not on a normal end: a signal
+        # lost in this block (or before a nested one, as accept --json's) stops the run's next step
         interrupts.clear()
+        raise
+    finally:
         for signum, old in previous.items():
             # After an interruption the process is on its way out: a late second Ctrl-C must not
             # kill it between writing the report and exiting with 130/143.

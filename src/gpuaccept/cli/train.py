@@ -307,6 +307,9 @@ def _train_and_report(
                 f"{record.images_per_second:,.0f} images/s  epoch {record.epoch_seconds:.1f} s  "
                 f"elapsed {record.elapsed_seconds:.1f} s"
             )
+        from gpuaccept.interrupts import raise_if_interrupted
+
+        raise_if_interrupted()  # a signal whose exception was lost: not one epoch more
 
     def progress(epoch: int, done: int, steps: int) -> None:
         # an epoch can take a minute on a CPU: say where it is every TRAIN_PROGRESS_SECONDS

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from gpuaccept.checks.context import CheckContext, RanksOutcome
 from gpuaccept.errors import Interrupted
+from gpuaccept.interrupts import clear as clear_interruption
 from gpuaccept.interrupts import raise_if_interrupted
 from gpuaccept.probe.nvml_events import GpuEvent
 from gpuaccept.results import CheckResult, RunReport, Status, device_label
@@ -320,6 +321,7 @@ def run_suite(
         raise_if_interrupted()
     except (Interrupted, KeyboardInterrupt) as error:
         interrupted = error if isinstance(error, Interrupted) else Interrupted(signal.SIGINT)
+        clear_interruption()  # handled: the run reports it and ends
         run.close(kill=True)
         for spec in specs[len(results) :]:
             if spec is current:
