@@ -24,6 +24,7 @@ from gpuaccept.cli.recording import (
 )
 from gpuaccept.cli.train_llm import llm
 from gpuaccept.errors import InputError, Interrupted
+from gpuaccept.interrupts import raise_if_interrupted
 
 if TYPE_CHECKING:
     import torch
@@ -307,8 +308,6 @@ def _train_and_report(
                 f"{record.images_per_second:,.0f} images/s  epoch {record.epoch_seconds:.1f} s  "
                 f"elapsed {record.elapsed_seconds:.1f} s"
             )
-        from gpuaccept.interrupts import raise_if_interrupted
-
         raise_if_interrupted()  # a signal whose exception was lost: not one epoch more
 
     def progress(epoch: int, done: int, steps: int) -> None:

@@ -9,13 +9,16 @@ Every fact a board does not report is None (or an empty list): unknown is not he
 from __future__ import annotations
 
 import ctypes
+import functools
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from gpuaccept.probe.hardware import load_nvml
 
 NVML_ERROR_GPU_IS_LOST = 15
+T = TypeVar("T")
 
 
 # nvmlDeviceGetNvLinkState: 0 inactive, 1 active, 2 sleep (low power), 3 active with traffic
@@ -143,16 +146,22 @@ def read_or_none(call: Any, *args: Any) -> Any:
 NVML_ERROR_FUNCTION_NOT_FOUND = 13
 
 
-def call_newest(nvml: Any, newer: str, older: str, *args: Any) -> Any:
-    """`newer(*args)`, or `older(*args)` where the binding or the driver has no `newer`."""
-    call = getattr(nvml, newer, None)
-    if call is not None:
+def newest_of(calls: Sequence[Callable[[], T]]) -> T:
+    """The first of `calls`, newest first, that the driver has: one it lacks raises
+    NVML_ERROR_FUNCTION_NOT_FOUND and the next is made; any other error is raised."""
+    for call in calls[:-1]:
         try:
-            return call(*args)
+            return call()
         except Exception as error:
             if getattr(error, "value", None) != NVML_ERROR_FUNCTION_NOT_FOUND:
                 raise
-    return getattr(nvml, older)(*args)
+    return calls[-1]()
+
+
+def call_newest(nvml: Any, newer: str, older: str, *args: Any) -> Any:
+    """`newer(*args)`, or `older(*args)` where the binding or the driver has no `newer`."""
+    named = (getattr(nvml, newer, None), getattr(nvml, older))
+    return newest_of([functools.partial(call, *args) for call in named if call is not None])
 
 
 def _text(raw: Any) -> str:
@@ -297,26 +306,29 @@ def read_fabric(nvml: Any, handle: Any) -> Fabric | None:
     old call where the binding or the driver has no other. "not supported" only when NVML says
     so: any other failure is "unreadable", never a clean bill of health."""
     byref = getattr(nvml, "byref", ctypes.byref)
+
+    def filled(make: Callable[[], Any], call: Callable[..., Any]) -> Callable[[], Any]:
+        def read() -> Any:
+            info = make()
+            call(handle, byref(info))
+            return info
+
+        return read
+
     calls = []
     versioned = getattr(nvml, "c_nvmlGpuFabricInfo_v2_t", None)
     if versioned is not None and hasattr(nvml, "nvmlDeviceGetGpuFabricInfoV"):
-        calls.append((versioned, nvml.nvmlDeviceGetGpuFabricInfoV))
+        calls.append(filled(versioned, nvml.nvmlDeviceGetGpuFabricInfoV))
     if hasattr(nvml, "c_nvmlGpuFabricInfo_t") and hasattr(nvml, "nvmlDeviceGetGpuFabricInfo"):
-        calls.append((nvml.c_nvmlGpuFabricInfo_t, nvml.nvmlDeviceGetGpuFabricInfo))
+        calls.append(filled(nvml.c_nvmlGpuFabricInfo_t, nvml.nvmlDeviceGetGpuFabricInfo))
     if not calls:
         return None
-    for number, (make, call) in enumerate(calls):
-        info = make()
-        try:
-            call(handle, byref(info))
-            break
-        except Exception as error:
-            code = getattr(error, "value", None)
-            if code == NVML_ERROR_FUNCTION_NOT_FOUND and number + 1 < len(calls):
-                continue  # a driver older than the versioned call: the call it replaces
-            if code == _NVML_ERROR_NOT_SUPPORTED:
-                return Fabric(state="not supported")
-            return Fabric(state="unreadable", problem=f"{type(error).__name__}: {error}")
+    try:
+        info = newest_of(calls)
+    except Exception as error:
+        if getattr(error, "value", None) == _NVML_ERROR_NOT_SUPPORTED:
+            return Fabric(state="not supported")
+        return Fabric(state="unreadable", problem=f"{type(error).__name__}: {error}")
     state = _FABRIC_STATES.get(int(info.state), f"state {int(info.state)}")
     mask = int(getattr(info, "healthMask", 0) or 0)
     flags = tuple(name for shift, name in _HEALTH_FLAGS.items() if (mask >> shift) & 0x3 == 1)
