@@ -288,3 +288,34 @@ def test_the_replay_rate_runs_from_the_first_reading_to_the_last_and_a_zero_coun
     # the link under transfer load is summarised only when asked (the burn-in's stored summary
     # has no place for it)
     assert "pcie_gen_loaded" not in summarise_trace(_trace([0, 0], 30.0))
+
+
+def test_the_newest_nvml_call_the_binding_and_driver_have_is_made() -> None:
+    """call_newest: the versioned call; the old one where the binding lacks the new (one call
+    only) or the driver does (FUNCTION_NOT_FOUND); any other error is the reading's own."""
+    from types import SimpleNamespace
+
+    from gpuaccept.probe.nvml_health import NVML_ERROR_FUNCTION_NOT_FOUND, call_newest
+
+    class Failed(Exception):
+        def __init__(self, value: int) -> None:
+            self.value = value
+
+    def fails(code: int) -> Any:
+        def call(*args: Any) -> Any:
+            raise Failed(code)
+
+        return call
+
+    old = SimpleNamespace(get=lambda *args: ("old", args))
+    assert call_newest(old, "getV", "get", 1, 2) == ("old", (1, 2))
+    both = SimpleNamespace(getV=lambda *args: ("new", args), get=old.get)
+    assert call_newest(both, "getV", "get", 3) == ("new", (3,))
+    driver_older = SimpleNamespace(getV=fails(NVML_ERROR_FUNCTION_NOT_FOUND), get=old.get)
+    assert call_newest(driver_older, "getV", "get", 4) == ("old", (4,))
+    with pytest.raises(Failed) as raised:
+        call_newest(SimpleNamespace(getV=fails(3), get=old.get), "getV", "get")
+    assert raised.value.value == 3  # NOT_SUPPORTED is an answer, not a missing call
+    without = SimpleNamespace(getV=fails(NVML_ERROR_FUNCTION_NOT_FOUND))
+    with pytest.raises(AttributeError):
+        call_newest(without, "getV", "get")
