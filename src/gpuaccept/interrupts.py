@@ -8,9 +8,13 @@ also notes the signal here, and the run asks at each step (suite/runner.py betwe
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from gpuaccept.errors import Interrupted
 
 _fired: list[int] = []
+_deferring = [0]
 
 
 def note(signum: int) -> None:
@@ -29,3 +33,23 @@ def raise_if_interrupted() -> None:
     """Raise the noted signal's `Interrupted`: a run that got here got no exception for it."""
     if _fired:
         raise Interrupted(_fired[0])
+
+
+@contextmanager
+def deferred() -> Iterator[None]:
+    """A step a signal must not cut in two, such as starting child processes: one interrupted
+    there is forked but unknown to its parent, which then neither kills nor waits for it, and it
+    dies on its parent's lost queue with a traceback (seen: SIGTERM as `train llm` started its
+    ranks). A signal that lands inside is only noted, and raised when the step is done."""
+    _deferring[0] += 1
+    try:
+        yield
+    finally:
+        _deferring[0] -= 1
+    if not _deferring[0]:
+        raise_if_interrupted()
+
+
+def deferring() -> bool:
+    """Whether a signal is to be noted only, and raised when the deferred step ends."""
+    return _deferring[0] > 0

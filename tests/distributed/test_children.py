@@ -158,3 +158,70 @@ def test_ranks_still_run_under_a_temporary_directory_too_deep_for_the_forkserver
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[True, True]"
     assert sorted(deep.iterdir()) == []  # spawn's helpers clean up after themselves too
+
+
+def _sleep_then_say_pid(rank: int, world: int, seconds: float) -> int:
+    import time
+
+    time.sleep(seconds)
+    return os.getpid()
+
+
+def test_a_noted_signal_ends_the_wait_for_the_ranks_and_the_ranks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The handler's exception can be lost (raised in a finalizer): the wait for the ranks asks
+    for the noted signal, so the run stops within a poll, not after every rank's work, and the
+    ranks are killed on the way out."""
+    import contextlib
+    import signal
+    import threading
+    import time
+
+    from gpuaccept import interrupts
+    from gpuaccept.distributed import local_ranks
+    from gpuaccept.errors import Interrupted
+
+    # only the wait may notice it here (the start's deferral asks too, when the note is early)
+    monkeypatch.setattr(local_ranks, "deferred", contextlib.nullcontext)
+
+    noted = threading.Timer(2.0, interrupts.note, (signal.SIGTERM,))
+    started = time.monotonic()
+    noted.start()
+    try:
+        with pytest.raises(Interrupted):
+            run_ranks(_sleep_then_say_pid, 2, 120.0, 180, "gloo")
+    finally:
+        noted.cancel()
+        interrupts.clear()
+    assert time.monotonic() - started < 60
+
+
+def test_a_signal_inside_a_deferred_step_is_raised_when_it_ends() -> None:
+    """Starting children must not be cut in two: inside `deferred` the handler only notes the
+    signal; the step completes, and the signal is raised right after it (and nested steps wait
+    for the outermost)."""
+    import signal
+
+    from gpuaccept import interrupts
+    from gpuaccept.cli.signals import interrupts_as_exceptions
+    from gpuaccept.errors import Interrupted
+
+    steps: list[str] = []
+
+    def run() -> None:
+        with interrupts_as_exceptions(), interrupts.deferred():
+            with interrupts.deferred():
+                os.kill(os.getpid(), signal.SIGTERM)
+                steps.append("inner done")
+            steps.append("outer done")
+        steps.append("after")  # never: the signal is raised as the outer step ends
+
+    try:
+        with pytest.raises(Interrupted) as raised:
+            run()
+    finally:
+        interrupts.clear()
+    assert raised.value.signum == signal.SIGTERM
+    assert steps == ["inner done", "outer done"]
+    assert not interrupts.deferring()

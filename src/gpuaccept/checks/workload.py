@@ -14,6 +14,7 @@ from gpuaccept.checks.collectives import world
 from gpuaccept.checks.context import CheckContext, RanksOutcome
 from gpuaccept.checks.judging import Findings, Target
 from gpuaccept.distributed.local_ranks import RanksFailed, RanksTimedOut, run_ranks
+from gpuaccept.interrupts import raise_if_interrupted
 from gpuaccept.llm.figures import SCALING_FLOOR, STRAGGLER_SCORE, LlmFigures, compute_figures
 from gpuaccept.llm.plans import PRESET_RUNS, accept_spec, is_preset_shape
 from gpuaccept.llm.train import LlmSpec, RankRecord, train_rank
@@ -250,6 +251,8 @@ def run(
     try:
         outcome = RanksOutcome(ranks, backend, run_ranks(train_rank, ranks, spec, timeout, backend))
     except (RanksTimedOut, RanksFailed) as error:
+        # ranks the same signal ended (a scheduler signals the whole job) are no failure
+        raise_if_interrupted()
         outcome = RanksOutcome(ranks, backend, None, str(error))
     return _concluded(context, spec, outcome)
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 
@@ -13,6 +14,7 @@ from gpuaccept.errors import InputError
 
 if TYPE_CHECKING:
     from gpuaccept.actions import ActionRules
+    from gpuaccept.errors import Interrupted
     from gpuaccept.record.history import HistoryLocation
     from gpuaccept.results import RunReport
 
@@ -182,3 +184,61 @@ def finish_run(
     typer.echo(result_line(report))
     if report.verdict.exit_code:
         raise typer.Exit(report.verdict.exit_code)
+
+
+@dataclass(frozen=True)
+class StoppedRun:
+    """What a training command knows of its run when a signal stops it."""
+
+    command: str  # as the report names it: train-mnist, train-llm
+    level: str
+    check: str  # the one check it runs (mnist, workload), reported as the one interrupted
+    area: str
+    device_mode: str
+    started: datetime
+    monotonic_start: float
+
+
+def finish_interrupted(
+    stopped: Interrupted,
+    run: StoppedRun,
+    environment: dict[str, Any],
+    report_dir: Path | None,
+    history: HistoryLocation | None,
+    *,
+    lead: bool = True,
+) -> NoReturn:
+    """A training run stopped by SIGTERM (preemption, scancel, an eviction) or Ctrl-C: written
+    and recorded as INTERRUPTED (never a failure, never a pass), then exit 128 + the signal.
+    Only the lead rank writes; every rank exits the same way."""
+    import time
+
+    from gpuaccept.report.console import result_line
+    from gpuaccept.results import CheckResult, RunReport, Status
+
+    if lead:
+        check = CheckResult(
+            name=run.check,
+            area=run.area,
+            status=Status.ERROR,
+            message=str(stopped),
+            duration_seconds=time.monotonic() - run.monotonic_start,
+        )
+        report = RunReport.completed(
+            command=run.command,
+            level=run.level,
+            device_mode=run.device_mode,
+            started=run.started,
+            monotonic_start=run.monotonic_start,
+            checks=[check],
+            environment=environment,
+            interrupted_by=stopped.signum,
+            interrupted_check=run.check,
+        )
+        if report_dir is not None:
+            from gpuaccept.report.json_report import write_json_report
+
+            typer.echo(f"[REPORT] {write_json_report(report, report_dir)}")
+        record_run(report, history)
+        typer.echo(result_line(report))
+    raise typer.Exit(stopped.exit_code)

@@ -27,6 +27,8 @@ def interrupts_as_exceptions() -> Iterator[None]:
             return
         fired.append(signum)
         interrupts.note(signum)  # asked for again at the run's next step, should this be lost
+        if interrupts.deferring():
+            return  # raised when the step that must not be cut ends (interrupts.deferred)
         raise Interrupted(signum)
 
     previous = {signum: signal.signal(signum, handler) for signum in _SIGNALS}

@@ -7,7 +7,7 @@ import os
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -17,10 +17,11 @@ from gpuaccept.cli.recording import (
     HISTORY,
     NO_HISTORY,
     DropPolicy,
+    StoppedRun,
     drop_policy,
+    finish_interrupted,
     finish_run,
     history_target,
-    record_run,
 )
 from gpuaccept.cli.train_llm import llm
 from gpuaccept.errors import InputError, Interrupted
@@ -351,17 +352,12 @@ def _train_and_report(
         # SIGTERM (preemption, scancel, an eviction without checkpoint_exit_code) or Ctrl-C: the
         # run is recorded as interrupted, with the epochs a checkpoint kept, never as a verdict
         stopped = error if isinstance(error, Interrupted) else Interrupted(2)
-        _report_interrupted(
-            stopped,
-            lead=lead,
-            recipe_name=recipe_name,
-            run_device=run_device,
-            started=started,
-            clock=clock,
-            environment=environment,
-            report_dir=report_dir,
-            history=history,
+        if lead:
+            typer.echo(f"[TRAIN] {stopped}: stopped, writing what finished")
+        run = StoppedRun(
+            "train-mnist", recipe_name, "mnist", "TRAIN", run_device.type, started, clock
         )
+        finish_interrupted(stopped, run, environment, report_dir, history, lead=lead)
     if lead and not mode_said:  # no epoch ran here (a finished checkpoint): say it now
         typer.echo(f"[TRAIN] training step: {outcome.step_mode}")
     # Every rank holds the same (all-reduced) accuracy, so every rank reaches the same verdict and
@@ -398,50 +394,6 @@ def _train_and_report(
     )
     typer.echo(check_line(check))
     finish_run(report, history, drop, report_dir)
-
-
-def _report_interrupted(
-    stopped: Interrupted,
-    *,
-    lead: bool,
-    recipe_name: str,
-    run_device: torch.device,
-    started: datetime,
-    clock: float,
-    environment: dict[str, Any],
-    report_dir: Path | None,
-    history: HistoryLocation | None,
-) -> NoReturn:
-    from gpuaccept.report.console import result_line
-    from gpuaccept.results import CheckResult, RunReport, Status
-
-    if lead:
-        typer.echo(f"[TRAIN] {stopped}: stopped, writing what finished")
-        check = CheckResult(
-            name="mnist",
-            area="TRAIN",
-            status=Status.ERROR,
-            message=str(stopped),
-            duration_seconds=time.monotonic() - clock,
-        )
-        report = RunReport.completed(
-            command="train-mnist",
-            level=recipe_name,
-            device_mode=run_device.type,
-            started=started,
-            monotonic_start=clock,
-            checks=[check],
-            environment=environment,
-            interrupted_by=stopped.signum,
-            interrupted_check="mnist",
-        )
-        if report_dir is not None:
-            from gpuaccept.report.json_report import write_json_report
-
-            typer.echo(f"[REPORT] {write_json_report(report, report_dir)}")
-        record_run(report, history)
-        typer.echo(result_line(report))
-    raise typer.Exit(stopped.exit_code)
 
 
 app.command("llm")(llm)

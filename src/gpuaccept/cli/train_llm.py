@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+import signal
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,11 +19,13 @@ from gpuaccept.cli.recording import (
     HISTORY,
     NO_HISTORY,
     DropPolicy,
+    StoppedRun,
     drop_policy,
+    finish_interrupted,
     finish_run,
     history_target,
 )
-from gpuaccept.errors import InputError
+from gpuaccept.errors import InputError, Interrupted
 
 if TYPE_CHECKING:
     from gpuaccept.llm.train import LlmSpec
@@ -88,7 +91,8 @@ def llm(
     tokens/s and MFU, convergence, determinism and stragglers.
 
     Exit 0: passed; 1: a figure below its floor, no convergence, a NaN, a rerun that differs,
-    a straggler or out of memory; 2: bad input.
+    a straggler or out of memory; 2: bad input; 130/143: interrupted by SIGINT/SIGTERM (the
+    report says so).
     """
     from gpuaccept.llm.plans import Overrides, llm_spec
     from gpuaccept.llm.train import Checkpointing, Precision
@@ -137,7 +141,21 @@ def llm(
     )
     started = datetime.now(UTC)
     clock = time.monotonic()
-    result = _run(spec, mode)
+    from gpuaccept.cli.signals import interrupts_as_exceptions
+
+    try:
+        with interrupts_as_exceptions():
+            result = _run(spec, mode)
+    except (Interrupted, KeyboardInterrupt) as error:
+        # SIGTERM (preemption, scancel, an eviction) or Ctrl-C: the ranks are ended (run_ranks),
+        # and the run is recorded as interrupted, never as a failure of the node
+        stopped = error if isinstance(error, Interrupted) else Interrupted(signal.SIGINT)
+        typer.echo(f"[TRAIN] {stopped}: stopped, writing what finished")
+        from gpuaccept.checks.workload import preset_of
+        from gpuaccept.record.environment import capture_environment
+
+        run = StoppedRun("train-llm", preset_of(spec), "workload", "TRAIN", mode, started, clock)
+        finish_interrupted(stopped, run, capture_environment(), report_dir, history_path)
     _report(result, mode, started, clock, report_dir, history_path, drop)
 
 

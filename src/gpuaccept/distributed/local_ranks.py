@@ -20,6 +20,7 @@ from typing import Any
 
 from gpuaccept.distributed.children import child_process, process_context
 from gpuaccept.errors import GpuacceptError, InputError
+from gpuaccept.interrupts import deferred, raise_if_interrupted
 
 RankTarget = Callable[[int, int, Any], Any]
 
@@ -102,12 +103,15 @@ def run_ranks(
             )
             for rank in range(world_size)
         ]
-        for process in processes:
-            process.start()
         try:
+            with deferred():  # every rank started, and so ended below, or none
+                for process in processes:
+                    process.start()
             return _collect(processes, results, world_size, timeout_seconds)
         finally:
             for process in processes:
+                if process.pid is None:
+                    continue  # never started (an error while starting an earlier one)
                 if process.is_alive():
                     process.kill()
                 process.join(timeout=10)
@@ -119,6 +123,7 @@ def _collect(
     deadline = time.monotonic() + timeout_seconds
     done: dict[int, Any] = {}
     while len(done) < world_size:
+        raise_if_interrupted()  # a signal whose exception was lost: not minutes more of waiting
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             missing = sorted(set(range(world_size)) - set(done))

@@ -17,6 +17,7 @@ from multiprocessing.connection import wait
 from typing import Any
 
 from gpuaccept.distributed.children import child_process
+from gpuaccept.interrupts import deferred
 from gpuaccept.suite.worker import HOST_SLOT, Job, Reply, WorkerSpec, worker_main
 
 # Importing torch and making a CUDA context takes seconds; on a loaded node or a slow shared
@@ -90,9 +91,10 @@ class WorkerPool:
 
     def start(self, slots: list[int]) -> None:
         """Start a worker for every slot that has none (they boot in parallel)."""
-        for slot in slots:
-            if slot not in self._workers:
-                self._workers[slot] = _Worker(self._spec(slot))
+        with deferred():  # each started worker is in the pool, so the pool's close ends it
+            for slot in slots:
+                if slot not in self._workers:
+                    self._workers[slot] = _Worker(self._spec(slot))
 
     def await_ready(self, slots: list[int]) -> dict[int, Failure]:
         """Wait until the given slots' workers have booted; a failure for each that did not."""
