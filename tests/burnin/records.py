@@ -8,7 +8,7 @@ from typing import Any
 
 from gpuaccept.burnin.checkpoint import NodeIdentity, RunBinding
 from gpuaccept.burnin.evidence import DeviceWindow, StoredLoad, WindowRecord
-from gpuaccept.burnin.plan import BurnInPlan, window_seed
+from gpuaccept.burnin.plan import BurnInPlan, BurnInProgress, window_seed
 
 GOOD = hashlib.sha256(b"the majority's bits").hexdigest()
 BAD = hashlib.sha256(b"one flipped bit").hexdigest()
@@ -52,3 +52,13 @@ def binding(
 
 def slowed(load: dict[str, Any]) -> StoredLoad:
     return StoredLoad.model_validate(load)
+
+
+def as_run(progress: BurnInProgress) -> BurnInProgress:
+    """`progress` with the times a run that recorded its windows would have: begun as long ago
+    as its windows lasted (and a second more), and run that long (hand-made records took none)."""
+    from datetime import UTC, datetime, timedelta
+
+    progress.earlier_seconds = progress.load_seconds
+    progress.started_at = datetime.now(UTC) - timedelta(seconds=progress.load_seconds + 1)
+    return progress

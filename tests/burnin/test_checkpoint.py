@@ -18,7 +18,7 @@ from gpuaccept.burnin.window import judge_record
 from gpuaccept.cli import app
 from gpuaccept.errors import InputError
 from gpuaccept.probe.nvml_events import GpuEvent
-from tests.burnin.records import BAD, GOOD, binding, device, record
+from tests.burnin.records import BAD, GOOD, as_run, binding, device, record
 
 PLAN = BurnInPlan.build(1500, 300, gpu_count=3, schedule=["gemm-bf16", "hbm"])
 DEVICES = ["gpu0", "gpu1", "gpu2"]
@@ -34,7 +34,7 @@ def _save(path: Path, records: list[WindowRecord], bound: Any = BOUND) -> None:
     progress = BurnInProgress(plan=PLAN.fingerprint(), devices=bound.devices)
     for stored in records:
         progress.record(judge_record(stored), stored)
-    save_checkpoint(path, progress, bound)
+    save_checkpoint(path, as_run(progress), bound)
 
 
 def test_an_evicted_burn_in_resumes_where_it_stopped_with_its_load_time_honest(
@@ -141,6 +141,12 @@ def _a_verdict_added(data: Any) -> None:
         (_set(["node", "gpu_uuids"], ["GPU-0a", "GPU-1b", "GPU-9z"]), "written on other GPUs"),
         (_set(["devices"], ["gpu0", "gpu1"]), "was written on gpu0, gpu1, this burn-in runs"),
         (_a_verdict_added, "Extra inputs are not permitted"),
+        (_set(["started_at"], "2099-01-01T00:00:00+00:00"), "dated 2099-01-01T00:00:00+00:00"),
+        (_set(["started_at"], "2026-11-27T00:00:00"), "started_at: Input should have timezone"),
+        (_set(["run_seconds"], 1e9), "claims 1e+09 s run since"),
+        (_set(["run_seconds"], 599.0), "claims 599 s run, its windows lasted 600 s"),
+        (_set(["run_seconds"], -1.0), "run_seconds: Input should be greater than or equal to 0"),
+        (_set(["run_seconds"], float("inf")), "run_seconds: Input should be a finite number"),
         (lambda data: data.clear(), "not a burn-in checkpoint (no windows in it)"),
     ],
 )
@@ -204,7 +210,7 @@ def test_a_complete_checkpoint_with_a_wrong_window_fails_without_running_anythin
     progress = BurnInProgress(plan=CLI_PLAN.fingerprint(), devices=CPUS)
     for stored in records:
         progress.record(judge_record(stored), stored)
-    save_checkpoint(path, progress, binding(CLI_PLAN, CPUS))
+    save_checkpoint(path, as_run(progress), binding(CLI_PLAN, CPUS))
     result = CliRunner().invoke(
         app, [*CLI, "--device", "cpu", "--no-history", "--checkpoint", str(path)]
     )
@@ -263,7 +269,7 @@ def test_a_finished_burn_in_reported_again_from_its_checkpoint_is_refused(
         progress = BurnInProgress(plan=CLI_PLAN.fingerprint(), devices=CPUS)
         for stored in windows:
             progress.record(judge_record(stored), stored)
-        save_checkpoint(path, progress, binding(CLI_PLAN, CPUS))
+        save_checkpoint(path, as_run(progress), binding(CLI_PLAN, CPUS))
         return path
 
     def burnin(path: Path, *more: str) -> Any:
@@ -283,3 +289,31 @@ def test_a_finished_burn_in_reported_again_from_its_checkpoint_is_refused(
     # another burn-in's windows (other figures) are not the reported one
     other = burnin(checkpoint("other.json", 799.0), *history)
     assert other.exit_code == 0, other.output
+
+
+def test_a_resumed_burn_in_is_one_run_from_its_first_start_for_all_its_processes_time(
+    tmp_path: Path,
+) -> None:
+    """The checkpoint keeps when the burn-in began and how long its processes ran, so the run that
+    finishes it reports the whole burn-in (not the 16.6 s of its last process beside "30 s of
+    load", as on the H100 on 2026-11-27)."""
+    from datetime import UTC, datetime, timedelta
+
+    path = tmp_path / "burnin.json"
+    _save(path, [_healthy(w) for w in range(2)])
+    kept = json.loads(path.read_text())
+    began = datetime.fromisoformat(kept["started_at"])
+    assert kept["run_seconds"] >= 600.0
+    again = resume(path, BOUND)
+    assert again.started_at == began
+    assert again.run_seconds() == pytest.approx(kept["run_seconds"], abs=5.0)
+    assert again.run_seconds() >= kept["run_seconds"]
+    # written again by the resumed run: still the first start, the time adding up
+    save_checkpoint(path, again, BOUND)
+    assert json.loads(path.read_text())["started_at"] == kept["started_at"]
+    assert json.loads(path.read_text())["run_seconds"] >= kept["run_seconds"]
+    # a file written before these were kept: begun now, run for its windows' load
+    _edited(path, lambda data: [data.pop("started_at"), data.pop("run_seconds")])
+    older = resume(path, BOUND)
+    assert older.earlier_seconds == 600.0
+    assert datetime.now(UTC) - older.started_at < timedelta(seconds=60)

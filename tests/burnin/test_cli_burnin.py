@@ -5,17 +5,19 @@ from __future__ import annotations
 
 import json
 import signal
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from gpuaccept.burnin.checkpoint import CheckpointFile, save_checkpoint
+from gpuaccept.burnin.checks import CHECK_NAMES
 from gpuaccept.burnin.plan import BurnInPlan, BurnInProgress
 from gpuaccept.burnin.window import judge_record
 from gpuaccept.cli import app
 from gpuaccept.results import RunReport
-from tests.burnin.records import binding, device, record
+from tests.burnin.records import as_run, binding, device, record
 from tests.signal_runs import start_cli, stop_after
 
 ARGS = ["burnin", "--duration", "6s", "--window", "1s", "--device", "cpu"]
@@ -66,6 +68,15 @@ def test_an_evicted_burn_in_resumes_at_the_next_window_with_honest_load_time(
     # load time: six windows of a second, not the wall time since the first start
     assert throughput.details["load_seconds"] == pytest.approx(6.0)
     assert [w["start_seconds"] for w in series] == pytest.approx([0, 1, 2, 3, 4, 5])
+    # one run: begun when the evicted process began, lasting both processes' time (the
+    # resumed process alone ran three windows, the first process three more before it)
+    assert report.started_at == stopped.started_at == kept.started_at.isoformat()
+    assert report.duration_seconds >= kept.run_seconds + 3.0
+    burnin_checks = [c for c in report.checks if c.name in CHECK_NAMES]
+    assert len(burnin_checks) == 3
+    assert min(check.duration_seconds for check in burnin_checks) >= kept.run_seconds + 3.0
+    span = datetime.fromisoformat(report.finished_at) - datetime.fromisoformat(report.started_at)
+    assert report.duration_seconds <= span.total_seconds() + 1.0
 
 
 @pytest.mark.parametrize(
@@ -102,7 +113,7 @@ def test_a_checkpoint_of_another_plan_or_other_devices_or_damaged_is_refused(
     written = record(plan, 0, {d: device() for d in cpus})
     progress = BurnInProgress(plan=plan.fingerprint(), devices=cpus)
     progress.record(judge_record(written), written)
-    save_checkpoint(checkpoint, progress, binding(plan, cpus))
+    save_checkpoint(checkpoint, as_run(progress), binding(plan, cpus))
     other_plan = runner.invoke(app, [*base, "--duration", "2m", "--schedule", "gemm-bf16"])
     assert other_plan.exit_code == 2
     assert "was written by a burn-in planned as 60s/60s/gemm-bf16, not 120s/" in other_plan.output

@@ -12,7 +12,7 @@ from gpuaccept.burnin.floors import STRESSOR_METRICS, below_floor, reference_flo
 from gpuaccept.burnin.plan import BurnInPlan, BurnInProgress
 from gpuaccept.burnin.window import judge_record
 from gpuaccept.references import load_shipped_references
-from tests.burnin.records import binding, device, record
+from tests.burnin.records import as_run, binding, device, record
 
 H200 = ("gpu0", "NVIDIA H200", None)
 
@@ -75,5 +75,5 @@ def test_a_lone_gpu_below_its_floor_is_warned_in_its_window_and_again_on_resume(
     progress = BurnInProgress(plan=plan.fingerprint(), devices=["gpu0"])
     progress.record(figures, slow)
     path = Path(str(tmp_path)) / "burnin.json"
-    save_checkpoint(path, progress, bound)
+    save_checkpoint(path, as_run(progress), bound)
     assert resume(path, bound).windows[0].warnings == [warning]

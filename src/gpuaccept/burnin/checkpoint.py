@@ -25,10 +25,11 @@ import os
 import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 
 from gpuaccept.burnin.evidence import WindowRecord
 from gpuaccept.burnin.floors import RateFloor
@@ -64,6 +65,10 @@ class CheckpointFile(BaseModel):
     node: NodeIdentity
     devices: list[str]
     windows: list[WindowRecord]
+    # absent from files written before 2026-11-27 (then: begun when the resuming run began, and
+    # run for its windows' load seconds)
+    started_at: AwareDatetime | None = None
+    run_seconds: float = Field(default=0.0, ge=0, allow_inf_nan=False)
 
 
 @dataclass(frozen=True)
@@ -96,6 +101,8 @@ def save_checkpoint(path: Path, progress: BurnInProgress, binding: RunBinding) -
         node=binding.node,
         devices=binding.devices,
         windows=progress.records,
+        started_at=progress.started_at,
+        run_seconds=progress.run_seconds(),
     )
     write_text_atomically(path, saved.model_dump_json() + "\n")
 
@@ -133,6 +140,7 @@ def resume(path: Path, binding: RunBinding) -> BurnInProgress:
     _refuse_another_run(shown, saved, binding)
     records = saved.windows
     _refuse_impossible_windows(shown, records, binding)
+    started_at, earlier_seconds = _time_so_far(shown, saved, fresh.started_at)
     tolerance = binding.straggler_tolerance_percent
     return BurnInProgress(
         plan=fresh.plan,
@@ -142,7 +150,37 @@ def resume(path: Path, binding: RunBinding) -> BurnInProgress:
             for record in records
         ],
         records=list(records),
+        started_at=started_at,
+        earlier_seconds=earlier_seconds,
     )
+
+
+def _time_so_far(shown: str, saved: CheckpointFile, now: datetime) -> tuple[datetime, float]:
+    """When the burn-in began and how long its processes ran, as the file says; refused when the
+    file's times could not be (a clock ahead, more time run than has passed, less than its own
+    windows lasted): a report's dates and duration are never made up from a damaged file."""
+    from gpuaccept.report.reading import FUTURE_SKEW_SECONDS
+
+    load = sum(record.seconds for record in saved.windows)
+    if saved.started_at is None:  # an older file: its windows' load is what is known
+        return now, load
+    began = (now - saved.started_at).total_seconds()
+    if began < -FUTURE_SKEW_SECONDS:
+        raise InputError(
+            f"{shown}: dated {saved.started_at.isoformat()}, after now: its clock is ahead; give "
+            "another checkpoint file"
+        )
+    if saved.run_seconds > began + FUTURE_SKEW_SECONDS:
+        raise InputError(
+            f"{shown}: claims {saved.run_seconds:g} s run since {saved.started_at.isoformat()}, "
+            f"{max(began, 0):.0f} s ago: not a checkpoint this burn-in wrote"
+        )
+    if saved.run_seconds < load * (1 - 1e-9):
+        raise InputError(
+            f"{shown}: claims {saved.run_seconds:g} s run, its windows lasted {load:g} s: not a "
+            "checkpoint this burn-in wrote"
+        )
+    return saved.started_at, saved.run_seconds
 
 
 def _refuse_another_run(shown: str, saved: CheckpointFile, binding: RunBinding) -> None:

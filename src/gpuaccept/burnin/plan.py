@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import math
 import re
+import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -180,6 +182,15 @@ class BurnInProgress(BaseModel):
     devices: list[str] = Field(default_factory=list)  # the devices it ran on, as labelled
     windows: list[WindowFigures] = Field(default_factory=list)
     records: list[WindowRecord] = Field(default_factory=list, exclude=True)
+    # A burn-in resumed from its checkpoint is one run: it began when its first process did, and
+    # lasted the wall seconds of each process up to its last checkpoint, plus this one's.
+    started_at: datetime = Field(default_factory=lambda: datetime.now(UTC), exclude=True)
+    earlier_seconds: float = Field(default=0.0, ge=0, exclude=True)
+    resumed_at: float = Field(default_factory=time.monotonic, exclude=True)  # this process's
+
+    def run_seconds(self) -> float:
+        """Wall seconds the burn-in has run so far, over every process that ran it."""
+        return self.earlier_seconds + (time.monotonic() - self.resumed_at)
 
     @property
     def load_seconds(self) -> float:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -357,7 +356,9 @@ def _run(job: BurnInJob) -> tuple[RunReport | None, Interrupted | None]:
     from gpuaccept.results import RunReport
 
     settings, progress, plan = job.settings, job.progress, job.settings.plan
-    started, clock = datetime.now(UTC), time.monotonic()
+    # a resumed burn-in is reported as one run: from its first process's start, for the time its
+    # processes ran (not the time a restarted job waited in the queue between them)
+    started, clock = progress.started_at, time.monotonic() - progress.run_seconds()
     stopped: Interrupted | None = None
     environment: dict[str, Any] = {}
     try:
