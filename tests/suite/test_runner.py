@@ -293,3 +293,35 @@ def test_a_signal_lost_during_the_last_check_still_ends_the_run_interrupted() ->
         results, _, interrupted = run_suite(specs, cpu_context(), 60, [], Losing())  # type: ignore[arg-type]
     assert interrupted is not None
     assert [r.status for r in results] == [Status.PASS]  # what finished is kept
+
+
+def test_a_signal_while_workers_start_leaves_every_started_worker_in_the_pool(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A worker started but not yet in the pool is one its close never ends: the signal that lands
+    while the pool starts its workers is raised after they are all in it."""
+    import os
+    import signal
+
+    from gpuaccept import interrupts
+    from gpuaccept.cli.signals import interrupts_as_exceptions
+    from gpuaccept.errors import Interrupted
+    from gpuaccept.suite import pool
+
+    started: list[int] = []
+
+    class Started:
+        def __init__(self, spec: object) -> None:
+            started.append(len(started))
+            if len(started) == 1:
+                os.kill(os.getpid(), signal.SIGTERM)  # as the first worker starts
+
+    monkeypatch.setattr(pool, "_Worker", Started)
+    workers = pool.WorkerPool("cpu", [])
+    try:
+        with pytest.raises(Interrupted), interrupts_as_exceptions():
+            workers.start([0, 1, 2])
+    finally:
+        interrupts.clear()
+    assert started == [0, 1, 2]
+    assert workers.live_slots() == [0, 1, 2]  # so the pool's close ends all three
