@@ -386,27 +386,34 @@ def trend(
 
 @app.command("import")
 def import_reports(
-    reports: list[Path] = typer.Argument(..., help="JSON reports (e.g. from HTCondor jobs)."),
+    reports: list[Path] = typer.Argument(
+        ...,
+        help="JSON reports (e.g. from HTCondor jobs), or directories of them (their *.json files).",
+    ),
     history: str | None = DATABASE,
 ) -> None:
-    """Add JSON reports to the history; all of them or, if one is malformed, none.
+    """Add JSON reports to the history: each is checked first, and one malformed or dated after
+    now imports none; then they are stored in batches of 500, each one transaction.
 
-    A report already in the history (same content) is not stored twice.
+    A report already in the history (same content) is not stored twice, so an import stopped
+    part-way is finished by running it again.
     """
-    from gpuaccept.errors import InputError
-    from gpuaccept.report.reading import dated_in_future, load_report
+    from gpuaccept.record.importing import check_reports, report_files, store_reports
 
-    loaded = [(load_report(path), str(path)) for path in reports]
-    for report, source in loaded:
-        why = dated_in_future(report)
-        if why is not None:
-            raise InputError(f"report {source}: {why}; nothing was imported")
+    found = report_files(reports)
+    check_reports(found.reports)
+    if found.captures:
+        typer.echo(
+            f"[HISTORY] skipped {len(found.captures)} environment capture(s) (*.env.json): not "
+            "runs; each report holds its own"
+        )
+    new = again = 0
     with _open(history, create=True) as store:
-        stored = store.append(loaded)
-    new = sum(is_new for _, is_new in stored)
-    for (run_id, is_new), (_, source) in zip(stored, loaded, strict=True):
-        typer.echo(f"[HISTORY] {source}: run {run_id}{'' if is_new else ' (already recorded)'}")
-    typer.echo(f"[HISTORY] imported {new} new run(s), {len(stored) - new} already recorded")
+        for done in store_reports(store, found.reports):
+            new, again = new + done.new, again + (not done.new)
+            said = "" if done.new else " (already recorded)"
+            typer.echo(f"[HISTORY] {done.source}: run {done.run_id}{said}")
+    typer.echo(f"[HISTORY] imported {new} new run(s), {again} already recorded")
 
 
 @app.command("push")

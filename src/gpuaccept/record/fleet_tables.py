@@ -227,6 +227,19 @@ class TimelineRun:
     gpus: tuple[tuple[str, str | None, bool], ...]  # (UUID, serial, named for a remediation)
 
 
+@dataclass(frozen=True)
+class FleetUpdate:
+    """What the fleet's tables keep of one stored run (History._fleet_update)."""
+
+    run_id: int
+    key: Any  # latest_runs' key of the run (history.latest_key)
+    started: Any  # the store's instant
+    started_at: str
+    hostname: str | None
+    measurements: Sequence[Any]  # its measurement rows, in the order the run holds them
+    timeline: TimelineRun | None  # accept runs only
+
+
 def failed_plan(report: RunReport) -> ActionPlan | None:
     """The action plan of a run that did not pass (its recommended action, the GPUs it names for
     a remediation); None for one that passed."""

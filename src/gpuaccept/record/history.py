@@ -16,7 +16,7 @@ import os
 import sqlite3
 import struct
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -38,6 +38,7 @@ from gpuaccept.record.fleet_tables import (
     NODE_INCIDENTS,
     SQLITE_TYPES,
     Cursor,
+    FleetUpdate,
     failed_plan,
     figure_rows,
     keep_fleet_figures,
@@ -507,8 +508,10 @@ class History(ABC):
         """Refuse, before a run, a history this user cannot write."""
 
     @abstractmethod
-    def append(self, reports: Sequence[tuple[RunReport, str]]) -> list[tuple[int, bool]]:
-        """Store runs (report, source) in one transaction: (run id, newly stored) for each."""
+    def append(self, reports: Iterable[tuple[RunReport, str]]) -> list[tuple[int, bool]]:
+        """Store runs (report, source) in one transaction: (run id, newly stored) for each.
+        Read once, in order: `reports` may be a generator that reads each as it is stored, and
+        an error it raises undoes the whole transaction."""
 
     @abstractmethod
     def gpu_runs(self, uuid: str, limit: int = 200) -> list[tuple[RunRow, int | None, str | None]]:
@@ -714,22 +717,38 @@ class History(ABC):
         id."""
         return {int(run_id): str(action) for run_id, action in self._rows(NEWEST_ACCEPT_ACTIONS)}
 
-    def _keep_fleet_tables(
-        self, db: Cursor, report: RunReport, run_id: int, measurements: Sequence[Any]
-    ) -> None:
-        """After a run is stored, in its transaction: latest_runs, the fleet's figures and the
-        timelines, by the same statements in both stores."""
-        key = latest_key(report)
+    def _fleet_update(
+        self, report: RunReport, run_id: int, measurements: Sequence[Any]
+    ) -> FleetUpdate:
+        """What the fleet's tables keep of a stored run: small beside the report, so an append
+        of many runs holds these, not the reports, until it writes them."""
         started = self._instant(report.started_at)
-        previous = previous_latest(db, self._mark, key)
-        if keep_latest(db, self._mark, key, started, run_id):
-            rows = figure_rows(measurements, started, report.started_at, report.hostname)
-            keep_fleet_figures(db, self._mark, run_id, rows, previous)
+        timeline = None
         if report.command == "accept":
             from gpuaccept.report.node_verdict import verdict_fitness
 
-            fitness = verdict_fitness(report.verdict)
-            keep_timelines(db, self._mark, timeline_run(report, run_id, started, fitness))
+            timeline = timeline_run(report, run_id, started, verdict_fitness(report.verdict))
+        return FleetUpdate(
+            run_id,
+            latest_key(report),
+            started,
+            report.started_at,
+            report.hostname,
+            measurements,
+            timeline,
+        )
+
+    def _keep_fleet_tables(self, db: Cursor, update: FleetUpdate) -> None:
+        """After a run is stored, in its transaction: latest_runs, the fleet's figures and the
+        timelines, by the same statements in both stores."""
+        previous = previous_latest(db, self._mark, update.key)
+        if keep_latest(db, self._mark, update.key, update.started, update.run_id):
+            rows = figure_rows(
+                update.measurements, update.started, update.started_at, update.hostname
+            )
+            keep_fleet_figures(db, self._mark, update.run_id, rows, previous)
+        if update.timeline is not None:
+            keep_timelines(db, self._mark, update.timeline)
 
     # the order a run's figures were stored in (their ordinal in fleet_figures)
     _stored_order: str
@@ -989,7 +1008,7 @@ class SqliteHistory(History):
         # WITHOUT ROWID, is already stored in (uuid, started) order with every column
         db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
-    def append(self, reports: Sequence[tuple[RunReport, str]]) -> list[tuple[int, bool]]:
+    def append(self, reports: Iterable[tuple[RunReport, str]]) -> list[tuple[int, bool]]:
         """Store runs (report, source) in one transaction: (run id, newly stored) for each."""
         stored: list[tuple[int, bool]] = []
         recorded_at = datetime.now(UTC).isoformat()
@@ -1018,7 +1037,7 @@ class SqliteHistory(History):
                     f"INSERT INTO run_gpus ({RUN_GPU_COLUMNS}) VALUES (?, ?, ?, ?, ?)",
                     run_gpu_rows(report, run_id),
                 )
-                self._keep_fleet_tables(db, report, run_id, measurements)
+                self._keep_fleet_tables(db, self._fleet_update(report, run_id, measurements))
                 stored.append((run_id, True))
         return stored
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -26,6 +26,7 @@ from gpuaccept.record.fleet_tables import (
     GPU_INCIDENTS_LATERAL,
     GPU_STRETCHES_LATERAL,
     PG_TYPES,
+    FleetUpdate,
     tables,
 )
 from gpuaccept.record.history import (
@@ -372,11 +373,11 @@ class PgHistory(History):
                 "or --no-history"
             )
 
-    def append(self, reports: Sequence[tuple[RunReport, str]]) -> list[tuple[int, bool]]:
+    def append(self, reports: Iterable[tuple[RunReport, str]]) -> list[tuple[int, bool]]:
         stored: list[tuple[int, bool]] = []
         recorded_at = datetime.now(UTC).isoformat()
         marks = ", ".join(["%s"] * (len(RUN_INSERT_COLUMNS.split(", ")) + 1))
-        new: list[tuple[RunReport, int, list[tuple[Any, ...]]]] = []
+        new: list[FleetUpdate] = []  # not the reports: an import of thousands holds these
         with self._connection.transaction(), self._connection.cursor() as cursor:
             for report, source in reports:
                 digest = report_sha256(report)
@@ -407,7 +408,7 @@ class PgHistory(History):
                         with cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
                             for values in rows:
                                 copy.write_row(values)
-                new.append((report, run_id, measurements))
+                new.append(self._fleet_update(report, run_id, measurements))
                 stored.append((run_id, True))
             if new:
                 # The fleet's tables (latest_runs' displaced run, each GPU's newest figure, a
@@ -417,8 +418,8 @@ class PgHistory(History):
                 # holds (the fleet's rows of an uncommitted append are not written yet), so no
                 # two wait on each other (24 writers with shared runs: tests/record/test_spool.py)
                 cursor.execute("SELECT pg_advisory_xact_lock(%s)", (_APPEND_LOCK,))
-                for report, run_id, measurements in new:
-                    self._keep_fleet_tables(cursor, report, run_id, measurements)
+                for update in new:
+                    self._keep_fleet_tables(cursor, update)
         return stored
 
     # -- reading ----------------------------------------------------------------------------
