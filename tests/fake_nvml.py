@@ -44,6 +44,7 @@ from typing import Any
 
 # --- constants as pynvml names them -------------------------------------------------------------
 NVML_SUCCESS = 0
+NVML_ERROR_INVALID_ARGUMENT = 2
 NVML_ERROR_NOT_SUPPORTED = 3
 NVML_ERROR_NOT_FOUND = 6
 NVML_ERROR_FUNCTION_NOT_FOUND = 13
@@ -279,9 +280,26 @@ def nvmlDeviceGetPersistenceMode(handle: _Handle) -> int:
     return int(_fact(handle, "persistence"))
 
 
+def _enum(value: Any, names: dict[int, str]) -> str:
+    """An NVML enum argument: one NVML's enum does not define is refused here
+    (NVML_ERROR_INVALID_ARGUMENT), never read as the nearest one, so a reader passing the wrong
+    argument reads nothing instead of another counter's value."""
+    if isinstance(value, bool) or not isinstance(value, int) or value not in names:
+        raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+    return names[value]
+
+
+_ERROR_TYPES = {
+    NVML_MEMORY_ERROR_TYPE_CORRECTED: "corrected",
+    NVML_MEMORY_ERROR_TYPE_UNCORRECTED: "uncorrected",
+}
+_ECC_COUNTERS = {NVML_VOLATILE_ECC: "volatile", NVML_AGGREGATE_ECC: "aggregate"}
+_LOCATIONS = {NVML_MEMORY_LOCATION_DRAM: "dram", NVML_MEMORY_LOCATION_SRAM: "sram"}
+
+
 def nvmlDeviceGetTotalEccErrors(handle: _Handle, error_type: int, counter: int) -> int:
-    kind = "corrected" if error_type == NVML_MEMORY_ERROR_TYPE_CORRECTED else "uncorrected"
-    scope = "volatile" if counter == NVML_VOLATILE_ECC else "aggregate"
+    kind = _enum(error_type, _ERROR_TYPES)
+    scope = _enum(counter, _ECC_COUNTERS)
     by_location = _fact(handle, "ecc", scope, kind)
     return int(sum(by_location.values()))
 
@@ -289,9 +307,9 @@ def nvmlDeviceGetTotalEccErrors(handle: _Handle, error_type: int, counter: int) 
 def nvmlDeviceGetMemoryErrorCounter(
     handle: _Handle, error_type: int, counter: int, location: int
 ) -> int:
-    kind = "corrected" if error_type == NVML_MEMORY_ERROR_TYPE_CORRECTED else "uncorrected"
-    scope = "volatile" if counter == NVML_VOLATILE_ECC else "aggregate"
-    where = "sram" if location == NVML_MEMORY_LOCATION_SRAM else "dram"
+    kind = _enum(error_type, _ERROR_TYPES)
+    scope = _enum(counter, _ECC_COUNTERS)
+    where = _enum(location, _LOCATIONS)
     return int(_fact(handle, "ecc", scope, kind, where))
 
 
@@ -301,7 +319,13 @@ def nvmlDeviceGetRemappedRows(handle: _Handle) -> tuple[int, int, int, int]:
 
 
 def nvmlDeviceGetRetiredPages(handle: _Handle, cause: int) -> list[int]:
-    key = "dbe" if cause == NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR else "sbe"
+    key = _enum(
+        cause,
+        {
+            NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS: "sbe",
+            NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR: "dbe",
+        },
+    )
     return list(range(int(_fact(handle, "retired_pages", key))))
 
 

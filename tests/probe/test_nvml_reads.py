@@ -104,6 +104,10 @@ def test_health_reads_every_fact_into_its_own_field(nvml: Any) -> None:
     assert [(link.link, link.active) for link in health.nvlinks] == [(0, True), (1, False)]
     assert health.fabric is not None
     assert health.throttle_reasons == []
+    # found by its index when torch gave no UUID: the UUID is NVML's
+    by_index = nvml_health.read_gpu_health(nvml, 0)
+    assert by_index.uuid == UUID
+    assert by_index.ecc == health.ecc
 
 
 def _without(*keys: str) -> dict[str, Any]:
