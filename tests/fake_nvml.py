@@ -30,12 +30,15 @@ Per-GPU facts (all optional; a missing one raises NVML_ERROR_NOT_SUPPORTED like 
   fabric: {"state": 3, "status": 0, "clique": 1, "health_mask": 0} ({"error": N}: NVML error N)
   mig: {"current": 1, "pending": 1, "instances": ["MIG-<uuid digits>", ...]}
   persistence: 1
+Scenario-wide: field_value_type: 0-6 the NVML_VALUE_TYPE_* of every field value (default 1,
+          unsigned int); the union's other bytes hold garbage
 Scenario-wide: old_driver: true   the versioned calls (temperature, fabric) raise
           NVML_ERROR_FUNCTION_NOT_FOUND, as pynvml does on a driver that predates them
 """
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import threading
@@ -487,18 +490,37 @@ def nvmlDeviceGetMigMode(handle: _Handle) -> tuple[int, int]:
     return int(mig["current"]), int(mig["pending"])
 
 
+class _Value(ctypes.Union):
+    """pynvml's c_nvmlValue_t (pynvml.py:1514-1523, nvidia-ml-py 13.615.71): one value, read
+    through the member its valueType names (NVML_VALUE_TYPE_*, pynvml.py:289-295)."""
+
+    _fields_ = [
+        ("dVal", ctypes.c_double),
+        ("uiVal", ctypes.c_uint),
+        ("ulVal", ctypes.c_ulong),
+        ("ullVal", ctypes.c_ulonglong),
+        ("sllVal", ctypes.c_longlong),
+        ("siVal", ctypes.c_int),
+        ("usVal", ctypes.c_ushort),
+    ]
+
+
+_MEMBERS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
+
+
 class _FieldValue:
-    """c_nvmlFieldValue_t as NVML fills it: the return code, the value type and the union."""
+    """c_nvmlFieldValue_t as NVML fills it: the return code, the value type and the union. The
+    union's bytes the type does not cover hold garbage here, so a reader that reads another
+    member than the type names reads nonsense, never the value by chance."""
 
-    class _Value:
-        def __init__(self, value: int) -> None:
-            self.uiVal = self.ulVal = self.ullVal = self.sllVal = self.siVal = value
-
-    def __init__(self, field_id: int, value: int | None) -> None:
+    def __init__(self, field_id: int, value: int | None, value_type: int = 1) -> None:
         self.fieldId = field_id
         self.nvmlReturn = NVML_SUCCESS if value is not None else NVML_ERROR_NOT_SUPPORTED
-        self.valueType = 1  # unsigned int
-        self.value = self._Value(value or 0)
+        self.valueType = value_type
+        self.value = _Value()
+        self.value.ullVal = 0xA5A5A5A5A5A5A5A5
+        member = _MEMBERS[value_type]
+        setattr(self.value, member, float(value or 0) if member == "dVal" else (value or 0))
 
 
 NVML_FI_DEV_GET_GPU_RECOVERY_ACTION = 230
@@ -527,7 +549,7 @@ def nvmlDeviceGetFieldValues(
                 _state["calls"][call] = count + 1
             pair = recoveries[min(count, len(recoveries) - 1)]
             value = int(pair[field - 213])
-        values.append(_FieldValue(field, value))
+        values.append(_FieldValue(field, value, int(_scenario().get("field_value_type", 1))))
     return values
 
 

@@ -179,3 +179,34 @@ def test_zero_counts_read_as_zero_not_as_unknown(nvml: Any) -> None:
     assert (health.remapped_rows_correctable, health.remapped_rows_uncorrectable) == (0, 0)
     assert (health.remapped_rows_pending, health.remapped_rows_failed) == (False, False)
     assert health.persistence_mode is False
+
+
+@pytest.mark.parametrize(
+    ("value_type", "action", "recoveries"),
+    [
+        (0, 2, (3, 1)),  # double
+        (1, 3, (2**31 + 5, 7)),  # unsigned int
+        (2, 4, (2**40 + 3, 2**33)),  # unsigned long
+        (3, 5, (2**40 + 9, 1)),  # unsigned long long
+        (4, 6, (-(2**35), 4)),  # signed long long (a sign that only its member reads)
+        (5, 7, (-3, 3)),  # signed int
+        (6, 1, (65535, 2)),  # unsigned short
+    ],
+)
+def test_a_field_value_is_read_through_the_member_its_type_names(
+    nvml: Any, value_type: int, action: int, recoveries: tuple[int, int]
+) -> None:
+    """NVML says which member of the value union it filled (valueType): the recovery action
+    (field 230) and NVLink5's recovery counts (213/214) read right whatever the type, where
+    reading another member gives the union's other bytes."""
+    gpu = {**DISTINCT, "recovery_action": action, "nvlink5_recoveries": [list(recoveries)]}
+    dl_counters = dict.fromkeys(("crc", "crc_data", "replay", "recovery"))  # none on NVLink5
+    gpu["nvlink"] = [{"active": True, "version": 5, **dl_counters}]
+    nvml.use({"gpus": [gpu], "field_value_type": value_type})
+    nvml.nvmlInit()
+    handle = nvml.nvmlDeviceGetHandleByIndex(0)
+    assert nvml_health.read_recovery_action(nvml, handle) == nvml_health.RECOVERY_ACTIONS[action]
+    assert nvml_health.read_nvlink_recoveries(nvml, handle) == recoveries
+    counters = nvml_health.read_counters(nvml, handle, UUID, 0)
+    assert counters.nvlink_uncounted == (0,)
+    assert counters.nvlink_recoveries == recoveries
