@@ -36,8 +36,10 @@ DISTINCT: dict[str, Any] = {
     "mig": {"current": 0, "pending": 1},
     "throttle": 0,
     "nvlink": [
-        {"active": True, "version": 4, "crc": 41, "replay": 43, "recovery": 47},
-        {"active": False, "version": 4, "crc": 53, "replay": 59, "recovery": 61},
+        {"active": True, "version": 4, "crc": 41, "crc_data": 2, "replay": 43, "recovery": 47},
+        # a board without the data CRC counter: the flit CRC alone
+        {"active": False, "version": 3, "crc": 53, "crc_data": None, "replay": 59, "recovery": 61},
+        {"state": 5, "version": 4},  # a state this gpuaccept does not name
     ],
     "fabric": {"state": 3, "status": 0, "clique": 1},
 }
@@ -66,7 +68,8 @@ def test_the_counters_are_read_from_their_own_calls(nvml: Any) -> None:
     assert counters.pcie_replays == 37
     assert counters.pcie_gen_max == 5  # the GPU's own maximum, not the system's (4)
     assert counters.pcie_width_max == 16
-    assert counters.nvlink == {0: (41, 43, 47), 1: (53, 59, 61)}
+    # CRC: flit + data errors (the data counter where the board has one)
+    assert counters.nvlink == {0: (43, 43, 47), 1: (53, 59, 61), 2: (0, 0, 0)}
     assert counters.nvlink_uncounted == ()
     assert counters.nvlink_recoveries is None  # asked only where a link has no DL counters
 
@@ -101,7 +104,11 @@ def test_health_reads_every_fact_into_its_own_field(nvml: Any) -> None:
     assert health.pcie_replays == 37
     assert health.persistence_mode is True
     assert health.mig_enabled is False  # the current mode, not the pending one
-    assert [(link.link, link.active) for link in health.nvlinks] == [(0, True), (1, False)]
+    assert [(link.link, link.active, link.state, link.version) for link in health.nvlinks] == [
+        (0, True, "active", 4),
+        (1, False, "inactive", 3),
+        (2, False, "state 5", 4),
+    ]
     assert health.fabric is not None
     assert health.throttle_reasons == []
     # found by its index when torch gave no UUID: the UUID is NVML's
