@@ -10,9 +10,11 @@ Where a shape's facts come from (read, not remembered):
   the eight 400 G rails lines 20-27), conf/nd96asr_v4.conf (A100: check_hw_ib 200 mlx5_ib0-7
   lines 25-32), conf/nc40ads_h100_v5.conf (one socket of 40 cores line 22, check_gpu_count 1 line
   33, no check_hw_ib: no RDMA port).
-- AWS EFA, torvalds/linux drivers/infiniband/hw/efa/efa_verbs.c: efa_query_port sets the state
-  ACTIVE, LinkUp and "4X EDR" whatever the link (so sysfs prints "100 Gb/sec (4X EDR)" on every
-  EFA port), and efa_port_link_layer returns IB_LINK_LAYER_UNSPECIFIED, which
+- AWS EFA, torvalds/linux drivers/infiniband/hw/efa/efa_verbs.c at 031616c4 (read 2026-11-27
+  through the code index, functions named, lines not counted): efa_query_port sets the state
+  IB_PORT_ACTIVE, IB_PORT_PHYS_STATE_LINK_UP, IB_SPEED_EDR and IB_WIDTH_4X whatever the link (so
+  sysfs prints "100 Gb/sec (4X EDR)" on every EFA port), and efa_port_link_layer (the file's last
+  function) returns IB_LINK_LAYER_UNSPECIFIED, which
   drivers/infiniband/core/sysfs.c link_layer_show prints as "Unknown". A p5 has 32 EFA devices:
   "P5 and P5e instances support up to 32 network cards and can provide up to 3,200 Gbps of network
   bandwidth", one EFA per card
