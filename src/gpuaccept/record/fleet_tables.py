@@ -346,23 +346,29 @@ GPU_STRETCHES = (
     f"uuid IN {_NAMED_IN_WINDOW} AND (prev_started IS NULL OR prev_started < {{m}} OR "
     "prev_node != node OR coalesce(prev_serial, '') != coalesce(serial, ''))"
 )
-# PostgreSQL's forms of the two: each named GPU's runs read from the index of its runs
-# (schema 7, history_pg.py) one GPU at a time. Given the statements above, its planner reads the
-# whole window's GPU rows (0.31 s at 2.4 million) whenever it expects many named GPUs; a GPU's
-# rows are a few index pages (0.11 s for 10,000 GPUs). SQLite has no LATERAL and needs none:
-# it already reads each named GPU's rows by its key.
+# PostgreSQL's form of the two (PgHistory._gpu_windows), one pass: each named GPU's runs read
+# from the index of its runs (schema 7, history_pg.py) one GPU at a time, its stretches as arrays
+# beside its counts and every start as seconds. Given the statements above, PostgreSQL's planner
+# reads the whole window's GPU rows (0.31 s at 2.4 million) whenever it expects many named GPUs;
+# a GPU's rows are a few index pages. As two LATERAL statements (schema 7's first form) they
+# took 0.26-0.29 s at 10,000 GPUs and handed 20,000 timestamps to Python; as one, 0.18-0.20 s
+# (docs/results/2026-11-27-session9.md). SQLite has no LATERAL and needs none: it already reads
+# each named GPU's rows by its key.
 _NAMED_GPUS = "(SELECT DISTINCT uuid FROM gpu_timeline WHERE named = 1 AND started >= {m}) AS n"
-GPU_INCIDENTS_LATERAL = (
-    f"SELECT n.uuid, w.runs, w.first, w.last, w.incidents FROM {_NAMED_GPUS} CROSS JOIN LATERAL "
+_STRETCH = (
+    "prev_started IS NULL OR prev_started < {m} OR prev_node != node OR "
+    "coalesce(prev_serial, '') != coalesce(serial, '')"
+)
+_EPOCH = "extract(epoch FROM {})::float8"
+GPU_WINDOWS_LATERAL = (
+    f"SELECT n.uuid, w.runs, {_EPOCH.format('w.first')}, {_EPOCH.format('w.last')}, "
+    f"w.incidents, w.starts, w.nodes, w.serials FROM {_NAMED_GPUS} CROSS JOIN LATERAL "
     "(SELECT count(*) AS runs, min(started) AS first, max(started) AS last, count(*) FILTER "
     "(WHERE named = 1 AND (prev_named IS NULL OR prev_named = 0 OR prev_started < {m})) AS "
-    "incidents FROM gpu_timeline t WHERE t.uuid = n.uuid AND t.started >= {m}) AS w"
-)
-GPU_STRETCHES_LATERAL = (
-    f"SELECT n.uuid, w.node, w.serial, w.started FROM {_NAMED_GPUS} CROSS JOIN LATERAL "
-    "(SELECT node, serial, started FROM gpu_timeline t WHERE t.uuid = n.uuid AND t.started >= {m} "
-    "AND (prev_started IS NULL OR prev_started < {m} OR prev_node != node OR "
-    "coalesce(prev_serial, '') != coalesce(serial, ''))) AS w"
+    f"incidents, array_agg({_EPOCH.format('started')}) FILTER (WHERE {_STRETCH}) AS starts, "
+    f"array_agg(node) FILTER (WHERE {_STRETCH}) AS nodes, "
+    f"array_agg(serial) FILTER (WHERE {_STRETCH}) AS serials "
+    "FROM gpu_timeline t WHERE t.uuid = n.uuid AND t.started >= {m}) AS w"
 )
 # each metric's newest figures by GPU model: how many, and their units (one, but for a metric
 # whose unit changed between versions)

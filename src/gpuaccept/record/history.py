@@ -51,6 +51,9 @@ from gpuaccept.record.fleet_tables import (
 from gpuaccept.results import CheckResult, RunReport, RunVerdict
 
 HISTORY_ENV = "GPUACCEPT_HISTORY"
+# a named GPU's window: (UUID, runs, first and last start in seconds, incidents, its stretches'
+# (start in seconds, node, serial))
+GpuWindow = tuple[str, int, float, float, int, list[tuple[float, str, str | None]]]
 APPLICATION_ID = 0x67707561  # "gpua" in the SQLite header marks our databases
 # 2: each run's verdict (RunVerdict as JSON) is stored beside the report; a version 1 database
 # is upgraded in place when first opened (its verdicts judged from the stored reports).
@@ -656,27 +659,41 @@ class History(ABC):
         latest run that had one) of each GPU that an accept run since `since` named for a
         remediation, over its accept runs since then on whatever host: counted in the database;
         its hosts and serials from the runs that begin a stretch on one host with one serial."""
+        found = []
+        for uuid, runs, first, last, incidents, stretches in self._gpu_windows(since):
+            # most GPUs stay on one host with one serial: one stretch, nothing to order
+            seen = sorted(stretches) if len(stretches) > 1 else stretches
+            serial = max(((moment, serial) for moment, _, serial in seen if serial), default=None)
+            found.append(
+                (
+                    uuid,
+                    incidents,
+                    (last - first) / 3600,
+                    runs,
+                    tuple(dict.fromkeys(node for _, node, _ in seen if node)),
+                    serial[1] if serial else None,
+                )
+            )
+        return found
+
+    def _gpu_windows(self, since: str) -> Iterator[GpuWindow]:
+        """Each named GPU's runs in the window, counted (record/fleet_tables.py): by two
+        statements, the stretches read first."""
         start = self._instant(since)
         stretches: dict[str, list[tuple[float, str, str | None]]] = {}
         for uuid, node, serial, started in self._rows(self._gpu_stretches, (start, start, start)):
             stretches.setdefault(str(uuid), []).append((self._seconds(started), node, serial))
-        found = []
         for uuid, runs, first, last, incidents in self._rows(
             self._gpu_incidents, (start, start, start)
         ):
-            seen = sorted(stretches.get(str(uuid), []))
-            serials = sorted((moment, serial) for moment, _, serial in seen if serial)
-            found.append(
-                (
-                    str(uuid),
-                    int(incidents),
-                    (self._seconds(last) - self._seconds(first)) / 3600,
-                    int(runs),
-                    tuple(dict.fromkeys(node for _, node, _ in seen if node)),
-                    serials[-1][1] if serials else None,
-                )
+            yield (
+                str(uuid),
+                int(runs),
+                self._seconds(first),
+                self._seconds(last),
+                int(incidents),
+                stretches.get(str(uuid), []),
             )
-        return found
 
     def figure_groups(self) -> list[tuple[str, str, str, str, int]]:
         """(model, check, name, unit, how many) of the newest figures of each GPU and metric

@@ -23,8 +23,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from gpuaccept.record.fleet_tables import (
-    GPU_INCIDENTS_LATERAL,
-    GPU_STRETCHES_LATERAL,
+    GPU_WINDOWS_LATERAL,
     PG_TYPES,
     FleetUpdate,
     tables,
@@ -34,6 +33,7 @@ from gpuaccept.record.history import (
     RUN_GPU_COLUMNS,
     RUN_INSERT_COLUMNS,
     SCHEMA_VERSION,
+    GpuWindow,
     History,
     HistoryError,
     HistoryUnreachable,
@@ -207,8 +207,6 @@ class PgHistory(History):
 
     _mark = "%s"
     _stored_order = "ctid"  # a run's figures, written by one COPY and never updated
-    _gpu_incidents = GPU_INCIDENTS_LATERAL
-    _gpu_stretches = GPU_STRETCHES_LATERAL
 
     def __init__(self, location: PgLocation, connection: psycopg.Connection[Any]) -> None:
         self.location = location
@@ -216,6 +214,20 @@ class PgHistory(History):
 
     def _instant(self, started_at: str) -> datetime:
         return run_started(started_at)
+
+    def _gpu_windows(self, since: str) -> Iterator[GpuWindow]:
+        start = self._instant(since)
+        for uuid, runs, first, last, incidents, starts, nodes, serials in self._rows(
+            GPU_WINDOWS_LATERAL, (start,) * 6
+        ):
+            yield (
+                str(uuid),
+                int(runs),
+                float(first),
+                float(last),
+                int(incidents),
+                list(zip(starts or [], nodes or [], serials or [], strict=True)),
+            )
 
     @staticmethod
     def _seconds(instant: Any) -> float:
