@@ -321,3 +321,49 @@ def test_a_resumed_burn_in_is_one_run_from_its_first_start_for_all_its_processes
     older = resume(path, BOUND)
     assert older.earlier_seconds == 600.0
     assert datetime.now(UTC) - older.started_at < timedelta(seconds=60)
+
+
+def test_windows_are_held_to_the_sites_limits_live_and_resumed(tmp_path: Path) -> None:
+    """A site's `--rules` limits (here the NVLink CRC rate) judge the burn-in's windows as they
+    judge accept's checks, and the stored windows of a resumed burn-in too: the windows had been
+    held to the built-in limits whatever --rules said."""
+    import dataclasses
+
+    from gpuaccept.actions import ActionRules, LimitRow, builtin_rules
+    from gpuaccept.probe.nvml_health import CounterSnapshot, ErrorCounters
+
+    strict = builtin_rules().merged(
+        ActionRules.model_validate({"limit": {"nvlink_crc_per_second": LimitRow(value=1)}}),
+        "site strict.toml",
+    )
+
+    def crc(at: float, count: int) -> CounterSnapshot:
+        return CounterSnapshot(at, (ErrorCounters("GPU-0a", 0, nvlink={0: (count, 0, 0)}),))
+
+    # 600 CRC errors in a 300 s window: 2/s, under DCGM's 100/s, over the site's 1/s
+    window = _healthy(0).model_copy(update={"counters": (crc(0, 0), crc(300, 600))})
+    assert not any("CRC" in text for text in judge_record(window).hardware)
+    [failed] = [t for t in judge_record(window, rules=strict).hardware if "CRC" in t]
+    assert "at or above the limit 1 of site strict.toml" in failed
+    path = tmp_path / "burnin.json"
+    _save(path, [window])
+    assert not any("CRC" in text for text in resume(path, BOUND).windows[0].hardware)
+    site_bound = dataclasses.replace(BOUND, rules=strict)
+    resumed = resume(path, site_bound).windows[0].hardware
+    assert [t for t in resumed if "CRC" in t] == [failed]
+
+
+def test_the_cli_hands_its_rules_to_the_windows(tmp_path: Path) -> None:
+    from gpuaccept.cli.burnin import _plan
+
+    rules = tmp_path / "strict.toml"
+    rules.write_text('[limit]\nnvlink_crc_per_second = { value = 1, source = "ours" }\n')
+    job = _plan(
+        duration="60s", window=None, schedule=None, device="cpu", cpu_devices=2, seed=0,
+        checkpoint=None, checkpoint_every=None, checkpoint_exit_code=None,
+        straggler_tolerance=None, report_dir=None, junit=None, history=None, no_history=True,
+        rules=rules,
+    )  # fmt: skip
+    assert job.settings.rules is not None
+    assert job.settings.rules.limit_of("nvlink_crc_per_second") == 1
+    assert job.settings.binding.rules is job.settings.rules

@@ -220,3 +220,25 @@ def test_a_signal_whose_exception_was_lost_runs_no_window_more() -> None:
     assert stop is not None
     assert stop.error.exit_code == 143
     assert progress.windows == []
+
+
+def test_the_windows_are_judged_with_the_runs_rules(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The loop hands the site's --rules to each window's judging (the limits its counters are
+    held to: tests/burnin/test_checkpoint.py), not the built-in tables."""
+    from gpuaccept.actions import ActionRules, LimitRow, builtin_rules
+    from gpuaccept.burnin import run
+
+    strict = builtin_rules().merged(
+        ActionRules.model_validate({"limit": {"nvlink_crc_per_second": LimitRow(value=1)}}),
+        "site strict.toml",
+    )
+    seen: list[object] = []
+    judge = run.judge_record
+
+    def spy(*args: object, **kwargs: object):  # type: ignore[no-untyped-def]
+        seen.append(args[3] if len(args) > 3 else kwargs.get("rules"))
+        return judge(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(run, "judge_record", spy)
+    _burnin(1, rules=strict)
+    assert seen == [strict]

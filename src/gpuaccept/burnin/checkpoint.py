@@ -37,6 +37,7 @@ from gpuaccept.burnin.plan import BurnInPlan, BurnInProgress, window_seed
 from gpuaccept.errors import InputError
 
 if TYPE_CHECKING:
+    from gpuaccept.actions import ActionRules
     from gpuaccept.record.history import HistoryLocation
 
 SCHEMA_VERSION: Literal[2] = 2
@@ -83,6 +84,8 @@ class RunBinding:
     straggler_tolerance_percent: float
     # not saved: read from references.toml for the GPUs of the run that resumes
     floors: Mapping[str, Mapping[str, RateFloor]] = field(default_factory=dict)
+    # not saved: every window, stored ones too, is judged by the resuming run's --rules limits
+    rules: ActionRules | None = None
 
     @property
     def on_gpus(self) -> bool:
@@ -147,7 +150,7 @@ def resume(path: Path, binding: RunBinding) -> BurnInProgress:
         plan=fresh.plan,
         devices=fresh.devices,
         windows=[
-            judge_record(record, tolerance, binding.floors.get(record.stressor))
+            judge_record(record, tolerance, binding.floors.get(record.stressor), binding.rules)
             for record in records
         ],
         records=list(records),

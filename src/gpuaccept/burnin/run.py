@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from gpuaccept.actions import ActionRules
 from gpuaccept.burnin.checkpoint import NodeIdentity, RunBinding, save_checkpoint
 from gpuaccept.burnin.evidence import PortCounters, WindowRecord, record_window
 from gpuaccept.burnin.floors import RateFloor
@@ -63,6 +64,7 @@ class BurnInSettings:
     hostname: str = field(default_factory=socket.gethostname)
     # stressor -> device -> the reference floor it is held to (`burnin.floors`)
     floors: Mapping[str, Mapping[str, RateFloor]] = field(default_factory=dict)
+    rules: ActionRules | None = None  # the site's action tables (--rules): their limits
 
     @property
     def devices(self) -> list[str]:
@@ -82,6 +84,7 @@ class BurnInSettings:
             devices=self.devices,
             straggler_tolerance_percent=self.straggler_tolerance_percent,
             floors=self.floors,
+            rules=self.rules,
         )
 
 
@@ -187,7 +190,10 @@ class _Loop:
             port_counters=(ports_before, ports_after) if ports_before else None,
         )
         figures = judge_record(
-            record, settings.straggler_tolerance_percent, settings.floors.get(stressor)
+            record,
+            settings.straggler_tolerance_percent,
+            settings.floors.get(stressor),
+            settings.rules,
         )
         return figures, record, after, ports_after
 

@@ -14,6 +14,7 @@ replay or recovery errors, CRC at DCGM's rate), a hardware slowdown under load
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from gpuaccept.burnin.evidence import DeviceWindow, PortCounters, WindowRecord, record_window
 from gpuaccept.burnin.floors import RateFloor, below_floor
@@ -30,6 +31,9 @@ from gpuaccept.checks.judging import Findings
 from gpuaccept.checks.load_judging import judge_load_summary
 from gpuaccept.probe.nvml_events import GpuEvent
 from gpuaccept.probe.nvml_health import CounterSnapshot
+
+if TYPE_CHECKING:
+    from gpuaccept.actions import ActionRules
 
 # A collective runs at the pace of its slowest rank, so every rank measures the same rate: a slow
 # GPU or link slows the whole group and shows in the node's all-reduce figure over the run (drift,
@@ -80,17 +84,19 @@ def judge_record(
     record: WindowRecord,
     straggler_tolerance_percent: float = DEFAULT_STRAGGLER_TOLERANCE_PERCENT,
     floors: Mapping[str, RateFloor] | None = None,
+    rules: ActionRules | None = None,
 ) -> WindowFigures:
     """A window's figures and findings, judged from its record: the same rules whether the
     window has just run or a resumed burn-in read it from its checkpoint. `floors`: each
-    device's reference floor for this stressor (`burnin.floors`), warned below."""
+    device's reference floor for this stressor (`burnin.floors`), warned below; `rules`: the
+    site's action tables (`--rules`), whose limits the counters are held to (built-in: None)."""
     stressor, devices = record.stressor, record.devices
     where = f"window {record.window + 1} ({stressor})"
     correctness, majority = _correctness(where, devices)
     hardware = [f"{where}: {device} was lost: {why}" for device, why in sorted(record.lost.items())]
     found = Findings("burnin", "BURNIN")  # its name and area are not read: only its findings
     judge_events(list(record.events), found)
-    growth = judge_growth(*record.counters, found) if record.counters is not None else []
+    growth = judge_growth(*record.counters, found, rules) if record.counters is not None else []
     if record.port_counters is not None:
         growth += judge_counter_growth(*record.port_counters, found)
     hardware += [f"{where}: {text}" for text in found.failures]

@@ -276,6 +276,7 @@ def _plan(
         floors=reference_floors(
             load_shipped_references(), [(f"gpu{gpu.index}", gpu.name, None) for gpu in gpus]
         ),
+        rules=action_rules,
     )
     lock = None
     if checkpoint is not None:
