@@ -11,6 +11,7 @@ import pytest
 
 from gpuaccept.probe import nvml_health
 from tests import fake_nvml
+from tests.checks.conftest import h100_sxm
 
 UUID = "GPU-5e1f0000-0000-0000-0000-000000000001"
 
@@ -162,15 +163,10 @@ def test_what_a_board_does_not_report_is_none_never_zero(nvml: Any) -> None:
 
 def test_zero_counts_read_as_zero_not_as_unknown(nvml: Any) -> None:
     """The other side: a board that reports no error reads 0 (a clean GPU), not None."""
+    clean = h100_sxm()  # a healthy board's counts: every one 0
     zeros = {
         **DISTINCT,
-        "ecc": {
-            scope: {kind: {"dram": 0, "sram": 0} for kind in ("corrected", "uncorrected")}
-            for scope in ("volatile", "aggregate")
-        },
-        "remapped_rows": [0, 0, 0, 0],
-        "retired_pages": {"sbe": 0, "dbe": 0, "pending": False},
-        "pcie_replay": 0,
+        **{key: clean[key] for key in ("ecc", "remapped_rows", "retired_pages", "pcie_replay")},
         "persistence": 0,
     }
     handle = _handle(nvml, zeros)
