@@ -37,6 +37,7 @@ def test_a_directory_is_its_json_reports_in_name_order(tmp_path: Path) -> None:
     (results / "notes.txt").write_text("not a report")
     (results / ".partial.json").write_text("{")  # a file a job is still writing: hidden
     (results / "sub").mkdir()
+    (results / "odd.json").mkdir()  # a directory, whatever its name: not a report, not searched
     _results(results / "sub", 1, start=9)  # not searched: only the directory given
     alone = _results(tmp_path / "other", 1, start=7)
     assert importing.report_files([alone[0], results]).reports == [alone[0], *paths]

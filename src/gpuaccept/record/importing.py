@@ -54,7 +54,7 @@ def report_files(paths: Sequence[Path]) -> ReportFiles:
             found = sorted(
                 entry
                 for entry in path.iterdir()
-                if entry.suffix == ".json" and not entry.name.startswith(".")
+                if entry.suffix == ".json" and not entry.name.startswith(".") and not entry.is_dir()
             )
         except OSError as error:
             raise InputError(f"report directory {path}: cannot list it: {error.strerror}") from None
