@@ -149,6 +149,22 @@ def _history_in_tmp(
 
 
 @pytest.fixture(autouse=True)
+def _no_cuda_driver_asked(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fabric check asks the CUDA driver whether the GPUs support dma-buf (probe/dmabuf.py):
+    a test that judges a node tree in this process must get the same answer on a GPU machine as
+    on this one (none: the tests are hermetic to the hardware). GPU tests ask the real driver;
+    tests of the probe put their own stand-in library in."""
+    if request.node.get_closest_marker("gpu") is not None:
+        return
+    from gpuaccept.probe import dmabuf
+
+    def no_driver() -> None:
+        raise OSError("libcuda.so.1: not asked in the CPU tests (tests/conftest.py)")
+
+    monkeypatch.setattr(dmabuf, "_load_libcuda", no_driver)
+
+
+@pytest.fixture(autouse=True)
 def _signal_handlers_restored() -> Iterator[None]:
     """A test that interrupts the CLI in-process leaves SIGINT/SIGTERM ignored, as the CLI means
     to (the process is on its way out). In a test worker that outlives it, every later child

@@ -762,3 +762,48 @@ def test_flaps_are_aged_against_the_now_given_at_the_exact_skew() -> None:
         "ib0": 2
     }
     assert findings.warnings[-1].startswith("ib2: 2 lost-carrier line(s) in syslog with no time")
+
+
+@pytest.mark.parametrize(
+    ("answer", "warned"),
+    [
+        (True, None),  # dma-buf on every GPU: GPUDirect RDMA has its route without the module
+        (False, "a GPU does not support dma-buf (the CUDA driver says so)"),
+        (None, "dma-buf not checked"),  # no driver to ask (this machine), or no answer
+    ],
+)
+def test_gpudirect_without_peermem_is_judged_by_the_drivers_dma_buf_answer(
+    node: Path, monkeypatch: pytest.MonkeyPatch, answer: bool | None, warned: str | None
+) -> None:
+    """The p5 shape's warning (issue #30): EFA reaches GPU memory through dma-buf, without
+    nvidia_peermem. NCCL asks the driver's CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED (probe/dmabuf.py);
+    so does the check, and warns only when neither route is there or it could not ask."""
+    from gpuaccept.probe import dmabuf
+
+    asked: list[bool] = []
+
+    def driver_says(seconds: float = 0.0) -> bool | None:
+        asked.append(True)
+        return answer
+
+    monkeypatch.setattr(dmabuf, "dmabuf_supported", driver_says)
+    (node / "sys" / "module" / "nvidia_peermem").rmdir()
+    result = fabric.run(_context())
+    assert asked == [True]
+    assert result.details["gpudirect"] == {"nvidia_peermem": False, "dmabuf": answer}
+    if warned is None:
+        assert result.status is Status.PASS, result.message
+        assert "GPUDirect" not in result.message
+    else:
+        assert result.status is Status.WARN
+        assert result.message == (
+            f"GPUDirect RDMA: the nvidia_peermem module is not loaded ({warned}): NCCL may stage "
+            "GPU data through host memory"
+        )
+    # with the module loaded, the driver is not asked: the route is there
+    (node / "sys" / "module" / "nvidia_peermem").mkdir()
+    asked.clear()
+    loaded = fabric.run(_context())
+    assert asked == []
+    assert loaded.details["gpudirect"] == {"nvidia_peermem": True, "dmabuf": None}
+    assert "GPUDirect" not in loaded.message

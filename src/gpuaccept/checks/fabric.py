@@ -11,8 +11,9 @@ Rules, each with where it comes from:
   `--expect-nvme` (aznhc `check_nvme_count 8`, the same conf:39), fails.
 - PKeys: an InfiniBand port whose partition keys differ from the node's other ports warns
   (ClusterMAX's expectation of PKey consistency, as issue #24 quotes it).
-- GPUDirect RDMA: GPUs and RDMA ports but no `nvidia_peermem` module warns (dma-buf, the other
-  route, is not checked).
+- GPUDirect RDMA: GPUs and RDMA ports with neither the `nvidia_peermem` module nor dma-buf
+  support on every GPU (the CUDA driver's answer, as NCCL asks it: probe/dmabuf.py) warns; a
+  driver that cannot be asked warns that dma-buf was not checked.
 - Topology: each GPU's nearest RDMA port is on its PCIe switch, else on its NUMA node; a GPU
   with neither, or an RDMA port on a NUMA node without GPUs, warns. (The worker that drives a
   GPU already runs on the GPU's NUMA node: `probe.numa.run_near`.)
@@ -224,7 +225,11 @@ def affinity_map(inventory: NodeInventory) -> list[dict[str, Any]]:
     return rows
 
 
-def judge_topology(inventory: NodeInventory, findings: Findings) -> list[dict[str, Any]]:
+def judge_topology(
+    inventory: NodeInventory, findings: Findings, dmabuf: bool | None = None
+) -> list[dict[str, Any]]:
+    """Where each GPU's nearest RDMA port is, and whether GPUDirect RDMA has a route:
+    `dmabuf` is the CUDA driver's answer (probe/dmabuf.py; None: not asked or no answer)."""
     rows = affinity_map(inventory)
     if not inventory.ports or not inventory.gpus:
         return rows
@@ -242,10 +247,15 @@ def judge_topology(inventory: NodeInventory, findings: Findings) -> list[dict[st
         and p.place.numa_node is not None
         and p.place.numa_node not in gpu_nodes
     ]
-    if not inventory.peermem_loaded:
+    if not inventory.peermem_loaded and dmabuf is not True:
+        why = (
+            "a GPU does not support dma-buf (the CUDA driver says so)"
+            if dmabuf is False
+            else "dma-buf not checked"
+        )
         findings.warnings.append(
-            "GPUDirect RDMA: the nvidia_peermem module is not loaded (dma-buf not checked): NCCL "
-            "may stage GPU data through host memory"
+            f"GPUDirect RDMA: the nvidia_peermem module is not loaded ({why}): NCCL may stage GPU "
+            "data through host memory"
         )
     return rows
 
@@ -324,7 +334,12 @@ def run(context: CheckContext) -> CheckResult:
             f"{len(inventory.nvme)} NVMe controller(s), {nvme} expected (--expect-nvme or the "
             "node profile's nvme)"
         )
-    rows = judge_topology(inventory, findings)
+    dmabuf = None
+    if inventory.ports and inventory.gpus and not inventory.peermem_loaded:
+        from gpuaccept.probe.dmabuf import dmabuf_supported
+
+        dmabuf = dmabuf_supported()  # the other route: asked only where it decides something
+    rows = judge_topology(inventory, findings, dmabuf)
     unreadable = sysfs_problems(sysfs_root())
     if unreadable:
         path, why = next(iter(unreadable.items()))
@@ -340,6 +355,9 @@ def run(context: CheckContext) -> CheckResult:
         "rails": [p.name for p in roles.rails],
         "other_ports": [p.name for p in roles.others],
         "rails_told_by": roles.how,
+        # GPUDirect RDMA's routes: the module, or dma-buf as the CUDA driver answers (None: the
+        # module made the question moot, or the driver could not be asked)
+        "gpudirect": {"nvidia_peermem": inventory.peermem_loaded, "dmabuf": dmabuf},
     }
     active = sum(1 for p in roles.rails if p.state == "ACTIVE")
     rates = sorted({p.rate_gbps for p in roles.rails if p.rate_gbps})
