@@ -63,6 +63,14 @@ def test_nvml_reads_every_gpu_torch_sees() -> None:
         assert health is not None
 
 
+def test_the_cuda_driver_answers_the_dma_buf_question() -> None:
+    """The fabric check's GPUDirect question (probe/dmabuf.py), asked of the real driver through
+    libcuda as NCCL asks it: a CUDA node answers yes or no, never "not known"."""
+    from gpuaccept.probe.dmabuf import dmabuf_supported
+
+    assert dmabuf_supported() in (True, False)
+
+
 def test_compute_samples_power_and_clocks_under_load() -> None:
     """The load sampler on real NVML: readings while the matmuls run, judged without a fault on
     a healthy node, and the NVLink/fabric/MIG facts read without error."""
