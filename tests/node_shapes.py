@@ -15,7 +15,8 @@ Where a shape's facts come from (read, not remembered):
   IB_PORT_ACTIVE, IB_PORT_PHYS_STATE_LINK_UP, IB_SPEED_EDR and IB_WIDTH_4X whatever the link (so
   sysfs prints "100 Gb/sec (4X EDR)" on every EFA port), and efa_port_link_layer (the file's last
   function) returns IB_LINK_LAYER_UNSPECIFIED, which
-  drivers/infiniband/core/sysfs.c link_layer_show prints as "Unknown". A p5 has 32 EFA devices:
+  drivers/infiniband/core/sysfs.c link_layer_show prints as "Unknown" (its default case, read at
+  0147ebcf through the code index). A p5 has 32 EFA devices:
   "P5 and P5e instances support up to 32 network cards and can provide up to 3,200 Gbps of network
   bandwidth", one EFA per card
   (docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html). EFA has no PMA: no

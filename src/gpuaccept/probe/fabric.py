@@ -10,7 +10,8 @@ out as the kernel documents them:
   per port `state` ("4: ACTIVE"), `phys_state` ("5: LinkUp"), `rate` ("400 Gb/sec (4X NDR)"),
   `link_layer` (InfiniBand or Ethernet), `counters/*`, `pkeys/<n>`, `gid_attrs/ndevs/<n>`.
   drivers/infiniband/core/sysfs.c prints those formats; a counter without a PMA reads
-  "N/A (no PMA)", and the PortCounters are 4 to 16 bits wide and stop at their maximum.
+  "N/A (no PMA)" (show_pma_counter, when get_perf_mad fails; read at 0147ebcf through the code
+  index), and the PortCounters are 4 to 16 bits wide and stop at their maximum.
 - Documentation/ABI/testing/sysfs-bus-pci: `numa_node`, `local_cpulist`, `vendor`, `class`.
 - /sys/class/net/<if>/{operstate,speed}, /sys/class/nvme/<ctrl>/model,
   /sys/devices/system/node/node<N>/cpulist, and /sys/module/<name> for loaded modules.
