@@ -6,8 +6,9 @@ flipped, a name pattern emptied of matches) in a copy of the package, and the se
 against the copy, fast files first and stopping at the first failure. A mutant no test fails is
 a survivor: a row no test holds.
 
-Usage: scripts/data_mutation.py [--floor PERCENT] [--jobs N] [--limit N] [TEST ...]
-Prints the score and every survivor (line, key, change); exits 1 below the floor (default 90).
+Usage: scripts/data_mutation.py [--floor PERCENT] [--jobs N] [--limit N] [--skip N] [TEST ...]
+Prints every survivor (line, key, change) and the progress as it goes, then the score; exits 1
+below the floor (default 90). --skip N resumes a run that stopped after N mutants.
 """
 
 from __future__ import annotations
@@ -150,6 +151,7 @@ def main() -> int:
     parser.add_argument("--floor", type=float, default=90.0)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--limit", type=int, default=0, help="only the first N mutants")
+    parser.add_argument("--skip", type=int, default=0, help="start after the first N mutants")
     args = parser.parse_args()
     found = mutants((ROOT / DATA).read_text(encoding="utf-8"))
     if args.limit:
@@ -175,17 +177,24 @@ def main() -> int:
 
         # one worker per copy: mutant n runs in copy n % jobs, so copies are never shared
         results: list[tuple[Mutant, bool]] = []
-        for start in range(0, len(found), args.jobs):
-            batch = list(enumerate(found))[start : start + args.jobs]
+        numbered = list(enumerate(found))[args.skip :]
+        for start in range(0, len(numbered), args.jobs):
+            batch = numbered[start : start + args.jobs]
             with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-                results += list(pool.map(one, batch))
+                done = list(pool.map(one, batch))
+            results += done
+            # said as it goes: a run of hundreds of mutants takes an hour and more, and one
+            # stopped part-way still tells which rows no test holds
+            for mutant, killed in done:
+                if not killed:
+                    print(f"  survived: line {mutant.line} {mutant.where}: {mutant.change}")
+            ran = args.skip + start + len(batch)
+            print(f"data-mutation: {ran} of {len(found)} run", flush=True)
     survivors = [m for m, killed in results if not killed]
     total = len(results)
     score = 100.0 * (total - len(survivors)) / total if total else 0.0
     killed = total - len(survivors)
     print(f"data-mutation: {killed} of {total} mutants of {DATA} killed ({score:.1f}%)")
-    for m in survivors:
-        print(f"  survived: line {m.line} {m.where}: {m.change}")
     return 0 if score >= args.floor else 1
 
 
