@@ -41,6 +41,13 @@ NVLINK = re.compile(
     r"NVLink (?P<version>\d)"
 )
 PCIE = re.compile(r"^derived: PCIe Gen(?P<gen>\d) x(?P<width>\d+)")
+PCIE_SHARE = re.compile(
+    r"^derived: (?P<share>[0-9.]+) x PCIe Gen(?P<gen>\d) x(?P<width>\d+) "
+    r"\(~(?P<bw>\d+) GB/s one way\)$"
+)
+# PCIe x16 one way, GB/s, by generation (../shared/FIELD-NOTES.md: "PCIe x16 one way: Gen4 ~31
+# GB/s, Gen5 ~63 GB/s")
+PCIE_X16_ONE_WAY = {4: 31.0, 5: 63.0}
 BORROWED = {
     "derived: the H100 SXM measurement": "h100-sxm",
     "derived: the H100 SXM measurement (same GH100 compute)": "h100-sxm",
@@ -101,6 +108,11 @@ def test_a_figure_is_what_its_source_says(model: str, metric: str, reference: ob
         links, version = int(found["links"]), int(found["version"])
         assert entry.nvlink_links == links, source
         assert float(found["bw"]) == links * ONE_WAY_PER_LINK[version], source
+        assert value == pytest.approx(float(found["share"]) * float(found["bw"]), rel=0.02)
+    elif found := PCIE_SHARE.match(source):
+        assert (entry.pcie_gen, entry.pcie_width) == (int(found["gen"]), int(found["width"]))
+        assert int(found["width"]) == 16, source  # the one-way figures are x16's
+        assert float(found["bw"]) == PCIE_X16_ONE_WAY[int(found["gen"])], source
         assert value == pytest.approx(float(found["share"]) * float(found["bw"]), rel=0.02)
     elif found := PCIE.match(source):
         assert (entry.pcie_gen, entry.pcie_width) == (int(found["gen"]), int(found["width"]))

@@ -58,8 +58,16 @@ def test_a_pcie_card_with_some_links_inactive_passes(fake_gpus: Any) -> None:
     assert _health(fake_gpus, gpu).status is Status.PASS
 
 
-def test_a_card_without_nvlink_passes(fake_gpus: Any) -> None:
-    gpu = h100_sxm(name="NVIDIA L40S", pci_device_id=0x26B910DE, nvlink=None, fabric=None)
+@pytest.mark.parametrize(
+    ("name", "device_id"),
+    [
+        ("NVIDIA L40S", 0x26B910DE),
+        ("NVIDIA L4", 0x27B810DE),  # references.toml nvlink_links = 0 (data mutation survivor)
+        ("NVIDIA A10", 0x223610DE),  # the same
+    ],
+)
+def test_a_card_without_nvlink_passes(fake_gpus: Any, name: str, device_id: int) -> None:
+    gpu = h100_sxm(name=name, pci_device_id=device_id, nvlink=None, fabric=None)
     result = _health(fake_gpus, gpu)
     assert result.status is Status.PASS, result.message
     assert result.details["gpus"][0]["nvlinks"] == []
