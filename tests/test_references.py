@@ -42,6 +42,18 @@ MODELS = [
     ("gb300", "NVIDIA GB300", 0x31C2),
     ("rtx-pro-6000-blackwell", "NVIDIA RTX PRO 6000 Blackwell Server Edition", 0x2BB5),
     ("gb10", "NVIDIA GB10", 0x2E12),
+    # each id and name of the table's other rows, stated again (the data-mutation run found
+    # them held by no test: an id or a name pattern could change unseen)
+    ("rtx-pro-6000-blackwell", "NVIDIA RTX PRO 6000 Blackwell", 0x2BB1),
+    ("rtx-pro-6000-blackwell", "NVIDIA RTX PRO 6000 Blackwell", 0x2BB4),
+    ("a800-sxm", "NVIDIA A800-SXM4-40GB", 0x20BD),
+    ("a800-sxm", "NVIDIA A800-SXM4-80GB", 0x20F3),
+    ("a800-pcie", "NVIDIA A800 80GB PCIe", 0x20F5),
+    ("a800-pcie", "NVIDIA A800 40GB Active", 0x20F6),
+    ("a30", "NVIDIA A30", 0x20B7),
+    ("a40", "NVIDIA A40", 0x2235),
+    ("l40", "NVIDIA L40", 0x26B5),
+    ("l20", "NVIDIA L20", 0x26BA),
 ]
 
 

@@ -62,8 +62,13 @@ def test_a_pcie_card_with_some_links_inactive_passes(fake_gpus: Any) -> None:
     ("name", "device_id"),
     [
         ("NVIDIA L40S", 0x26B910DE),
-        ("NVIDIA L4", 0x27B810DE),  # references.toml nvlink_links = 0 (data mutation survivor)
-        ("NVIDIA A10", 0x223610DE),  # the same
+        # references.toml's nvlink_links = 0 rows, each held (data-mutation survivors)
+        ("NVIDIA L4", 0x27B810DE),
+        ("NVIDIA A10", 0x223610DE),
+        ("NVIDIA L40", 0x26B510DE),
+        ("NVIDIA L20", 0x26BA10DE),
+        ("NVIDIA RTX PRO 6000 Blackwell Server Edition", 0x2BB510DE),
+        ("NVIDIA GB10", 0x2E1210DE),
     ],
 )
 def test_a_card_without_nvlink_passes(fake_gpus: Any, name: str, device_id: int) -> None:
