@@ -319,3 +319,29 @@ def test_the_newest_nvml_call_the_binding_and_driver_have_is_made() -> None:
     without = SimpleNamespace(getV=fails(NVML_ERROR_FUNCTION_NOT_FOUND))
     with pytest.raises(AttributeError):
         call_newest(without, "getV", "get")
+
+
+def test_the_h200s_pcie_facts_are_what_a_real_h200_linked_at_under_load() -> None:
+    """references.toml's H200 row (Gen5, x16) against the link a real H200 trained to while its
+    transfers ran (docs/results/2026-11-26-nvidia-h200-accept-standard.json, the transfer check's
+    load summary): no finding; one generation or lane below it, a finding. Held here, a row the
+    data-mutation run found held by nothing (h200.pcie_gen 5 -> 6, pcie_width 16 -> 17)."""
+    import json
+    from pathlib import Path
+
+    from gpuaccept.checks.load_judging import judge_load_summary
+
+    report = json.loads(
+        (
+            Path(__file__).parents[2] / "docs/results/2026-11-26-nvidia-h200-accept-standard.json"
+        ).read_text()
+    )
+    [transfer] = [c for c in report["checks"] if c["name"] == "transfer"]
+    summary = transfer["details"]["load"]["gpu0"]["summary"]
+    assert (summary["pcie_gen_loaded"], summary["pcie_width_loaded"]) == (5, 16)
+    model = load_shipped_references().models["h200"]
+    measured = judge_load_summary(summary, model, "gpu0", pcie_loaded=True)
+    assert not [text for text in measured.failures if "PCIe" in text]
+    for slower in ({"pcie_gen_loaded": 4}, {"pcie_width_loaded": 8}):
+        worse = judge_load_summary({**summary, **slower}, model, "gpu0", pcie_loaded=True)
+        assert [text for text in worse.failures if "PCIe" in text], slower
