@@ -78,6 +78,7 @@ def driver(libcuda: Path, monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch
         ({"FAKE_CU_DMABUF": "11", "FAKE_CU_VERSION": "11060"}, None),  # older than NCCL's 11.7
         ({"FAKE_CU_DMABUF": "11", "FAKE_CU_VERSION": "11070"}, True),
         ({"FAKE_CU_DMABUF": "", "FAKE_CU_COUNT": "0"}, None),  # no GPU
+        ({"FAKE_CU_DMABUF": "1", "FAKE_CU_COUNT": "1"}, True),  # one GPU is enough to ask
     ],
 )
 def test_the_drivers_answer(
@@ -104,3 +105,28 @@ def test_no_driver_library_is_not_known(monkeypatch: pytest.MonkeyPatch) -> None
 
     monkeypatch.setattr(dmabuf, "_load_libcuda", missing)
     assert dmabuf.dmabuf_supported() is None
+
+
+def test_a_driver_that_never_answers_does_not_hold_the_process_at_exit(libcuda: Path) -> None:
+    """The reader thread left waiting on a wedged driver must not keep gpuaccept from exiting
+    (accept would hang after writing its report)."""
+    import os
+    import sys
+
+    program = (
+        "import ctypes, time\n"
+        "from gpuaccept.probe import dmabuf\n"
+        f"dmabuf._load_libcuda = lambda: ctypes.CDLL({str(libcuda)!r})\n"
+        "assert dmabuf.dmabuf_supported(seconds=0.5) is None\n"
+    )
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-c", program],
+        env=os.environ | {"FAKE_CU_HANG": "1", "FAKE_CU_DMABUF": "11"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert time.monotonic() - started < 15  # not the driver's 30 s
