@@ -22,9 +22,8 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from gpuaccept.actions import ActionRules
 from gpuaccept.burnin.checkpoint import NodeIdentity, RunBinding, save_checkpoint
 from gpuaccept.burnin.evidence import PortCounters, WindowRecord, record_window
 from gpuaccept.burnin.floors import RateFloor
@@ -40,6 +39,9 @@ from gpuaccept.probe.nvml_events import GpuEvent
 from gpuaccept.probe.nvml_health import CounterSnapshot
 from gpuaccept.suite.pool import Failure, Outcome, WorkerPool
 from gpuaccept.suite.worker import Job, Reply
+
+if TYPE_CHECKING:
+    from gpuaccept.actions import ActionRules
 
 DEFAULT_CPU_DEVICES = 3
 # Past its window's time, how long a device may take to report before it counts as lost: the

@@ -217,6 +217,7 @@ def finish_interrupted(
     from gpuaccept.results import CheckResult, RunReport, Status
 
     if lead:
+        typer.echo(f"[TRAIN] {stopped}: stopped, writing what finished")
         check = CheckResult(
             name=run.check,
             area=run.area,

@@ -352,8 +352,6 @@ def _train_and_report(
         # SIGTERM (preemption, scancel, an eviction without checkpoint_exit_code) or Ctrl-C: the
         # run is recorded as interrupted, with the epochs a checkpoint kept, never as a verdict
         stopped = error if isinstance(error, Interrupted) else Interrupted(2)
-        if lead:
-            typer.echo(f"[TRAIN] {stopped}: stopped, writing what finished")
         run = StoppedRun(
             "train-mnist", recipe_name, "mnist", "TRAIN", run_device.type, started, clock
         )

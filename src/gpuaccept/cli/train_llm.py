@@ -150,7 +150,6 @@ def llm(
         # SIGTERM (preemption, scancel, an eviction) or Ctrl-C: the ranks are ended (run_ranks),
         # and the run is recorded as interrupted, never as a failure of the node
         stopped = error if isinstance(error, Interrupted) else Interrupted(signal.SIGINT)
-        typer.echo(f"[TRAIN] {stopped}: stopped, writing what finished")
         from gpuaccept.checks.workload import preset_of
         from gpuaccept.record.environment import capture_environment
 

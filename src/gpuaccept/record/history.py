@@ -16,7 +16,7 @@ import os
 import sqlite3
 import struct
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -511,10 +511,8 @@ class History(ABC):
         """Refuse, before a run, a history this user cannot write."""
 
     @abstractmethod
-    def append(self, reports: Iterable[tuple[RunReport, str]]) -> list[tuple[int, bool]]:
-        """Store runs (report, source) in one transaction: (run id, newly stored) for each.
-        Read once, in order: `reports` may be a generator that reads each as it is stored, and
-        an error it raises undoes the whole transaction."""
+    def append(self, reports: Sequence[tuple[RunReport, str]]) -> list[tuple[int, bool]]:
+        """Store runs (report, source) in one transaction: (run id, newly stored) for each."""
 
     @abstractmethod
     def gpu_runs(self, uuid: str, limit: int = 200) -> list[tuple[RunRow, int | None, str | None]]:
@@ -661,8 +659,7 @@ class History(ABC):
         its hosts and serials from the runs that begin a stretch on one host with one serial."""
         found = []
         for uuid, runs, first, last, incidents, stretches in self._gpu_windows(since):
-            # most GPUs stay on one host with one serial: one stretch, nothing to order
-            seen = sorted(stretches) if len(stretches) > 1 else stretches
+            seen = sorted(stretches)
             serial = max(((moment, serial) for moment, _, serial in seen if serial), default=None)
             found.append(
                 (
@@ -1025,7 +1022,7 @@ class SqliteHistory(History):
         # WITHOUT ROWID, is already stored in (uuid, started) order with every column
         db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
-    def append(self, reports: Iterable[tuple[RunReport, str]]) -> list[tuple[int, bool]]:
+    def append(self, reports: Sequence[tuple[RunReport, str]]) -> list[tuple[int, bool]]:
         """Store runs (report, source) in one transaction: (run id, newly stored) for each."""
         stored: list[tuple[int, bool]] = []
         recorded_at = datetime.now(UTC).isoformat()

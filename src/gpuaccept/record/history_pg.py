@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -385,7 +385,7 @@ class PgHistory(History):
                 "or --no-history"
             )
 
-    def append(self, reports: Iterable[tuple[RunReport, str]]) -> list[tuple[int, bool]]:
+    def append(self, reports: Sequence[tuple[RunReport, str]]) -> list[tuple[int, bool]]:
         stored: list[tuple[int, bool]] = []
         recorded_at = datetime.now(UTC).isoformat()
         marks = ", ".join(["%s"] * (len(RUN_INSERT_COLUMNS.split(", ")) + 1))
