@@ -30,6 +30,7 @@ Per-GPU facts (all optional; a missing one raises NVML_ERROR_NOT_SUPPORTED like 
   fabric: {"state": 3, "status": 0, "clique": 1, "health_mask": 0} ({"error": N}: NVML error N)
   mig: {"current": 1, "pending": 1, "instances": ["MIG-<uuid digits>", ...]}
   persistence: 1
+  compute_mode: 0-3 (NVML_COMPUTEMODE_*)
 Scenario-wide: field_value_type: 0-6 the NVML_VALUE_TYPE_* of every field value (default 1,
           unsigned int); the union's other bytes hold garbage
 Scenario-wide: old_driver: true   the versioned calls (temperature, fabric) raise
@@ -281,6 +282,10 @@ def nvmlDeviceGetPciInfo(handle: _Handle) -> _PciInfo:
 
 def nvmlDeviceGetPersistenceMode(handle: _Handle) -> int:
     return int(_fact(handle, "persistence"))
+
+
+def nvmlDeviceGetComputeMode(handle: _Handle) -> int:
+    return int(_fact(handle, "compute_mode"))
 
 
 def _enum(value: Any, names: dict[int, str]) -> str:

@@ -75,3 +75,37 @@ def test_a_healthy_job_passes_in_two_rounds(tmp_path: Path) -> None:
     assert all(c.status is Status.PASS for c in checks)
     assert checks[0].details["rounds"] == 2
     assert checks[0].details["suspects"] == []
+
+
+@pytest.mark.slow
+def test_a_node_whose_gpus_fail_only_without_nvlink_is_found_by_the_second_screen(
+    tmp_path: Path,
+) -> None:
+    """Four stand-in nodes of two ranks each: node-c's all-reduces are wrong only in a process
+    whose environment turns NVLink off (tests/multinode_faults/corrupt_without_nvlink). Every
+    round this job's own ranks run passes; the screen's own ranks, started with NCCL's NVLink
+    settings off, name node-c."""
+    names = NAMES[:4]
+    results = run_nodes(
+        tmp_path,
+        names,
+        2,
+        ["--only", "collectives", "--isolate", "--min-busbw", "0.005"],
+        faults={"node-c": "corrupt_without_nvlink"},
+    )
+    checks = check_of_every_node(results, "isolation")
+    first = checks[0]
+    assert all(c.details == first.details for c in checks)
+    assert first.status is Status.FAIL
+    assert first.details["suspects"] == ["node-c"]
+    assert first.details["without_nvlink"] == ["node-c"]
+    evidence = first.details["evidence"]
+    assert [e["stage"] for e in evidence] == ["screen"] * 4 + ["screen-nvlink-off"] * 4 + ["whole"]
+    off = {e["nodes"][0]: e for e in evidence if e["stage"] == "screen-nvlink-off"}
+    assert off["node-c"]["passed"] is False
+    assert off["node-c"]["said"].endswith("wrong element(s)")
+    assert off["node-c"]["nccl_env"] == {"NCCL_P2P_DISABLE": "1", "NCCL_NVLS_ENABLE": "0"}
+    assert all(off[n]["passed"] for n in ("node-a", "node-b", "node-d"))
+    # with NVLink on (this job's ranks) node-c passed alone and the whole job without it passes
+    assert all(e["passed"] for e in evidence if e["stage"] != "screen-nvlink-off")
+    assert first.message.startswith("suspect node(s): node-c (node-c alone only with NVLink off")

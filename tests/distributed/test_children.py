@@ -50,6 +50,27 @@ def test_a_child_adopts_the_environment_of_its_caller_not_of_the_server(
         assert rank["parent"] != os.getpid()  # forked by the server, not by this process
 
 
+def test_ranks_given_settings_of_their_own_see_them_over_the_callers_and_the_caller_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # how the NVLink-off screen hands NCCL its switches: NCCL reads them once per process
+    monkeypatch.setenv("GPUACCEPT_TEST_SETTING", "caller")
+    monkeypatch.setenv("NCCL_P2P_DISABLE", "0")
+    names = ("GPUACCEPT_TEST_SETTING", "NCCL_P2P_DISABLE", "NCCL_NVLS_ENABLE")
+    overrides = {"NCCL_P2P_DISABLE": "1", "NCCL_NVLS_ENABLE": "0"}
+    seen = run_ranks(_what_a_rank_sees, 2, names, 60, "gloo", environ=overrides)
+    for rank in seen:
+        assert rank["environ"] == {
+            "GPUACCEPT_TEST_SETTING": "caller",
+            "NCCL_P2P_DISABLE": "1",
+            "NCCL_NVLS_ENABLE": "0",
+        }
+    assert os.environ["NCCL_P2P_DISABLE"] == "0"
+    assert "NCCL_NVLS_ENABLE" not in os.environ
+    plain = run_ranks(_what_a_rank_sees, 1, names, 60, "gloo")
+    assert plain[0]["environ"]["NCCL_P2P_DISABLE"] == "0"  # the next ranks: the caller's again
+
+
 # Imports torch, then the server's other preloads with os.environ recording which of our modules
 # read it (the libraries under them read a few settings of their own, e.g. pydantic its plugins).
 _RECORD_ENVIRONMENT_READS = """

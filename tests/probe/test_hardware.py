@@ -60,3 +60,24 @@ def test_cuda_without_a_gpu_is_an_environment_error() -> None:
 def test_unknown_device_is_an_input_error() -> None:
     with pytest.raises(InputError):
         resolve_device_mode("tpu")
+
+
+def test_gpus_that_refuse_a_second_process_are_named_by_their_compute_mode(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from gpuaccept.probe.hardware import unshared_gpus
+    from tests import fake_nvml
+
+    monkeypatch.setenv("GPUACCEPT_NVML_MODULE", "tests.fake_nvml")
+    # NVML_COMPUTEMODE_*: 0 default, 1 exclusive-thread (gone), 2 prohibited, 3 exclusive-process
+    modes = {"GPU-a": 0, "GPU-b": 3, "GPU-c": 2, "GPU-d": 1, "GPU-e": None}
+    fake_nvml.use({"gpus": [{"uuid": u, "compute_mode": m} for u, m in modes.items()]})
+    try:
+        assert unshared_gpus(list(modes)) == ["GPU-b (exclusive-process)", "GPU-c (prohibited)"]
+        assert unshared_gpus(["GPU-a", "GPU-d"]) == []
+        # a GPU NVML cannot name or read (GPU-e: not supported) is left to the run itself
+        assert unshared_gpus(["GPU-e", "GPU-zz"]) == []
+    finally:
+        fake_nvml.use(None)
+    monkeypatch.setenv("GPUACCEPT_NVML_MODULE", "tests.no_nvml_here")
+    assert unshared_gpus(["GPU-b"]) == []  # no NVML: nothing to say

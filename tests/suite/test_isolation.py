@@ -255,15 +255,18 @@ def test_a_group_passes_only_exact_complete_and_at_the_floor() -> None:
 
 def test_the_isolation_says_nodes_switches_and_faults_between_them() -> None:
     from gpuaccept.results import Status
-    from gpuaccept.suite.isolation import Isolation, judge_isolation
+    from gpuaccept.suite.isolation import Isolation, Round, judge_isolation
 
-    clean = judge_isolation(Isolation((), (), (), (object(),) * 2), [], 5.0, 8)  # type: ignore[arg-type]
+    def rounds(count: int) -> tuple[Round, ...]:
+        return tuple(Round(n + 1, "bisect", (("x", "y"),), (False,)) for n in range(count))
+
+    clean = judge_isolation(Isolation((), (), (), rounds(2)), [], 5.0, 8)
     assert clean.status is Status.PASS
     assert clean.message == "all 8 nodes together at 0.9 x --min-busbw 5 GB/s (2 rounds)"
     assert clean.details["pairwise_rounds"] == 7
     assert judge_isolation(Isolation((), (), (), ()), [], 5.0, 7).details["pairwise_rounds"] == 7
     found = judge_isolation(
-        Isolation(("n3",), ((("n1", "n2"), ("n5", "n6")),), ("leaf2",), (object(),) * 6),  # type: ignore[arg-type]
+        Isolation(("n3",), ((("n1", "n2"), ("n5", "n6")),), ("leaf2",), rounds(6)),
         [{"round": 1}],
         5.0,
         8,
@@ -273,7 +276,7 @@ def test_the_isolation_says_nodes_switches_and_faults_between_them() -> None:
     assert (clean.name, clean.area) == ("isolation", "COLLECTIVES")
     assert found.details["rounds"] == 6
     assert found.details["min_busbw_gbps"] == 5.0
-    two = judge_isolation(Isolation(("n3", "n7"), (), ("leaf1", "leaf2"), ()), [], 5.0, 8)  # type: ignore[arg-type]
+    two = judge_isolation(Isolation(("n3", "n7"), (), ("leaf1", "leaf2"), ()), [], 5.0, 8)
     assert two.message.startswith(
         "every node under leaf1, leaf2 fails: the switch, not nodes; suspect node(s): n3, n7"
     )
@@ -286,5 +289,96 @@ def test_the_isolation_says_nodes_switches_and_faults_between_them() -> None:
     assert found.details["racks"] == ["leaf2"]
     assert found.details["evidence"] == [{"round": 1}]
     # a fault between groups alone fails the job too
-    between = judge_isolation(Isolation((), ((("a", "b"), ("c", "d")),), (), ()), [], 5.0, 4)  # type: ignore[arg-type]
+    between = judge_isolation(Isolation((), ((("a", "b"), ("c", "d")),), (), ()), [], 5.0, 4)
     assert between.status is Status.FAIL
+
+
+# --- the screen with NVLink off (nodes of several GPUs) --------------------------------------
+
+
+def test_the_nvlink_off_screen_names_a_node_only_its_pcie_path_fails_in_one_more_round() -> None:
+    nodes = fleet(16)
+    calls: list[tuple[Group, ...]] = []
+
+    def run(groups: tuple[Group, ...]) -> list[bool]:
+        calls.append(groups)
+        # n0007's GPUs meet only over NVLink: it fails alone in the NVLink-off round only
+        return [not (len(calls) == 2 and g == ("n0007",)) for g in groups]
+
+    found = isolate(nodes, run, nvlink_off=True)
+    assert [r.stage for r in found.rounds] == ["screen", "screen-nvlink-off", "whole"]
+    assert calls[1] == tuple((n,) for n in nodes)  # every node alone again, at once
+    assert found.suspects == ("n0007",)
+    assert found.without_nvlink == ("n0007",)
+    assert calls[2] == (tuple(n for n in nodes if n != "n0007"),)  # the whole, without it
+
+
+def test_the_nvlink_off_screen_leaves_out_nodes_the_first_screen_named() -> None:
+    found = isolate(
+        fleet(6), oracle(bad_alone={"n0001"}), nvlink_off=True
+    )  # n0001 fails every group it is in
+    off = found.rounds[1]
+    assert off.stage == "screen-nvlink-off"
+    assert ("n0001",) not in off.groups
+    assert len(off.groups) == 5
+    assert found.suspects == ("n0001",)
+    assert found.without_nvlink == ()  # it failed with NVLink on already
+
+
+def test_the_nvlink_off_screen_keeps_the_ceiling_and_is_off_by_default() -> None:
+    for count, bad in [(8, 1), (64, 2), (1000, 4)]:
+        nodes = fleet(count)
+        wrong = set(nodes[1 :: max(1, count // bad)][:bad])
+        found = isolate(nodes, oracle(bad_together=wrong), nvlink_off=True)
+        assert set(found.suspects) == wrong
+        assert len(found.rounds) <= round_ceiling(count, bad)
+        plain = isolate(nodes, oracle(bad_together=wrong))
+        assert len(found.rounds) == len(plain.rounds) + 1
+        assert "screen-nvlink-off" not in [r.stage for r in plain.rounds]
+    # every node failing the first screen: the second has nobody to screen, no round of its own
+    everyone = isolate(fleet(3), oracle(bad_alone=set(fleet(3))), nvlink_off=True)
+    assert [r.stage for r in everyone.rounds] == ["screen"]
+    assert set(everyone.suspects) == set(fleet(3))
+
+
+def test_the_isolation_says_which_suspects_fail_only_with_nvlink_off() -> None:
+    from gpuaccept.results import Status
+    from gpuaccept.suite.isolation import Isolation, Round, judge_isolation
+
+    rounds = (
+        Round(1, "screen", (("a",), ("b",), ("c",)), (True, False, True)),
+        Round(2, "screen-nvlink-off", (("a",), ("c",)), (True, False)),
+        Round(3, "whole", (("a",),), (True,)),
+    )
+    result = judge_isolation(Isolation(("b", "c"), (), (), rounds), [], 5.0, 3)
+    assert result.status is Status.FAIL
+    assert result.message == (
+        "suspect node(s): b, c (c alone only with NVLink off: the PCIe or host-memory path "
+        "between its GPUs) (3 rounds)"
+    )
+    assert result.details["without_nvlink"] == ["c"]
+    plain = judge_isolation(Isolation(("b",), (), (), rounds[:1]), [], 5.0, 3)
+    assert plain.message == "suspect node(s): b (1 rounds)"
+    assert plain.details["without_nvlink"] == []
+
+
+def test_a_node_alone_passes_exact_fails_wrong_or_unfinished_and_a_screen_not_run_passes() -> None:
+    from gpuaccept.measure.collectives import AllReduceFigure
+    from gpuaccept.suite.isolation import NotScreened, node_alone_passes
+
+    exact = AllReduceFigure(8, 1 << 20, 0, 0.5)
+    assert node_alone_passes(exact, 400.0)[0] is True  # no inter-node floor inside one node
+    assert node_alone_passes(AllReduceFigure(8, 1 << 20, 2, 0.5), 1.0) == (
+        False,
+        "2 wrong element(s)",
+    )
+    assert node_alone_passes("RanksTimedOut: rank 3", 1.0) == (
+        False,
+        "did not complete: RanksTimedOut: rank 3",
+    )
+    # this job's ranks hold GPUs a second process cannot share: nothing was learnt of the node
+    skipped = NotScreened("compute mode of GPU-b (exclusive-process)")
+    assert node_alone_passes(skipped, 1.0) == (
+        True,
+        "not screened: compute mode of GPU-b (exclusive-process)",
+    )

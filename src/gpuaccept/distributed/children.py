@@ -16,7 +16,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from multiprocessing.context import ForkServerContext, SpawnContext
 from multiprocessing.process import BaseProcess
 from typing import Any
@@ -66,10 +66,15 @@ def child_process(
     *,
     name: str | None = None,
     daemon: bool | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> BaseProcess:
-    """An unstarted child that runs `target(*args)` in this process's current environment."""
+    """An unstarted child that runs `target(*args)` in this process's current environment,
+    with `environ`'s variables set over it."""
     return process_context().Process(
-        target=_in_environment, args=(dict(os.environ), target, args), name=name, daemon=daemon
+        target=_in_environment,
+        args=({**os.environ, **(environ or {})}, target, args),
+        name=name,
+        daemon=daemon,
     )
 
 

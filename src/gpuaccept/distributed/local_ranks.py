@@ -88,8 +88,11 @@ def run_ranks(
     payload: Any,
     timeout_seconds: float,
     backend: str,
+    environ: Mapping[str, str] | None = None,
 ) -> list[Any]:
-    """Results of `target(rank, world_size, payload)` for every rank, in rank order."""
+    """Results of `target(rank, world_size, payload)` for every rank, in rank order; `environ`
+    is set over this process's environment in the ranks (NCCL reads its settings once per
+    process, so a setting for one run needs ranks of its own)."""
     if world_size < 1:
         raise ValueError("world_size must be at least 1")
     results = process_context().Queue()
@@ -100,6 +103,7 @@ def run_ranks(
                 _rank_entry,
                 (target, rank, world_size, backend, store, timeout_seconds, payload, results),
                 daemon=True,
+                environ=environ,
             )
             for rank in range(world_size)
         ]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -237,6 +237,28 @@ def nvml_unreachable_gpus() -> list[str]:
         except Exception as error:
             unreachable.append(f"NVML GPU {index}: {error}")
     return unreachable
+
+
+# nvidia-ml-py 13.615.71 pynvml.py:88-91 (NVML_COMPUTEMODE_*): a GPU in these modes takes no
+# second process's context (EXCLUSIVE_THREAD, 1, is gone from the driver)
+_UNSHARED_MODES = {2: "prohibited", 3: "exclusive-process"}
+
+
+def unshared_gpus(uuids: Sequence[str]) -> list[str]:
+    """The GPUs among `uuids` whose compute mode refuses another process a context, each as
+    "UUID (mode)"; empty when NVML cannot say (the run then finds out for itself)."""
+    nvml = load_nvml()
+    if nvml is None:
+        return []
+    unshared = []
+    for uuid in uuids:
+        try:
+            mode = int(nvml.nvmlDeviceGetComputeMode(nvml.nvmlDeviceGetHandleByUUID(uuid)))
+        except Exception:
+            continue
+        if mode in _UNSHARED_MODES:
+            unshared.append(f"{uuid} ({_UNSHARED_MODES[mode]})")
+    return unshared
 
 
 def driver_versions() -> tuple[str | None, tuple[int, int] | None]:

@@ -6,6 +6,9 @@ The stages, after NVIDIA's Cluster Readiness Engine (screen, bisect, confirm, cr
 Google's cluster-health-scanner (a suspect re-tested beside a known-good node):
 
 1. **screen**: every node alone, all at once: a node that fails alone is bad, no more is needed.
+   With several GPUs per node, a second screen with NVLink off (**screen-nvlink-off**: NCCL's
+   P2P and NVLink SHARP disabled, so the node's GPUs meet over PCIe and host memory) names a
+   node whose own PCIe or host path is broken, which NVLink hides in every other round.
 2. **whole**: the rest as one job. A pass ends the search.
 3. **bisect**: each failing group split in two (along racks first, when the topology is known),
    every half of every failing group tested in the same round; a half that passes is known good,
@@ -15,8 +18,9 @@ Google's cluster-health-scanner (a suspect re-tested beside a known-good node):
 4. **confirm**: each node of a failing small group beside a known-good node (one that passed in
    a group of two or more); the ones that still fail are the suspects.
 
-With k bad nodes among N: 2 + ceil(log2 N) + 1 rounds when every pair can be confirmed at once,
-well inside the issue's 2 k ceil(log2 N) + k; all-pairs rounds (`--pairwise`) are N - 1.
+With k bad nodes among N: 2 + ceil(log2 N) + 1 rounds when every pair can be confirmed at once
+(one more with the NVLink-off screen), well inside the issue's 2 k ceil(log2 N) + k; all-pairs
+rounds (`--pairwise`) are N - 1.
 A rack all of whose nodes are suspects is named as the rack.
 """
 
@@ -31,6 +35,13 @@ from gpuaccept.results import CheckResult, Status
 
 Group = tuple[str, ...]
 SMALLEST_SPLIT = 3  # a group this small or smaller is confirmed node by node
+NVLINK_OFF_STAGE = "screen-nvlink-off"
+# NVLink off for NCCL (nccl 5067397c): NCCL_P2P_DISABLE=1 sets the P2P level to PATH_LOC
+# (src/graph/paths.cc:243-253), so no two GPUs use the P2P transport; NVLink SHARP is a transport
+# of its own, enabled unless NCCL_NVLS_ENABLE=0 (src/transport/nvls.cc:159,262). Both are read
+# once per process (paths.cc:284-291; the NCCL_PARAM cache, src/include/param.h): the screen
+# runs in ranks started for it. What is left is SHM through host memory, over PCIe.
+NVLINK_OFF_ENV: Mapping[str, str] = {"NCCL_P2P_DISABLE": "1", "NCCL_NVLS_ENABLE": "0"}
 
 
 @dataclass(frozen=True)
@@ -52,6 +63,17 @@ class Isolation:
     def passed(self) -> bool:
         return not self.suspects and not self.boundaries
 
+    @property
+    def without_nvlink(self) -> tuple[str, ...]:
+        """Suspects that passed the NVLink screen and failed the one with NVLink off."""
+        return tuple(
+            node
+            for step in self.rounds
+            if step.stage == NVLINK_OFF_STAGE
+            for (node,), ok in zip(step.groups, step.passed, strict=True)
+            if not ok
+        )
+
 
 @dataclass
 class IsolationPlan:
@@ -59,6 +81,7 @@ class IsolationPlan:
 
     nodes: Sequence[str]
     topology: Mapping[str, str] = field(default_factory=dict)  # node -> rack (or switch)
+    nvlink_off: bool = False  # a second screen with NVLink off (nodes of several GPUs)
     rounds: list[Round] = field(default_factory=list)
     _stage: str = "screen"
     _pending: tuple[Group, ...] = ()
@@ -77,6 +100,8 @@ class IsolationPlan:
     def next_round(self) -> Round | None:
         if self._stage == "screen":
             groups: tuple[Group, ...] = tuple((node,) for node in self.nodes)
+        elif self._stage == NVLINK_OFF_STAGE:
+            groups = tuple((node,) for node in self.nodes if node not in self.suspects)
         elif self._stage == "whole":
             rest = tuple(n for n in self.nodes if n not in self.suspects)
             groups = (rest,) if len(rest) >= 2 else ()
@@ -106,9 +131,11 @@ class IsolationPlan:
     def _advance(self, passed: tuple[bool, ...]) -> None:
         groups = self._pending
         self._pending = ()
-        if self._stage == "screen":
+        if self._stage in ("screen", NVLINK_OFF_STAGE):
             self.suspects += [g[0] for g, ok in zip(groups, passed, strict=True) if not ok]
-            self._stage = "whole"
+            self._stage = (
+                NVLINK_OFF_STAGE if self._stage == "screen" and self.nvlink_off else "whole"
+            )
         elif self._stage == "whole":
             if groups and not passed[0]:
                 self._failing = []
@@ -223,9 +250,11 @@ def isolate(
     nodes: Sequence[str],
     run_round: Callable[[tuple[Group, ...]], Sequence[bool]],
     topology: Mapping[str, str] | None = None,
+    *,
+    nvlink_off: bool = False,
 ) -> Isolation:
     """Run the plan to its end with `run_round` (the groups of one round, at once -> passed)."""
-    plan = IsolationPlan(nodes, dict(topology or {}))
+    plan = IsolationPlan(nodes, dict(topology or {}), nvlink_off)
     while (step := plan.next_round()) is not None:
         plan.record(run_round(step.groups))
     return plan.result()
@@ -256,6 +285,21 @@ def group_passes(figures: list[Any], floor: float, nodes: int) -> tuple[bool, st
     return True, f"exact, busbw {figure.busbw_gbps:.3g} GB/s"
 
 
+@dataclass(frozen=True)
+class NotScreened:
+    """Why a node's NVLink-off screen could not run: that node passes the round, said so (a
+    screen that cannot run says nothing about the node)."""
+
+    reason: str
+
+
+def node_alone_passes(outcome: Any, floor: float) -> tuple[bool, str]:
+    """Whether one node's own all-reduce (a figure, an error's text, or NotScreened) passed."""
+    if isinstance(outcome, NotScreened):
+        return True, f"not screened: {outcome.reason}"
+    return group_passes([outcome], floor, 1)
+
+
 def judge_isolation(
     isolation: Isolation, evidence: list[dict[str, Any]], floor: float, nodes: int
 ) -> CheckResult:
@@ -265,6 +309,7 @@ def judge_isolation(
     rounds = len(isolation.rounds)
     details = {
         "suspects": list(isolation.suspects),
+        "without_nvlink": list(isolation.without_nvlink),
         "boundaries": [[list(a), list(b)] for a, b in isolation.boundaries],
         "racks": list(isolation.racks),
         "rounds": rounds,
@@ -276,7 +321,13 @@ def judge_isolation(
     if isolation.racks:
         said.append(f"every node under {', '.join(isolation.racks)} fails: the switch, not nodes")
     if isolation.suspects:
-        said.append(f"suspect node(s): {', '.join(isolation.suspects)}")
+        plain = f"suspect node(s): {', '.join(isolation.suspects)}"
+        if isolation.without_nvlink:
+            plain += (
+                f" ({', '.join(isolation.without_nvlink)} alone only with NVLink off: the "
+                "PCIe or host-memory path between its GPUs)"
+            )
+        said.append(plain)
     for first, second in isolation.boundaries:
         said.append(
             f"{len(first)} and {len(second)} node(s) pass apart and fail together: a fault "

@@ -500,16 +500,26 @@ class MultiNodeRun:
         more; a node alone, when it completes exact (no inter-node floor holds it)."""
         import torch.distributed as dist
 
-        from gpuaccept.suite.isolation import IsolationPlan, group_passes, judge_isolation
+        from gpuaccept.suite.isolation import (
+            NVLINK_OFF_STAGE,
+            IsolationPlan,
+            group_passes,
+            judge_isolation,
+        )
 
         launch, context = self.launch, self.context
         floor = context.min_busbw_gbps
         assert floor is not None, "accept refuses --isolate without --min-busbw"
         started = time.monotonic()
         names = self.node_names
-        plan = IsolationPlan(names, dict(topology or {}))
+        # with one GPU a node there is no link inside it to screen
+        plan = IsolationPlan(names, dict(topology or {}), nvlink_off=launch.local_world >= 2)
         evidence: list[dict[str, Any]] = []
         while (step := plan.next_round()) is not None:
+            if step.stage == NVLINK_OFF_STAGE:
+                passed = self._screen_without_nvlink(step, floor, evidence)
+                plan.record(passed)
+                continue
             groups = []
             for group in step.groups:  # every rank creates every group, in the same order
                 ranks = [r for name in group for r in self._node_ranks(names.index(name))]
@@ -537,6 +547,67 @@ class MultiNodeRun:
         if launch.local_rank == 0:
             result = judge_isolation(plan.result(), evidence, floor, len(names))
             self._record(result.model_copy(update={"duration_seconds": time.monotonic() - started}))
+
+    def _screen_without_nvlink(
+        self, step: Any, floor: float, evidence: list[dict[str, Any]]
+    ) -> list[bool]:
+        """Each node's all-reduce over all its GPUs with NVLink off, in ranks of their own that
+        its local rank 0 starts (NCCL reads NCCL_P2P_DISABLE once per process: this job's ranks
+        cannot switch it); every rank learns every node's outcome."""
+        from gpuaccept.suite.isolation import NVLINK_OFF_ENV, node_alone_passes
+
+        figure: Any = None
+        if self.launch.local_rank == 0 and (self.launch.node_name,) in step.groups:
+            figure = self._node_all_reduce(NVLINK_OFF_ENV)
+        shares = self._share(self._mine(figure))
+        passed = []
+        for group in step.groups:
+            value = shares[self._node_ranks(self.node_names.index(group[0]))[0]].value
+            ok, said = node_alone_passes(value, floor)
+            passed.append(ok)
+            evidence.append(
+                {
+                    "round": step.number,
+                    "stage": step.stage,
+                    "nodes": list(group),
+                    "passed": ok,
+                    "said": said,
+                    "nccl_env": dict(NVLINK_OFF_ENV),
+                }
+            )
+        return passed
+
+    def _node_all_reduce(self, environ: Mapping[str, str]) -> Any:
+        """This node's all-reduce over its GPUs (CPU: as many gloo ranks as this job has here)
+        in fresh ranks under `environ`: the figure, the error as text, or NotScreened."""
+        from gpuaccept.checks.collectives import allreduce_spec
+        from gpuaccept.distributed.local_ranks import run_ranks
+        from gpuaccept.measure.collectives import all_reduce_rank
+        from gpuaccept.suite.isolation import NotScreened
+
+        cuda = self.context.device_mode == "cuda"
+        if cuda:
+            from gpuaccept.probe.hardware import list_cuda_gpus, unshared_gpus
+
+            gpus = list_cuda_gpus()[: self.launch.local_world]
+            refusing = unshared_gpus([g.uuid for g in gpus if g.uuid])
+            if refusing:
+                # this job's own ranks hold those GPUs: a second process gets no context there
+                return NotScreened(f"compute mode of {', '.join(refusing)}")
+        try:
+            values = run_ranks(
+                all_reduce_rank,
+                self.launch.local_world,
+                allreduce_spec(self.context),
+                self.context.settings.rank_timeout_seconds,
+                "nccl" if cuda else "gloo",
+                environ=environ,
+            )
+        except Interrupted:
+            raise
+        except Exception as error:
+            return error_text(error)
+        return values[0]
 
     def run_ib_pairs(self) -> None:
         """ib_write_bw between every pair of nodes, port k of one to port k of the other (the
