@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 
@@ -78,3 +80,51 @@ def test_all_gather_and_all_to_all_on_three_gloo_ranks_are_exact(collective: str
     assert [f.wrong_elements for f in figures] == [0, 0, 0]
     assert figures[0].nbytes == 3 * 4096
     assert len({f.seconds for f in figures}) == 1  # the slowest rank's, agreed by all
+
+
+def _in_subgroup(rank: int, world: int, corrupt_all_to_all_on: int) -> Any:
+    """Ranks 1 and 3 of 4 form a group (as an isolation round's group of nodes): every
+    collective of accept's runs inside it, the others idle; rank `corrupt_all_to_all_on` (of
+    the whole job) gets one wrong element out of every all-to-all it takes part in."""
+    import torch.distributed as dist
+
+    from gpuaccept.measure.collectives import accept_collectives_rank
+
+    members = [1, 3]
+    group = dist.new_group(members)
+    if rank not in members:
+        return None
+    real = dist.all_to_all_single
+
+    def corrupting(output: Any, source: Any, *args: Any, **kwargs: Any) -> Any:
+        work = real(output, source, *args, **kwargs)
+        if rank == corrupt_all_to_all_on and output.numel() >= 2:
+            output.view(-1)[0] += 1.0
+        return work
+
+    dist.all_to_all_single = corrupting
+    try:
+        return accept_collectives_rank(
+            members.index(rank), len(members), AllReduceSpec(4 * 4096, 2, 1, 2), group=group
+        )
+    finally:
+        dist.all_to_all_single = real
+
+
+def test_accepts_collectives_run_inside_a_group_of_the_job_and_count_its_own_errors() -> None:
+    clean = run_ranks(_in_subgroup, 4, -1, 120, "gloo")
+    assert (clean[0], clean[2]) == (None, None)
+    for figure in (clean[1], clean[3]):
+        assert figure.world_size == 2  # the group's, not the job's 4
+        assert figure.wrong_elements == 0
+        assert [(o.collective, o.world_size, o.wrong_elements) for o in figure.others] == [
+            ("all_gather", 2, 0),
+            ("all_to_all", 2, 0),
+        ]
+    corrupt = run_ranks(_in_subgroup, 4, 3, 120, "gloo")
+    for figure in (corrupt[1], corrupt[3]):  # the group's total, known to both its ranks
+        assert figure.wrong_elements == 0
+        assert {o.collective: o.wrong_elements for o in figure.others} == {
+            "all_gather": 0,
+            "all_to_all": 2,  # two checked iterations, one element each
+        }

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from gpuaccept.suite.isolation import Group, IsolationPlan, isolate, round_ceiling
+from gpuaccept.suite.isolation import Group, IsolationPlan, group_passes, isolate, round_ceiling
 
 
 def fleet(count: int) -> list[str]:
@@ -382,3 +382,70 @@ def test_a_node_alone_passes_exact_fails_wrong_or_unfinished_and_a_screen_not_ru
         True,
         "not screened: compute mode of GPU-b (exclusive-process)",
     )
+
+
+def test_a_group_passes_only_with_all_gather_and_all_to_all_exact_too() -> None:
+    from gpuaccept.measure.collectives import AllReduceFigure, CollectiveFigure
+
+    def others(gather_wrong: int = 0, a2a_wrong: int = 0) -> tuple[CollectiveFigure, ...]:
+        # 1 GB over 4 ranks in 0.2 s and 0.4 s: algbw 5 and 2.5, busbw x 3/4: 3.75 and 1.88
+        return (
+            CollectiveFigure("all_gather", 4, 1_000_000_000, gather_wrong, 0.2),
+            CollectiveFigure("all_to_all", 4, 1_000_000_000, a2a_wrong, 0.4),
+        )
+
+    def figure(**wrong: int) -> AllReduceFigure:
+        return AllReduceFigure(4, 1_000_000_000, 0, 0.1, others=others(**wrong))
+
+    assert group_passes([figure()] * 4, 16.0, 2) == (
+        True,
+        "exact, busbw 15 GB/s; all_gather 3.75, all_to_all 1.88 GB/s",
+    )
+    assert group_passes([figure()], 16.0, 1) == (
+        True,
+        "exact, 15 GB/s within the node; all_gather 3.75, all_to_all 1.88 GB/s",
+    )
+    # the all-reduce at its floor does not carry a wrong all-to-all or all-gather
+    assert group_passes([figure(a2a_wrong=5)] * 4, 1.0, 2) == (
+        False,
+        "all_to_all: 5 wrong element(s)",
+    )
+    assert group_passes([figure(gather_wrong=1, a2a_wrong=2)], 1.0, 1) == (
+        False,
+        "all_gather: 1 wrong element(s); all_to_all: 2 wrong element(s)",
+    )
+    both = AllReduceFigure(4, 1_000_000_000, 3, 0.1, others=others(a2a_wrong=2))
+    assert group_passes([both], 1.0, 2) == (
+        False,
+        "3 wrong element(s); all_to_all: 2 wrong element(s)",
+    )
+
+
+def test_every_pair_that_passes_the_crossing_is_good_for_the_next_confirmation() -> None:
+    # one bad node in each pair of eight: every group of the bisection fails, so no node was
+    # ever seen to pass beside another; the crossing pairs n1+n5 and n3+n7 pass, and all four
+    # of them are partners for the four left in one round (not two rounds with two partners)
+    nodes = fleet(8)
+    wrong = {"n0000", "n0002", "n0004", "n0006"}
+    found = isolate(nodes, oracle(bad_together=wrong))
+    confirms = [r for r in found.rounds if r.stage == "confirm"]
+    assert confirms[0].groups == (
+        ("n0000", "n0004"),
+        ("n0001", "n0005"),
+        ("n0002", "n0006"),
+        ("n0003", "n0007"),
+    )
+    assert len(confirms) == 2
+    assert {g[1] for g in confirms[1].groups} == {"n0001", "n0005", "n0003", "n0007"}
+    assert set(found.suspects) == wrong
+
+
+def test_two_nodes_failing_only_with_nvlink_off_are_both_named() -> None:
+    from gpuaccept.suite.isolation import Isolation, Round, judge_isolation
+
+    rounds = (
+        Round(1, "screen", (("a",), ("b",), ("c",)), (True, True, True)),
+        Round(2, "screen-nvlink-off", (("a",), ("b",), ("c",)), (False, True, False)),
+    )
+    result = judge_isolation(Isolation(("a", "c"), (), (), rounds), [], 5.0, 3)
+    assert result.message.startswith("suspect node(s): a, c (a, c alone only with NVLink off")

@@ -201,13 +201,17 @@ def _operation(
     device: torch.device,
     in_place: bool,
     fill: Callable[[int, int], torch.Tensor],
+    group: Any = None,
 ) -> tuple[Callable[[], object], torch.Tensor, torch.Tensor]:
-    """(run once, result buffer, expected result) with inputs filled by `fill(numel, rank)`."""
+    """(run once, result buffer, expected result) with inputs filled by `fill(numel, rank)`;
+    `rank` and `world` within `group` (None: the whole process group)."""
     if collective == "all_reduce":
         data = fill(chunk, rank)
         expected = sum((fill(chunk, r) for r in range(world)), torch.zeros_like(data))
-        return (lambda: dist.all_reduce(data)), data, expected
+        return (lambda: dist.all_reduce(data, group=group)), data, expected
     if collective == "broadcast":
+        if group is not None:
+            raise ValueError("broadcast runs on the whole process group only")
         data = fill(chunk, rank)
         return (lambda: dist.broadcast(data, src=0)), data, fill(chunk, 0)
     if collective == "all_gather":
@@ -219,7 +223,7 @@ def _operation(
         )
         source.copy_(fill(chunk, rank))
         expected = torch.cat([fill(chunk, r) for r in range(world)])
-        return (lambda: _all_gather(output, source)), output, expected
+        return (lambda: _all_gather(output, source, group=group)), output, expected
     if collective == "reduce_scatter":
         source = fill(chunk * world, rank)
         output = (
@@ -229,7 +233,7 @@ def _operation(
         )
         total = sum((fill(chunk * world, r) for r in range(world)), torch.zeros_like(source))
         expected = total[rank * chunk : (rank + 1) * chunk].clone()
-        return (lambda: _reduce_scatter(output, source)), output, expected
+        return (lambda: _reduce_scatter(output, source, group=group)), output, expected
     if collective == "all_to_all":
         # rank r's chunk j goes to rank j: this rank receives chunk `rank` of every rank's input
         source = fill(chunk * world, rank)
@@ -237,7 +241,7 @@ def _operation(
         expected = torch.cat(
             [fill(chunk * world, r)[rank * chunk : (rank + 1) * chunk] for r in range(world)]
         )
-        return (lambda: dist.all_to_all_single(output, source)), output, expected
+        return (lambda: dist.all_to_all_single(output, source, group=group)), output, expected
     raise ValueError(f"unknown collective {collective!r}")
 
 
@@ -317,10 +321,16 @@ OTHER_COLLECTIVES = ("all_gather", "all_to_all")
 
 
 def collective_figure_rank(
-    collective: str, rank: int, world_size: int, nbytes: int, spec: AllReduceSpec
+    collective: str,
+    rank: int,
+    world_size: int,
+    nbytes: int,
+    spec: AllReduceSpec,
+    group: Any = None,
 ) -> CollectiveFigure:
-    """Rank body for all-gather or all-to-all over the whole process group: checked exactly
-    (`spec.check_iterations` times, fresh inputs each time), then timed on zeros."""
+    """Rank body for all-gather or all-to-all over `group` (None: the whole process group; rank
+    and world within it): checked exactly (`spec.check_iterations` times, fresh inputs each
+    time), then timed on zeros."""
     device = rank_device(rank)
     check_chunk = max(1, min(nbytes, OTHERS_CHECK_MAX_BYTES) // _ELEMENT_BYTES // world_size)
 
@@ -330,7 +340,7 @@ def collective_figure_rank(
     wrong = 0
     for _ in range(spec.check_iterations):
         run, result, expected = _operation(
-            collective, check_chunk, world_size, rank, device, False, pattern
+            collective, check_chunk, world_size, rank, device, False, pattern, group
         )
         run()
         wrong += int((result != expected).sum())
@@ -339,31 +349,38 @@ def collective_figure_rank(
     whole = torch.zeros(chunk * world_size, device=device)
     if collective == "all_gather":
         part = torch.zeros(chunk, device=device)
-        timing = time_repeats(lambda: _all_gather(whole, part), device, spec.warmup, spec.repeats)
+        timing = time_repeats(
+            lambda: _all_gather(whole, part, group=group), device, spec.warmup, spec.repeats
+        )
     else:
         out = torch.empty_like(whole)
         timing = time_repeats(
-            lambda: dist.all_to_all_single(out, whole), device, spec.warmup, spec.repeats
+            lambda: dist.all_to_all_single(out, whole, group=group),
+            device,
+            spec.warmup,
+            spec.repeats,
         )
     totals = torch.tensor([timing.median_seconds, float(wrong)], dtype=torch.float64, device=device)
     slowest = totals[:1].clone()
-    dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
-    dist.all_reduce(totals)
+    dist.all_reduce(slowest, op=dist.ReduceOp.MAX, group=group)
+    dist.all_reduce(totals, group=group)
     return CollectiveFigure(
         collective, world_size, chunk * world_size * _ELEMENT_BYTES, int(totals[1]), float(slowest)
     )
 
 
-def accept_collectives_rank(rank: int, world_size: int, spec: AllReduceSpec) -> AllReduceFigure:
+def accept_collectives_rank(
+    rank: int, world_size: int, spec: AllReduceSpec, group: Any = None
+) -> AllReduceFigure:
     """accept's collectives: the all-reduce, then (on two ranks or more) all-gather and
-    all-to-all on the size it settled on."""
+    all-to-all on the size it settled on; within `group` as all_reduce_rank."""
     from dataclasses import replace
 
-    figure = all_reduce_rank(rank, world_size, spec)
+    figure = all_reduce_rank(rank, world_size, spec, group=group)
     if world_size < 2:  # one rank's all-gather and all-to-all are copies
         return figure
     others = tuple(
-        collective_figure_rank(name, rank, world_size, figure.nbytes, spec)
+        collective_figure_rank(name, rank, world_size, figure.nbytes, spec, group)
         for name in OTHER_COLLECTIVES
     )
     return replace(figure, others=others)

@@ -266,23 +266,34 @@ def round_ceiling(nodes: int, bad: int) -> int:
 
 
 def group_passes(figures: list[Any], floor: float, nodes: int) -> tuple[bool, str]:
-    """Whether one group's all-reduce passed, and what it measured (or why it failed)."""
+    """Whether one group's collectives passed, and what they measured (or why they failed): the
+    all-reduce exact and, across nodes, at 0.9 x the floor; all-gather and all-to-all (where
+    the round ran them) exact, their bus bandwidth said beside it (no published floor holds
+    them: docs/accept.md, `collectives`)."""
     from gpuaccept.sweeps.collectives import MIN_BUSBW_TOLERANCE, below_min_busbw
 
     errors = [f for f in figures if isinstance(f, str) or f is None]
     if errors:
         return False, f"did not complete: {errors[0] or 'no figure'}"
     figure = figures[0]
-    if figure.wrong_elements:
-        return False, f"{figure.wrong_elements} wrong element(s)"
+    wrong = [f"{figure.wrong_elements} wrong element(s)"] if figure.wrong_elements else []
+    wrong += [
+        f"{o.collective}: {o.wrong_elements} wrong element(s)"
+        for o in figure.others
+        if o.wrong_elements
+    ]
+    if wrong:
+        return False, "; ".join(wrong)
+    others = ", ".join(f"{o.collective} {o.busbw_gbps:.3g}" for o in figure.others)
+    others = f"; {others} GB/s" if others else ""
     if nodes < 2:
-        return True, f"exact, {figure.busbw_gbps:.3g} GB/s within the node"
+        return True, f"exact, {figure.busbw_gbps:.3g} GB/s within the node{others}"
     if below_min_busbw(figure.busbw_gbps, floor):
         return False, (
             f"busbw {figure.busbw_gbps:.3g} GB/s below {MIN_BUSBW_TOLERANCE:g} x --min-busbw "
             f"{floor:g}"
         )
-    return True, f"exact, busbw {figure.busbw_gbps:.3g} GB/s"
+    return True, f"exact, busbw {figure.busbw_gbps:.3g} GB/s{others}"
 
 
 @dataclass(frozen=True)

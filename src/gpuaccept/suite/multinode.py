@@ -292,16 +292,20 @@ class MultiNodeRun:
         """The global ranks of node rank `node`: each node's local ranks in turn."""
         return range(node * self.launch.local_world, (node + 1) * self.launch.local_world)
 
-    def _all_reduce_in(self, ranks: list[int], group: Any) -> Any:
-        """This rank's all-reduce within `group` (global `ranks`): its figure, or the error it
-        met as text (the others must still hear from this rank)."""
+    def _all_reduce_in(self, ranks: list[int], group: Any, *, others: bool = False) -> Any:
+        """This rank's all-reduce within `group` (global `ranks`), and with `others` all-gather
+        and all-to-all after it: its figure, or the error it met as text (the others must still
+        hear from this rank)."""
         from gpuaccept.checks.collectives import allreduce_spec
-        from gpuaccept.measure.collectives import all_reduce_rank
+        from gpuaccept.measure.collectives import accept_collectives_rank, all_reduce_rank
 
+        import torch.distributed as dist
+
+        body = accept_collectives_rank if others else all_reduce_rank
         try:
-            return all_reduce_rank(
-                ranks.index(self.launch.rank), len(ranks), allreduce_spec(self.context), group=group
-            )
+            # the group's own numbering (ascending global ranks, whatever order `ranks` has):
+            # all-gather and all-to-all place each rank's chunk by it
+            return body(dist.get_rank(group), len(ranks), allreduce_spec(self.context), group=group)
         except Interrupted:
             raise
         except Exception as error:
@@ -494,10 +498,11 @@ class MultiNodeRun:
     # --- isolation (issue #33 §1) ---------------------------------------------------------
     def run_isolation(self, topology: Mapping[str, str] | None = None) -> None:
         """Find the bad nodes in O(log N) rounds (suite/isolation.py): each round's groups
-        all-reduce at once, each on its own process group; every rank shares its group's
-        figure, and every rank, given the same figures, plans the same next round. A group of
-        two or more nodes passes when its all-reduce completes, exact, at 0.9 x --min-busbw or
-        more; a node alone, when it completes exact (no inter-node floor holds it)."""
+        all-reduce, all-gather and all-to-all at once, each on its own process group; every
+        rank shares its group's figure, and every rank, given the same figures, plans the same
+        next round. A group of two or more nodes passes when the three complete, exact, the
+        all-reduce at 0.9 x --min-busbw or more; a node alone, when they complete exact (no
+        inter-node floor holds it)."""
         import torch.distributed as dist
 
         from gpuaccept.suite.isolation import (
@@ -527,7 +532,7 @@ class MultiNodeRun:
             figure: Any = None
             mine = next((g for g in groups if launch.node_name in g[0]), None)
             if mine is not None:
-                figure = self._all_reduce_in(mine[1], mine[2])
+                figure = self._all_reduce_in(mine[1], mine[2], others=True)
             shares = self._share(self._mine(figure))
             passed = []
             for group, ranks, _ in groups:
@@ -582,7 +587,7 @@ class MultiNodeRun:
         in fresh ranks under `environ`: the figure, the error as text, or NotScreened."""
         from gpuaccept.checks.collectives import allreduce_spec
         from gpuaccept.distributed.local_ranks import run_ranks
-        from gpuaccept.measure.collectives import all_reduce_rank
+        from gpuaccept.measure.collectives import accept_collectives_rank
         from gpuaccept.suite.isolation import NotScreened
 
         cuda = self.context.device_mode == "cuda"
@@ -596,7 +601,7 @@ class MultiNodeRun:
                 return NotScreened(f"compute mode of {', '.join(refusing)}")
         try:
             values = run_ranks(
-                all_reduce_rank,
+                accept_collectives_rank,
                 self.launch.local_world,
                 allreduce_spec(self.context),
                 self.context.settings.rank_timeout_seconds,
