@@ -296,10 +296,10 @@ class MultiNodeRun:
         """This rank's all-reduce within `group` (global `ranks`), and with `others` all-gather
         and all-to-all after it: its figure, or the error it met as text (the others must still
         hear from this rank)."""
+        import torch.distributed as dist
+
         from gpuaccept.checks.collectives import allreduce_spec
         from gpuaccept.measure.collectives import accept_collectives_rank, all_reduce_rank
-
-        import torch.distributed as dist
 
         body = accept_collectives_rank if others else all_reduce_rank
         try:
