@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -173,3 +174,44 @@ def test_the_failing_nodes_actions_and_the_mtbi_most_incidents_first(tmp_path: P
     assert incidents[0] > incidents[-1]
     # the GPUs likewise: the moved one (two incidents) before the other (one)
     assert [(m.what, m.incidents) for m in state.mtbi.gpus] == [(UUID, 2), ("GPU-Y", 1)]
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def either_store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return str(tmp_path / "history.sqlite")
+    return str(request.getfixturevalue("pg_history"))
+
+
+def test_the_gpus_incidents_are_read_beside_the_rest_and_alone_where_that_cannot_be(
+    either_store: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    from gpuaccept.record.fleet import fleet_mtbi
+    from gpuaccept.record.history import HistoryUnreachable
+
+    with History.open(either_store) as history:
+        history.append([*_corpus(), (_run("node-f", 3, remap=True, uuid="GPU-Y"), "t")])
+        alone = fleet_mtbi(history, 30.0)  # every statement on the one connection
+        assert [(m.what, m.incidents) for m in alone.gpus] == [(UUID, 2), ("GPU-Y", 1)]
+        opened: list[str] = []
+        another = History.another
+
+        def counted(self: History) -> Any:
+            opened.append(threading.current_thread().name)
+            return another(self)
+
+        monkeypatch.setattr(History, "another", counted)
+        beside = fleet_state(history, tolerance_percent=10.0, min_samples=3, mtbi_days=30.0)
+        assert len(opened) == 1
+        assert opened[0].startswith("gpu-incidents")  # a thread of its own, not this one
+        assert beside.mtbi == alone
+
+        def refused(self: History) -> Any:  # a server at its connection limit
+            raise HistoryUnreachable("history h: cannot reach it (too many clients already)")
+
+        monkeypatch.setattr(History, "another", refused)
+        fallback = fleet_state(history, tolerance_percent=10.0, min_samples=3, mtbi_days=30.0)
+        assert fallback.mtbi == alone
+        assert fallback.view == beside.view

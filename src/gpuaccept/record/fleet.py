@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -24,7 +25,7 @@ from gpuaccept.record.comparison import (
     newest_accepts,
     outlier_bounds,
 )
-from gpuaccept.record.history import History, RunRow
+from gpuaccept.record.history import GpuIncidents, History, HistoryError, RunRow
 from gpuaccept.results import CheckResult
 
 # the burn-in check that compares each GPU's bitwise results: its failure is silent data
@@ -112,23 +113,52 @@ def fleet_state(
     (the page draws their distributions); otherwise the store counts them and returns only the
     outliers."""
     check_window(mtbi_days)
-    runs = store.newest_runs("accept")
-    if every_figure:
-        view = fleet_view(
-            runs, store.fleet_points(), tolerance_percent=tolerance_percent, min_samples=min_samples
-        )
-    else:
-        view = _counted_view(store, runs, tolerance_percent, min_samples)
-    drops = store.slower_checks([run.id for run in view.nodes])
-    slower = [(run, drops[run.id]) for run in view.nodes if run.id in drops]
-    stored_actions = store.newest_accept_actions()
-    actions = {
-        run.id: stored_actions[run.id]
-        for run in view.nodes
-        if not run.verdict.passed and run.id in stored_actions
-    }
-    sdc = [run for run in store.newest_runs("burnin") if SDC_CHECK in run.verdict.failed_checks]
-    return FleetState(view, slower, fleet_mtbi(store, mtbi_days), actions, sdc)
+    until = store.newest_start()
+    since = _window_start(until, mtbi_days)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpu-incidents") as pool:
+        # the store's heaviest statement (each named GPU's runs in the window: 0.16-0.19 s of
+        # PostgreSQL's time at 10,000 of them) on a connection of its own, beside the rest
+        gpus = pool.submit(_gpu_incidents_apart, store, since) if since else None
+        runs = store.newest_runs("accept")
+        if every_figure:
+            view = fleet_view(
+                runs,
+                store.fleet_points(),
+                tolerance_percent=tolerance_percent,
+                min_samples=min_samples,
+            )
+        else:
+            view = _counted_view(store, runs, tolerance_percent, min_samples)
+        drops = store.slower_checks([run.id for run in view.nodes])
+        slower = [(run, drops[run.id]) for run in view.nodes if run.id in drops]
+        stored_actions = store.newest_accept_actions()
+        actions = {
+            run.id: stored_actions[run.id]
+            for run in view.nodes
+            if not run.verdict.passed and run.id in stored_actions
+        }
+        sdc = [run for run in store.newest_runs("burnin") if SDC_CHECK in run.verdict.failed_checks]
+        gpu_rows = gpus.result() if gpus is not None else None
+        if since and gpu_rows is None:
+            gpu_rows = store.gpu_incidents(since)
+    mtbi = _mtbi(store, until, since, mtbi_days, gpu_rows or [])
+    return FleetState(view, slower, mtbi, actions, sdc)
+
+
+def _window_start(until: str | None, days: float) -> str:
+    """The start of the incidents' window ending at the history's newest run ("": none)."""
+    return (datetime.fromisoformat(until) - timedelta(days=days)).isoformat() if until else ""
+
+
+def _gpu_incidents_apart(store: History, since: str) -> GpuIncidents | None:
+    """The GPUs' incidents read on another connection to the history; None where it cannot be
+    opened (the caller then reads them on its own). Its snapshot is its own: a run stored
+    between the two reads may count in one and not the other, as a second later would."""
+    try:
+        with store.another() as other:
+            return other.gpu_incidents(since)
+    except HistoryError:
+        return None
 
 
 def _counted_view(
@@ -166,14 +196,20 @@ def fleet_mtbi(store: History, days: float) -> FleetMtbi:
     on any host; counted by the store over the window (record/fleet_tables.py), the rule of
     `act.offenders.node_mtbi` and `gpu_mtbi`."""
     until = store.newest_start()
+    since = _window_start(until, days)
+    return _mtbi(store, until, since, days, store.gpu_incidents(since) if since else [])
+
+
+def _mtbi(
+    store: History, until: str | None, since: str, days: float, gpu_rows: GpuIncidents
+) -> FleetMtbi:
     if until is None:
         return FleetMtbi("", "", days, [], [])
-    since = (datetime.fromisoformat(until) - timedelta(days=days)).isoformat()
     nodes = [
         Mtbi(node, incidents, hours, runs)
         for node, incidents, hours, runs in store.node_incidents(since)
     ]
-    gpus = [Mtbi(*gpu) for gpu in store.gpu_incidents(since)]
+    gpus = [Mtbi(*gpu) for gpu in gpu_rows]
     return FleetMtbi(
         since,
         until,

@@ -54,6 +54,8 @@ HISTORY_ENV = "GPUACCEPT_HISTORY"
 # a named GPU's window: (UUID, runs, first and last start in seconds, incidents, its stretches'
 # (start in seconds, node, serial))
 GpuWindow = tuple[str, int, float, float, int, list[tuple[float, str, str | None]]]
+# (UUID, incidents, hours observed, runs, hosts, serial): History.gpu_incidents
+GpuIncidents = list[tuple[str, int, float, int, tuple[str, ...], str | None]]
 APPLICATION_ID = 0x67707561  # "gpua" in the SQLite header marks our databases
 # 2: each run's verdict (RunVerdict as JSON) is stored beside the report; a version 1 database
 # is upgraded in place when first opened (its verdicts judged from the stored reports).
@@ -506,6 +508,13 @@ class History(ABC):
             with SqliteHistory.open_file(where, create=create) as sqlite_history:
                 yield sqlite_history
 
+    @contextmanager
+    def another(self) -> Iterator[History]:
+        """A second connection to this history, for a read run beside this one's (in another
+        thread: each connection stays in the thread that opened it)."""
+        with History.open(self.location, create=False) as other:
+            yield other
+
     @abstractmethod
     def check_writable(self) -> None:
         """Refuse, before a run, a history this user cannot write."""
@@ -650,9 +659,7 @@ class History(ABC):
             for node, judged, first, last, incidents in self._rows(NODE_INCIDENTS, (start, start))
         ]
 
-    def gpu_incidents(
-        self, since: str
-    ) -> list[tuple[str, int, float, int, tuple[str, ...], str | None]]:
+    def gpu_incidents(self, since: str) -> GpuIncidents:
         """(UUID, incidents, hours observed, runs, hosts first seen first, the serial of its
         latest run that had one) of each GPU that an accept run since `since` named for a
         remediation, over its accept runs since then on whatever host: counted in the database;
