@@ -202,16 +202,27 @@ def test_the_gpus_incidents_are_read_beside_the_rest_and_alone_where_that_cannot
             opened.append(threading.current_thread().name)
             return another(self)
 
+        read_by: list[str] = []
+        incidents = type(history).gpu_incidents
+
+        def reading(self: History, since: str) -> Any:
+            read_by.append(threading.current_thread().name)
+            return incidents(self, since)
+
         monkeypatch.setattr(History, "another", counted)
+        monkeypatch.setattr(type(history), "gpu_incidents", reading)
         beside = fleet_state(history, tolerance_percent=10.0, min_samples=3, mtbi_days=30.0)
         assert len(opened) == 1
         assert opened[0].startswith("gpu-incidents")  # a thread of its own, not this one
+        assert read_by == opened  # read there once, and not again here
         assert beside.mtbi == alone
 
         def refused(self: History) -> Any:  # a server at its connection limit
             raise HistoryUnreachable("history h: cannot reach it (too many clients already)")
 
         monkeypatch.setattr(History, "another", refused)
+        read_by.clear()
         fallback = fleet_state(history, tolerance_percent=10.0, min_samples=3, mtbi_days=30.0)
+        assert read_by == [threading.current_thread().name]
         assert fallback.mtbi == alone
         assert fallback.view == beside.view
