@@ -561,6 +561,14 @@ class MultiNodeRun:
         cannot switch it); every rank learns every node's outcome."""
         from gpuaccept.suite.isolation import NVLINK_OFF_ENV, node_alone_passes
 
+        if self.context.device_mode == "cuda":
+            import torch
+
+            # the buffers of the rounds before are free but still held by each rank's caching
+            # allocator: the screen's ranks, on the same GPUs, would size their all-reduce to
+            # what is left (16 GiB at full), so every rank hands them back first
+            torch.cuda.empty_cache()
+        self.barrier()
         figure: Any = None
         if self.launch.local_rank == 0 and (self.launch.node_name,) in step.groups:
             figure = self._node_all_reduce(NVLINK_OFF_ENV)
