@@ -387,3 +387,51 @@ def test_each_models_nvlink_count_is_its_datasheets_and_judged_at_it(
 @pytest.mark.parametrize(("model", "ids"), sorted(PINNED_PCI_IDS.items()))
 def test_each_models_pci_ids_are_pinned(model: str, ids: set[str]) -> None:
     assert set(refs.load_shipped_references().models[model].pci_device_ids) == ids
+
+
+# The tensor cores' dense rates stand in fixed ratios within an architecture, whatever the part:
+# fp16 = bf16, tf32 = bf16 / 2, fp8 = 2 x bf16, and on GA100 and GH100 the fp64 tensor-core rate
+# equals fp32's. Sources: H100 SXM 989.4 TFLOPS fp16 and bf16, 494.7 tf32, 1978.9 fp8, 66.9 fp64
+# (matrix) and fp32 (glennklockwood.com/garden/processors/h100, from NVIDIA's Hopper whitepaper;
+# read 2026-11-27); A100 SXM 312 and 156, fp64 tensor core 19.5 = fp32 19.5; L40S 362 and 183;
+# B200 2250 and ~1100 (FIELD-NOTES, dense peaks). One peak edited alone breaks its ratio (the
+# data mutation left 44 such edits unseen: issue #30 §9); a datasheet's rounding stays inside.
+GA100_GH100 = {
+    *("a100-sxm", "a100-pcie"),
+    *("h100-sxm", "h100-pcie", "h100-nvl", "h200", "h200-nvl", "gh200"),
+}
+
+
+def test_each_models_tensor_core_peaks_keep_their_architectures_ratios() -> None:
+    table = refs.load_shipped_references().models
+    checked = 0
+    for key, model in table.items():
+        peaks = model.peaks
+        bf16 = peaks.get("bf16_tflops")
+        if bf16 is None:
+            continue
+        if "fp16_tflops" in peaks:
+            assert peaks["fp16_tflops"] == bf16, key
+            checked += 1
+        if "tf32_tflops" in peaks:
+            assert 0.485 <= peaks["tf32_tflops"] / bf16 <= 0.51, key
+            checked += 1
+        if "fp8_tflops" in peaks:
+            assert 1.98 <= peaks["fp8_tflops"] / bf16 <= 2.03, key
+            checked += 1
+        if key in GA100_GH100:
+            assert peaks["fp64_tflops"] == peaks["fp32_tflops"], key
+            checked += 1
+    assert checked >= 30  # the rows that have these peaks, not a table emptied of them
+
+
+def test_the_ratios_hold_the_sources_own_figures() -> None:
+    table = refs.load_shipped_references().models
+    h100 = table["h100-sxm"].peaks
+    assert (h100["bf16_tflops"], h100["tf32_tflops"], h100["fp8_tflops"]) == (989, 494.5, 1979)
+    assert (table["a100-sxm"].peaks["bf16_tflops"], table["a100-sxm"].peaks["tf32_tflops"]) == (
+        312,
+        156,
+    )
+    assert table["b200"].peaks["tf32_tflops"] / table["b200"].peaks["bf16_tflops"] < 0.49
+    assert table["l40s"].peaks["fp8_tflops"] / table["l40s"].peaks["bf16_tflops"] > 2.02
