@@ -385,3 +385,48 @@ def test_the_llm_workload_trains_across_two_nodes(tmp_path: Path) -> None:
     assert {"llm_rank0_straggler_score", "llm_rank1_straggler_score"} <= set(figures)
     # each node trained alone first (FSDP2 over its own ranks): the yardstick of the job's speed
     assert 0 < figures["llm_scaling_efficiency"] < 5
+
+
+def test_the_nvlink_off_screen_is_not_run_where_this_rank_cannot_open_every_gpu(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The CUDA path's refusals, before any rank starts (no GPU here: the probes are stood in
+    for): a rank bound to one GPU of eight, and GPUs in exclusive-process compute mode, leave the
+    node unscreened, said so; nothing is started for it."""
+    from dataclasses import replace
+
+    from gpuaccept.probe import hardware
+    from gpuaccept.probe.hardware import GpuInfo
+    from gpuaccept.suite.isolation import NVLINK_OFF_ENV, NotScreened
+    from gpuaccept.suite.multinode import MultiNodeRun
+    from tests.checks.conftest import cpu_context
+
+    def gpus(count: int) -> list[GpuInfo]:
+        return [GpuInfo(i, "H100", (9, 0), 80 << 30, 132, f"GPU-{i}") for i in range(count)]
+
+    started: list[tuple[object, ...]] = []
+
+    def run_ranks(*args: object, **kwargs: object) -> list[str]:
+        started.append((*args[1:], kwargs))
+        return ["rank 0's figure", "rank 1's"]
+
+    monkeypatch.setattr("gpuaccept.distributed.local_ranks.run_ranks", run_ranks)
+    launch = Launch(0, 16, 0, 8, 0, 2, "node-a", "torchrun")
+    run = MultiNodeRun(replace(cpu_context(), device_mode="cuda"), launch)
+    monkeypatch.setattr(hardware, "list_cuda_gpus", lambda: gpus(1))
+    assert run._node_all_reduce(NVLINK_OFF_ENV) == NotScreened(
+        "this rank sees 1 of the node's 8 GPUs"
+    )
+    monkeypatch.setattr(hardware, "list_cuda_gpus", lambda: gpus(8))
+    monkeypatch.setattr(
+        hardware, "unshared_gpus", lambda uuids: [f"{u} (exclusive-process)" for u in uuids[:2]]
+    )
+    assert run._node_all_reduce(NVLINK_OFF_ENV) == NotScreened(
+        "compute mode of GPU-0 (exclusive-process), GPU-1 (exclusive-process)"
+    )
+    assert started == []
+    # every GPU reachable and shareable: ranks of its own on the eight, NCCL, NVLink off
+    monkeypatch.setattr(hardware, "unshared_gpus", lambda uuids: [])
+    assert run._node_all_reduce(NVLINK_OFF_ENV) == "rank 0's figure"
+    ((world, _, _, backend, options),) = started
+    assert (world, backend, options) == (8, "nccl", {"environ": NVLINK_OFF_ENV})

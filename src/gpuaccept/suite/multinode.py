@@ -603,6 +603,11 @@ class MultiNodeRun:
             from gpuaccept.probe.hardware import list_cuda_gpus, unshared_gpus
 
             gpus = list_cuda_gpus()[: self.launch.local_world]
+            if len(gpus) < self.launch.local_world:
+                # a launcher that binds one GPU to each task: this rank cannot reach the others
+                return NotScreened(
+                    f"this rank sees {len(gpus)} of the node's {self.launch.local_world} GPUs"
+                )
             refusing = unshared_gpus([g.uuid for g in gpus if g.uuid])
             if refusing:
                 # this job's own ranks hold those GPUs: a second process gets no context there
