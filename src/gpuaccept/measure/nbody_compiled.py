@@ -16,6 +16,13 @@ the most of: every instruction issued, its FP32 instructions at the lane rate (a
 counts as two), its MUFUs at the MUFU rate. With 20 flops per interaction (cuda-samples' nbody
 convention), the ceiling is that rate against 2 x FP32 lanes flops per SM per clock. Latency,
 occupancy and memory are ignored: it is an upper bound for the measured figure.
+
+sm_103 (B300) and sm_121 (GB10) are compiled too (ptxas 12.9, which Triton 3.9 ships, knows
+both): registers, spills and the loop are read, but no ceiling is modelled for them, for want of
+a source read for their FP32 lanes per SM (B300 has no fp32 peak in references.toml; GB10's
+6,144 CUDA cores give no SM count alone). Their loops differ: sm_103 pairs FP32 instructions as
+sm_100 does (FFMA2, ...), sm_121 does not, so GB10 issues about 15 instructions an interaction
+against sm_100's 10.
 """
 
 from __future__ import annotations
@@ -30,7 +37,7 @@ from pathlib import Path
 from gpuaccept.measure.nbody_triton import GPU_CONFIGS
 
 FLOPS_PER_INTERACTION = 20  # cuda-samples nbody: GFLOP/s = N^2 x iterations x 20 / time
-TARGETS = (80, 90, 100)
+TARGETS = (80, 90, 100, 103, 121)
 SUB_PARTITIONS = 4
 MUFU_LANES_PER_SUB_PARTITION = 4
 FP32_LANES_PER_SM = {80: 64, 90: 128, 100: 128}
@@ -78,8 +85,11 @@ class CompiledNbody:
 
     @property
     def ceiling_fraction(self) -> float | None:
-        """The fp32 ceiling as a fraction of fp32 peak (None for fp64: not modelled)."""
+        """The fp32 ceiling as a fraction of fp32 peak (None for fp64, and for a target whose
+        FP32 lanes are not known: not modelled)."""
         if self.precision != "fp32" or not self.interactions_per_thread:
+            return None
+        if self.arch not in FP32_LANES_PER_SM:
             return None
         fp32_lanes = FP32_LANES_PER_SM[self.arch] // SUB_PARTITIONS
         cycles = max(
