@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuaccept.checks.context import CheckContext, RanksOutcome
 from gpuaccept.distributed.launch_env import check_rendezvous, rank_env
@@ -32,6 +32,9 @@ from gpuaccept.results import CheckResult, RunReport, Status
 from gpuaccept.suite.runner import merge_device_results
 from gpuaccept.suite.selection import CheckSpec
 from gpuaccept.suite.worker import error_text, resolve_target
+
+if TYPE_CHECKING:
+    from gpuaccept.suite.isolation import Round
 
 NODE_NAME_ENV = "GPUACCEPT_NODE_NAME"
 # A pair's all-reduce below this share of the median over all pairs marks it slow (the
@@ -554,9 +557,9 @@ class MultiNodeRun:
             self._record(result.model_copy(update={"duration_seconds": time.monotonic() - started}))
 
     def _screen_without_nvlink(
-        self, step: Any, floor: float, evidence: list[dict[str, Any]]
+        self, step: Round, floor: float, evidence: list[dict[str, Any]]
     ) -> list[bool]:
-        """Each node's all-reduce over all its GPUs with NVLink off, in ranks of their own that
+        """Each node's collectives over all its GPUs with NVLink off, in ranks of their own that
         its local rank 0 starts (NCCL reads NCCL_P2P_DISABLE once per process: this job's ranks
         cannot switch it); every rank learns every node's outcome."""
         from gpuaccept.suite.isolation import NVLINK_OFF_ENV, node_alone_passes
