@@ -57,6 +57,10 @@ def test_a_healthy_hgx_node_passes_with_every_gpu_next_to_its_hca(node: Path) ->
     }
     ports = result.details["inventory"]["ports"]
     assert [p["rate_gbps"] for p in ports] == [400.0] * 8
+    # with no node profile or expectation at all: judged as found, every port a rail
+    plain = fabric.run(_context(None))
+    assert plain.status is Status.PASS, plain.message
+    assert plain.message.startswith("8 of 8 RDMA port(s) ACTIVE at 400 Gb/s")
 
 
 def test_an_unreadable_attribute_warns_as_unknown_and_never_hangs_the_check(node: Path) -> None:
@@ -65,7 +69,10 @@ def test_an_unreadable_attribute_warns_as_unknown_and_never_hangs_the_check(node
     os.mkfifo(fw_ver)
     result = fabric.run(_context())
     assert result.status is Status.WARN, result.message
-    assert f"sysfs attribute(s) unreadable, e.g. {fw_ver}: not a regular file" in result.message
+    assert (
+        f"1 sysfs attribute(s) unreadable, e.g. {fw_ver}: not a regular file (read as unknown; "
+        "see the details)"
+    ) in result.message
     assert result.details["unreadable"] == {str(fw_ver): "not a regular file"}
 
 
@@ -412,6 +419,7 @@ def test_a_wrapped_q_counter_grew_and_a_reset_one_is_said_and_judged_since() -> 
         "what they counted before the reset is unknown",
         "mlx5_0:1 out_of_sequence grew by 8 in the run",
     ]
+    _recommended(findings, "fabric error counters that grew in the run")
     quiet = Findings("fabric-errors", "FABRIC")
     low = {"mlx5_0:1": {"out_of_sequence": 100}}  # low in its range: a reset, not a wrap
     assert fabric.judge_counter_growth(low, {"mlx5_0:1": {"out_of_sequence": 0}}, quiet) == []
@@ -426,7 +434,7 @@ def test_ports_without_a_readable_counter_skip_never_pass(
             counter.write_text("N/A (no PMA)\n")
     start = read_port_counters(node)
     result = fabric.run_errors(_context(start_fabric_counters=start))
-    assert result.status is Status.SKIP
+    assert (result.name, result.area, result.status) == ("fabric-errors", "FABRIC", Status.SKIP)
     assert "none with a readable error counter" in result.message
 
 
@@ -457,6 +465,7 @@ def test_link_flaps_in_the_last_day_are_counted_per_interface_as_aznhc_does() ->
     assert findings.failures == [
         "ibp3s0: 5 link flap(s) (lost carrier) in the kernel log in 24 h, aznhc fails at 5"
     ]
+    _recommended(findings, "fabric error counters that grew in the run")
     assert findings.warnings == [
         "ib1: 1 link flap(s) (lost carrier) in the kernel log in 24 h",
         "ib2: 1 lost-carrier line(s) in dmesg with no time stamp (or one in the future): their "
@@ -807,3 +816,38 @@ def test_gpudirect_without_peermem_is_judged_by_the_drivers_dma_buf_answer(
     assert asked == []
     assert loaded.details["gpudirect"] == {"nvidia_peermem": True, "dmabuf": None}
     assert "GPUDirect" not in loaded.message
+
+
+def test_every_rail_failure_names_the_port_down_cause_and_its_tables_action() -> None:
+    """A missing rail, a rail down, one below its rate and too few rails are each the
+    `port-down` cause (data/actions.toml: drain, 'a fabric port down or at a lower rate'), not
+    the check's own fallback, which would drain too but say nothing of the port."""
+    found = _judge_ports(
+        [_port("mlx5_0", state="DOWN", phys_state="Disabled"), _port("mlx5_1", rate_gbps=200.0)],
+        expect_nics=2,
+        nic_rate_gbps=400.0,
+        rails=["mlx5_0", "mlx5_1", "mlx5_9"],
+    )
+    assert len(found.failures) == 4  # mlx5_9 missing, mlx5_0 down, mlx5_1 slow, 1 of 2 active
+    _recommended(found, "a fabric port down or at a lower rate")
+
+
+def _recommended(findings: Findings, source: str) -> None:
+    """Each failure of `findings` is drained by its cause's row of data/actions.toml (whose
+    source starts `source`), not by the check's fallback, which drains too and names no cause."""
+    from gpuaccept.actions import Action, plan_actions
+
+    failing = [
+        r for r in plan_actions([findings.conclude("")]).recommendations if r.status is Status.FAIL
+    ]
+    assert [r.finding for r in failing] == list(findings.failures)
+    for recommendation in failing:
+        assert recommendation.action is Action.DRAIN
+        assert recommendation.cause.startswith(source), recommendation
+
+
+def test_a_port_gone_by_the_end_of_the_run_is_the_port_down_cause() -> None:
+    findings = Findings("fabric-errors", "FABRIC")
+    fabric.judge_counter_growth({"mlx5_3:1": {"link_downed": 0}}, {}, findings)
+    assert findings.failures == ["mlx5_3:1 was read at the start but not at the end (gone?)"]
+    _recommended(findings, "a fabric port down or at a lower rate")
