@@ -297,6 +297,16 @@ def test_rates_are_compared_within_a_link_layer_and_an_unreadable_rate_is_said()
     ]
 
 
+def test_ports_whose_link_layer_is_unreadable_are_compared_among_themselves() -> None:
+    found = _judge_ports(
+        [_port("mlx5_0", link_layer=None), _port("mlx5_1", link_layer=None, rate_gbps=200.0)]
+    )
+    assert found.warnings == [
+        "mlx5_1:1 runs at 200 Gb/s while the node's fastest port of unreadable link layer "
+        "runs at 400 (give --expect-nic-rate to require a rate)"
+    ]
+
+
 def test_a_port_without_pkeys_among_ports_with_them_is_named() -> None:
     found = _judge_ports([_port("mlx5_0"), _port("mlx5_1"), _port("mlx5_2", pkeys=())])
     assert found.warnings == ["mlx5_2:1 has PKeys none, the node's other ports 0xffff"]

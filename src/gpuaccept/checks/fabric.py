@@ -171,8 +171,9 @@ def judge_ports(
         for layer in sorted({p.link_layer or "" for p in ports}):
             same = [p for p in ports if (p.link_layer or "") == layer and p.rate_gbps]
             best = max((p.rate_gbps or 0.0 for p in same), default=0.0)
+            kind = f"{layer} port" if layer else "port of unreadable link layer"
             findings.warnings += [
-                f"{p.name} runs at {p.rate_gbps:g} Gb/s while the node's fastest {layer} port "
+                f"{p.name} runs at {p.rate_gbps:g} Gb/s while the node's fastest {kind} "
                 f"runs at {best:g} (give --expect-nic-rate to require a rate)"
                 for p in same
                 if (p.rate_gbps or 0.0) < best
