@@ -435,3 +435,24 @@ def test_the_ratios_hold_the_sources_own_figures() -> None:
     )
     assert table["b200"].peaks["tf32_tflops"] / table["b200"].peaks["bf16_tflops"] < 0.49
     assert table["l40s"].peaks["fp8_tflops"] / table["l40s"].peaks["bf16_tflops"] > 2.02
+
+
+@pytest.mark.parametrize(
+    ("facts", "refused"),
+    [
+        ({"pcie_gen": 7}, True),  # no Gen7 in the kernel's speeds (up to 64 GT/s, Gen6)
+        ({"pcie_gen": 0}, True),
+        ({"pcie_width": 17}, True),  # no x17 link
+        ({"pcie_width": 3}, True),
+        ({"pcie_gen": 6, "pcie_width": 32}, False),
+        ({"pcie_width": 12}, False),
+    ],
+)
+def test_a_models_pcie_link_is_one_a_pcie_link_can_be(facts: dict[str, int], refused: bool) -> None:
+    from pydantic import ValidationError
+
+    if refused:
+        with pytest.raises(ValidationError):
+            refs.ModelReferences(display="x", **facts)  # type: ignore[arg-type]
+    else:
+        assert refs.ModelReferences(display="x", **facts).model_dump(include=set(facts)) == facts  # type: ignore[arg-type]

@@ -11,6 +11,7 @@ import statistics
 import tomllib
 from importlib.resources import files
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -53,8 +54,11 @@ class ModelReferences(BaseModel):
     form_factor: str | None = None
     nvlink_links: int | None = Field(default=None, ge=0)  # None: not checked (optional bridges)
     switch_fabric: bool = False  # NVSwitch system: the fabric manager must register the GPU
-    pcie_gen: int | None = Field(default=None, ge=1)
-    pcie_width: int | None = Field(default=None, ge=1)
+    # what a PCIe link can be (Linux, gregkh/linux 0b52ed5e include/linux/pci.h: enum pci_bus_speed,
+    # PCIE_SPEED_2_5GT to PCIE_SPEED_64_0GT, Gen1 to Gen6; enum pcie_link_width, "Values from Link
+    # Status register, PCIe r3.1, sec 7.8.8": x1, x2, x4, x8, x12, x16, x32)
+    pcie_gen: int | None = Field(default=None, ge=1, le=6)
+    pcie_width: Literal[1, 2, 4, 8, 12, 16, 32] | None = None
     power_load_fraction: float = Field(default=DEFAULT_POWER_LOAD_FRACTION, gt=0, le=1)
     clock_load_fraction: float = Field(default=DEFAULT_CLOCK_LOAD_FRACTION, gt=0, le=1)
     peaks: dict[str, float] = Field(default_factory=dict)
