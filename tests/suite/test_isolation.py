@@ -449,3 +449,17 @@ def test_two_nodes_failing_only_with_nvlink_off_are_both_named() -> None:
     )
     result = judge_isolation(Isolation(("a", "c"), (), (), rounds), [], 5.0, 3)
     assert result.message.startswith("suspect node(s): a, c (a, c alone only with NVLink off")
+
+
+def test_a_rounds_evidence_names_the_round_its_stage_nodes_and_outcome() -> None:
+    from gpuaccept.suite.isolation import Round, round_evidence
+
+    step = Round(2, "screen-nvlink-off", (("a",), ("b",)))
+    assert round_evidence(step, ("b",), False, "1 wrong element(s)", nccl_env={"X": "1"}) == {
+        "round": 2,
+        "stage": "screen-nvlink-off",
+        "nodes": ["b"],
+        "passed": False,
+        "said": "1 wrong element(s)",
+        "nccl_env": {"X": "1"},
+    }

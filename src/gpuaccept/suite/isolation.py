@@ -296,6 +296,20 @@ def group_passes(figures: list[Any], floor: float, nodes: int) -> tuple[bool, st
     return True, f"exact, busbw {figure.busbw_gbps:.3g} GB/s{others}"
 
 
+def round_evidence(
+    step: Round, group: Group, passed: bool, said: str, **more: Any
+) -> dict[str, Any]:
+    """One group's entry in the isolation's evidence: its round, stage, nodes and outcome."""
+    return {
+        "round": step.number,
+        "stage": step.stage,
+        "nodes": list(group),
+        "passed": passed,
+        "said": said,
+        **more,
+    }
+
+
 @dataclass(frozen=True)
 class NotScreened:
     """Why a node's NVLink-off screen could not run: that node passes the round, said so (a

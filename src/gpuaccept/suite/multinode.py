@@ -513,6 +513,7 @@ class MultiNodeRun:
             IsolationPlan,
             group_passes,
             judge_isolation,
+            round_evidence,
         )
 
         launch, context = self.launch, self.context
@@ -542,15 +543,7 @@ class MultiNodeRun:
                 figures = [shares[r].value for r in ranks]
                 ok, said = group_passes(figures, floor, len(group))
                 passed.append(ok)
-                evidence.append(
-                    {
-                        "round": step.number,
-                        "stage": step.stage,
-                        "nodes": list(group),
-                        "passed": ok,
-                        "said": said,
-                    }
-                )
+                evidence.append(round_evidence(step, group, ok, said))
             plan.record(passed)
         if launch.local_rank == 0:
             result = judge_isolation(plan.result(), evidence, floor, len(names))
@@ -562,7 +555,7 @@ class MultiNodeRun:
         """Each node's collectives over all its GPUs with NVLink off, in ranks of their own that
         its local rank 0 starts (NCCL reads NCCL_P2P_DISABLE once per process: this job's ranks
         cannot switch it); every rank learns every node's outcome."""
-        from gpuaccept.suite.isolation import NVLINK_OFF_ENV, node_alone_passes
+        from gpuaccept.suite.isolation import NVLINK_OFF_ENV, node_alone_passes, round_evidence
 
         if self.context.device_mode == "cuda":
             import torch
@@ -581,16 +574,7 @@ class MultiNodeRun:
             value = shares[self._node_ranks(self.node_names.index(group[0]))[0]].value
             ok, said = node_alone_passes(value, floor)
             passed.append(ok)
-            evidence.append(
-                {
-                    "round": step.number,
-                    "stage": step.stage,
-                    "nodes": list(group),
-                    "passed": ok,
-                    "said": said,
-                    "nccl_env": dict(NVLINK_OFF_ENV),
-                }
-            )
+            evidence.append(round_evidence(step, group, ok, said, nccl_env=dict(NVLINK_OFF_ENV)))
         return passed
 
     def _node_all_reduce(self, environ: Mapping[str, str]) -> Any:
