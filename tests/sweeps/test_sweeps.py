@@ -108,8 +108,8 @@ def test_collective_sweep_is_exact_and_follows_nccl_tests(
 def _corrupting_rank(rank: int, world: int, spec: coll.SweepSpec) -> list[coll.CollectiveRow]:
     real = coll._all_gather
 
-    def faulty(output: torch.Tensor, source: torch.Tensor) -> Any:
-        done = real(output, source)
+    def faulty(output: torch.Tensor, source: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        done = real(output, source, *args, **kwargs)
         if rank == 1:
             output[0] += 1  # a flipped result on one rank, as a bad link or GPU would give
         return done
