@@ -137,3 +137,22 @@ def test_a_figure_that_comes_out_nan_fails_its_check() -> None:
     result = findings.conclude("all good")
     assert result.status is Status.FAIL
     assert "measured NaN" in result.message
+
+
+def test_the_pattern_test_takes_half_of_a_gpu_memory_the_cpu_shares() -> None:
+    from gpuaccept.checks.memory import pattern_budget
+
+    gib = 1024**3
+    # a GPU with memory of its own: 0.9 of what is free, up to the cap
+    assert pattern_budget(80 * gib, 0.9, 1024 * gib, integrated=False) == (int(72 * gib), None)
+    assert pattern_budget(80 * gib, 0.9, 10 * gib, integrated=False) == (10 * gib, None)
+    # one that shares the host's memory (what is free is what the OS has free): half, said so
+    budget, why = pattern_budget(100 * gib, 0.9, 1024 * gib, integrated=True)
+    assert budget == 50 * gib
+    assert why == (
+        "memory shared with the CPU: 0.5 of what the OS reports free, not more, so the host "
+        "keeps room"
+    )
+    # a level that already asks for less keeps its own figure
+    assert pattern_budget(100 * gib, 0.25, 1024 * gib, integrated=True) == (25 * gib, None)
+    assert pattern_budget(100 * gib, 0.9, 8 * gib, integrated=True)[0] == 8 * gib

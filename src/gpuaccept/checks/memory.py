@@ -9,6 +9,28 @@ from gpuaccept.measure.membw import measure_stream_gbps, memory_pattern_test
 from gpuaccept.results import CheckResult
 
 PATTERN_CHUNK_BYTES = 1024**3
+# A GPU that shares its memory with the CPU (cudaDeviceProp.integrated: Tegra and other SoCs)
+# reports as free what the OS reports as free (NVIDIA, cuMemGetInfo_v2: "the amount of memory on
+# the device that is free according to the OS ... The integrated GPU on Tegra shares memory with
+# CPU and other component of the SoC"; cuda-python's driver docs, read 2026-11-27): 0.9 of it
+# would leave the host, its page cache and this run's own processes a tenth. The pattern test
+# takes half there (gpuaccept's choice, said in the check's details).
+INTEGRATED_PATTERN_FRACTION = 0.5
+
+
+def pattern_budget(
+    free_bytes: int, fraction: float, max_bytes: int, *, integrated: bool
+) -> tuple[int, str | None]:
+    """The bytes the pattern test writes on a GPU with `free_bytes` free, and why it takes less
+    than `fraction` of them (None when it does not)."""
+    why = None
+    if integrated and fraction > INTEGRATED_PATTERN_FRACTION:
+        fraction = INTEGRATED_PATTERN_FRACTION
+        why = (
+            f"memory shared with the CPU: {fraction:g} of what the OS reports free, not "
+            "more, so the host keeps room"
+        )
+    return min(int(free_bytes * fraction), max_bytes), why
 
 
 def run(context: CheckContext) -> CheckResult:
@@ -26,10 +48,14 @@ def run(context: CheckContext) -> CheckResult:
             continue
         if device.type == "cuda":
             free, _ = torch.cuda.mem_get_info(device)
-            budget = int(free * settings.pattern_fraction)
+            integrated = bool(getattr(torch.cuda.get_device_properties(device), "is_integrated", 0))
+            budget, why = pattern_budget(
+                free, settings.pattern_fraction, settings.pattern_max_bytes, integrated=integrated
+            )
+            if why is not None:
+                findings.details.setdefault("pattern_budget", {})[target.label] = why
         else:
             budget = settings.pattern_max_bytes
-        budget = min(budget, settings.pattern_max_bytes)
         pattern = memory_pattern_test(device, budget, PATTERN_CHUNK_BYTES)
         findings.record(target, "pattern_bytes_tested", pattern.bytes_tested, "bytes")
         if pattern.mismatched_bytes:
