@@ -414,19 +414,19 @@ def test_the_nvlink_off_screen_is_not_run_where_this_rank_cannot_open_every_gpu(
     launch = Launch(0, 16, 0, 8, 0, 2, "node-a", "torchrun")
     run = MultiNodeRun(replace(cpu_context(), device_mode="cuda"), launch)
     monkeypatch.setattr(hardware, "list_cuda_gpus", lambda: gpus(1))
-    assert run._node_all_reduce(NVLINK_OFF_ENV) == NotScreened(
+    assert run._node_collectives(NVLINK_OFF_ENV) == NotScreened(
         "this rank sees 1 of the node's 8 GPUs"
     )
     monkeypatch.setattr(hardware, "list_cuda_gpus", lambda: gpus(8))
     monkeypatch.setattr(
         hardware, "unshared_gpus", lambda uuids: [f"{u} (exclusive-process)" for u in uuids[:2]]
     )
-    assert run._node_all_reduce(NVLINK_OFF_ENV) == NotScreened(
+    assert run._node_collectives(NVLINK_OFF_ENV) == NotScreened(
         "compute mode of GPU-0 (exclusive-process), GPU-1 (exclusive-process)"
     )
     assert started == []
     # every GPU reachable and shareable: ranks of its own on the eight, NCCL, NVLink off
     monkeypatch.setattr(hardware, "unshared_gpus", lambda uuids: [])
-    assert run._node_all_reduce(NVLINK_OFF_ENV) == "rank 0's figure"
+    assert run._node_collectives(NVLINK_OFF_ENV) == "rank 0's figure"
     ((world, _, _, backend, options),) = started
     assert (world, backend, options) == (8, "nccl", {"environ": NVLINK_OFF_ENV})

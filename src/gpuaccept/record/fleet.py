@@ -138,10 +138,9 @@ def fleet_state(
             if not run.verdict.passed and run.id in stored_actions
         }
         sdc = [run for run in store.newest_runs("burnin") if SDC_CHECK in run.verdict.failed_checks]
-        gpu_rows = gpus.result() if gpus is not None else None
-        if since and gpu_rows is None:
-            gpu_rows = store.gpu_incidents(since)
-    mtbi = _mtbi(store, until, since, mtbi_days, gpu_rows or [])
+        apart = gpus.result() if gpus is not None else []
+        gpu_rows = apart if apart is not None else store.gpu_incidents(since)
+    mtbi = _mtbi(store, until, since, mtbi_days, gpu_rows)
     return FleetState(view, slower, mtbi, actions, sdc)
 
 

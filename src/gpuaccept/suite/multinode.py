@@ -567,7 +567,7 @@ class MultiNodeRun:
         self.barrier()
         figure: Any = None
         if self.launch.local_rank == 0 and (self.launch.node_name,) in step.groups:
-            figure = self._node_all_reduce(NVLINK_OFF_ENV)
+            figure = self._node_collectives(NVLINK_OFF_ENV)
         shares = self._share(self._mine(figure))
         passed = []
         for group in step.groups:
@@ -577,8 +577,8 @@ class MultiNodeRun:
             evidence.append(round_evidence(step, group, ok, said, nccl_env=dict(NVLINK_OFF_ENV)))
         return passed
 
-    def _node_all_reduce(self, environ: Mapping[str, str]) -> Any:
-        """This node's all-reduce over its GPUs (CPU: as many gloo ranks as this job has here)
+    def _node_collectives(self, environ: Mapping[str, str]) -> Any:
+        """This node's collectives over its GPUs (CPU: as many gloo ranks as this job has here)
         in fresh ranks under `environ`: the figure, the error as text, or NotScreened."""
         from gpuaccept.checks.collectives import allreduce_spec
         from gpuaccept.distributed.local_ranks import run_ranks
