@@ -82,6 +82,11 @@ def test_memory_pattern_test_runs_at_full() -> None:
     assert result.status is Status.PASS
     tested = [m for m in result.measurements if m.name == "pattern_bytes_tested"]
     assert tested[0].value == 8 * 1024**2
+    assert result.message == "bandwidth within reference"
+    assert [(m.name, m.unit) for m in result.measurements] == [
+        ("membw_copy_gbps", "GB/s"),
+        ("pattern_bytes_tested", "bytes"),
+    ]
 
 
 def test_transfer_passes_and_below_reference_fails() -> None:
@@ -153,6 +158,58 @@ def test_the_pattern_test_takes_half_of_a_gpu_memory_the_cpu_shares() -> None:
         "memory shared with the CPU: 0.5 of what the OS reports free, not more, so the host "
         "keeps room"
     )
-    # a level that already asks for less keeps its own figure
+    # a level that already asks for less, or for exactly half, keeps its own figure
     assert pattern_budget(100 * gib, 0.25, 1024 * gib, integrated=True) == (25 * gib, None)
+    assert pattern_budget(100 * gib, 0.5, 1024 * gib, integrated=True) == (50 * gib, None)
     assert pattern_budget(100 * gib, 0.9, 8 * gib, integrated=True)[0] == 8 * gib
+
+
+@pytest.mark.parametrize(("integrated", "tested_gib"), [(1, 50), (0, 90)])
+def test_the_memory_checks_gpu_path_sizes_the_pattern_test_by_what_the_gpu_shares(
+    monkeypatch: pytest.MonkeyPatch, integrated: int, tested_gib: int
+) -> None:
+    """The CUDA branch of memory.run, its device calls stood in for (no GPU here): the free
+    memory and the integrated flag reach the budget, the budget reaches the pattern test, the
+    reason lands in the details, and a byte read back wrong fails the GPU by name."""
+    import types
+
+    import torch
+
+    from gpuaccept.checks.judging import Target
+    from gpuaccept.measure.membw import PatternFigure
+
+    gib = 1024**3
+    asked: list[int] = []
+    monkeypatch.setattr(memory, "measurement_targets", lambda _c: [Target(0, "a GPU")])
+    monkeypatch.setattr(memory, "torch_device", lambda _t: torch.device("cuda", 0))
+    monkeypatch.setattr(
+        memory, "measure_stream_gbps", lambda *a, **k: types.SimpleNamespace(median_gbps=1.0)
+    )
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: (100 * gib, 128 * gib))
+    monkeypatch.setattr(
+        torch.cuda,
+        "get_device_properties",
+        lambda device: types.SimpleNamespace(is_integrated=integrated),
+    )
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+
+    def pattern(device: object, budget: int, chunk: int) -> PatternFigure:
+        asked.append(budget)
+        return PatternFigure(budget, ("zeros",), 3)
+
+    monkeypatch.setattr(memory, "memory_pattern_test", pattern)
+    result = memory.run(cpu_context(pattern_fraction=0.9, pattern_max_bytes=1024 * gib))
+    assert asked == [int(tested_gib / 100 * 100 * gib)]
+    assert (result.name, result.area, result.status) == ("memory", "MEMORY", Status.FAIL)
+    assert result.message.startswith(
+        f"gpu0: 3 byte(s) read back wrong in {asked[0] / 1e9:.2f} GB of pattern tests"
+    )
+    (tested,) = [m for m in result.measurements if m.name == "pattern_bytes_tested"]
+    assert (tested.value, tested.unit) == (asked[0], "bytes")
+    if integrated:
+        assert result.details["pattern_budget"] == {
+            "gpu0": "memory shared with the CPU: 0.5 of what the OS reports free, not more, so "
+            "the host keeps room"
+        }
+    else:
+        assert "pattern_budget" not in result.details
