@@ -164,13 +164,14 @@ def test_the_pattern_test_takes_half_of_a_gpu_memory_the_cpu_shares() -> None:
     assert pattern_budget(100 * gib, 0.9, 8 * gib, integrated=True)[0] == 8 * gib
 
 
-@pytest.mark.parametrize(("integrated", "tested_gib"), [(1, 50), (0, 90)])
+@pytest.mark.parametrize(("integrated", "tested_gib"), [(1, 50), (0, 90), (None, 90)])
 def test_the_memory_checks_gpu_path_sizes_the_pattern_test_by_what_the_gpu_shares(
-    monkeypatch: pytest.MonkeyPatch, integrated: int, tested_gib: int
+    monkeypatch: pytest.MonkeyPatch, integrated: int | None, tested_gib: int
 ) -> None:
     """The CUDA branch of memory.run, its device calls stood in for (no GPU here): the free
-    memory and the integrated flag reach the budget, the budget reaches the pattern test, the
-    reason lands in the details, and a byte read back wrong fails the GPU by name."""
+    memory and the integrated flag of the GPU measured reach the budget (a torch without the
+    flag: not integrated), the budget reaches the pattern test on that GPU, the reason lands in
+    the details, the GPU's cache is handed back, and a byte read back wrong fails it by name."""
     import types
 
     import torch
@@ -179,27 +180,41 @@ def test_the_memory_checks_gpu_path_sizes_the_pattern_test_by_what_the_gpu_share
     from gpuaccept.measure.membw import PatternFigure
 
     gib = 1024**3
+    gpu = torch.device("cuda", 0)
     asked: list[int] = []
+    emptied: list[bool] = []
+
+    def on_the_gpu(device: object, answer: object) -> object:
+        assert device == gpu
+        return answer
+
+    properties = (
+        types.SimpleNamespace()
+        if integrated is None
+        else types.SimpleNamespace(is_integrated=integrated)
+    )
     monkeypatch.setattr(memory, "measurement_targets", lambda _c: [Target(0, "a GPU")])
-    monkeypatch.setattr(memory, "torch_device", lambda _t: torch.device("cuda", 0))
+    monkeypatch.setattr(memory, "torch_device", lambda _t: gpu)
     monkeypatch.setattr(
         memory, "measure_stream_gbps", lambda *a, **k: types.SimpleNamespace(median_gbps=1.0)
     )
-    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: (100 * gib, 128 * gib))
     monkeypatch.setattr(
-        torch.cuda,
-        "get_device_properties",
-        lambda device: types.SimpleNamespace(is_integrated=integrated),
+        torch.cuda, "mem_get_info", lambda device: on_the_gpu(device, (100 * gib, 128 * gib))
     )
-    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    monkeypatch.setattr(
+        torch.cuda, "get_device_properties", lambda device: on_the_gpu(device, properties)
+    )
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: emptied.append(True))
 
     def pattern(device: object, budget: int, chunk: int) -> PatternFigure:
+        on_the_gpu(device, None)
         asked.append(budget)
         return PatternFigure(budget, ("zeros",), 3)
 
     monkeypatch.setattr(memory, "memory_pattern_test", pattern)
     result = memory.run(cpu_context(pattern_fraction=0.9, pattern_max_bytes=1024 * gib))
     assert asked == [int(tested_gib / 100 * 100 * gib)]
+    assert emptied == [True]
     assert (result.name, result.area, result.status) == ("memory", "MEMORY", Status.FAIL)
     assert result.message.startswith(
         f"gpu0: 3 byte(s) read back wrong in {asked[0] / 1e9:.2f} GB of pattern tests"
