@@ -228,3 +228,26 @@ def test_the_memory_checks_gpu_path_sizes_the_pattern_test_by_what_the_gpu_share
         }
     else:
         assert "pattern_budget" not in result.details
+
+
+def test_without_a_pattern_test_every_gpu_still_has_its_bandwidth_measured(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import types
+
+    from gpuaccept.checks.judging import Target
+
+    monkeypatch.setattr(
+        memory, "measurement_targets", lambda _c: [Target(0, "a GPU"), Target(1, "a GPU")]
+    )
+    monkeypatch.setattr(memory, "torch_device", lambda target: f"cuda:{target.index}")
+    measured: list[object] = []
+
+    def stream(device: object, *args: object, **kwargs: object) -> object:
+        measured.append(device)
+        return types.SimpleNamespace(median_gbps=1.0)
+
+    monkeypatch.setattr(memory, "measure_stream_gbps", stream)
+    result = memory.run(cpu_context(pattern_fraction=0.0))
+    assert measured == ["cuda:0", "cuda:1"]
+    assert [m.name for m in result.measurements] == ["membw_copy_gbps"] * 2
