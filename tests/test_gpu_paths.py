@@ -156,3 +156,83 @@ def test_the_llm_workload_trains_on_every_gpu_with_fsdp2_and_is_deterministic() 
     assert figures.final_loss < figures.convergence_limit, figures.losses[-10:]
     assert min(figures.straggler_scores) >= 0.75, figures.straggler_scores
     assert all(r.peak_memory_bytes and r.peak_memory_bytes > 0 for r in records)
+
+
+def test_the_pattern_test_takes_its_share_of_what_the_driver_says_is_free() -> None:
+    """checks/memory.pattern_budget on a real GPU: the bytes written follow cudaMemGetInfo's free
+    memory times the level's fraction (whole chunks of it), and only a GPU that says it shares
+    the CPU's memory (torch's `is_integrated`, GB10) is held to half of it, said so."""
+    import dataclasses
+
+    from gpuaccept.checks import memory
+
+    context = _cuda_context("standard")
+    context = dataclasses.replace(
+        context,
+        settings=dataclasses.replace(
+            context.settings, pattern_fraction=0.02, pattern_max_bytes=1 << 40
+        ),
+    )
+    torch.cuda.empty_cache()
+    free, _ = torch.cuda.mem_get_info()
+    integrated = bool(torch.cuda.get_device_properties(0).is_integrated)
+    result = memory.run(context)
+    assert result.status is not Status.ERROR, result.message
+    (tested,) = [m.value for m in result.measurements if m.name == "pattern_bytes_tested"][:1]
+    expected = int(free * 0.02)
+    chunk = memory.PATTERN_CHUNK_BYTES
+    # the check's own bandwidth buffers, still cached, lower what is free by its time
+    assert int(expected * 0.9) - chunk <= tested <= expected, (tested, expected, integrated)
+    assert ("pattern_budget" in result.details) == integrated, result.details
+
+
+def test_nvml_compute_modes_agree_with_nvidia_smi() -> None:
+    """probe/hardware.unshared_gpus, the NVLink-off screen's refusal, read from real NVML: the
+    GPUs it names are those nvidia-smi shows as Prohibited or Exclusive_Process."""
+    import shutil
+
+    from gpuaccept.probe.hardware import load_nvml, unshared_gpus
+
+    if load_nvml() is None or shutil.which("nvidia-smi") is None:
+        pytest.skip("nvidia-ml-py or nvidia-smi is not installed on this GPU node")
+    shown = subprocess.run(
+        ["nvidia-smi", "--query-gpu=uuid,compute_mode", "--format=csv,noheader"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout.splitlines()
+    modes = dict(line.split(", ") for line in shown if line.strip())
+    uuids = [uuid for _, uuid in _gpus() if uuid]
+    assert set(uuids) <= set(modes), (uuids, modes)
+    refusing = {u for u in uuids if modes[u] in ("Prohibited", "Exclusive_Process")}
+    assert {entry.split(" ")[0] for entry in unshared_gpus(uuids)} == refusing, modes
+
+
+def test_the_nvlink_off_screen_starts_nccl_ranks_of_its_own_beside_the_jobs() -> None:
+    """suite/multinode's screen with NVLink off on a real GPU: while this process holds the GPU
+    in an NCCL process group of its own (as a job's rank does), the node's collectives run in
+    fresh ranks under NCCL_P2P_DISABLE=1 and NCCL_NVLS_ENABLE=0, and come back exact."""
+    import torch.distributed as dist
+
+    from gpuaccept.measure.collectives import AllReduceFigure
+    from gpuaccept.suite.isolation import NVLINK_OFF_ENV
+    from gpuaccept.suite.multinode import Launch, MultiNodeRun
+
+    world = torch.cuda.device_count()
+    torch.cuda.set_device(0)
+    dist.init_process_group("nccl", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        held = torch.ones(1 << 20, device="cuda")
+        dist.all_reduce(held)
+        run = MultiNodeRun(
+            _cuda_context("standard"), Launch(0, world, 0, world, 0, 1, "node-a", "torchrun")
+        )
+        figure = run._node_collectives(NVLINK_OFF_ENV)
+    finally:
+        dist.destroy_process_group()
+    assert isinstance(figure, AllReduceFigure), figure
+    assert figure.world_size == world
+    assert figure.wrong_elements == 0
+    assert all(other.wrong_elements == 0 for other in figure.others)
+    assert figure.seconds > 0
