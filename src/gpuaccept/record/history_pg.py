@@ -55,6 +55,21 @@ if TYPE_CHECKING:
     import psycopg
 
 CONNECT_TIMEOUT_SECONDS = 10
+# The server lets a statement wait for ever on a lock (lock_timeout and statement_timeout are 0
+# by default, PostgreSQL's docs, runtime-config-client): one node frozen half-way through its
+# append holds the append lock until TCP gives up on it, hours later, and every other node's run
+# hangs behind it; so does every run behind a DBA's VACUUM FULL of `runs`. Bounds for this
+# session where the server, the database, the role and PGOPTIONS set none: a wait past them
+# fails the statement, the transaction is undone, and a run keeps its report in the spool.
+# lock_timeout covers advisory locks too (the append's and the schema's). 60 s is four times the
+# slowest append seen among 64 writers on 2 cores (docs/results, history-scale-postgresql).
+SESSION_BOUNDS = {
+    "lock_timeout": "60s",
+    "statement_timeout": "300s",  # the slowest read measured at 300,000 runs: about 2 s
+    # this session frozen inside a transaction (the node stopped, its network gone): the server
+    # ends it, and the locks it holds go with it
+    "idle_in_transaction_session_timeout": "60s",
+}
 # pg_advisory_xact_lock's key while the tables are created or upgraded: "gpua" as in SQLite's
 # application id, so the lock is ours and no other application's
 _SCHEMA_LOCK = 0x67707561
@@ -251,9 +266,20 @@ class PgHistory(History):
             raise HistoryError(f"history {location}: {_first_line(error)}") from None
         history = cls(location, connection)
         try:
+            history._bound_waits()
             history._prepare(create)
             yield history
-        except psycopg.OperationalError as error:
+        except (psycopg.errors.LockNotAvailable, psycopg.errors.QueryCanceled) as error:
+            why = (
+                "another session holds what it waited for: a writer stopped half-way, or "
+                "maintenance of the tables"
+                if isinstance(error, psycopg.errors.LockNotAvailable)
+                else "waiting on another session, or a server too busy to answer in time"
+            )
+            raise HistoryUnreachable(
+                f"history {location}: {_first_line(error)} ({why}); nothing more was written"
+            ) from None
+        except (psycopg.OperationalError, psycopg.errors.IdleInTransactionSessionTimeout) as error:
             # the server went away (or refused a statement for its own reasons) mid-way
             raise HistoryUnreachable(
                 f"history {location}: {_first_line(error)}; nothing more was written"
@@ -264,6 +290,20 @@ class PgHistory(History):
             ) from None
         finally:
             connection.close()
+
+    def _bound_waits(self) -> None:
+        """SESSION_BOUNDS, each where nobody has set it (pg_settings says 'default')."""
+        unset = [
+            str(name)
+            for (name,) in self._connection.execute(
+                "SELECT name FROM pg_settings WHERE name = ANY(%s) AND source = 'default'",
+                (list(SESSION_BOUNDS),),
+            ).fetchall()
+        ]
+        for name in unset:
+            self._connection.execute(
+                "SELECT set_config(%s, %s, false)", (name, SESSION_BOUNDS[name])
+            )
 
     # -- schema -----------------------------------------------------------------------------
 
@@ -307,6 +347,9 @@ class PgHistory(History):
         self._connection.execute("SELECT pg_advisory_lock(%s)", (_SCHEMA_LOCK,))
         try:
             with self._connection.transaction():
+                # an upgrade rewrites every run's rows: at a fleet's size it may take longer
+                # than any one read should (its lock waits stay bounded)
+                self._connection.execute("SET LOCAL statement_timeout = 0")
                 self._migrate(self._schema_version() or 0)  # as found under the lock
         except psycopg.errors.InsufficientPrivilege as error:
             raise HistoryError(

@@ -1,0 +1,195 @@
+"""A fleet's store never hangs a run (issue #33 §2, "nothing lost when a component is down"): a
+PostgreSQL session that holds what a run needs (a node frozen half-way through its append, a
+DBA's maintenance of the tables) ends the run's wait within a bound, the run keeps its report
+in the spool, and a session frozen inside a transaction is ended by the server, its locks with
+it. A real server (tests/pg_server.py); the bounds are shortened here to keep the tests short.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from gpuaccept.cli import app
+from gpuaccept.record import history_pg
+from gpuaccept.record.history import History, HistoryUnreachable
+from gpuaccept.record.spool import pending
+from tests.run_reports import gpu_report
+
+pytestmark = pytest.mark.timeout(120)  # a wait that hangs fails here, not after 600 s
+
+ACCEPT = ["accept", "--device", "cpu", "--only", "stack"]
+
+
+@pytest.fixture
+def short_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(
+        history_pg,
+        "SESSION_BOUNDS",
+        {
+            "lock_timeout": "1s",
+            "statement_timeout": "20s",
+            "idle_in_transaction_session_timeout": "1s",
+        },
+    )
+
+
+def _session(server: Any, uri: str) -> Any:
+    import psycopg
+
+    return psycopg.connect(uri, passfile=str(server.passfile), autocommit=True)
+
+
+def _stored(uri: str) -> int:
+    with History.open(uri) as history:
+        return history.count()
+
+
+@pytest.mark.usefixtures("short_bounds")
+def test_a_table_held_by_maintenance_ends_reads_and_writes_in_one_line(
+    pg_server: Any, pg_history: str
+) -> None:
+    with History.open(pg_history) as history:
+        history.append([(gpu_report("node-a", [790.0]), "t")])
+    holder = _session(pg_server, pg_history)
+    holder.autocommit = False
+    holder.execute("LOCK TABLE runs IN ACCESS EXCLUSIVE MODE")  # as VACUUM FULL takes it
+    try:
+        for attempt in (
+            lambda history: history.list_runs(node="node-a"),
+            lambda history: history.append([(gpu_report("node-b", [791.0]), "t")]),
+        ):
+            started = time.monotonic()
+            with (
+                pytest.raises(HistoryUnreachable, match="lock timeout") as raised,
+                History.open(pg_history) as history,
+            ):
+                attempt(history)
+            assert time.monotonic() - started < 10
+            assert "\n" not in str(raised.value)
+            assert "another session holds" in str(raised.value)
+    finally:
+        holder.rollback()
+        holder.close()
+    assert _stored(pg_history) == 1  # the refused append left nothing behind
+
+
+@pytest.mark.usefixtures("short_bounds")
+def test_a_run_behind_a_writer_stopped_half_way_keeps_its_report_in_the_spool(
+    pg_server: Any, pg_history: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spool = tmp_path / "spool"
+    monkeypatch.setenv("GPUACCEPT_SPOOL", str(spool))
+    runner = CliRunner()
+    with History.open(pg_history) as history:
+        history.append([(gpu_report("node-a", [790.0]), "t")])
+    holder = _session(pg_server, pg_history)
+    # another node's append holds the append lock and goes no further
+    holder.execute("SELECT pg_advisory_lock(%s)", (history_pg._APPEND_LOCK,))
+    try:
+        started = time.monotonic()
+        run = runner.invoke(app, [*ACCEPT, "--history", pg_history])
+        assert time.monotonic() - started < 60
+    finally:
+        holder.close()
+    assert run.exit_code == 0, run.output  # the node's verdict, not the store's
+    assert "lock timeout" in run.stdout
+    (kept,) = pending(spool)
+    assert f"the run is kept in {kept}" in run.stdout
+    started_at = json.loads(kept.read_text())["started_at"]
+    assert _stored(pg_history) == 1
+    pushed = runner.invoke(app, ["history", "push", "--history", pg_history])
+    assert pushed.exit_code == 0, pushed.output
+    assert _stored(pg_history) == 2
+    listed = runner.invoke(app, ["history", "list", "--history", pg_history, "--json"])
+    newest = json.loads(listed.stdout)[0]
+    assert newest["started_at"] == started_at
+    assert pending(spool) == []
+
+
+@pytest.mark.usefixtures("short_bounds")
+def test_a_writer_frozen_inside_its_transaction_is_ended_and_the_fleet_goes_on(
+    pg_history: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Our own session's bound protects the others: frozen with the append lock held (a node
+    stopped mid-append), the server ends it after the idle bound, and the next writer, which
+    waits longer than that, stores its run."""
+    frozen_said: list[BaseException] = []
+    locked = threading.Event()
+
+    def freeze() -> None:
+        try:
+            with History.open(pg_history) as history:
+                connection = history._connection
+                with connection.transaction():
+                    connection.execute(
+                        "SELECT pg_advisory_xact_lock(%s)", (history_pg._APPEND_LOCK,)
+                    )
+                    locked.set()
+                    time.sleep(4)  # the node stopped here
+                    connection.execute("SELECT 1")
+        except BaseException as error:
+            frozen_said.append(error)
+
+    with History.open(pg_history) as history:
+        history.count()  # the tables exist before the two sessions meet
+    frozen = threading.Thread(target=freeze)
+    frozen.start()
+    assert locked.wait(30)
+    monkeypatch.setitem(history_pg.SESSION_BOUNDS, "lock_timeout", "15s")
+    started = time.monotonic()
+    with History.open(pg_history) as history:
+        [(_, new)] = history.append([(gpu_report("node-b", [791.0]), "t")])
+    waited = time.monotonic() - started
+    frozen.join(30)
+    assert new
+    assert 0.5 < waited < 4  # released by the server's end of the frozen session, not its wake
+    (error,) = frozen_said
+    assert isinstance(error, HistoryUnreachable), repr(error)
+    assert "\n" not in str(error)
+
+
+def test_bounds_the_server_or_the_user_set_are_kept(
+    pg_server: Any, pg_history: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def shown(name: str) -> str:
+        with History.open(pg_history) as history:
+            row = history._connection.execute(f"SHOW {name}").fetchone()
+        assert row is not None
+        return str(row[0])
+
+    assert shown("lock_timeout") == "1min"  # ours where nobody set one
+    assert shown("idle_in_transaction_session_timeout") == "1min"
+    monkeypatch.setenv("PGOPTIONS", "-c lock_timeout=7s")  # the user's, through libpq
+    assert shown("lock_timeout") == "7s"
+    assert shown("statement_timeout") == "5min"
+    database = pg_history.rsplit("/", 1)[1]
+    pg_server.sql(f'ALTER DATABASE "{database}" SET statement_timeout = 0')  # the DBA's
+    monkeypatch.delenv("PGOPTIONS")
+    assert shown("statement_timeout") == "0"
+    assert shown("lock_timeout") == "1min"
+
+
+def test_an_upgrade_is_not_cut_short_by_the_statement_bound(
+    pg_history: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An upgrade rewrites every run's rows, at a fleet's size for longer than a read's bound:
+    it runs without the statement bound (its lock waits keep theirs)."""
+    monkeypatch.setitem(history_pg.SESSION_BOUNDS, "statement_timeout", "1s")
+    last = max(history_pg.MIGRATIONS)
+    slow = [*history_pg.MIGRATIONS[last], "SELECT pg_sleep(1.5)"]
+    monkeypatch.setitem(history_pg.MIGRATIONS, last, slow)
+    with History.open(pg_history) as history:
+        assert history.count() == 0
+    with (
+        pytest.raises(HistoryUnreachable, match="statement timeout") as raised,
+        History.open(pg_history) as history,
+    ):
+        history._connection.execute("SELECT pg_sleep(1.5)")  # a read keeps its bound
+    assert "too busy" in str(raised.value)
