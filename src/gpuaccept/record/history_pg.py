@@ -56,13 +56,16 @@ if TYPE_CHECKING:
 
 CONNECT_TIMEOUT_SECONDS = 10
 # The server lets a statement wait for ever on a lock (lock_timeout and statement_timeout are 0
-# by default, PostgreSQL's docs, runtime-config-client): one node frozen half-way through its
-# append holds the append lock until TCP gives up on it, hours later, and every other node's run
-# hangs behind it; so does every run behind a DBA's VACUUM FULL of `runs`. Bounds for this
-# session where the server, the database, the role and PGOPTIONS set none: a wait past them
-# fails the statement, the transaction is undone, and a run keeps its report in the spool.
-# lock_timeout covers advisory locks too (the append's and the schema's). 60 s is four times the
-# slowest append seen among 64 writers on 2 cores (docs/results, history-scale-postgresql).
+# by default: Debian's PostgreSQL 15, /usr/share/postgresql/15/postgresql.conf.sample:694-696,
+# "0 is disabled"; the docs' runtime-config-client): one node frozen half-way through its
+# append holds the append lock until TCP gives up on it (the server's tcp_keepalives_idle is
+# the system's by default, conf.sample:80-81; Linux's tcp_keepalive_time is 7200 s), and every
+# node's run hangs behind it; so does every run behind a DBA's VACUUM FULL of `runs`. Bounds
+# for this session where the server, the database, the role and PGOPTIONS set none: a wait past
+# them fails the statement, the transaction is undone, and a run keeps its report in the spool.
+# lock_timeout covers advisory locks too (the append's and the schema's: seen in
+# tests/record/test_history_waits.py). 60 s is four times the slowest append seen among 64
+# writers on 2 cores (docs/results, history-scale-postgresql).
 SESSION_BOUNDS = {
     "lock_timeout": "60s",
     "statement_timeout": "300s",  # the slowest read measured at 300,000 runs: about 2 s
