@@ -193,3 +193,71 @@ def test_an_upgrade_is_not_cut_short_by_the_statement_bound(
     ):
         history._connection.execute("SELECT pg_sleep(1.5)")  # a read keeps its bound
     assert "too busy" in str(raised.value)
+
+
+@pytest.mark.parametrize("lock", ["EXCLUSIVE", "IMMEDIATE"])
+def test_an_sqlite_history_held_past_its_busy_timeout_spools_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lock: str
+) -> None:
+    """The embedded store, the same promise: a lock another process holds past the busy timeout
+    (a job writing, a process stopped mid-write) is not a damaged file. The run goes on and
+    keeps its record in the spool; the file is untouched. A writer's lock (IMMEDIATE) leaves
+    reads alone; one that bars reads too (EXCLUSIVE) makes a read say so in one line, exit 2."""
+    import sqlite3
+
+    from gpuaccept.record import history as history_module
+
+    monkeypatch.setattr(history_module, "BUSY_TIMEOUT_SECONDS", 0.5)
+    spool = tmp_path / "spool"
+    monkeypatch.setenv("GPUACCEPT_SPOOL", str(spool))
+    path = tmp_path / "history.sqlite"
+    with History.open(path) as history:
+        history.append([(gpu_report("node-a", [790.0]), "t")])
+    runner = CliRunner()
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute(f"BEGIN {lock}")
+    try:
+        run = runner.invoke(app, [*ACCEPT, "--history", str(path)])
+        listed = runner.invoke(app, ["history", "list", "--history", str(path)])
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert run.exit_code == 0, run.output
+    assert "another process held it" in run.stdout
+    assert "the run goes on" in run.stdout
+    (kept,) = pending(spool)
+    assert f"the run is kept in {kept}" in run.stdout
+    if lock == "IMMEDIATE":
+        assert listed.exit_code == 0, listed.output
+        assert "node-a" in listed.output
+    else:
+        assert listed.exit_code == 2, listed.output
+        assert "another process held it" in listed.output
+        assert "unreadable" not in listed.output
+        assert len(listed.output.strip().splitlines()) == 1
+    assert _stored(str(path)) == 1
+    pushed = runner.invoke(app, ["history", "push", "--history", str(path)])
+    assert pushed.exit_code == 0, pushed.output
+    assert _stored(str(path)) == 2
+    assert pending(spool) == []
+
+
+def test_a_lock_taken_between_the_open_and_the_write_check_is_a_busy_history(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sqlite3
+
+    from gpuaccept.record import history as history_module
+
+    monkeypatch.setattr(history_module, "BUSY_TIMEOUT_SECONDS", 0.5)
+    path = tmp_path / "history.sqlite"
+    with History.open(path) as history:
+        holder = sqlite3.connect(path, isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")  # another job starts its append now
+        try:
+            with pytest.raises(HistoryUnreachable, match=r"another process held it for 0\.5 s"):
+                history.check_writable()
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        history.check_writable()  # free again: writable

@@ -193,6 +193,18 @@ class HistoryUnreachable(HistoryError):
     run keeps its report in the spool instead (`gpuaccept history push` delivers it later)."""
 
 
+def _sqlite_busy(path: object, error: sqlite3.Error) -> HistoryUnreachable | None:
+    """A lock another process held past the busy timeout (SQLITE_BUSY, SQLITE_LOCKED): the file
+    is sound and will be free again, so a run goes on and keeps its record in the spool, as it
+    does for a server that cannot be reached; None for any other error."""
+    if getattr(error, "sqlite_errorcode", None) not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+        return None
+    return HistoryUnreachable(
+        f"history {path}: another process held it for {BUSY_TIMEOUT_SECONDS:g} s ({error}); "
+        "nothing more was written"
+    )
+
+
 _PG_SCHEMES = ("postgresql://", "postgres://")
 
 
@@ -469,7 +481,7 @@ def _inspect(path: Path) -> tuple[int, int, list[str]]:
         ]
         connection.execute("COMMIT")
     except sqlite3.DatabaseError as error:
-        raise HistoryError(
+        raise _sqlite_busy(path, error) or HistoryError(
             f"history {path}: unreadable database ({error}); left untouched"
         ) from None
     finally:
@@ -884,7 +896,9 @@ class SqliteHistory(History):
                 history._upgrade()
             yield history
         except sqlite3.DatabaseError as error:
-            raise HistoryError(f"history {path}: {error}; nothing was written") from None
+            raise _sqlite_busy(path, error) or HistoryError(
+                f"history {path}: {error}; nothing was written"
+            ) from None
         finally:
             connection.close()
 
@@ -901,7 +915,7 @@ class SqliteHistory(History):
                 if db.in_transaction:
                     db.execute("ROLLBACK")
         except sqlite3.Error as error:
-            raise HistoryError(
+            raise _sqlite_busy(self.path, error) or HistoryError(
                 f"history {self.path}: cannot be written ({error}); pass another --history "
                 "or --no-history"
             ) from None
