@@ -128,6 +128,27 @@ def test_train_loss_falls_in_one_epoch() -> None:
     assert ratio.value < 0.5
 
 
+def test_the_train_check_does_not_import_the_compiler() -> None:
+    """torch.optim imports torch._dynamo on an optimizer's first use: 1.7 s of the quick
+    level's train check on this CPU (more on an image without byte-code), so the check steps
+    its own SGD. A fresh process, as a check's worker is."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from gpuaccept.checks import train\n"
+        "from tests.checks.conftest import cpu_context\n"
+        "result = train.run(cpu_context(smoke_epochs=1))\n"
+        "print(result.status.value, 'torch._dynamo' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["pass", "False"], done.stdout + done.stderr
+
+
 def test_train_fails_when_loss_does_not_fall_far_enough() -> None:
     result = train.run(cpu_context(smoke_max_loss_ratio=1e-6))
     assert result.status is Status.FAIL
