@@ -30,6 +30,18 @@ def raise_on_rank1(rank: int, world_size: int, spec: Any) -> int:
     return rank
 
 
+def peer_loss_before_the_cause(rank: int, world_size: int, spec: Any) -> int:
+    """Rank 0 reports a lost peer first (what gloo said here when rank 1 raised while rank 0 was
+    still joining); rank 1's own error, the cause, arrives after it."""
+    if rank == 0:
+        raise RuntimeError(
+            "Gloo connectFullMesh failed with [pair.cc:553] Connection closed by peer "
+            "[127.0.0.1]:1671"
+        )
+    time.sleep(0.3)
+    raise RuntimeError("injected rank failure")
+
+
 def die_on_rank1(rank: int, world_size: int, spec: Any) -> int:
     if rank == 1:
         os._exit(7)

@@ -52,6 +52,17 @@ def test_raising_rank_is_reported_with_its_message() -> None:
         run_ranks(faults.raise_on_rank1, 2, None, 60, "gloo")
 
 
+def test_the_rank_that_failed_on_its_own_is_named_before_one_that_lost_its_peer() -> None:
+    """A rank's own error is the cause to chase; a peer's "connection closed" that arrived
+    first is its echo (CI's flake: rank 0's closed connection was named, not rank 1's raise)."""
+    with pytest.raises(RanksFailed) as raised:
+        run_ranks(faults.peer_loss_before_the_cause, 2, None, 60, "gloo")
+    assert str(raised.value).startswith(
+        "rank 1 of 2 failed: RuntimeError: injected rank failure"
+    ), raised.value
+    assert str(raised.value).endswith("(then rank(s) 0 too)")
+
+
 def test_dying_rank_is_reported() -> None:
     with pytest.raises(RanksFailed, match="rank 1 exit 7"):
         run_ranks(faults.die_on_rank1, 2, None, 60, "gloo")

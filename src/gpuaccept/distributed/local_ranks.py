@@ -143,14 +143,46 @@ def _collect(
                 raise RanksFailed(f"rank process died without a result ({died})") from None
             continue
         if status == "error":
-            # A peer's death often surfaces first as this rank's connection error: give the
-            # peers a moment to exit, and name the dead one, since that is the cause to chase.
+            # A peer's death or error often surfaces first as this rank's connection error:
+            # give the peers a moment, and name the dead one or the one that failed on its own,
+            # since that is the cause to chase.
             time.sleep(1.0)
+            errors = {rank: value, **_more_errors(results)}
             died = _deaths(processes, done)
             cause = f"rank process died without a result ({died}); then " if died else ""
-            raise RanksFailed(f"{cause}rank {rank} of {world_size} failed: {value}")
+            first = min(errors, key=lambda r: (_lost_a_peer(errors[r]), r))
+            others = sorted(set(errors) - {first})
+            then = f" (then rank(s) {', '.join(map(str, others))} too)" if others else ""
+            raise RanksFailed(f"{cause}rank {first} of {world_size} failed: {errors[first]}{then}")
         done[rank] = value
     return [done[rank] for rank in range(world_size)]
+
+
+# What a rank says when another went away first: gloo's transport ("Connection closed by peer",
+# seen here when a peer raised while this rank was still joining; pair.cc), the OS's for a
+# reset or broken connection, NCCL's ncclRemoteError (nccl 5067397c src/init.cc:3430)
+_PEER_LOSS = (
+    "closed by peer",
+    "reset by peer",
+    "Broken pipe",
+    "remote process exited or there was a network error",
+)
+
+
+def _lost_a_peer(error: str) -> bool:
+    return any(marker in error for marker in _PEER_LOSS)
+
+
+def _more_errors(results: Any) -> dict[int, str]:
+    """The errors other ranks have reported by now (their results are not needed any more)."""
+    errors: dict[int, str] = {}
+    while True:
+        try:
+            status, rank, value = results.get_nowait()
+        except queue.Empty:
+            return errors
+        if status == "error":
+            errors[rank] = value
 
 
 def _deaths(processes: list[Any], done: dict[int, Any]) -> str:
