@@ -109,3 +109,58 @@ def test_a_node_whose_gpus_fail_only_without_nvlink_is_found_by_the_second_scree
     # with NVLink on (this job's ranks) node-c passed alone and the whole job without it passes
     assert all(e["passed"] for e in evidence if e["stage"] != "screen-nvlink-off")
     assert first.message.startswith("suspect node(s): node-c (node-c alone only with NVLink off")
+
+
+@pytest.mark.slow
+def test_a_node_that_hangs_its_collectives_is_named_and_the_job_finishes(tmp_path: Path) -> None:
+    """node-c's all-reduces of data never return once another node is in the group
+    (tests/multinode_faults/hang): each round's group runs in children of the job's ranks, so
+    the rounds node-c is in after its screen (the whole job, its half, its confirmation) fail at
+    their deadline instead of holding the job until NCCL's watchdog (or gloo's timeout) ends
+    it; the other groups go on, and node-c is named."""
+    names = NAMES[:4]
+    results = run_nodes(
+        tmp_path,
+        names,
+        1,
+        ["--only", "stack", "--isolate", "--min-busbw", "0.02"],
+        faults={"node-c": "hang"},
+        extra_env={"node-c": {"HANG_MIN_WORLD": "2"}},
+    )
+    checks = check_of_every_node(results, "isolation")
+    first = checks[0]
+    assert all(c.details == first.details for c in checks)
+    assert first.status is Status.FAIL
+    assert first.details["suspects"] == ["node-c"]
+    assert first.details["rounds_in"] == "children"
+    work = first.details["round_deadlines_seconds"]["work"]
+    evidence = first.details["evidence"]
+    assert all(e["passed"] for e in evidence if e["stage"] == "screen")  # fine alone
+    failed = [e for e in evidence if not e["passed"]]
+    assert [e["stage"] for e in failed][:2] == ["whole", "bisect"]
+    assert all("node-c" in e["nodes"] for e in failed)
+    assert any(f"did not finish its collectives within {work:g} s" in e["said"] for e in failed)
+    # the healthy nodes passed every round without node-c
+    assert all(e["passed"] for e in first.details["evidence"] if "node-c" not in e["nodes"])
+
+
+@pytest.mark.slow
+def test_where_a_node_cannot_start_the_children_every_rank_runs_the_rounds_itself(
+    tmp_path: Path,
+) -> None:
+    """node-b cannot start the rounds' children (tests/multinode_faults/rounds_in_ranks stands
+    in for a compute mode that refuses a second process): every rank agrees to run the rounds
+    in the job's own process groups, says why, and the slow node-c is still found."""
+    results = run_nodes(
+        tmp_path,
+        NAMES[:4],
+        1,
+        ["--only", "collectives", "--isolate", "--min-busbw", "0.02"],
+        faults={"node-b": "rounds_in_ranks", "node-c": "slow"},
+        extra_env={"node-c": SLOW},
+    )
+    checks = check_of_every_node(results, "isolation")
+    first = checks[0]
+    assert all(c.details == first.details for c in checks)
+    assert first.details["rounds_in"] == "the job's ranks: this node's stand-in refusal"
+    assert first.details["suspects"] == ["node-c"]

@@ -430,3 +430,42 @@ def test_the_nvlink_off_screen_is_not_run_where_this_rank_cannot_open_every_gpu(
     assert run._node_collectives(NVLINK_OFF_ENV) == "rank 0's figure"
     ((world, _, _, backend, options),) = started
     assert (world, backend, options) == (8, "nccl", {"environ": NVLINK_OFF_ENV})
+
+
+def test_a_rank_that_cannot_start_the_rounds_children_says_why(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The isolation rounds' children need the job's store and a GPU that takes a second
+    process: without either, the rank says why (every rank then runs the rounds itself)."""
+    from dataclasses import replace
+
+    from gpuaccept.probe import hardware
+    from gpuaccept.probe.hardware import GpuInfo
+    from gpuaccept.suite.multinode import MultiNodeRun
+    from tests.checks.conftest import cpu_context
+
+    launch = Launch(1, 16, 1, 8, 0, 2, "node-a", "torchrun")
+    cpu = MultiNodeRun(cpu_context(), launch)
+    monkeypatch.delenv("MASTER_ADDR", raising=False)
+    monkeypatch.setenv("MASTER_PORT", "29500")
+    assert cpu._round_refusal() == "no MASTER_ADDR and MASTER_PORT for their children to meet at"
+    monkeypatch.setenv("MASTER_ADDR", "10.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", "not-a-port")
+    assert cpu._round_refusal() == "no MASTER_ADDR and MASTER_PORT for their children to meet at"
+    monkeypatch.setenv("MASTER_PORT", "29500")
+    assert cpu._round_refusal() is None
+    gpus = [GpuInfo(i, "H100", (9, 0), 80 << 30, 132, f"GPU-{i}") for i in range(8)]
+    monkeypatch.setattr(hardware, "list_cuda_gpus", lambda: gpus)
+    monkeypatch.setattr(
+        hardware, "unshared_gpus", lambda uuids: [f"{u} (exclusive-process)" for u in uuids]
+    )
+    cuda = MultiNodeRun(replace(cpu_context(), device_mode="cuda"), launch)
+    # this rank's own GPU (local rank 1), not the node's first
+    assert cuda._round_refusal() == (
+        "node-a's compute mode refuses a second process (GPU-1 (exclusive-process))"
+    )
+    emptied: list[bool] = []
+    monkeypatch.setattr(hardware, "unshared_gpus", lambda uuids: [])
+    monkeypatch.setattr("torch.cuda.empty_cache", lambda: emptied.append(True))
+    assert cuda._round_refusal() is None
+    assert emptied == [True]  # the children get what this rank's allocator held

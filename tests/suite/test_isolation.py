@@ -463,3 +463,27 @@ def test_a_rounds_evidence_names_the_round_its_stage_nodes_and_outcome() -> None
         "said": "1 wrong element(s)",
         "nccl_env": {"X": "1"},
     }
+
+
+def test_a_rounds_deadline_gives_a_group_at_the_floor_four_times_its_traffic() -> None:
+    """round_work_seconds: 3 collectives x (checks + warm-up + timed) calls, each at most
+    2 x nbytes of bus traffic per rank; a group at the floor needs a quarter of the deadline's
+    traffic part, one a quarter as fast is cut off (it fails the floor anyway)."""
+    from gpuaccept.suite.isolation import (
+        ROUND_FLOOR_FACTOR,
+        ROUND_SLACK_SECONDS,
+        round_work_seconds,
+    )
+
+    at_floor = 3 * (2 + 3 + 10) * 2 * 2**20 / 0.02e9  # the CPU quick level at 0.02 GB/s
+    assert round_work_seconds(2**20, 2, 3, 10, 0.02) == pytest.approx(
+        ROUND_SLACK_SECONDS + ROUND_FLOOR_FACTOR * at_floor
+    )
+    assert ROUND_FLOOR_FACTOR == 4.0
+    assert ROUND_SLACK_SECONDS == 10.0
+    # twice the floor: half the traffic time
+    assert round_work_seconds(2**20, 2, 3, 10, 0.04) - ROUND_SLACK_SECONDS == pytest.approx(
+        2 * at_floor
+    )
+    # standard level on an H100 node (1 GiB, 2 + 3 + 20 calls) held to 400 GB/s: about 12 s
+    assert round_work_seconds(2**30, 2, 3, 20, 400.0) == pytest.approx(11.61, abs=0.01)

@@ -265,6 +265,25 @@ def round_ceiling(nodes: int, bad: int) -> int:
     return 2 * bad * math.ceil(math.log2(max(nodes, 2))) + bad
 
 
+# A round's group runs its collectives in children with a deadline (distributed/
+# group_children.py): a group that has not finished in ROUND_FLOOR_FACTOR times what its traffic
+# takes at the floor is far below the floor, whatever it would have measured; ROUND_SLACK_SECONDS
+# covers what is not traffic (buffers, the exactness checks' compares, a loaded host).
+ROUND_FLOOR_FACTOR = 4.0
+ROUND_SLACK_SECONDS = 10.0
+
+
+def round_work_seconds(
+    nbytes: int, check_iterations: int, warmup: int, repeats: int, floor_gbps: float
+) -> float:
+    """Seconds a round's group may take for its collectives once joined: all-reduce, all-gather
+    and all-to-all, each for its check, warm-up and timed calls on at most `nbytes`, whose bus
+    traffic per rank is at most 2 x nbytes (nccl-tests' all-reduce factor 2(n-1)/n)."""
+    calls = 3 * (check_iterations + warmup + repeats)
+    at_floor = calls * 2 * nbytes / (floor_gbps * 1e9)
+    return ROUND_SLACK_SECONDS + ROUND_FLOOR_FACTOR * at_floor
+
+
 def group_passes(figures: list[Any], floor: float, nodes: int) -> tuple[bool, str]:
     """Whether one group's collectives passed, and what they measured (or why they failed): the
     all-reduce exact and, across nodes, at 0.9 x the floor; all-gather and all-to-all (where

@@ -34,6 +34,7 @@ from gpuaccept.suite.selection import CheckSpec
 from gpuaccept.suite.worker import error_text, resolve_target
 
 if TYPE_CHECKING:
+    from gpuaccept.distributed.group_children import Deadlines
     from gpuaccept.suite.isolation import Round
 
 NODE_NAME_ENV = "GPUACCEPT_NODE_NAME"
@@ -501,19 +502,23 @@ class MultiNodeRun:
     # --- isolation (issue #33 §1) ---------------------------------------------------------
     def run_isolation(self, topology: Mapping[str, str] | None = None) -> None:
         """Find the bad nodes in O(log N) rounds (suite/isolation.py): each round's groups
-        all-reduce, all-gather and all-to-all at once, each on its own process group; every
-        rank shares its group's figure, and every rank, given the same figures, plans the same
-        next round. A group of two or more nodes passes when the three complete, exact, the
-        all-reduce at 0.9 x --min-busbw or more; a node alone, when they complete exact (no
-        inter-node floor holds it)."""
+        all-reduce, all-gather and all-to-all at once, each group in children of its ranks that
+        are stopped at a deadline (distributed/group_children.py: a group that hangs fails its
+        round, the job goes on); every rank shares its group's figure, and every rank, given
+        the same figures, plans the same next round. A group of two or more nodes passes when
+        the three complete, exact, the all-reduce at 0.9 x --min-busbw or more; a node alone,
+        when they complete exact (no inter-node floor holds it)."""
         import torch.distributed as dist
 
+        from gpuaccept.checks.collectives import allreduce_spec
+        from gpuaccept.distributed.group_children import Deadlines
         from gpuaccept.suite.isolation import (
             NVLINK_OFF_STAGE,
             IsolationPlan,
             group_passes,
             judge_isolation,
             round_evidence,
+            round_work_seconds,
         )
 
         launch, context = self.launch, self.context
@@ -521,25 +526,44 @@ class MultiNodeRun:
         assert floor is not None, "accept refuses --isolate without --min-busbw"
         started = time.monotonic()
         names = self.node_names
+        spec = allreduce_spec(context)
+        deadlines = Deadlines(
+            join=context.settings.rank_timeout_seconds,
+            work=round_work_seconds(
+                spec.nbytes, spec.check_iterations, spec.warmup, spec.repeats, floor
+            ),
+        )
+        store, in_ranks = self._round_store()
         # with one GPU a node there is no link inside it to screen
         plan = IsolationPlan(names, dict(topology or {}), nvlink_off=launch.local_world >= 2)
         evidence: list[dict[str, Any]] = []
+        number = 0
         while (step := plan.next_round()) is not None:
+            number += 1
             if step.stage == NVLINK_OFF_STAGE:
                 passed = self._screen_without_nvlink(step, floor, evidence)
                 plan.record(passed)
                 continue
-            groups = []
-            for group in step.groups:  # every rank creates every group, in the same order
-                ranks = [r for name in group for r in self._node_ranks(names.index(name))]
-                groups.append((group, ranks, dist.new_group(ranks)))
+            groups = [
+                (group, sorted(r for name in group for r in self._node_ranks(names.index(name))))
+                for group in step.groups
+            ]
             figure: Any = None
-            mine = next((g for g in groups if launch.node_name in g[0]), None)
-            if mine is not None:
-                figure = self._all_reduce_in(mine[1], mine[2], others=True)
+            mine = next(
+                (i for i, (group, _) in enumerate(groups) if launch.node_name in group), None
+            )
+            if store is None:
+                # every rank creates every group, in the same order
+                made = [dist.new_group(ranks) for _, ranks in groups]
+                if mine is not None:
+                    figure = self._all_reduce_in(groups[mine][1], made[mine], others=True)
+            elif mine is not None:
+                figure = self._group_in_child(
+                    f"gpuaccept/isolation/{number}/{mine}/", groups[mine][1], store, deadlines
+                )
             shares = self._share(self._mine(figure))
             passed = []
-            for group, ranks, _ in groups:
+            for group, ranks in groups:
                 figures = [shares[r].value for r in ranks]
                 ok, said = group_passes(figures, floor, len(group))
                 passed.append(ok)
@@ -547,7 +571,71 @@ class MultiNodeRun:
             plan.record(passed)
         if launch.local_rank == 0:
             result = judge_isolation(plan.result(), evidence, floor, len(names))
-            self._record(result.model_copy(update={"duration_seconds": time.monotonic() - started}))
+            details = {
+                **result.details,
+                "rounds_in": in_ranks or "children",
+                "round_deadlines_seconds": {"join": deadlines.join, "work": deadlines.work},
+            }
+            self._record(
+                result.model_copy(
+                    update={"details": details, "duration_seconds": time.monotonic() - started}
+                )
+            )
+
+    def _round_store(self) -> tuple[tuple[str, int] | None, str | None]:
+        """Where the rounds' children meet: the job's own store (MASTER_ADDR:MASTER_PORT, as
+        env:// rendezvous found it), or None and why the rounds run in the job's own ranks (a
+        hung round then ends the job): the same answer on every rank."""
+        said = [
+            share.value for share in self._share(self._mine(self._round_refusal())) if share.value
+        ]
+        if said:
+            return None, f"the job's ranks: {said[0]}"
+        return (os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])), None
+
+    def _round_refusal(self) -> str | None:
+        """Why this rank cannot start the rounds' children (None when it can)."""
+        host, port = os.environ.get("MASTER_ADDR", ""), os.environ.get("MASTER_PORT", "")
+        if not host or not port.isdigit():
+            return "no MASTER_ADDR and MASTER_PORT for their children to meet at"
+        if self.context.device_mode != "cuda":
+            return None
+        import torch
+
+        from gpuaccept.probe.hardware import list_cuda_gpus, unshared_gpus
+
+        gpu = next((g for g in list_cuda_gpus() if g.index == self.launch.local_rank), None)
+        refusing = unshared_gpus([gpu.uuid]) if gpu is not None and gpu.uuid else []
+        if refusing:
+            return (
+                f"{self.launch.node_name}'s compute mode refuses a second process "
+                f"({', '.join(refusing)})"
+            )
+        # the children use the GPU this rank's allocator still holds from the checks before
+        # (the NVLink-off screen's reason too)
+        torch.cuda.empty_cache()
+        return None
+
+    def _group_in_child(
+        self, key: str, ranks: list[int], store: tuple[str, int], deadlines: Deadlines
+    ) -> Any:
+        """This rank's part of its group's collectives in a child of its own
+        (distributed/group_children.py): the figure, or what went wrong as text."""
+        from gpuaccept.checks.collectives import allreduce_spec
+        from gpuaccept.distributed.group_children import GroupSeat, run_in_child
+        from gpuaccept.measure.collectives import accept_collectives_rank
+
+        cuda = self.context.device_mode == "cuda"
+        seat = GroupSeat(
+            key,
+            ranks.index(self.launch.rank),
+            len(ranks),
+            "nccl" if cuda else "gloo",
+            self.launch.local_rank if cuda else None,
+        )
+        return run_in_child(
+            accept_collectives_rank, seat, allreduce_spec(self.context), store, deadlines
+        )
 
     def _screen_without_nvlink(
         self, step: Round, floor: float, evidence: list[dict[str, Any]]

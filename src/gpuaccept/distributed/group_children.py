@@ -1,0 +1,154 @@
+"""One rank's part of a group's collectives, run in a child process with a deadline (issue #33 §1).
+
+`accept --isolate` exists to find the node that breaks a collective, and a broken node often
+hangs one rather than slowing it. Run in the job's own ranks, a hung collective holds its round
+until the process group's timeout, and then NCCL's watchdog ends the process (torch 2.13's
+default error handling is 3, SkipCleanUp, and torchrun sets 1, TearDown, for its workers: both
+tear the process down, include/torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp:64-69,160-174
+and torch/distributed/elastic/agent/server/local_elastic_agent.py:430-432), so the job ends with
+no suspect named. NVIDIA's Cluster Readiness Engine runs each NCCL test as a workload of its
+own (docs.nvidia.com/cluster-readiness-engine, how-to-guides/run-nccl-benchmarks: a WorkloadRun).
+Here each rank of a round's group starts one child; the group's children meet through the job's
+own store (a key of their own in it), run the collectives, and hand back the figure. A child
+that has not joined its group, or not finished, by its deadline is killed: its rank reports the
+error as text, the group fails that round, and the job goes on to the next.
+"""
+
+from __future__ import annotations
+
+import datetime
+import queue
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gpuaccept.distributed.children import child_process, process_context
+from gpuaccept.distributed.local_ranks import RankTarget
+from gpuaccept.interrupts import deferred, raise_if_interrupted
+
+_EXIT_GRACE_SECONDS = 1.0  # a child's last result may still be on its way out when it exits
+
+
+@dataclass(frozen=True)
+class GroupSeat:
+    """Where a child sits: its group's key in the store, its rank in the group (the ascending
+    order of the job's ranks), the group's size, the backend, and its GPU (None on the CPU)."""
+
+    key: str
+    rank: int
+    world: int
+    backend: str
+    device_index: int | None = None
+
+
+@dataclass(frozen=True)
+class Deadlines:
+    """Seconds for the child to join its group (start, store, rendezvous), then for the work."""
+
+    join: float
+    work: float
+
+
+def run_in_child(
+    target: RankTarget,
+    seat: GroupSeat,
+    payload: Any,
+    store: tuple[str, int],
+    deadlines: Deadlines,
+) -> Any:
+    """`target(seat.rank, seat.world, payload)` in a child joined to its group through the store
+    at `store` (host, port): its value, or what went wrong as one line of text (an error raised
+    in the child, a deadline passed, the child dead without a word). Never raises for the
+    child's trouble; an interruption of this process still raises."""
+    context = process_context()
+    results = context.Queue()
+    # set in shared memory, not sent on the queue: a child that dies at once after joining
+    # (os._exit) takes the queue's unsent items with it
+    joined = context.Value("b", 0)
+    child = child_process(
+        _child_entry, (target, seat, payload, store, deadlines.join, results, joined), daemon=True
+    )
+    with deferred():  # started and so killed below, or never started
+        child.start()
+    try:
+        return _wait(child, results, joined, deadlines)
+    finally:
+        if child.is_alive():
+            child.kill()
+        child.join(timeout=10)
+
+
+def _wait(child: Any, results: Any, joined: Any, deadlines: Deadlines) -> Any:
+    working = False
+    deadline = time.monotonic() + deadlines.join
+    while True:
+        raise_if_interrupted()
+        if joined.value and not working:
+            working, deadline = True, time.monotonic() + deadlines.work
+        phase, allowed = (
+            ("finish its collectives", deadlines.work)
+            if working
+            else ("join its group", deadlines.join)
+        )
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return f"did not {phase} within {allowed:g} s; stopped"
+        try:
+            value = results.get(timeout=min(remaining, 0.5))
+        except queue.Empty:
+            if child.is_alive():
+                continue
+            try:
+                value = results.get(timeout=_EXIT_GRACE_SECONDS)
+            except queue.Empty:
+                after = "finish its collectives" if joined.value else "join its group"
+                return f"its process exited ({child.exitcode}) before it could {after}"
+        return value  # the figure, or the error's text
+
+
+def _child_entry(
+    target: RankTarget,
+    seat: GroupSeat,
+    payload: Any,
+    store: tuple[str, int],
+    join_seconds: float,
+    results: Any,
+    joined: Any,
+) -> None:
+    import contextlib
+
+    import torch
+    import torch.distributed as dist
+
+    try:
+        if seat.device_index is not None:
+            torch.cuda.set_device(seat.device_index)
+        timeout = datetime.timedelta(seconds=max(join_seconds, 1.0))
+        host, port = store
+        shared = dist.TCPStore(host, port, is_master=False, timeout=timeout)  # type: ignore[attr-defined]
+        dist.init_process_group(
+            seat.backend,
+            store=dist.PrefixStore(seat.key, shared),  # type: ignore[attr-defined]
+            rank=seat.rank,
+            world_size=seat.world,
+            timeout=timeout,
+            # NCCL makes its communicator now, not at the first collective: its start-up at a
+            # fleet's size belongs to the join, not to the collectives' deadline
+            device_id=(
+                torch.device("cuda", seat.device_index) if seat.device_index is not None else None
+            ),
+        )
+        joined.value = 1
+        try:
+            results.put(target(seat.rank, seat.world, payload))
+            # as local_ranks: a child done early must not tear the group down under a peer
+            with contextlib.suppress(Exception):
+                dist.barrier()
+        finally:
+            dist.destroy_process_group()
+    except BaseException as error:
+        last = traceback.extract_tb(error.__traceback__)[-1:]
+        where = f" at {Path(last[0].filename).name}:{last[0].lineno}" if last else ""
+        results.put(f"{type(error).__name__}: {error}{where}")

@@ -1,0 +1,89 @@
+"""distributed/group_children: a group's collectives in children that meet through the job's
+store, each bounded in time (issue #33 §1, a node that hangs in an isolation round). gloo on this
+CPU, two children per group, each started by its own caller as each rank of a job starts its own.
+"""
+
+from __future__ import annotations
+
+import datetime
+import socket
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+import torch.distributed as dist
+
+from gpuaccept.checks.collectives import allreduce_spec
+from gpuaccept.distributed.group_children import Deadlines, GroupSeat, run_in_child
+from gpuaccept.measure.collectives import AllReduceFigure, accept_collectives_rank
+from tests import faults
+from tests.checks.conftest import cpu_context
+
+
+@pytest.fixture
+def store() -> Iterator[tuple[str, int]]:
+    """The job's store, as the rank hosting it (or torchrun's agent) serves it."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = int(probe.getsockname()[1])
+    master = dist.TCPStore(
+        "127.0.0.1",
+        port,
+        is_master=True,
+        wait_for_workers=False,
+        timeout=datetime.timedelta(seconds=30),
+    )
+    yield "127.0.0.1", port
+    del master
+
+
+def _group(
+    target: Any, payload: Any, store: tuple[str, int], deadlines: Deadlines, key: str = "r1/g0/"
+) -> list[Any]:
+    seats = [GroupSeat(key, rank, 2, "gloo") for rank in range(2)]
+    with ThreadPoolExecutor(2) as pool:
+        return list(pool.map(lambda s: run_in_child(target, s, payload, store, deadlines), seats))
+
+
+def test_a_group_of_children_runs_the_collectives_exactly(store: tuple[str, int]) -> None:
+    spec = allreduce_spec(cpu_context())
+    figures = _group(accept_collectives_rank, spec, store, Deadlines(60, 60))
+    for figure in figures:
+        assert isinstance(figure, AllReduceFigure), figure
+        assert figure.world_size == 2
+        assert figure.wrong_elements == 0
+        assert {o.collective for o in figure.others} == {"all_gather", "all_to_all"}
+        assert all(o.wrong_elements == 0 for o in figure.others)
+    # a second group under another key in the same store: no key of the first is read
+    again = _group(accept_collectives_rank, spec, store, Deadlines(60, 60), key="r2/g0/")
+    assert all(isinstance(f, AllReduceFigure) for f in again)
+
+
+def test_a_child_that_hangs_is_stopped_at_the_deadline_and_so_is_its_waiting_peer(
+    store: tuple[str, int],
+) -> None:
+    started = time.monotonic()
+    said = _group(faults.hang_on_rank1, None, store, Deadlines(60, 3))
+    assert time.monotonic() - started < 20
+    assert said == ["did not finish its collectives within 3 s; stopped"] * 2
+
+
+def test_a_peer_that_never_comes_leaves_the_child_unjoined(store: tuple[str, int]) -> None:
+    seat = GroupSeat("r1/g0/", 0, 2, "gloo")  # rank 1 is never started
+    started = time.monotonic()
+    said = run_in_child(faults.raise_on_rank1, seat, None, store, Deadlines(3, 60))
+    assert time.monotonic() - started < 20
+    assert said == "did not join its group within 3 s; stopped"
+
+
+def test_a_child_that_raises_or_dies_says_so_in_one_line(store: tuple[str, int]) -> None:
+    raised = _group(faults.raise_on_rank1, None, store, Deadlines(60, 60))
+    assert raised[0] == 0
+    assert raised[1].startswith("RuntimeError: injected rank failure at faults.py:")
+    died = _group(faults.die_on_rank1, None, store, Deadlines(60, 3), key="r2/g0/")
+    assert died == [
+        "did not finish its collectives within 3 s; stopped",  # rank 0 sleeps on
+        "its process exited (7) before it could finish its collectives",
+    ]
