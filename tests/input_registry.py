@@ -361,6 +361,22 @@ REGISTRY: list[Input] = [
         covered_by=("tests/test_multinode.py",),
         gap="no hostile values (empty, a newline, 10 kB) thrown at it yet",
     ),
+    *(
+        Input(
+            "accept",
+            name,
+            "env",
+            # checked before any work (distributed/launch_env.check_rendezvous); since the
+            # isolation rounds' children meet there too, read again at --isolate
+            covered_by=(
+                "tests/test_hostile_inputs.py::"
+                "test_bad_launcher_variables_are_refused_before_any_rank_waits",
+                "tests/test_multinode.py::"
+                "test_a_rank_that_cannot_start_the_rounds_children_says_why",
+            ),
+        )
+        for name in ("MASTER_ADDR", "MASTER_PORT")
+    ),
     Input(
         "accept",
         "GPUACCEPT_LOCAL_ADDR",
