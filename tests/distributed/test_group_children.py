@@ -6,6 +6,7 @@ CPU, two children per group, each started by its own caller as each rank of a jo
 from __future__ import annotations
 
 import datetime
+import multiprocessing
 import socket
 import time
 from collections.abc import Iterator
@@ -64,10 +65,12 @@ def test_a_group_of_children_runs_the_collectives_exactly(store: tuple[str, int]
 def test_a_child_that_hangs_is_stopped_at_the_deadline_and_so_is_its_waiting_peer(
     store: tuple[str, int],
 ) -> None:
+    before = set(multiprocessing.active_children())
     started = time.monotonic()
     said = _group(faults.hang_on_rank1, None, store, Deadlines(60, 3))
     assert time.monotonic() - started < 20
     assert said == ["did not finish its collectives within 3 s; stopped"] * 2
+    assert set(multiprocessing.active_children()) <= before  # killed, not left to sleep on
 
 
 def test_a_peer_that_never_comes_leaves_the_child_unjoined(store: tuple[str, int]) -> None:
