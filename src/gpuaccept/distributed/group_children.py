@@ -19,13 +19,11 @@ from __future__ import annotations
 import datetime
 import queue
 import time
-import traceback
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from gpuaccept.distributed.children import child_process, process_context
-from gpuaccept.distributed.local_ranks import RankTarget
+from gpuaccept.distributed.local_ranks import RankTarget, error_line, work_then_leave
 from gpuaccept.interrupts import deferred, raise_if_interrupted
 
 _EXIT_GRACE_SECONDS = 1.0  # a child's last result may still be on its way out when it exits
@@ -117,8 +115,6 @@ def _child_entry(
     results: Any,
     joined: Any,
 ) -> None:
-    import contextlib
-
     import torch
     import torch.distributed as dist
 
@@ -141,14 +137,6 @@ def _child_entry(
             ),
         )
         joined.value = 1
-        try:
-            results.put(target(seat.rank, seat.world, payload))
-            # as local_ranks: a child done early must not tear the group down under a peer
-            with contextlib.suppress(Exception):
-                dist.barrier()
-        finally:
-            dist.destroy_process_group()
+        results.put(work_then_leave(target, seat.rank, seat.world, payload))
     except BaseException as error:
-        last = traceback.extract_tb(error.__traceback__)[-1:]
-        where = f" at {Path(last[0].filename).name}:{last[0].lineno}" if last else ""
-        results.put(f"{type(error).__name__}: {error}{where}")
+        results.put(error_line(error))

@@ -67,19 +67,32 @@ def _rank_entry(
             world_size=world_size,
             timeout=datetime.timedelta(seconds=max(timeout_seconds, 1.0)),
         )
-        try:
-            results.put(("ok", rank, target(rank, world_size, payload)))
-            # A rank whose work needed no message must not tear the group down while a peer is
-            # still joining it: the peer's connect then fails ("closed by peer"), as one did on
-            # a loaded 2-core machine. Its result is out already, so a failure here is no news.
-            with contextlib.suppress(Exception):
-                dist.barrier()
-        finally:
-            dist.destroy_process_group()
+        results.put(("ok", rank, work_then_leave(target, rank, world_size, payload)))
     except BaseException as error:
-        last = traceback.extract_tb(error.__traceback__)[-1:]
-        where = f" at {Path(last[0].filename).name}:{last[0].lineno}" if last else ""
-        results.put(("error", rank, f"{type(error).__name__}: {error}{where}"))
+        results.put(("error", rank, error_line(error)))
+
+
+def work_then_leave(target: RankTarget, rank: int, world_size: int, payload: Any) -> Any:
+    """`target`'s value in an initialised process group, which is then left."""
+    import torch.distributed as dist
+
+    try:
+        value = target(rank, world_size, payload)
+        # A rank whose work needed no message must not tear the group down while a peer is
+        # still joining it: the peer's connect then fails ("closed by peer"), as one did on a
+        # loaded 2-core machine. Its result is made already, so a failure here is no news.
+        with contextlib.suppress(Exception):
+            dist.barrier()
+        return value
+    finally:
+        dist.destroy_process_group()
+
+
+def error_line(error: BaseException) -> str:
+    """The error as one line: its type, message and where it was raised."""
+    last = traceback.extract_tb(error.__traceback__)[-1:]
+    where = f" at {Path(last[0].filename).name}:{last[0].lineno}" if last else ""
+    return f"{type(error).__name__}: {error}{where}"
 
 
 def run_ranks(
