@@ -82,12 +82,12 @@ def test_a_peer_that_never_comes_leaves_the_child_unjoined(store: tuple[str, int
 
 
 def test_a_child_that_raises_or_dies_says_so_in_one_line(store: tuple[str, int]) -> None:
-    from gpuaccept.distributed.local_ranks import _lost_a_peer
+    from gpuaccept.distributed.local_ranks import lost_a_peer
 
     def alone(said: Any) -> bool:
         # rank 0: its own answer, or (where rank 1 left while rank 0 was still connecting,
         # seen under load) the peer it lost
-        return said == 0 or (isinstance(said, str) and _lost_a_peer(said))
+        return said == 0 or (isinstance(said, str) and lost_a_peer(said))
 
     raised = _group(faults.raise_on_rank1, None, store, Deadlines(60, 60))
     assert alone(raised[0]), raised

@@ -245,6 +245,12 @@ def test_a_group_passes_only_exact_complete_and_at_the_floor() -> None:
     assert (ok, said) == (False, "did not complete: RuntimeError: timed out")
     ok, said = _group_passes([figure(0.1), None], 1.0, 2)
     assert (ok, said) == (False, "did not complete: no figure")
+    # a rank's own error is said, not a peer's echo of it that came first in rank order
+    echo = "RuntimeError: Gloo connectFullMesh failed with [pair.cc:553] Connection closed by peer"
+    ok, said = _group_passes([echo, "WorkloadOutOfMemory: out of memory at step 0"], 1.0, 2)
+    assert (ok, said) == (False, "did not complete: WorkloadOutOfMemory: out of memory at step 0")
+    ok, said = _group_passes([echo, echo + " 2"], 1.0, 2)
+    assert (ok, said) == (False, f"did not complete: {echo}")  # only echoes: the first
     # a node alone is held to no inter-node floor, only to exactness
     ok, said = _group_passes([figure(10.0, world=1)], 1000.0, 1)
     assert ok

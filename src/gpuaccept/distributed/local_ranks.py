@@ -163,7 +163,7 @@ def _collect(
             errors = {rank: value, **_more_errors(results)}
             died = _deaths(processes, done)
             cause = f"rank process died without a result ({died}); then " if died else ""
-            first = min(errors, key=lambda r: (_lost_a_peer(errors[r]), r))
+            first = min(errors, key=lambda r: (lost_a_peer(errors[r]), r))
             others = sorted(set(errors) - {first})
             then = f" (then rank(s) {', '.join(map(str, others))} too)" if others else ""
             raise RanksFailed(f"{cause}rank {first} of {world_size} failed: {errors[first]}{then}")
@@ -182,7 +182,8 @@ _PEER_LOSS = (
 )
 
 
-def _lost_a_peer(error: str) -> bool:
+def lost_a_peer(error: str) -> bool:
+    """Whether a rank's error says only that another went away first (its echo, not a cause)."""
     return any(marker in error for marker in _PEER_LOSS)
 
 

@@ -289,11 +289,13 @@ def group_passes(figures: list[Any], floor: float, nodes: int) -> tuple[bool, st
     all-reduce exact and, across nodes, at 0.9 x the floor; all-gather and all-to-all (where
     the round ran them) exact, their bus bandwidth said beside it (no published floor holds
     them: docs/accept.md, `collectives`)."""
+    from gpuaccept.distributed.local_ranks import lost_a_peer
     from gpuaccept.sweeps.collectives import MIN_BUSBW_TOLERANCE, below_min_busbw
 
-    errors = [f for f in figures if isinstance(f, str) or f is None]
+    errors = [f or "no figure" for f in figures if isinstance(f, str) or f is None]
     if errors:
-        return False, f"did not complete: {errors[0] or 'no figure'}"
+        # a rank's own error before its peers' echoes of it ("Connection closed by peer")
+        return False, f"did not complete: {min(errors, key=lost_a_peer)}"
     figure = figures[0]
     wrong = [f"{figure.wrong_elements} wrong element(s)"] if figure.wrong_elements else []
     wrong += [
