@@ -28,6 +28,9 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+NODE_SECONDS = 240  # the longest a stand-in node's run may take
+
+
 def run_nodes(
     tmp_path: Path,
     names: list[str],
@@ -86,16 +89,28 @@ def run_nodes(
         for process in processes.values():
             process.send_signal(signal.SIGTERM)
     outcomes = {}
-    for name, process in processes.items():
-        output, _ = process.communicate(timeout=240)
-        output = (seen if name == names[0] else "") + output
-        reports = sorted((tmp_path / name).glob("*.json"))
-        assert len(reports) == 1, f"{name}: {reports}\n{output}"
-        outcomes[name] = (
-            process.returncode,
-            output,
-            RunReport.model_validate_json(reports[0].read_text()),
-        )
+    try:
+        for name, process in processes.items():
+            output, _ = process.communicate(timeout=NODE_SECONDS)
+            output = (seen if name == names[0] else "") + output
+            reports = sorted((tmp_path / name).glob("*.json"))
+            assert len(reports) == 1, f"{name}: {reports}\n{output}"
+            outcomes[name] = (
+                process.returncode,
+                output,
+                RunReport.model_validate_json(reports[0].read_text()),
+            )
+    finally:
+        # a job that hung must not outlive its test: torchrun passes SIGTERM on to its ranks
+        for process in processes.values():
+            if process.poll() is None:
+                process.terminate()
+        for process in processes.values():
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
     return outcomes
 
 
