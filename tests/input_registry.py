@@ -352,7 +352,11 @@ REGISTRY: list[Input] = [
         "accept",
         "GPUACCEPT_NVML_INIT_TIMEOUT",
         "env",
-        gap="a value that is not a number falls back to the default without a word",
+        covered_by=(
+            "tests/test_hostile_inputs.py::test_accept_refuses_bad_settings_before_any_check",
+            "tests/burnin/test_cli_burnin.py::"
+            "test_a_bad_nvml_timeout_is_refused_before_the_burn_in",
+        ),
     ),
     Input(
         "accept",

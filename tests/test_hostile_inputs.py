@@ -130,6 +130,13 @@ def test_training_never_writes_over_its_data_or_its_own_checkpoint(tmp_path: Pat
     [
         ({"CUDA_VISIBLE_DEVICES": "abc,def"}, [], "'abc' is neither a GPU index"),
         ({"GPUACCEPT_NVML_MODULE": "..x"}, [], "is not a Python module name"),
+        ({"GPUACCEPT_NVML_INIT_TIMEOUT": "abc"}, [], "is not a number of seconds above 0"),
+        ({"GPUACCEPT_NVML_INIT_TIMEOUT": "0"}, [], "is not a number of seconds above 0"),
+        ({"GPUACCEPT_NVML_INIT_TIMEOUT": "-5"}, [], "is not a number of seconds above 0"),
+        ({"GPUACCEPT_NVML_INIT_TIMEOUT": "nan"}, [], "is not a number of seconds above 0"),
+        ({"GPUACCEPT_NVML_INIT_TIMEOUT": "inf"}, [], "is not a number of seconds above 0"),
+        ({"GPUACCEPT_NVML_INIT_TIMEOUT": "3600"}, [], "is not a number of seconds above 0"),
+        ({"GPUACCEPT_NVML_INIT_TIMEOUT": "1e309"}, [], "is not a number of seconds above 0"),
         ({"GPUACCEPT_KERNEL_LOG": "/dev/zero"}, [], "not a regular file"),
         ({}, ["--min-busbw", "inf"], "must be a finite number"),
     ],

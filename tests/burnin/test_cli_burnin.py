@@ -79,6 +79,16 @@ def test_an_evicted_burn_in_resumes_at_the_next_window_with_honest_load_time(
     assert report.duration_seconds <= span.total_seconds() + 1.0
 
 
+def test_a_bad_nvml_timeout_is_refused_before_the_burn_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPUACCEPT_NVML_INIT_TIMEOUT", "soon")
+    result = CliRunner().invoke(
+        app, ["burnin", "--device", "cpu", "--no-history", "--duration", "1s"]
+    )
+    assert result.exit_code == 2, result.output
+    assert "GPUACCEPT_NVML_INIT_TIMEOUT='soon' is not a number of seconds" in result.output
+    assert "[BURNIN]" not in result.output
+
+
 @pytest.mark.parametrize(
     ("args", "says"),
     [

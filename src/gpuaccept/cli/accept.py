@@ -476,12 +476,18 @@ def _plan(
         check_output_file,
         refuse_collisions,
     )
-    from gpuaccept.probe.hardware import ExpectedGpus, expected_gpu_count, nvml_module_name
+    from gpuaccept.probe.hardware import (
+        ExpectedGpus,
+        check_nvml_init_timeout_setting,
+        expected_gpu_count,
+        nvml_module_name,
+    )
     from gpuaccept.probe.kernel_log import check_kernel_log_setting
     from gpuaccept.probe.sysfs import check_sysfs_root_setting
     from gpuaccept.suite.multinode import detect_launch
 
     nvml_module_name()
+    check_nvml_init_timeout_setting()
     check_kernel_log_setting()
     check_sysfs_root_setting()
     launch = detect_launch()

@@ -214,11 +214,16 @@ def _plan(
     from gpuaccept.burnin.run import BurnInSettings
     from gpuaccept.cli.recording import history_path as recorded_in
     from gpuaccept.output_files import check_output_directory, check_output_file, refuse_collisions
-    from gpuaccept.probe.hardware import list_cuda_gpus, resolve_device_mode
+    from gpuaccept.probe.hardware import (
+        check_nvml_init_timeout_setting,
+        list_cuda_gpus,
+        resolve_device_mode,
+    )
     from gpuaccept.probe.sysfs import check_sysfs_root_setting
     from gpuaccept.references import load_shipped_references
 
     check_sysfs_root_setting()  # the ports' counters are read around every window
+    check_nvml_init_timeout_setting()  # the GPUs' health is read around every window
     duration_seconds = parse_duration(duration, "--duration")
     window_seconds = (
         min(DEFAULT_WINDOW_SECONDS, duration_seconds)

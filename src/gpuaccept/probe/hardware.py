@@ -159,12 +159,28 @@ _DEFAULT_NVML_INIT_TIMEOUT_SECONDS = 20.0
 _nvml_hung_after: float | None = None
 
 
-def _nvml_init_timeout() -> float:
+def _parsed_init_timeout(raw: str) -> float | None:
     try:
-        seconds = float(os.environ.get(NVML_INIT_TIMEOUT_ENV, ""))
+        seconds = float(raw)
     except ValueError:
-        return _DEFAULT_NVML_INIT_TIMEOUT_SECONDS
-    return seconds if 0 < seconds < 3600 else _DEFAULT_NVML_INIT_TIMEOUT_SECONDS
+        return None
+    return seconds if 0 < seconds < 3600 else None  # NaN fails both
+
+
+def check_nvml_init_timeout_setting() -> None:
+    """Refuse (InputError, checked by the CLI before a run) GPUACCEPT_NVML_INIT_TIMEOUT set to
+    anything but a number of seconds above 0 and below 3600."""
+    raw = os.environ.get(NVML_INIT_TIMEOUT_ENV, "").strip()
+    if raw and _parsed_init_timeout(raw) is None:
+        raise InputError(
+            f"{NVML_INIT_TIMEOUT_ENV}={raw[:40]!r} is not a number of seconds above 0 and below "
+            "3600 (how long nvmlInit may take before NVML counts as unavailable)"
+        )
+
+
+def _nvml_init_timeout() -> float:
+    raw = os.environ.get(NVML_INIT_TIMEOUT_ENV, "").strip()
+    return (_parsed_init_timeout(raw) if raw else None) or _DEFAULT_NVML_INIT_TIMEOUT_SECONDS
 
 
 def load_nvml() -> Any:
