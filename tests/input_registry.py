@@ -362,8 +362,11 @@ REGISTRY: list[Input] = [
         "accept",
         "GPUACCEPT_NODE_NAME",
         "env",
-        covered_by=("tests/test_multinode.py",),
-        gap="no hostile values (empty, a newline, 10 kB) thrown at it yet",
+        covered_by=(
+            "tests/test_multinode.py::"
+            "test_a_node_name_that_is_not_a_host_name_is_refused_before_any_work",
+            "tests/test_multinode.py::test_two_nodes_of_one_name_are_refused_at_once",
+        ),
     ),
     *(
         Input(

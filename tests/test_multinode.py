@@ -324,6 +324,60 @@ def test_nodes_started_with_different_checks_are_refused_at_once(tmp_path: Path)
     assert time.monotonic() - started < 150
 
 
+def test_two_nodes_of_one_name_are_refused_at_once(tmp_path: Path) -> None:
+    """Rounds, pairs and reports are kept by node name: two nodes both called node-a (a copied
+    GPUACCEPT_NODE_NAME) would be judged as one. Both stop at rendezvous, one line, exit 2."""
+    port = _free_port()
+    torchrun = str(Path(sys.executable).parent / "torchrun")
+    processes = []
+    for rank in range(2):
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "WORLD_SIZE"))}
+        env["GPUACCEPT_NODE_NAME"] = "node-a"
+        command = [
+            torchrun, "--nnodes=2", f"--node-rank={rank}", "--nproc-per-node=1",
+            "--master-addr=127.0.0.1", f"--master-port={port}", "--no-python",
+            str(Path(sys.executable).parent / "gpuaccept"), "accept", "--device", "cpu",
+            "--level", "quick", "--no-history", "--only", "stack",
+            "--report-dir", str(tmp_path / str(rank)),
+        ]  # fmt: skip
+        processes.append(
+            subprocess.Popen(
+                command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+            )
+        )
+    for process in processes:
+        output, _ = process.communicate(timeout=180)
+        assert process.returncode != 0, output
+        assert (
+            "two nodes of this job are both called 'node-a' (node ranks 0 and 1): give each node "
+            "its own GPUACCEPT_NODE_NAME" in output
+        ), output
+    assert not list(tmp_path.rglob("*.json"))  # nothing judged, nothing written
+
+
+def test_a_node_name_that_is_not_a_host_name_is_refused_before_any_work() -> None:
+    from gpuaccept.errors import InputError
+    from gpuaccept.suite.multinode import check_node_name_setting
+
+    for bad in ("node a", "node-a\nFAIL", "x" * 254, "nœud", "tab\there"):
+        with pytest.raises(InputError, match="is not a node's name"):
+            check_node_name_setting({"GPUACCEPT_NODE_NAME": bad})
+    for good in ("", "gpu042", "ip-10-0-1-7.ec2.internal", "x" * 253, "node_a:1"):
+        check_node_name_setting({"GPUACCEPT_NODE_NAME": good})
+    from typer.testing import CliRunner
+
+    from gpuaccept.cli import app
+
+    result = CliRunner().invoke(
+        app,
+        ["accept", "--device", "cpu", "--no-history", "--only", "stack"],
+        env={"GPUACCEPT_NODE_NAME": "two\nlines"},
+    )
+    assert result.exit_code == 2, result.output
+    assert "GPUACCEPT_NODE_NAME='two\\nlines' is not a node's name" in result.output
+    assert "[RUN]" not in result.output
+
+
 def test_pairwise_ib_write_bw_names_the_node_slow_on_a_rail(tmp_path: Path) -> None:
     # every stand-in node reads the same HGX sysfs tree and runs perftest's stand-in, which
     # reports the rate the client node's FAKE_IB_BW gives (node-c: rail mlx5_3 at 190 Gb/s)

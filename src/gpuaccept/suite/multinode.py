@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import re
 import socket
 import statistics
 import time
@@ -77,6 +78,22 @@ def _int(env: Mapping[str, str], name: str) -> int:
         return int(env[name])
     except (KeyError, ValueError):
         raise InputError(f"{name}={env.get(name)!r}: a multi-rank launch needs it") from None
+
+
+# a host's name, as Slurm, Kubernetes (a DNS subdomain) and hostname(1) give one: printable,
+# without spaces, at most 253 characters (RFC 1035's longest name)
+_NODE_NAME = re.compile(r"[!-~]{1,253}")
+
+
+def check_node_name_setting(env: Mapping[str, str] | None = None) -> None:
+    """Refuse (InputError, before a run) a GPUACCEPT_NODE_NAME that is not a host's name: it
+    names the node in every report, log line, fleet page and isolation round."""
+    raw = (os.environ if env is None else env).get(NODE_NAME_ENV, "")
+    if raw and not _NODE_NAME.fullmatch(raw):
+        raise InputError(
+            f"{NODE_NAME_ENV}={raw[:40]!r}{'...' if len(raw) > 40 else ''} is not a node's name: "
+            "give 1 to 253 printable characters without spaces (its host name), or leave it unset"
+        )
 
 
 def node_name(env: Mapping[str, str]) -> str:
@@ -216,6 +233,17 @@ class MultiNodeRun:
                 "with the same accept options"
             )
         by_node = dict(sorted((node_rank, name) for node_rank, name, _ in shared))
+        ranks_of: dict[str, list[int]] = {}
+        for node_rank, name in by_node.items():
+            ranks_of.setdefault(name, []).append(node_rank)
+        twice = next(((n, r) for n, r in ranks_of.items() if len(r) > 1), None)
+        if twice is not None:
+            # rounds, pairs and reports are kept by name: two nodes of one name would be one
+            raise InputError(
+                f"two nodes of this job are both called {twice[0]!r} (node ranks "
+                f"{twice[1][0]} and {twice[1][1]}): give each node its own {NODE_NAME_ENV}, or "
+                "leave it unset (each node's host name)"
+            )
         self.node_names = [by_node[n] for n in sorted(by_node)]
         self._start_watcher()
         if self.launch.local_rank == 0:
