@@ -53,6 +53,12 @@ elif [[ -n "${GPUACCEPT_TOPOLOGY:-}" ]]; then
 fi
 local_addr=()
 if [[ -n "${GPUACCEPT_LOCAL_ADDR:-}" ]]; then
+  # a host name or address: printable, no spaces, at most 253 characters (RFC 1035); torchrun
+  # and perftest would take anything else and fail later, with a traceback or a timeout
+  if ! LC_ALL=C bash -c '[[ $1 =~ ^[!-~]{1,253}$ ]]' _ "$GPUACCEPT_LOCAL_ADDR"; then
+    printf 'slurm-multinode.sh: error: GPUACCEPT_LOCAL_ADDR=%q: expected a host name or address\n' "${GPUACCEPT_LOCAL_ADDR:0:40}" >&2
+    exit 2
+  fi
   local_addr=(--local-addr "$GPUACCEPT_LOCAL_ADDR")
 fi
 status=0

@@ -388,8 +388,12 @@ REGISTRY: list[Input] = [
         "accept",
         "GPUACCEPT_LOCAL_ADDR",
         "env",
-        covered_by=("tests/test_multinode.py",),
-        gap="no hostile values thrown at it yet",
+        covered_by=(
+            "tests/test_multinode.py::"
+            "test_a_node_name_that_is_not_a_host_name_is_refused_before_any_work",
+            "tests/test_job_scripts.py::"
+            "test_a_bad_local_address_is_refused_in_one_line_before_torchrun",
+        ),
     ),
     Input(
         "accept",

@@ -220,6 +220,28 @@ def test_a_bad_process_count_is_refused_in_one_line_before_torchrun(
     ]
 
 
+@pytest.mark.parametrize("address", ["gpu 7", "a\nb", "x" * 254, "tab\there"])
+def test_a_bad_local_address_is_refused_in_one_line_before_torchrun(
+    tmp_path: Path, address: str
+) -> None:
+    box = sandbox(tmp_path, "slurm-multinode.sh")
+    done = run_job(
+        box,
+        "slurm-multinode.sh",
+        env={
+            "GPUACCEPT_RESULTS": str(tmp_path / "results"),
+            "SLURM_JOB_ID": "79",
+            "SLURMD_NODENAME": "n2",
+            "GPUACCEPT_LOCAL_ADDR": address,
+            "GPUACCEPT_RDZV_ENDPOINT": "127.0.0.1:29400",
+        },
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    (line,) = done.stderr.strip().splitlines()  # one line, the value quoted
+    assert line.startswith("slurm-multinode.sh: error: GPUACCEPT_LOCAL_ADDR="), done.stderr
+    assert line.endswith(": expected a host name or address"), done.stderr
+
+
 @pytest.mark.parametrize(
     ("env", "said"),
     [

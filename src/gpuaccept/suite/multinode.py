@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from gpuaccept.suite.isolation import Round
 
 NODE_NAME_ENV = "GPUACCEPT_NODE_NAME"
+LOCAL_ADDR_ENV = "GPUACCEPT_LOCAL_ADDR"
 # A pair's all-reduce below this share of the median over all pairs marks it slow (the
 # NCCL_TESTS_MIN_BW tolerance, applied to the fleet's own median).
 PAIR_TOLERANCE = 0.9
@@ -86,14 +87,18 @@ _NODE_NAME = re.compile(r"[!-~]{1,253}")
 
 
 def check_node_name_setting(env: Mapping[str, str] | None = None) -> None:
-    """Refuse (InputError, before a run) a GPUACCEPT_NODE_NAME that is not a host's name: it
-    names the node in every report, log line, fleet page and isolation round."""
-    raw = (os.environ if env is None else env).get(NODE_NAME_ENV, "")
-    if raw and not _NODE_NAME.fullmatch(raw):
-        raise InputError(
-            f"{NODE_NAME_ENV}={raw[:40]!r}{'...' if len(raw) > 40 else ''} is not a node's name: "
-            "give 1 to 253 printable characters without spaces (its host name), or leave it unset"
-        )
+    """Refuse (InputError, before a run) a GPUACCEPT_NODE_NAME that is not a host's name (it
+    names the node in every report, log line, fleet page and isolation round), and a
+    GPUACCEPT_LOCAL_ADDR that is not a host's name or address (perftest's server is reached
+    there)."""
+    env = os.environ if env is None else env
+    for name, what in ((NODE_NAME_ENV, "a node's name"), (LOCAL_ADDR_ENV, "a host or address")):
+        raw = env.get(name, "")
+        if raw and not _NODE_NAME.fullmatch(raw):
+            raise InputError(
+                f"{name}={raw[:40]!r}{'...' if len(raw) > 40 else ''} is not {what}: give 1 to "
+                "253 printable characters without spaces, or leave it unset"
+            )
 
 
 def node_name(env: Mapping[str, str]) -> str:
@@ -749,7 +754,7 @@ class MultiNodeRun:
         lead = launch.local_rank == 0
         started = time.monotonic()
         mine = pair_ports() if lead and ib_write_bw_path() is not None else []
-        address = os.environ.get("GPUACCEPT_LOCAL_ADDR") or socket.gethostname()
+        address = os.environ.get(LOCAL_ADDR_ENV) or socket.gethostname()
         me = _Share(launch.rank, launch.node_rank, launch.node_name, launch.local_rank)
         shares = self._share(replace(me, value=(address, mine) if lead else None))
         nodes = {s.node_rank: s.value for s in shares if s.local_rank == 0}
