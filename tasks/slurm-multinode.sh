@@ -68,6 +68,11 @@ if [[ -z "${GPUACCEPT_RDZV_ENDPOINT:-}" ]]; then
   echo "slurm-multinode: GPUACCEPT_RDZV_ENDPOINT is not set (accept-multinode.sbatch sets it)" >&2
   status=2
   why="GPUACCEPT_RDZV_ENDPOINT was not set"
+elif ! LC_ALL=C bash -c '[[ $1 =~ ^[!-~]{1,253}:([0-9]{1,5})$ ]] && ((10#${BASH_REMATCH[1]} >= 1 && 10#${BASH_REMATCH[1]} <= 65535))' _ "$GPUACCEPT_RDZV_ENDPOINT"; then
+  # torchrun would take it and fail at the rendezvous with a traceback, or wait there
+  printf 'slurm-multinode: GPUACCEPT_RDZV_ENDPOINT=%q is not HOST:PORT (a port 1 to 65535)\n' "${GPUACCEPT_RDZV_ENDPOINT:0:60}" >&2
+  status=2
+  why="GPUACCEPT_RDZV_ENDPOINT is not HOST:PORT"
 elif gpuaccept_activate; then
   gpuaccept_run env GPUACCEPT_NODE_NAME="${SLURMD_NODENAME:-$(hostname -s)}" \
     torchrun --nnodes="${SLURM_JOB_NUM_NODES:-1}" \

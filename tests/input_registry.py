@@ -431,8 +431,9 @@ REGISTRY: list[Input] = [
         covered_by=(
             "tests/test_job_scripts.py::"
             "test_a_multinode_step_without_its_rendezvous_writes_a_report_saying_so",
+            "tests/test_job_scripts.py::"
+            "test_a_malformed_rendezvous_is_refused_before_torchrun_with_a_report",
         ),
-        gap="missing only; a malformed endpoint is left to torchrun",
     ),
     Input(
         "job scripts",

@@ -175,6 +175,33 @@ def test_a_multinode_step_without_its_rendezvous_writes_a_report_saying_so(
     assert "GPUACCEPT_RDZV_ENDPOINT was not set" in report.checks[0].message
 
 
+@pytest.mark.parametrize(
+    "endpoint", ["n1", "n1:", "n1:0", "n1:70000", "n 1:29400", "n1:29400x", "n1:29400\n"]
+)
+def test_a_malformed_rendezvous_is_refused_before_torchrun_with_a_report(
+    tmp_path: Path, endpoint: str
+) -> None:
+    box = sandbox(tmp_path, "slurm-multinode.sh")
+    results = tmp_path / "results"
+    done = run_job(
+        box,
+        "slurm-multinode.sh",
+        env={
+            "GPUACCEPT_RESULTS": str(results),
+            "SLURM_JOB_ID": "78",
+            "SLURMD_NODENAME": "n2",
+            "GPUACCEPT_RDZV_ENDPOINT": endpoint,
+        },
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("slurm-multinode: GPUACCEPT_RDZV_ENDPOINT="), done.stderr
+    assert line.endswith("is not HOST:PORT (a port 1 to 65535)"), done.stderr
+    report = load_report(results / "accept-78-n2.json")
+    assert report.verdict.outcome == "fail"
+    assert "GPUACCEPT_RDZV_ENDPOINT is not HOST:PORT" in report.checks[0].message
+
+
 def test_burn_in_job_exits_85_at_each_checkpoint_and_resumes_until_its_report(
     tmp_path: Path,
 ) -> None:
