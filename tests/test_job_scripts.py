@@ -19,6 +19,25 @@ from gpuaccept.results import Status
 from tests.job_scripts import REPO, run_job, sandbox
 
 
+def _multinode_step(
+    tmp_path: Path, job_id: str, env: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    """slurm-multinode.sh in a sandbox, as Slurm starts it on node n2 with the rendezvous that
+    accept-multinode.sbatch sets, `env` over it; its reports under tmp_path/results."""
+    box = sandbox(tmp_path, "slurm-multinode.sh")
+    return run_job(
+        box,
+        "slurm-multinode.sh",
+        env={
+            "GPUACCEPT_RESULTS": str(tmp_path / "results"),
+            "SLURM_JOB_ID": job_id,
+            "SLURMD_NODENAME": "n2",
+            "GPUACCEPT_RDZV_ENDPOINT": "127.0.0.1:29400",
+            **env,
+        },
+    )
+
+
 def test_scripts_are_strict_bash() -> None:
     for script in (REPO / "tasks").glob("*.sh"):
         text = script.read_text()
@@ -181,18 +200,8 @@ def test_a_multinode_step_without_its_rendezvous_writes_a_report_saying_so(
 def test_a_malformed_rendezvous_is_refused_before_torchrun_with_a_report(
     tmp_path: Path, endpoint: str
 ) -> None:
-    box = sandbox(tmp_path, "slurm-multinode.sh")
     results = tmp_path / "results"
-    done = run_job(
-        box,
-        "slurm-multinode.sh",
-        env={
-            "GPUACCEPT_RESULTS": str(results),
-            "SLURM_JOB_ID": "78",
-            "SLURMD_NODENAME": "n2",
-            "GPUACCEPT_RDZV_ENDPOINT": endpoint,
-        },
-    )
+    done = _multinode_step(tmp_path, "78", {"GPUACCEPT_RDZV_ENDPOINT": endpoint})
     assert done.returncode == 2, done.stdout + done.stderr
     (line,) = done.stderr.strip().splitlines()
     assert line.startswith("slurm-multinode: GPUACCEPT_RDZV_ENDPOINT="), done.stderr
@@ -228,18 +237,7 @@ def test_burn_in_job_exits_85_at_each_checkpoint_and_resumes_until_its_report(
 def test_a_bad_process_count_is_refused_in_one_line_before_torchrun(
     tmp_path: Path, nproc: str
 ) -> None:
-    box = sandbox(tmp_path, "slurm-multinode.sh")
-    done = run_job(
-        box,
-        "slurm-multinode.sh",
-        env={
-            "GPUACCEPT_RESULTS": str(tmp_path / "results"),
-            "SLURM_JOB_ID": "79",
-            "SLURMD_NODENAME": "n2",
-            "GPUACCEPT_NPROC": nproc,
-            "GPUACCEPT_RDZV_ENDPOINT": "127.0.0.1:29400",
-        },
-    )
+    done = _multinode_step(tmp_path, "79", {"GPUACCEPT_NPROC": nproc})
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stderr.strip().splitlines() == [
         f"slurm-multinode.sh: error: GPUACCEPT_NPROC={nproc}: expected the processes per node, "
@@ -251,18 +249,7 @@ def test_a_bad_process_count_is_refused_in_one_line_before_torchrun(
 def test_a_bad_local_address_is_refused_in_one_line_before_torchrun(
     tmp_path: Path, address: str
 ) -> None:
-    box = sandbox(tmp_path, "slurm-multinode.sh")
-    done = run_job(
-        box,
-        "slurm-multinode.sh",
-        env={
-            "GPUACCEPT_RESULTS": str(tmp_path / "results"),
-            "SLURM_JOB_ID": "79",
-            "SLURMD_NODENAME": "n2",
-            "GPUACCEPT_LOCAL_ADDR": address,
-            "GPUACCEPT_RDZV_ENDPOINT": "127.0.0.1:29400",
-        },
-    )
+    done = _multinode_step(tmp_path, "79", {"GPUACCEPT_LOCAL_ADDR": address})
     assert done.returncode == 2, done.stdout + done.stderr
     (line,) = done.stderr.strip().splitlines()  # one line, the value quoted
     assert line.startswith("slurm-multinode.sh: error: GPUACCEPT_LOCAL_ADDR="), done.stderr
@@ -283,18 +270,7 @@ def test_a_bad_local_address_is_refused_in_one_line_before_torchrun(
 def test_a_bad_isolation_setting_is_refused_in_one_line_before_torchrun(
     tmp_path: Path, env: dict[str, str], said: str
 ) -> None:
-    box = sandbox(tmp_path, "slurm-multinode.sh")
-    done = run_job(
-        box,
-        "slurm-multinode.sh",
-        env={
-            "GPUACCEPT_RESULTS": str(tmp_path / "results"),
-            "SLURM_JOB_ID": "80",
-            "SLURMD_NODENAME": "n2",
-            "GPUACCEPT_RDZV_ENDPOINT": "127.0.0.1:29400",
-            **env,
-        },
-    )
+    done = _multinode_step(tmp_path, "80", env)
     assert done.returncode == 2, done.stdout + done.stderr
     (line,) = done.stderr.strip().splitlines()
     assert line.startswith("slurm-multinode.sh: error: ")

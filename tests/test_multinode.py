@@ -357,18 +357,18 @@ def test_two_nodes_of_one_name_are_refused_at_once(tmp_path: Path) -> None:
 
 def test_a_node_name_that_is_not_a_host_name_is_refused_before_any_work() -> None:
     from gpuaccept.errors import InputError
-    from gpuaccept.suite.multinode import check_node_name_setting
+    from gpuaccept.suite.multinode import check_node_settings
 
     for bad in ("node a", "node-a\nFAIL", "x" * 254, "nœud", "tab\there"):
         with pytest.raises(InputError, match="is not a node's name"):
-            check_node_name_setting({"GPUACCEPT_NODE_NAME": bad})
+            check_node_settings({"GPUACCEPT_NODE_NAME": bad})
     for good in ("", "gpu042", "ip-10-0-1-7.ec2.internal", "x" * 253, "node_a:1"):
-        check_node_name_setting({"GPUACCEPT_NODE_NAME": good})
+        check_node_settings({"GPUACCEPT_NODE_NAME": good})
     for bad in ("10.0.0.7 ", "a\nb", "x" * 254):
         with pytest.raises(InputError, match="is not a host or address"):
-            check_node_name_setting({"GPUACCEPT_LOCAL_ADDR": bad})
+            check_node_settings({"GPUACCEPT_LOCAL_ADDR": bad})
     for good in ("10.0.0.7", "fe80::1%ib0", "gpu042-ib0.cluster"):
-        check_node_name_setting({"GPUACCEPT_LOCAL_ADDR": good})
+        check_node_settings({"GPUACCEPT_LOCAL_ADDR": good})
     from typer.testing import CliRunner
 
     from gpuaccept.cli import app

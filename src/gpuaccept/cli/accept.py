@@ -484,11 +484,11 @@ def _plan(
     )
     from gpuaccept.probe.kernel_log import check_kernel_log_setting
     from gpuaccept.probe.sysfs import check_sysfs_root_setting
-    from gpuaccept.suite.multinode import check_node_name_setting, detect_launch
+    from gpuaccept.suite.multinode import check_node_settings, detect_launch
 
     nvml_module_name()
     check_nvml_init_timeout_setting()
-    check_node_name_setting()
+    check_node_settings()
     check_kernel_log_setting()
     check_sysfs_root_setting()
     launch = detect_launch()

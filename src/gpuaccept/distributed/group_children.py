@@ -26,6 +26,7 @@ from gpuaccept.distributed.children import child_process, process_context
 from gpuaccept.distributed.local_ranks import RankTarget, error_line, work_then_leave
 from gpuaccept.interrupts import deferred, raise_if_interrupted
 
+_PHASE = {False: "join its group", True: "finish its collectives"}  # by whether it joined
 _EXIT_GRACE_SECONDS = 1.0  # a child's last result may still be on its way out when it exits
 
 
@@ -85,14 +86,10 @@ def _wait(child: Any, results: Any, joined: Any, deadlines: Deadlines) -> Any:
         raise_if_interrupted()
         if joined.value and not working:
             working, deadline = True, time.monotonic() + deadlines.work
-        phase, allowed = (
-            ("finish its collectives", deadlines.work)
-            if working
-            else ("join its group", deadlines.join)
-        )
+        allowed = deadlines.work if working else deadlines.join
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            return f"did not {phase} within {allowed:g} s; stopped"
+            return f"did not {_PHASE[working]} within {allowed:g} s; stopped"
         try:
             value = results.get(timeout=min(remaining, 0.5))
         except queue.Empty:
@@ -101,7 +98,7 @@ def _wait(child: Any, results: Any, joined: Any, deadlines: Deadlines) -> Any:
             try:
                 value = results.get(timeout=_EXIT_GRACE_SECONDS)
             except queue.Empty:
-                after = "finish its collectives" if joined.value else "join its group"
+                after = _PHASE[bool(joined.value)]
                 return f"its process exited ({child.exitcode}) before it could {after}"
         return value  # the figure, or the error's text
 

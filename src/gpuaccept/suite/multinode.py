@@ -36,6 +36,7 @@ from gpuaccept.suite.worker import error_text, resolve_target
 
 if TYPE_CHECKING:
     from gpuaccept.distributed.group_children import Deadlines
+    from gpuaccept.measure.collectives import AllReduceSpec
     from gpuaccept.suite.isolation import Round
 
 NODE_NAME_ENV = "GPUACCEPT_NODE_NAME"
@@ -86,7 +87,7 @@ def _int(env: Mapping[str, str], name: str) -> int:
 _NODE_NAME = re.compile(r"[!-~]{1,253}")
 
 
-def check_node_name_setting(env: Mapping[str, str] | None = None) -> None:
+def check_node_settings(env: Mapping[str, str] | None = None) -> None:
     """Refuse (InputError, before a run) a GPUACCEPT_NODE_NAME that is not a host's name (it
     names the node in every report, log line, fleet page and isolation round), and a
     GPUACCEPT_LOCAL_ADDR that is not a host's name or address (perftest's server is reached
@@ -592,7 +593,7 @@ class MultiNodeRun:
                     figure = self._all_reduce_in(groups[mine][1], made[mine], others=True)
             elif mine is not None:
                 figure = self._group_in_child(
-                    f"gpuaccept/isolation/{number}/{mine}/", groups[mine][1], store, deadlines
+                    f"gpuaccept/isolation/{number}/{mine}/", groups[mine][1], spec, store, deadlines
                 )
             shares = self._share(self._mine(figure))
             passed = []
@@ -650,11 +651,15 @@ class MultiNodeRun:
         return None
 
     def _group_in_child(
-        self, key: str, ranks: list[int], store: tuple[str, int], deadlines: Deadlines
+        self,
+        key: str,
+        ranks: list[int],
+        spec: AllReduceSpec,
+        store: tuple[str, int],
+        deadlines: Deadlines,
     ) -> Any:
         """This rank's part of its group's collectives in a child of its own
         (distributed/group_children.py): the figure, or what went wrong as text."""
-        from gpuaccept.checks.collectives import allreduce_spec
         from gpuaccept.distributed.group_children import GroupSeat, run_in_child
         from gpuaccept.measure.collectives import accept_collectives_rank
 
@@ -666,9 +671,7 @@ class MultiNodeRun:
             "nccl" if cuda else "gloo",
             self.launch.local_rank if cuda else None,
         )
-        return run_in_child(
-            accept_collectives_rank, seat, allreduce_spec(self.context), store, deadlines
-        )
+        return run_in_child(accept_collectives_rank, seat, spec, store, deadlines)
 
     def _screen_without_nvlink(
         self, step: Round, floor: float, evidence: list[dict[str, Any]]
