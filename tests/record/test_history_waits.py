@@ -261,3 +261,66 @@ def test_a_lock_taken_between_the_open_and_the_write_check_is_a_busy_history(
             holder.execute("ROLLBACK")
             holder.close()
         history.check_writable()  # free again: writable
+
+
+def test_appends_sharing_runs_in_opposite_orders_wait_in_turn_not_on_each_other(
+    pg_server: Any, pg_history: str
+) -> None:
+    """One append has stored run x (not yet committed) and goes on to store y; another append
+    brings y and x, in that order. In the reports' order the second would hold y and wait on x
+    while the first waits on y: the server ends one as a deadlock and its run goes to the spool
+    (CI, 24 writers: tests/record/test_spool.py). In the digests' order the second waits on
+    x, the first stores y and commits, and the second finds both stored."""
+    from gpuaccept.record.history import report_sha256
+
+    x, y = sorted(
+        (gpu_report(f"node-{n}", [790.0 + i]) for i, n in enumerate("ab")), key=report_sha256
+    )
+    watcher = _session(pg_server, pg_history)
+    outcome: dict[str, Any] = {}
+
+    def second() -> None:
+        try:
+            with History.open(pg_history) as history:
+                outcome["stored"] = history.append([(y, "second"), (x, "second")])
+        except Exception as error:  # the test's thread: said in the main thread below
+            outcome["error"] = error
+
+    try:
+        with History.open(pg_history) as first:
+            with first._connection.transaction():  # type: ignore[attr-defined]
+                ((x_id, _),) = first.append([(x, "first")])
+                worker = threading.Thread(target=second)
+                worker.start()
+                waiting = time.monotonic() + 20
+                while not watcher.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'gpuaccept' "
+                    "AND wait_event_type = 'Lock'"
+                ).fetchone()[0]:
+                    assert time.monotonic() < waiting, "the second append never waited on x"
+                    time.sleep(0.05)
+                ((y_id, _),) = first.append([(y, "first")])
+            worker.join(30)
+    finally:
+        watcher.close()
+    assert not worker.is_alive()
+    assert "error" not in outcome, outcome.get("error")
+    assert outcome["stored"] == [(y_id, False), (x_id, False)]
+    assert _stored(pg_history) == 2
+
+
+def test_an_append_numbers_its_new_runs_in_the_reports_order(pg_history: str) -> None:
+    """Runs of one append are stored in their digests' order (above), but numbered in the
+    order they were given, as SQLite's store numbers them: the id breaks a tie between runs
+    of the same start (`history list`, latest_runs)."""
+    reports = [(gpu_report(f"node-{i}", [790.0]), "t") for i in range(6)]
+    with History.open(pg_history) as history:
+        stored = history.append(reports)
+        again = history.append([reports[3], (gpu_report("node-9", [790.0]), "t")])
+    ids = [run_id for run_id, new in stored]
+    assert all(new for _, new in stored)
+    assert ids == sorted(ids)
+    assert len(set(ids)) == 6
+    assert again[0] == (ids[3], False)
+    assert again[1][1]
+    assert again[1][0] > ids[-1]

@@ -432,17 +432,38 @@ class PgHistory(History):
             )
 
     def append(self, reports: Sequence[tuple[RunReport, str]]) -> list[tuple[int, bool]]:
-        stored: list[tuple[int, bool]] = []
         recorded_at = datetime.now(UTC).isoformat()
-        marks = ", ".join(["%s"] * (len(RUN_INSERT_COLUMNS.split(", ")) + 1))
-        new: list[FleetUpdate] = []  # not the reports: an import of thousands holds these
+        marks = ", ".join(["%s"] * (len(RUN_INSERT_COLUMNS.split(", ")) + 2))
+        digests = [report_sha256(report) for report, _ in reports]
+        stored: list[tuple[int, bool]] = [(0, False)] * len(reports)
+        # what the fleet's tables keep of each run this append stores, by its place in `reports`
+        new: dict[int, FleetUpdate] = {}
         with self._connection.transaction(), self._connection.cursor() as cursor:
-            for report, source in reports:
-                digest = report_sha256(report)
+            # In the digests' order, not the reports': a writer that meets a run another
+            # uncommitted append inserted waits for that append (the UNIQUE digest). Two appends
+            # sharing runs in opposite orders would each wait on a run the other holds, and the
+            # server ends one as a deadlock (seen in CI: 24 writers with shared runs,
+            # tests/record/test_spool.py). In one order, the append holding the smaller digest
+            # never waits on the other. The ids are drawn first, in the reports' order, so a
+            # run's id orders it among runs of the same start as SQLite's does; the fleet's
+            # tables below are kept in the reports' order too. (A run found stored leaves its
+            # drawn id unused, as ON CONFLICT leaves a serial's.)
+            ids = sorted(
+                int(row[0])
+                for row in cursor.execute(
+                    "SELECT nextval(pg_get_serial_sequence('runs', 'id')) "
+                    "FROM generate_series(1, %s)",
+                    (len(reports),),
+                ).fetchall()
+            )
+            for place in sorted(range(len(reports)), key=digests.__getitem__):
+                report, source = reports[place]
+                digest = digests[place]
                 cursor.execute(
-                    f"INSERT INTO runs ({RUN_INSERT_COLUMNS}, started_time) VALUES ({marks}) "
+                    f"INSERT INTO runs (id, {RUN_INSERT_COLUMNS}, started_time) VALUES ({marks}) "
                     "ON CONFLICT (report_sha256) DO NOTHING RETURNING id",
                     (
+                        ids[place],
                         *run_values(report, digest, recorded_at, source),
                         run_started(report.started_at),
                     ),
@@ -454,7 +475,7 @@ class PgHistory(History):
                     existing = cursor.fetchone()
                     if existing is None:  # pragma: no cover - UNIQUE guarantees one
                         raise HistoryError(f"history {self.location}: run {digest} vanished")
-                    stored.append((int(existing[0]), False))
+                    stored[place] = (int(existing[0]), False)
                     continue
                 run_id = int(inserted[0])
                 measurements = measurement_rows(report, run_id)
@@ -466,18 +487,18 @@ class PgHistory(History):
                         with cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
                             for values in rows:
                                 copy.write_row(values)
-                new.append(self._fleet_update(report, run_id, measurements))
-                stored.append((run_id, True))
+                new[place] = self._fleet_update(report, run_id, measurements)
+                stored[place] = (run_id, True)
             if new:
                 # The fleet's tables (latest_runs' displaced run, each GPU's newest figure, a
                 # timeline's links) are read and rewritten by each append: appends take turns
                 # at them, as SQLite's BEGIN IMMEDIATE makes them. After every run of this
                 # append is in: a writer holding the lock then waits on no row another writer
                 # holds (the fleet's rows of an uncommitted append are not written yet), so no
-                # two wait on each other (24 writers with shared runs: tests/record/test_spool.py)
+                # two wait on each other.
                 cursor.execute("SELECT pg_advisory_xact_lock(%s)", (_APPEND_LOCK,))
-                for update in new:
-                    self._keep_fleet_tables(cursor, update)
+                for place in sorted(new):
+                    self._keep_fleet_tables(cursor, new[place])
         return stored
 
     # -- reading ----------------------------------------------------------------------------
