@@ -30,6 +30,22 @@ def raise_on_rank1(rank: int, world_size: int, spec: Any) -> int:
     return rank
 
 
+# what torch raised on an H200 where two ranks of one group sat on one GPU (NCCL 2.28.9;
+# docs/results/2026-11-27-nvidia-h200-isolation-children.md): the cause on its last line
+NCCL_DUPLICATE_GPU = (
+    "NCCL error in: /pytorch/torch/csrc/distributed/c10d/NCCLUtils.cpp:93, invalid usage (run "
+    "with NCCL_DEBUG=WARN for details), NCCL version 2.28.9\nncclInvalidUsage: This usually "
+    "reflects invalid usage of NCCL library.\nLast error:\nDuplicate GPU detected : rank 0 and "
+    "rank 1 both on CUDA device 60"
+)
+
+
+def raise_nccl_error_on_rank1(rank: int, world_size: int, spec: Any) -> int:
+    if rank == 1:
+        raise RuntimeError(NCCL_DUPLICATE_GPU)
+    return rank
+
+
 def peer_loss_before_the_cause(rank: int, world_size: int, spec: Any) -> int:
     """Rank 0 reports a lost peer first (what gloo said here when rank 1 raised while rank 0 was
     still joining); rank 1's own error, the cause, arrives after it."""

@@ -95,6 +95,14 @@ def test_a_child_that_raises_or_dies_says_so_in_one_line(store: tuple[str, int])
     raised = _group(faults.raise_on_rank1, None, store, Deadlines(60, 60))
     assert alone(raised[0]), raised
     assert raised[1].startswith("RuntimeError: injected rank failure at faults.py:")
+    nccl = _group(faults.raise_nccl_error_on_rank1, None, store, Deadlines(60, 60), key="r3/g0/")
+    assert alone(nccl[0]), nccl
+    assert nccl[1].startswith(
+        "RuntimeError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/NCCLUtils.cpp:93, "
+        "invalid usage (run with NCCL_DEBUG=WARN for details), NCCL version 2.28.9; "
+        "ncclInvalidUsage: This usually reflects invalid usage of NCCL library. Last error: "
+        "Duplicate GPU detected : rank 0 and rank 1 both on CUDA device 60 at faults.py:"
+    ), nccl
     died = _group(faults.die_on_rank1, None, store, Deadlines(60, 3), key="r2/g0/")
     # rank 0 sleeps on (die_on_rank1), and is stopped
     assert died[0] == "did not finish its collectives within 3 s; stopped" or alone(died[0])

@@ -89,10 +89,16 @@ def work_then_leave(target: RankTarget, rank: int, world_size: int, payload: Any
 
 
 def error_line(error: BaseException) -> str:
-    """The error as one line: its type, message and where it was raised."""
+    """The error as one line: its type, message and where it was raised. NCCL's errors run over
+    several lines, the cause last ("...NCCL version 2.28.9\nncclInvalidUsage: ...\nLast
+    error:\nDuplicate GPU detected : rank 0 and rank 1 both on CUDA device 60", seen on an
+    H200): a report's evidence and a table's row keep all of it, on one line."""
     last = traceback.extract_tb(error.__traceback__)[-1:]
     where = f" at {Path(last[0].filename).name}:{last[0].lineno}" if last else ""
-    return f"{type(error).__name__}: {error}{where}"
+    said = ""
+    for line in filter(None, (line.strip() for line in str(error).splitlines())):
+        said += line if not said else (" " if said[-1] in ".:;," else "; ") + line
+    return f"{type(error).__name__}: {said}{where}"
 
 
 def run_ranks(
