@@ -512,6 +512,9 @@ REGISTRY: list[Input] = [
         "job scripts",
         "GPUACCEPT_TARGET",
         "env",
-        gap="selects the image target in the submit files; not attacked here",
+        covered_by=(
+            "tests/htcondor/test_submit_files.py::test_a_target_that_is_not_one_is_refused_at_submit",
+            "tests/htcondor/test_submit_files.py::test_a_target_in_other_letters_is_the_target_in_its_own",
+        ),
     ),
 ]

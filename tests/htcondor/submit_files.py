@@ -22,6 +22,9 @@ import classad2
 
 import htcondor
 
+# what `htcondor.Submit` raises where condor_submit stops (an `error :` line, a bad macro)
+HTCondorValueError = htcondor.HTCondorValueError
+
 REPO = Path(__file__).resolve().parents[2]
 SUBMIT_DIR = REPO / "htcondor"
 CONTAINER_JOBS = [
