@@ -20,7 +20,8 @@
 # GPUACCEPT_ACT_ARGS adds act options (e.g. "--breaker-share 0.05 --partition gpu"). The report
 # lands in $GPUACCEPT_RESULTS (default /var/lib/gpuaccept/reports) for `gpuaccept history import`.
 # Exit 0: passed (resumed if gpuaccept had drained it), or not judged (a run that judged nothing,
-# was interrupted, or could not start says so in the log and leaves the node as it is); 1:
+# was interrupted, or could not start says so in the log and leaves the node as it is, as does
+# a setting of this script's that is not one, refused before the run); 1:
 # failed, and drained (or it says why not); 4: failed, and the breaker refused the drain.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -28,11 +29,28 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/../tasks/job-lib.sh"
 
 node=${SLURMD_NODENAME:-$(hostname -s)}
+# A setting that is ours to fix is not the node's fault: not judged, never drained (exit 0: a
+# Prolog's non-zero exit drains the node). Checked before the run: a typo read after it would
+# cost the run, and leave a failed node undrained; `timeout 0` would never end it.
+not_judged() {
+  echo "healthcheck: $1; $node not judged, not drained" >&2
+  exit 0
+}
 results=${GPUACCEPT_RESULTS:-/var/lib/gpuaccept/reports}
 if ! mkdir -p "$results" 2>/dev/null || [[ ! -d $results || ! -w $results ]]; then
-  # the results path is ours to fix, not the node's fault: not judged, never drained
-  echo "healthcheck: GPUACCEPT_RESULTS=$results is not a directory this user can write; $node not judged, not drained" >&2
-  exit 0
+  not_judged "GPUACCEPT_RESULTS=$results is not a directory this user can write"
+fi
+case ${GPUACCEPT_ACT:-enforce} in
+  enforce | shadow | report) ;;
+  *) not_judged "GPUACCEPT_ACT=$GPUACCEPT_ACT is not one of enforce, shadow, report" ;;
+esac
+case ${GPUACCEPT_RESUME_LEVEL:-standard} in
+  quick | standard | full) ;;
+  *) not_judged "GPUACCEPT_RESUME_LEVEL=$GPUACCEPT_RESUME_LEVEL is not one of quick, standard, full" ;;
+esac
+limit=${GPUACCEPT_HEALTHCHECK_TIMEOUT:-600}
+if [[ ! $limit =~ ^[0-9]{1,7}(\.[0-9]+)?[smhd]?$ || $limit =~ ^0*(\.0*)?[smhd]?$ ]]; then
+  not_judged "GPUACCEPT_HEALTHCHECK_TIMEOUT=$limit is not a time above zero (600, 10m, 1h)"
 fi
 if ! gpuaccept_activate --no-cwd; then
   echo "healthcheck: gpuaccept not found; $node not judged" >&2
@@ -45,7 +63,7 @@ if [[ $reason =~ ^gpuaccept\ (quick|standard|full):\  ]]; then
   level=${GPUACCEPT_RESUME_LEVEL:-standard}
 fi
 # shellcheck disable=SC2086  # GPUACCEPT_HEALTHCHECK_ARGS is a list of options
-output=$(timeout "${GPUACCEPT_HEALTHCHECK_TIMEOUT:-600}" gpuaccept accept --level "$level" \
+output=$(timeout "$limit" gpuaccept accept --level "$level" \
   --report-dir "$results" --no-history ${GPUACCEPT_HEALTHCHECK_ARGS:-} 2>&1) && status=0 || status=$?
 echo "$output"
 # The verdict is the run's own, as its [RESULT] line renders it (gpuaccept/verdict.py): exit 1

@@ -7,11 +7,18 @@
 job_started_at=$(date -u +%Y-%m-%dT%H:%M:%S+00:00)
 
 # Put gpuaccept on PATH: $GPUACCEPT_ACTIVATE, the image's activation script, or a pixi-pack
-# environment unpacked next to the job (./activate.sh). Returns 3 when there is none.
+# environment unpacked next to the job (./activate.sh). Returns 3 when there is none, or when
+# $GPUACCEPT_ACTIVATE is set to what is not a readable file.
 # `gpuaccept_activate --no-cwd` never looks in the current directory: for scripts run as root by
 # a daemon (Slurm's health check), where whoever can write that directory would run code as root.
 gpuaccept_activate() {
   local hook hooks=("${GPUACCEPT_ACTIVATE:-}" /opt/gpuaccept/activate.sh)
+  if [[ -n "${GPUACCEPT_ACTIVATE:-}" && ! ( -f "$GPUACCEPT_ACTIVATE" && -r "$GPUACCEPT_ACTIVATE" ) ]]; then
+    # the hook named is not there: another gpuaccept (the image's, one in this directory)
+    # would run in its place, unsaid
+    echo "job: GPUACCEPT_ACTIVATE=$GPUACCEPT_ACTIVATE is not a file this user can read; gpuaccept not found" >&2
+    return 3
+  fi
   [[ ${1:-} == --no-cwd ]] || hooks+=(./activate.sh)
   for hook in "${hooks[@]}"; do
     if [[ -n "$hook" && -f "$hook" ]]; then

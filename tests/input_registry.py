@@ -439,20 +439,26 @@ REGISTRY: list[Input] = [
         "job scripts",
         "GPUACCEPT_ACTIVATE",
         "env",
-        covered_by=("tests/test_slurm.py::test_a_run_that_judged_nothing_does_not_drain",),
-        gap="a path that is not a script is not attacked yet",
+        covered_by=(
+            "tests/test_slurm.py::test_a_run_that_judged_nothing_does_not_drain",
+            "tests/test_job_scripts.py::test_an_activation_hook_that_is_not_a_file_is_said_and_no_other_gpuaccept_runs",
+        ),
     ),
     Input(
         "job scripts",
         "GPUACCEPT_HEALTHCHECK_ARGS",
         "env",
-        gap="not attacked; a bad option is gpuaccept's exit 2, read as not judged",
+        covered_by=(
+            "tests/test_job_scripts.py::test_bad_accept_or_act_options_in_the_health_check_are_said_and_drain_nothing",
+        ),
     ),
     Input(
         "job scripts",
         "GPUACCEPT_HEALTHCHECK_TIMEOUT",
         "env",
-        gap="not attacked; `timeout` refuses a bad value with 125, read as not judged",
+        covered_by=(
+            "tests/test_job_scripts.py::test_a_bad_health_check_setting_is_refused_before_the_run_and_drains_nothing",
+        ),
     ),
     Input(
         "job scripts",
@@ -460,14 +466,16 @@ REGISTRY: list[Input] = [
         "env",
         covered_by=(
             "tests/test_slurm.py::test_the_health_check_in_shadow_mode_drains_nothing_and_says_so",
+            "tests/test_job_scripts.py::test_a_bad_health_check_setting_is_refused_before_the_run_and_drains_nothing",
         ),
-        gap="a mode that is not one of act's is act's exit 2: the verdict stands, unacted on",
     ),
     Input(
         "job scripts",
         "GPUACCEPT_ACT_ARGS",
         "env",
-        gap="act's options, refused by act in one line (exit 2): the verdict stands, unacted on",
+        covered_by=(
+            "tests/test_job_scripts.py::test_bad_accept_or_act_options_in_the_health_check_are_said_and_drain_nothing",
+        ),
     ),
     Input(
         "job scripts",
@@ -475,8 +483,8 @@ REGISTRY: list[Input] = [
         "env",
         covered_by=(
             "tests/test_slurm.py::test_a_node_gpuaccept_drained_is_checked_at_the_level_that_can_return_it",
+            "tests/test_job_scripts.py::test_a_bad_health_check_setting_is_refused_before_the_run_and_drains_nothing",
         ),
-        gap="a level that is not one is accept's exit 2: not judged, left drained",
     ),
     Input("job scripts", "GPUACCEPT_PAIRWISE", "env", gap="only 1 enables; not attacked"),
     Input(

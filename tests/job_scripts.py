@@ -32,7 +32,6 @@ def run_job(
         "PATH": "/usr/bin:/bin",
         "HOME": str(box),
         "_CONDOR_SCRATCH_DIR": str(box),
-        "GPUACCEPT_ACTIVATE": str(box / "no-such-hook.sh"),
         **(env or {}),
     }
     if activate:

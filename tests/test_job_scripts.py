@@ -303,3 +303,137 @@ def test_the_health_check_with_its_results_under_a_file_does_not_judge_or_drain(
         f"healthcheck: GPUACCEPT_RESULTS={blocker / 'reports'} is not a directory this user can "
         "write; gpu-17 not judged, not drained"
     ]
+
+
+def _health_check(tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """slurm/healthcheck.sh as slurmd runs it on node gpu-17, with this venv's gpuaccept and no
+    Slurm to reach (an `sinfo` that fails: no drain reason), `env` over that."""
+    hook = tmp_path / "activate-test.sh"
+    hook.write_text(f'export PATH="{Path(sys.executable).parent}:$PATH"\n')
+    stubs = tmp_path / "bin"
+    stubs.mkdir(exist_ok=True)
+    (stubs / "sinfo").write_text("#!/bin/sh\nexit 1\n")
+    (stubs / "sinfo").chmod(0o755)
+    environ = {
+        "PATH": f"{stubs}:/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "SLURMD_NODENAME": "gpu-17",
+        "GPUACCEPT_RESULTS": str(tmp_path / "reports"),
+        "GPUACCEPT_ACTIVATE": str(hook),
+        "GPUACCEPT_HEALTHCHECK_ARGS": "--device cpu --only stack",
+    }
+    for name in ("CONDOR_CONFIG", "OMP_NUM_THREADS"):
+        if name in os.environ:
+            environ[name] = os.environ[name]
+    return subprocess.run(
+        [str(REPO / "slurm" / "healthcheck.sh")],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=tmp_path,
+        env=environ | env,
+        timeout=300,
+    )
+
+
+@pytest.mark.parametrize(
+    ("env", "said"),
+    [
+        (
+            {"GPUACCEPT_ACT": "enforced"},
+            "GPUACCEPT_ACT=enforced is not one of enforce, shadow, report",
+        ),
+        ({"GPUACCEPT_ACT": "--help"}, "GPUACCEPT_ACT=--help is not one of"),
+        ({"GPUACCEPT_RESUME_LEVEL": "burnin"}, "GPUACCEPT_RESUME_LEVEL=burnin is not one of quick"),
+        (
+            {"GPUACCEPT_HEALTHCHECK_TIMEOUT": "0"},
+            "GPUACCEPT_HEALTHCHECK_TIMEOUT=0 is not a time above",
+        ),
+        (
+            {"GPUACCEPT_HEALTHCHECK_TIMEOUT": "0.0s"},
+            "GPUACCEPT_HEALTHCHECK_TIMEOUT=0.0s is not a time",
+        ),
+        (
+            {"GPUACCEPT_HEALTHCHECK_TIMEOUT": "ten"},
+            "GPUACCEPT_HEALTHCHECK_TIMEOUT=ten is not a time",
+        ),
+        (
+            {"GPUACCEPT_HEALTHCHECK_TIMEOUT": "10x"},
+            "GPUACCEPT_HEALTHCHECK_TIMEOUT=10x is not a time",
+        ),
+        ({"GPUACCEPT_HEALTHCHECK_TIMEOUT": "-5"}, "GPUACCEPT_HEALTHCHECK_TIMEOUT=-5 is not a time"),
+    ],
+)
+def test_a_bad_health_check_setting_is_refused_before_the_run_and_drains_nothing(
+    tmp_path: Path, env: dict[str, str], said: str
+) -> None:
+    """Issue #30 §9. Read after the run, a bad act mode or resume level cost the run and left a
+    failed node undrained; `timeout 0` never ends the run. Refused first, in one line, exit 0
+    (a Prolog's non-zero exit drains the node): nothing run, nothing written."""
+    done = _health_check(tmp_path, env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith(f"healthcheck: {said}"), line
+    assert line.endswith("; gpu-17 not judged, not drained"), line
+    assert done.stdout == ""
+    assert list((tmp_path / "reports").iterdir()) == []
+
+
+@pytest.mark.parametrize("form", ["missing", "directory", "fifo", "dev-zero"])
+def test_an_activation_hook_that_is_not_a_file_is_said_and_no_other_gpuaccept_runs(
+    tmp_path: Path, form: str
+) -> None:
+    """GPUACCEPT_ACTIVATE (issue #30 §9) naming what is not a file was passed over in silence, and
+    the image's gpuaccept (or one unpacked beside a job) ran in its place."""
+    hook = tmp_path / "hook"
+    if form == "directory":
+        hook.mkdir()
+    elif form == "fifo":
+        os.mkfifo(hook)
+    elif form == "dev-zero":
+        hook.symlink_to("/dev/zero")
+    box = sandbox(tmp_path, "accept.sh")
+    planted = tmp_path / "planted"
+    (box / "activate.sh").write_text(f"touch {planted}\n")  # the pack's hook beside the job
+    done = run_job(box, "accept.sh", activate=False, env={"GPUACCEPT_ACTIVATE": str(hook)})
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert (
+        f"job: GPUACCEPT_ACTIVATE={hook} is not a file this user can read; gpuaccept not found"
+        in done.stderr
+    )
+    assert not planted.exists()
+    [check] = load_report(box / "report.json").checks
+    assert "exited 3" in check.message
+    checked = _health_check(tmp_path, {"GPUACCEPT_ACTIVATE": str(hook)})
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert checked.stderr.strip().splitlines() == [
+        f"job: GPUACCEPT_ACTIVATE={hook} is not a file this user can read; gpuaccept not found",
+        "healthcheck: gpuaccept not found; gpu-17 not judged",
+    ]
+
+
+def test_bad_accept_or_act_options_in_the_health_check_are_said_and_drain_nothing(
+    tmp_path: Path,
+) -> None:
+    """GPUACCEPT_HEALTHCHECK_ARGS and GPUACCEPT_ACT_ARGS (issue #30 §9) are options of accept and
+    act, refused by them in one line (exit 2): the node is not judged, or its verdict stands
+    unacted on, and the log says which."""
+    bad_accept = _health_check(tmp_path, {"GPUACCEPT_HEALTHCHECK_ARGS": "--levle quick"})
+    assert bad_accept.returncode == 0, bad_accept.stdout + bad_accept.stderr
+    assert "No such option: --levle" in bad_accept.stdout
+    assert bad_accept.stderr.strip().splitlines()[-1] == (
+        "healthcheck: gpu-17 not judged (gpuaccept exited 2); not drained"
+    )
+    failed = _health_check(
+        tmp_path,
+        {
+            "GPUACCEPT_HEALTHCHECK_ARGS": "--device cpu --only inventory --expect-gpus 1",
+            "GPUACCEPT_ACT_ARGS": "--breaker-share lots",
+        },
+    )
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    (line,) = failed.stderr.strip().splitlines()
+    assert line.startswith(
+        "healthcheck: gpu-17 failed (gpuaccept quick: inventory) but could not be drained: "
+    ), line
+    assert "--breaker-share" in line
