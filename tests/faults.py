@@ -48,7 +48,10 @@ def raise_nccl_error_on_rank1(rank: int, world_size: int, spec: Any) -> int:
 
 def peer_loss_before_the_cause(rank: int, world_size: int, spec: Any) -> int:
     """Rank 0 reports a lost peer first (what gloo said here when rank 1 raised while rank 0 was
-    still joining); rank 1's own error, the cause, arrives after it."""
+    still joining); rank 1's own error, the cause, arrives after it. Both have joined first: a
+    rank 0 that raised while rank 1 was still joining made rank 1's own error a real "closed by
+    peer" (CI, on a loaded 2-core machine), and then no rank had a cause to name."""
+    dist.barrier()
     if rank == 0:
         raise RuntimeError(
             "Gloo connectFullMesh failed with [pair.cc:553] Connection closed by peer "
