@@ -95,11 +95,16 @@ gpuaccept_ensure_report() {
 
 # Slurm jobs: this node's report path, $GPUACCEPT_RESULTS (default results/) as
 # KIND-JOBID-NODE.json (KIND: accept unless given), in slurm_report; its stem in slurm_stem; a
-# scratch directory in slurm_work, removed on exit.
+# scratch directory in slurm_work, removed on exit. Exits 2 where the results cannot be written.
 gpuaccept_slurm_paths() {
   local results=${GPUACCEPT_RESULTS:-results}
   local node=${SLURMD_NODENAME:-$(hostname -s)}
-  mkdir -p "$results"
+  if ! mkdir -p "$results" 2>/dev/null || [[ ! -d $results || ! -w $results ]]; then
+    # set -e stopped here with mkdir's own words and exit 1, a job's "not accepted"; an input
+    # error, and no report can be written anywhere
+    echo "job: GPUACCEPT_RESULTS=$results is not a directory this user can write" >&2
+    exit 2
+  fi
   # shellcheck disable=SC2034  # read by the sourcing job script
   slurm_stem="$results/${1:-accept}-${SLURM_JOB_ID:-local}-$node"
   # shellcheck disable=SC2034

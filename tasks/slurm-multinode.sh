@@ -27,9 +27,15 @@ if ! [[ $nproc =~ ^[1-9][0-9]{0,3}$ ]]; then
   exit 2
 fi
 extra=()
-if [[ "${GPUACCEPT_PAIRWISE:-0}" == 1 ]]; then
-  extra+=(--pairwise)
-fi
+case "${GPUACCEPT_PAIRWISE:-0}" in
+  0) ;;
+  1) extra+=(--pairwise) ;;
+  *)
+    # "yes" or "true" ran the job without the pair-wise stage, unsaid
+    echo "slurm-multinode.sh: error: GPUACCEPT_PAIRWISE=$GPUACCEPT_PAIRWISE: expected 1 (pair-wise) or 0" >&2
+    exit 2
+    ;;
+esac
 case "${GPUACCEPT_RAILS:-0}" in
   0) ;;
   1) extra+=(--rails) ;;

@@ -421,8 +421,9 @@ REGISTRY: list[Input] = [
         covered_by=(
             "tests/test_job_scripts.py::"
             "test_the_health_check_with_its_results_under_a_file_does_not_judge_or_drain",
+            "tests/test_job_scripts.py::"
+            "test_a_slurm_job_whose_results_cannot_be_written_says_so_as_an_input_error",
         ),
-        gap="attacked for the health check only; the batch scripts rely on gpuaccept's own checks",
     ),
     Input(
         "job scripts",
@@ -486,7 +487,15 @@ REGISTRY: list[Input] = [
             "tests/test_job_scripts.py::test_a_bad_health_check_setting_is_refused_before_the_run_and_drains_nothing",
         ),
     ),
-    Input("job scripts", "GPUACCEPT_PAIRWISE", "env", gap="only 1 enables; not attacked"),
+    Input(
+        "job scripts",
+        "GPUACCEPT_PAIRWISE",
+        "env",
+        covered_by=(
+            "tests/test_job_scripts.py::"
+            "test_a_bad_isolation_setting_is_refused_in_one_line_before_torchrun",
+        ),
+    ),
     Input(
         "job scripts",
         "GPUACCEPT_RAILS",

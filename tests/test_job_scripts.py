@@ -265,6 +265,8 @@ def test_a_bad_local_address_is_refused_in_one_line_before_torchrun(
         ({"GPUACCEPT_TOPOLOGY": "/etc/topology.conf"}, "GPUACCEPT_TOPOLOGY guides"),
         ({"GPUACCEPT_RAILS": "yes"}, "GPUACCEPT_RAILS=yes: expected 1 (rails) or 0"),
         ({"GPUACCEPT_RAILS": "2"}, "GPUACCEPT_RAILS=2: expected"),
+        ({"GPUACCEPT_PAIRWISE": "yes"}, "GPUACCEPT_PAIRWISE=yes: expected 1 (pair-wise) or 0"),
+        ({"GPUACCEPT_PAIRWISE": "true"}, "GPUACCEPT_PAIRWISE=true: expected"),
     ],
 )
 def test_a_bad_isolation_setting_is_refused_in_one_line_before_torchrun(
@@ -437,3 +439,28 @@ def test_bad_accept_or_act_options_in_the_health_check_are_said_and_drain_nothin
         "healthcheck: gpu-17 failed (gpuaccept quick: inventory) but could not be drained: "
     ), line
     assert "--breaker-share" in line
+
+
+@pytest.mark.parametrize("script", ["slurm-accept.sh", "slurm-burnin.sh", "slurm-multinode.sh"])
+def test_a_slurm_job_whose_results_cannot_be_written_says_so_as_an_input_error(
+    tmp_path: Path, script: str
+) -> None:
+    """GPUACCEPT_RESULTS (issue #30 §9) under a file: set -e stopped the job with mkdir's own
+    words and exit 1, which a job's caller reads as "not accepted"."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    box = sandbox(tmp_path, script)
+    done = run_job(
+        box,
+        script,
+        env={
+            "GPUACCEPT_RESULTS": str(blocker / "results"),
+            "SLURM_JOB_ID": "81",
+            "SLURMD_NODENAME": "n2",
+            "GPUACCEPT_RDZV_ENDPOINT": "127.0.0.1:29400",
+        },
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"job: GPUACCEPT_RESULTS={blocker / 'results'} is not a directory this user can write"
+    ]
