@@ -8,6 +8,12 @@ a cable: the case bisection is for); nodes that fail alone are named by the scre
 The wall time is modelled: every round, bisection's or pairwise's, costs --round-seconds (a job
 launch and one all-reduce test), since the groups of a round run at the same time. Nodes of
 several GPUs get the second screen, with NVLink off (one round more), as `accept --isolate` runs.
+Measured for two nodes on one H200 (docs/results/2026-11-27-nvidia-h200-isolation-children.md),
+each round's groups in processes of their own (start, torch, NCCL's communicator, the
+collectives): 6.9 s for two rounds (a screen that passed, a whole round NCCL refused at its
+start: two ranks on one GPU), 16.8 s for a screen whose node hangs (its work deadline, 11.6 s,
+and the start). The 45 s default is for a fleet's rounds, where NCCL's start across the
+group and the slowest group's deadline set the pace; these figures say what the two-node floor is.
 """
 
 from __future__ import annotations
