@@ -345,3 +345,93 @@ def test_the_h200s_pcie_facts_are_what_a_real_h200_linked_at_under_load() -> Non
     for slower in ({"pcie_gen_loaded": 4}, {"pcie_width_loaded": 8}):
         worse = judge_load_summary({**summary, **slower}, model, "gpu0", pcie_loaded=True)
         assert [text for text in worse.failures if "PCIe" in text], slower
+
+
+H100_PCIE = load_shipped_references().models["h100-pcie"]
+
+
+@pytest.mark.parametrize(
+    ("loaded", "slot", "failures", "warns"),
+    [
+        # a Gen5 card in a Gen4 server (NVIDIA's own MLPerf system of 8 H100 PCIe on an EPYC 7742
+        # says "PCIe Gen4 x16"): built so, not broken
+        ((4, 16), (4, 16), [], ["gpu0: the slot allows PCIe Gen4, a H100 PCIe links at Gen5"]),
+        ((3, 16), (4, 16), ["gpu0: PCIe Gen3 under load, its slot allows Gen4"], ["Gen4"]),
+        ((4, 16), (5, 16), ["gpu0: PCIe Gen4 under load, a H100 PCIe links at Gen5"], []),
+        ((5, 8), (5, 8), [], ["gpu0: the slot allows PCIe x8, a H100 PCIe links at x16"]),
+        ((5, 4), (5, 8), ["gpu0: PCIe x4 under load, its slot allows x8"], ["x8"]),
+        # what NVML could not say is the model's: a Gen4 link then fails, as before
+        ((4, 16), (None, None), ["gpu0: PCIe Gen4 under load, a H100 PCIe links at Gen5"], []),
+    ],
+)
+def test_a_link_is_held_to_what_its_slot_allows_and_says_so(
+    loaded: tuple[int, int],
+    slot: tuple[int | None, int | None],
+    failures: list[str],
+    warns: list[str],
+) -> None:
+    trace = _of(_at(1.0, pcie_gen=loaded[0], pcie_width=loaded[1]))
+    trace.pcie_gen_slot, trace.pcie_width_slot = slot
+    verdict = judge_load(trace, H100_PCIE, "gpu0", pcie_loaded=True)
+    assert verdict.failures == failures
+    assert len(verdict.warnings) == len(warns)
+    for said, fragment in zip(verdict.warnings, warns, strict=True):
+        assert said.startswith(fragment) if fragment.startswith("gpu0") else fragment in said
+    # a burn-in keeps the summary, not the trace: the slot is in it, and judged again from it
+    assert (verdict.summary["pcie_gen_slot"], verdict.summary["pcie_width_slot"]) == slot
+
+
+@pytest.mark.parametrize(
+    ("slot", "share"),
+    [((4, 16), 0.5), ((5, 8), 0.5), ((4, 8), 0.25), ((5, 16), None), ((6, 16), None), (None, None)],
+)
+def test_the_share_of_the_model_link_a_slot_carries(
+    slot: tuple[int, int] | None, share: float | None
+) -> None:
+    from gpuaccept.checks.load_judging import slot_share
+
+    found = slot_share(H100_PCIE, *(slot or (None, None)))
+    assert (found[0] if found else None) == share
+    if found:
+        assert found[1] == (
+            f"the slot allows PCIe Gen{min(slot[0], 5)} x{min(slot[1], 16)}, "  # type: ignore[index]
+            "a H100 PCIe links at Gen5 x16"
+        )
+    assert slot_share(None, 4, 16) is None
+    assert slot_share(load_shipped_references().models["gh200"], 4, 16) is None  # C2C: no PCIe
+
+
+@pytest.mark.parametrize(("slot_gen", "passes"), [(4, True), (5, False)])
+def test_a_gen5_card_in_a_gen4_server_passes_transfer_at_its_slots_floor(
+    fake_gpus: Any, monkeypatch: pytest.MonkeyPatch, slot_gen: int, passes: bool
+) -> None:
+    """25 GB/s each way is all a Gen4 x16 slot carries (A100s' aznhc floor is 21): a healthy H100
+    PCIe there failed `transfer` twice, on its Gen5 floor (48 x 0.9) and on its link. In a Gen5
+    slot the same figures and link are a fault."""
+    import types
+
+    from gpuaccept.checks import transfer
+    from gpuaccept.results import Status
+    from tests.checks.conftest import gpu_context
+
+    pcie = {"gen": 4, "gen_max_gpu": 5, "gen_max_system": slot_gen, "width": 16, "width_max": 16}
+    gpu = h100_sxm(name="NVIDIA H100 PCIe", pci_device_id=0x233110DE, pcie=pcie)
+    fake_gpus({"gpus": [gpu]})
+    monkeypatch.setattr(transfer, "torch_device", lambda _target: "cuda:0")
+    monkeypatch.setattr(
+        transfer,
+        "measure_transfer_gbps",
+        lambda *a, **k: types.SimpleNamespace(median_gbps=25.0),
+    )
+    monkeypatch.setattr(transfer, "keep_copying", lambda *a: time.sleep(0.5))
+    result = transfer.run(gpu_context("standard"))
+    figures = {m.name: m for m in result.measurements}
+    assert figures["h2d_pinned_gbps"].reference is not None
+    if passes:
+        assert result.status is Status.WARN, result.message
+        assert figures["h2d_pinned_gbps"].reference.floor == pytest.approx(48 * 0.5 * 0.9)
+        assert "x 0.5: the slot allows PCIe Gen4 x16" in figures["d2h_pinned_gbps"].reference.source
+    else:
+        assert result.status is Status.FAIL
+        assert figures["h2d_pinned_gbps"].reference.floor == pytest.approx(48 * 0.9)
+        assert "Gen4 under load, a H100 PCIe links at Gen5" in result.message

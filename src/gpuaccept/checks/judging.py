@@ -78,14 +78,24 @@ class Findings:
         value: float,
         unit: str,
         where: str | None = None,
+        share: tuple[float, str] | None = None,
     ) -> Measurement:
-        """Record a figure judged against the reference for the target's model."""
+        """Record a figure judged against the reference for the target's model; `share` holds it
+        to that share of the reference, and says why in the reference's source."""
         model = target_model(context, target)
         if model is None:
             self.unknown_models.add(
                 f"{target.name} (a MIG instance)" if target.mig else target.name
             )
         reference = context.references.lookup(model, metric)
+        if reference is not None and share is not None:
+            fraction, why = share
+            reference = reference.model_copy(
+                update={
+                    "value": reference.value * fraction,
+                    "source": f"{reference.source}; x {fraction:g}: {why}",
+                }
+            )
         measurement = Measurement(
             name=metric,
             value=value,

@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from gpuaccept.checks.context import CheckContext
-from gpuaccept.checks.judging import Findings, measurement_targets, torch_device
-from gpuaccept.checks.load_judging import judge_trace
+from gpuaccept.checks.judging import Findings, measurement_targets, target_model, torch_device
+from gpuaccept.checks.load_judging import judge_trace, slot_share
 from gpuaccept.measure.transfer import DIRECTIONS, keep_copying, measure_transfer_gbps
 from gpuaccept.probe.load_sampler import sampler_for
 from gpuaccept.results import CheckResult
@@ -24,12 +24,24 @@ def run(context: CheckContext) -> CheckResult:
     for target in measurement_targets(context):
         device = torch_device(target)
         with sampler_for(target.index, target.uuid) as sampler:
+            # a Gen5 card in a Gen4 server is built so, not broken: its floor is the slot's
+            key = target_model(context, target)
+            share = slot_share(
+                context.references.models.get(key) if key is not None else None,
+                sampler.trace.pcie_gen_slot,
+                sampler.trace.pcie_width_slot,
+            )
             for direction in DIRECTIONS:
                 figure = measure_transfer_gbps(
                     device, direction, settings.transfer_bytes, True, 2, settings.transfer_repeats
                 )
                 findings.judge(
-                    context, target, f"{direction}_pinned_gbps", figure.median_gbps, "GB/s"
+                    context,
+                    target,
+                    f"{direction}_pinned_gbps",
+                    figure.median_gbps,
+                    "GB/s",
+                    share=share,
                 )
             # a second of traffic: the link is sampled at least a few times while it is busy
             keep_copying(device, settings.transfer_bytes, LINK_SAMPLE_SECONDS)

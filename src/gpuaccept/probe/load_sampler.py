@@ -42,6 +42,13 @@ class LoadTrace:
     samples: list[LoadSample] = field(default_factory=list)
     sm_clock_max_mhz: float | None = None
     problem: str | None = None
+    # The link this GPU and its slot can both reach: NVML's nvmlDeviceGetMaxPcieLinkGeneration
+    # and ...Width, "possible with this device and system" ("for a generation 2 PCIe device
+    # attached to a generation 1 PCIe bus the max link generation this function will report is
+    # generation 1": NVIDIA's nvml.h). Read from the ends' capabilities, not the trained link, so
+    # a link that trained down still shows what it should have reached.
+    pcie_gen_slot: int | None = None
+    pcie_width_slot: int | None = None
 
 
 def take_sample(nvml: Any, handle: Any, seconds: float) -> LoadSample:
@@ -89,6 +96,12 @@ class LoadSampler:
             self._nvml.nvmlDeviceGetMaxClockInfo, self._handle, self._nvml.NVML_CLOCK_SM
         )
         self.trace.sm_clock_max_mhz = float(maximum) if maximum is not None else None
+        self.trace.pcie_gen_slot = read_or_none(
+            self._nvml.nvmlDeviceGetMaxPcieLinkGeneration, self._handle
+        )
+        self.trace.pcie_width_slot = read_or_none(
+            self._nvml.nvmlDeviceGetMaxPcieLinkWidth, self._handle
+        )
         self._thread = threading.Thread(target=self._run, name="load-sampler", daemon=True)
         self._thread.start()
         return self
