@@ -135,3 +135,45 @@ def test_a_figure_is_what_its_source_says(model: str, metric: str, reference: ob
 
 def _borrowed_metric(metric: str) -> str:
     return "matmul_bf16_tflops" if metric.startswith("matmul_bf16") else metric
+
+
+# Boards whose GPUs meet through NVSwitches, where the fabric manager must register every GPU
+# (`switch_fabric`): NVIDIA AI Enterprise 8.0's NVSwitch page lists the "Platform Support for
+# NVIDIA NVSwitch" as the HGX B300, B200, H200, H100, H800 and A100 8-GPU baseboards
+# (docs.nvidia.com/ai-enterprise/release-8/8.0/infra-software/vgpu/features/nvswitch.html); a
+# GB200 NVL72's GPUs meet through "5th-gen NVLink and NVLink Switches" (its MLPerf system
+# description: mlcommons/inference_results_v6.1 closed/Crusoe/systems/
+# GB200-NVL72_GB200-186GB_aarch64x16_Dynamo.json). The H20, GB300 and the rest: no source read.
+ON_NVSWITCH = {
+    "b300": "HGX B300 8-GPU baseboard (NVIDIA AI Enterprise 8.0)",
+    "b200": "HGX B200 8-GPU baseboard (NVIDIA AI Enterprise 8.0)",
+    "h200": "HGX H200 8-GPU baseboard (NVIDIA AI Enterprise 8.0)",
+    "h100-sxm": "HGX H100 8-GPU baseboard (NVIDIA AI Enterprise 8.0)",
+    "h800": "HGX H800 8-GPU baseboard (NVIDIA AI Enterprise 8.0)",
+    "a100-sxm": "HGX A100 8-GPU baseboard (NVIDIA AI Enterprise 8.0)",
+    "gb200": "GB200 NVL72: 5th-gen NVLink and NVLink Switches (MLPerf v6.1, Crusoe)",
+}
+# The host link of SXM boards as their makers' MLPerf system descriptions state it
+# ("accelerator_host_interconnect"). An SXM GPU's host link is the baseboard's design; a PCIe
+# card's is its slot's (NVIDIA's own 8 x H100 PCIe on EPYC 7742 says "PCIe Gen4 x16": not a
+# source for that card's own generation, so no PCIe card is stated here).
+HOST_LINK = {
+    # mlcommons/inference_results_v4.1 closed/NVIDIA/systems/H200-SXM-141GBx8_TRT.json
+    "h200": (5, 16),
+    # mlcommons/inference_results_v4.1 closed/NVIDIA/systems/DGX-H100_H100-SXM-80GBx8_TRT.json
+    "h100-sxm": (5, 16),
+    # mlcommons/inference_results_v6.0 closed/Nebius/systems/nebius_b200_n1.json
+    "b200": (5, 16),
+}
+
+
+@pytest.mark.parametrize(("model", "source"), sorted(ON_NVSWITCH.items()))
+def test_a_model_on_nvswitch_boards_needs_its_fabric_registered(model: str, source: str) -> None:
+    assert TABLE.models[model].switch_fabric, source
+
+
+@pytest.mark.parametrize(("model", "link"), sorted(HOST_LINK.items()))
+def test_an_sxm_boards_host_link_is_its_makers(model: str, link: tuple[int, int]) -> None:
+    entry = TABLE.models[model]
+    assert entry.form_factor == "SXM"
+    assert (entry.pcie_gen, entry.pcie_width) == link
