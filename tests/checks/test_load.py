@@ -362,6 +362,8 @@ H100_PCIE = load_shipped_references().models["h100-pcie"]
         ((5, 4), (5, 8), ["gpu0: PCIe x4 under load, its slot allows x8"], ["x8"]),
         # what NVML could not say is the model's: a Gen4 link then fails, as before
         ((4, 16), (None, None), ["gpu0: PCIe Gen4 under load, a H100 PCIe links at Gen5"], []),
+        # a generation no sample read leaves the width judged
+        ((None, 8), (None, None), ["gpu0: PCIe x8 under load, a H100 PCIe links at x16"], []),
     ],
 )
 def test_a_link_is_held_to_what_its_slot_allows_and_says_so(
@@ -374,6 +376,9 @@ def test_a_link_is_held_to_what_its_slot_allows_and_says_so(
     trace.pcie_gen_slot, trace.pcie_width_slot = slot
     verdict = judge_load(trace, H100_PCIE, "gpu0", pcie_loaded=True)
     assert verdict.failures == failures
+    if warns and warns[0].startswith("gpu0"):  # said whole once: what is held, and to what
+        what = "generation" if "Gen" in warns[0] else "width"
+        assert verdict.warnings == [f"{warns[0]}: its link {what} is held to the slot's"]
     assert len(verdict.warnings) == len(warns)
     for said, fragment in zip(verdict.warnings, warns, strict=True):
         assert said.startswith(fragment) if fragment.startswith("gpu0") else fragment in said
@@ -383,7 +388,15 @@ def test_a_link_is_held_to_what_its_slot_allows_and_says_so(
 
 @pytest.mark.parametrize(
     ("slot", "share"),
-    [((4, 16), 0.5), ((5, 8), 0.5), ((4, 8), 0.25), ((5, 16), None), ((6, 16), None), (None, None)],
+    [
+        ((4, 16), 0.5),
+        ((5, 8), 0.5),
+        ((4, 8), 0.25),
+        ((1, 16), 2.5 / 32),  # Gen1's 2.5 Gbit/s a lane: the table's first row
+        ((5, 16), None),
+        ((6, 16), None),
+        (None, None),
+    ],
 )
 def test_the_share_of_the_model_link_a_slot_carries(
     slot: tuple[int, int] | None, share: float | None
@@ -398,6 +411,11 @@ def test_the_share_of_the_model_link_a_slot_carries(
             "a H100 PCIe links at Gen5 x16"
         )
     assert slot_share(None, 4, 16) is None
+    # a model with a generation but no width (or the other way round) is not scaled
+    from gpuaccept.references import ModelReferences
+
+    assert slot_share(ModelReferences(display="x", pcie_gen=5), 4, 16) is None
+    assert slot_share(ModelReferences(display="x", pcie_width=16), 4, 8) is None
     assert slot_share(load_shipped_references().models["gh200"], 4, 16) is None  # C2C: no PCIe
 
 
