@@ -142,6 +142,9 @@ def test_samples_of_the_ramp_are_not_judged_but_the_last_one_is_when_all_are() -
     assert judge_load(short, H100, "gpu0").failures == [
         "gpu0: hardware slowdown under load in 1 of 1 samples"
     ]
+    three = _of(_at(0.1), _at(0.2, reasons=("hardware slowdown",)), _at(0.3))
+    assert judge_load(three, H100, "gpu0").failures == []  # the last one alone, not the last two
+    assert judge_load(three, H100, "gpu0").summary["loaded_samples"] == 1
 
 
 def test_software_thermal_slowdown_warns_and_every_sample_is_counted() -> None:
@@ -209,7 +212,8 @@ def test_the_summary_of_a_of() -> None:
 
 
 @pytest.mark.parametrize(
-    ("gen", "lanes", "limit"), [(5, 16, 31), (4, 16, 16), (3, 8, 4), (1, 1, 1), (9, 16, 62)]
+    ("gen", "lanes", "limit"),
+    [(5, 16, 31), (4, 16, 16), (3, 8, 4), (1, 1, 1), (1, 16, 3), (9, 16, 62)],
 )
 def test_dcgm_s_replay_limits(gen: int, lanes: int, limit: int) -> None:
     assert replay_rate_limit(gen, lanes) == limit
@@ -445,6 +449,12 @@ def test_a_gen5_card_in_a_gen4_server_passes_transfer_at_its_slots_floor(
     result = transfer.run(gpu_context("standard"))
     figures = {m.name: m for m in result.measurements}
     assert figures["h2d_pinned_gbps"].reference is not None
+    # the samples and their summary reach the report's details, as the HTML report draws them
+    details = result.details["load"]["gpu0"]
+    assert details["sm_clock_max_mhz"] == 1980.0
+    assert details["samples"]
+    assert {s["pcie_gen"] for s in details["samples"]} == {4}
+    assert details["summary"]["pcie_gen_slot"] == slot_gen
     if passes:
         assert result.status is Status.WARN, result.message
         assert figures["h2d_pinned_gbps"].reference.floor == pytest.approx(48 * 0.5 * 0.9)
@@ -452,4 +462,45 @@ def test_a_gen5_card_in_a_gen4_server_passes_transfer_at_its_slots_floor(
     else:
         assert result.status is Status.FAIL
         assert figures["h2d_pinned_gbps"].reference.floor == pytest.approx(48 * 0.9)
-        assert "Gen4 under load, a H100 PCIe links at Gen5" in result.message
+        assert "gpu0: PCIe Gen4 under load, a H100 PCIe links at Gen5" in result.message
+
+
+@pytest.mark.parametrize(("level", "fails"), [("full", True), ("standard", False)])
+def test_a_check_s_trace_is_judged_at_its_level_into_what_it_already_found(
+    fake_gpus: Any, level: str, fails: bool
+) -> None:
+    """judge_trace: the check's level decides whether a sagging clock fails (full) or warns, and
+    the findings keep what the check had already found."""
+    from gpuaccept.checks.judging import Findings, measurement_targets
+    from gpuaccept.checks.load_judging import judge_trace
+    from tests.checks.conftest import gpu_context
+
+    fake_gpus({"gpus": [h100_sxm()]})
+    context = gpu_context(level)
+    (target,) = measurement_targets(context)
+    findings = Findings("compute", "COMPUTE")
+    findings.warnings.append("found before")
+    sag = _of(_at(0.5, sm_clock_mhz=900.0), _at(1.0, sm_clock_mhz=900.0))
+    details = judge_trace(context, findings, target, sag)
+    said = "gpu0: SM clock under load 900 MHz (median), below 0.6 x its 2000 MHz maximum"
+    assert findings.failures == ([said] if fails else [])
+    assert findings.warnings == ["found before"] + ([] if fails else [said])
+    assert details["summary"]["loaded_samples"] == 2
+
+
+def test_replays_without_a_link_generation_are_not_judged() -> None:
+    """A replay count that grew, read with a width but no generation (NVML answered one and not
+    the other): no rate can be set, so no finding, and no crash."""
+    from gpuaccept.checks.load_judging import judge_load_summary
+
+    summary = {
+        "samples": 2,
+        "loaded_samples": 2,
+        "pcie_replays_grown": 500,
+        "pcie_replay_minutes": 1.0,
+        "pcie_replay_gen": None,
+        "pcie_replay_width": 16,
+    }
+    verdict = judge_load_summary(summary, H100, "gpu0")
+    assert (verdict.failures, verdict.warnings) == ([], [])
+    assert judge_load_summary({**summary, "pcie_replay_gen": 5}, H100, "gpu0").warnings
