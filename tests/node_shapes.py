@@ -526,6 +526,27 @@ SHAPES: list[Shape] = [
             Variant("one GPU 40% slow in the burn-in", slow_gpu(1), "burnin", "gpu1"),
         ],
     ),
+    # Gen5 cards in a Gen4 server, as NVIDIA's own MLPerf system of 8 H100 PCIe on EPYC 7742s
+    # (mlcommons/inference_results_v3.1 closed/NVIDIA/systems/H100-PCIe-80GBx8_TRT.json: "PCIe
+    # Gen4 x16"): built so, not broken; health says the slot limits the card, nothing fails
+    Shape(
+        "gen4-server-2x-h100-pcie",
+        _single_socket,
+        lambda: _gpu_scenario(
+            2,
+            name="NVIDIA H100 PCIe",
+            pci_device_id=0x233110DE,
+            nvlink=[],
+            fabric={"state": 0},
+            pcie={"gen": 4, "gen_max_gpu": 5, "gen_max_system": 4, "width": 16, "width_max": 16},
+        ),
+        NodeExpectation(nics=1, nic_rate_gbps=400, cpus=64, min_cpu_mhz=3000),
+        64,
+        {"fabric": "pass", "health": "warn", "host": "pass", "burnin": "pass"},
+        [
+            Variant("an uncorrectable SRAM ECC error", uncorrectable_ecc(1), "health", "gpu1"),
+        ],
+    ),
     _captured_slice("h200-one-gpu-slice"),
     _captured_slice("h100-one-gpu-slice"),
 ]
