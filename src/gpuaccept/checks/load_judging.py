@@ -146,8 +146,11 @@ def summarise_trace(trace: LoadTrace, *, pcie_loaded: bool = False) -> dict[str,
         gens, widths = _values(trace.samples, "pcie_gen"), _values(trace.samples, "pcie_width")
         summary["pcie_gen_loaded"] = int(max(gens)) if gens else None
         summary["pcie_width_loaded"] = int(max(widths)) if widths else None
-        summary["pcie_gen_slot"] = trace.pcie_gen_slot
-        summary["pcie_width_slot"] = trace.pcie_width_slot
+        # what the slot allows, believed only where the link under load stayed within it: a
+        # link that went past it shows the answer wrong (a virtual root port claiming less), and
+        # a wrong answer would lower the floors below what the node must reach
+        summary["pcie_gen_slot"] = _within(trace.pcie_gen_slot, gens)
+        summary["pcie_width_slot"] = _within(trace.pcie_width_slot, widths)
     readings = [s for s in trace.samples if s.pcie_replays is not None]
     if len(readings) >= 2:
         summary["pcie_replays_grown"] = int(readings[-1].pcie_replays or 0) - int(
@@ -162,6 +165,10 @@ def summarise_trace(trace: LoadTrace, *, pcie_loaded: bool = False) -> dict[str,
             (s.pcie_width for s in reversed(readings) if s.pcie_width), None
         )
     return summary
+
+
+def _within(slot: int | None, seen: list[float]) -> int | None:
+    return None if slot is None or (seen and max(seen) > slot) else slot
 
 
 def judge_load_summary(

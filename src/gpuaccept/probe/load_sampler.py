@@ -45,8 +45,9 @@ class LoadTrace:
     # The link this GPU and its slot can both reach: NVML's nvmlDeviceGetMaxPcieLinkGeneration
     # and ...Width, "possible with this device and system" ("for a generation 2 PCIe device
     # attached to a generation 1 PCIe bus the max link generation this function will report is
-    # generation 1": NVIDIA's nvml.h). Read from the ends' capabilities, not the trained link, so
-    # a link that trained down still shows what it should have reached.
+    # generation 1": NVIDIA's nvml.h). A capability, as the header words it, not the link's
+    # trained state; a virtual root port may claim less than the link reaches, which is why the
+    # judging believes it only where the loaded link stayed within it (load_judging).
     pcie_gen_slot: int | None = None
     pcie_width_slot: int | None = None
 
