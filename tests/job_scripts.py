@@ -20,6 +20,23 @@ def sandbox(tmp_path: Path, script: str) -> Path:
     return box
 
 
+def activation_hook(directory: Path) -> Path:
+    """An activation hook in `directory` that puts this venv's gpuaccept on PATH."""
+    hook = directory / "activate-test.sh"
+    hook.write_text(f'export PATH="{Path(sys.executable).parent}:$PATH"\n')
+    return hook
+
+
+def suite_settings() -> dict[str, str]:
+    """The suite's own settings a job inherits: a temporary history, no pool, one torch thread
+    (conftest.py)."""
+    return {
+        name: os.environ[name]
+        for name in ("GPUACCEPT_HISTORY", "CONDOR_CONFIG", "OMP_NUM_THREADS")
+        if name in os.environ
+    }
+
+
 def run_job(
     box: Path,
     script: str,
@@ -35,13 +52,8 @@ def run_job(
         **(env or {}),
     }
     if activate:
-        hook = box / "activate-test.sh"
-        hook.write_text(f'export PATH="{Path(sys.executable).parent}:$PATH"\n')
-        environ["GPUACCEPT_ACTIVATE"] = str(hook)
-    # the suite's own settings: a temporary history, no pool, one torch thread (conftest.py)
-    for name in ("GPUACCEPT_HISTORY", "CONDOR_CONFIG", "OMP_NUM_THREADS"):
-        if name in os.environ:
-            environ[name] = os.environ[name]
+        environ["GPUACCEPT_ACTIVATE"] = str(activation_hook(box))
+    environ.update(suite_settings())
     return subprocess.run(
         ["bash", str(box / script), *args],
         cwd=box,

@@ -6,7 +6,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -16,7 +15,7 @@ from typer.testing import CliRunner
 from gpuaccept.cli import app
 from gpuaccept.report.reading import load_report
 from gpuaccept.results import Status
-from tests.job_scripts import REPO, run_job, sandbox
+from tests.job_scripts import REPO, activation_hook, run_job, sandbox, suite_settings
 
 
 def _multinode_step(
@@ -114,18 +113,14 @@ def test_vanilla_job_without_its_pack_exits_3(tmp_path: Path) -> None:
 
 
 def _start_job(box: Path, script: str, *args: str, env: dict[str, str]) -> subprocess.Popen[str]:
-    hook = box / "activate-test.sh"
-    hook.write_text(f'export PATH="{Path(sys.executable).parent}:$PATH"\n')
     environ = {
         "PATH": "/usr/bin:/bin",
         "HOME": str(box),
-        "GPUACCEPT_ACTIVATE": str(hook),
+        "GPUACCEPT_ACTIVATE": str(activation_hook(box)),
         "PYTHONUNBUFFERED": "1",  # each line as it is printed: the signal comes mid-check
         **env,
+        **suite_settings(),
     }
-    for name in ("GPUACCEPT_HISTORY", "OMP_NUM_THREADS"):
-        if name in os.environ:
-            environ[name] = os.environ[name]
     return subprocess.Popen(
         ["bash", str(box / script), *args],
         cwd=box,
@@ -310,8 +305,6 @@ def test_the_health_check_with_its_results_under_a_file_does_not_judge_or_drain(
 def _health_check(tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     """slurm/healthcheck.sh as slurmd runs it on node gpu-17, with this venv's gpuaccept and no
     Slurm to reach (an `sinfo` that fails: no drain reason), `env` over that."""
-    hook = tmp_path / "activate-test.sh"
-    hook.write_text(f'export PATH="{Path(sys.executable).parent}:$PATH"\n')
     stubs = tmp_path / "bin"
     stubs.mkdir(exist_ok=True)
     (stubs / "sinfo").write_text("#!/bin/sh\nexit 1\n")
@@ -321,12 +314,10 @@ def _health_check(tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedPr
         "HOME": str(tmp_path),
         "SLURMD_NODENAME": "gpu-17",
         "GPUACCEPT_RESULTS": str(tmp_path / "reports"),
-        "GPUACCEPT_ACTIVATE": str(hook),
+        "GPUACCEPT_ACTIVATE": str(activation_hook(tmp_path)),
         "GPUACCEPT_HEALTHCHECK_ARGS": "--device cpu --only stack",
+        **suite_settings(),
     }
-    for name in ("CONDOR_CONFIG", "OMP_NUM_THREADS"):
-        if name in os.environ:
-            environ[name] = os.environ[name]
     return subprocess.run(
         [str(REPO / "slurm" / "healthcheck.sh")],
         capture_output=True,

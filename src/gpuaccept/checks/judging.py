@@ -7,7 +7,7 @@ from typing import Any
 
 from gpuaccept.actions import Cause, finding_records
 from gpuaccept.checks.context import CheckContext
-from gpuaccept.references import CPU_MODEL
+from gpuaccept.references import CPU_MODEL, ModelReferences
 from gpuaccept.results import CheckResult, Measurement, Status, Verdict, nan_figure_failures
 
 
@@ -48,6 +48,12 @@ def target_model(context: CheckContext, target: Target) -> str | None:
     if target.mig:
         return None
     return context.references.model_for(target.name, target.pci_device_id)
+
+
+def target_references(context: CheckContext, target: Target) -> ModelReferences | None:
+    """The references.toml row a target is judged by (None for an unknown GPU or a slice)."""
+    key = target_model(context, target)
+    return context.references.models.get(key) if key is not None else None
 
 
 def torch_device(target: Target) -> Any:

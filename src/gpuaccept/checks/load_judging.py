@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from gpuaccept.checks.context import CheckContext
-from gpuaccept.checks.judging import Findings, Target, target_model
+from gpuaccept.checks.judging import Findings, Target, target_references
 from gpuaccept.probe.load_sampler import LoadSample, LoadTrace
 from gpuaccept.references import (
     DEFAULT_CLOCK_LOAD_FRACTION,
@@ -280,8 +280,7 @@ def judge_trace(
     context: CheckContext, findings: Findings, target: Target, trace: LoadTrace, **kinds: bool
 ) -> dict[str, Any]:
     """Judge a target's load samples into the findings; the samples and summary for details."""
-    key = target_model(context, target)
-    model = context.references.models.get(key) if key else None
+    model = target_references(context, target)
     verdict = judge_load(trace, model, target.label, full=context.level == "full", **kinds)
     findings.failures += verdict.failures
     findings.warnings += verdict.warnings

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpuaccept.checks.context import CheckContext
-from gpuaccept.checks.judging import Findings, measurement_targets, target_model, torch_device
+from gpuaccept.checks.judging import Findings, measurement_targets, target_references, torch_device
 from gpuaccept.checks.load_judging import judge_trace, slot_share
 from gpuaccept.measure.transfer import DIRECTIONS, keep_copying, measure_transfer_gbps
 from gpuaccept.probe.load_sampler import sampler_for
@@ -36,10 +36,9 @@ def run(context: CheckContext) -> CheckResult:
         )
         # a Gen5 card in a Gen4 server is built so, not broken: its floors are the slot's (what
         # the slot allows, as the load summary believes it)
-        key = target_model(context, target)
         summary = load[target.label]["summary"]
         share = slot_share(
-            context.references.models.get(key) if key is not None else None,
+            target_references(context, target),
             summary.get("pcie_gen_slot"),
             summary.get("pcie_width_slot"),
         )
