@@ -372,6 +372,9 @@ H100_PCIE = load_shipped_references().models["h100-pcie"]
         ((5, 16), (1, 1), [], []),
         # ... nor where it claims less than a downtrained link reached: the model's rule stands
         ((4, 16), (3, 16), ["gpu0: PCIe Gen4 under load, a H100 PCIe links at Gen5"], []),
+        # absurd answers: 0 is gone past and set aside, 99 allows all the model needs
+        ((5, 16), (0, 0), [], []),
+        ((5, 16), (99, 99), [], []),
     ],
 )
 def test_a_link_is_held_to_what_its_slot_allows_and_says_so(

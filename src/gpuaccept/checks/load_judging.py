@@ -231,8 +231,9 @@ def _judge_pcie(
 ) -> None:
     """The link under load against the model's, or against the slot's where the slot cannot carry
     the model's (a Gen5 card in a Gen4 server: NVIDIA's own MLPerf system of 8 H100 PCIe on an
-    EPYC 7742 says "PCIe Gen4 x16", mlcommons/inference_results_v3.1 closed/NVIDIA/systems/
-    H100-PCIe-80GBx8_TRT.json). That node is built so, not broken: said, and judged at the slot."""
+    EPYC 7742 says "PCIe Gen4 x16": mlcommons/inference_results_v3.1 eaf622a2, closed/NVIDIA/
+    systems/H100-PCIe-80GBx8_TRT.json line 3). That node is built so, not broken: said, and
+    judged at the slot."""
     if model is None:
         return
     for what, seen, expected, allowed, prefix in (

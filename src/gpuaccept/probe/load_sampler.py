@@ -45,7 +45,8 @@ class LoadTrace:
     # The link this GPU and its slot can both reach: NVML's nvmlDeviceGetMaxPcieLinkGeneration
     # and ...Width, "possible with this device and system" ("for a generation 2 PCIe device
     # attached to a generation 1 PCIe bus the max link generation this function will report is
-    # generation 1": NVIDIA's nvml.h). A capability, as the header words it, not the link's
+    # generation 1": NVIDIA's nvml.h of CUDA 12.6.2, lines 4257-4275 and 4296-4314, as
+    # XuehaiPan/nvml-dev 4b26e7cc carries it). A capability, as the header words it, not the link's
     # trained state; a virtual root port may claim less than the link reaches, which is why the
     # judging believes it only where the loaded link stayed within it (load_judging).
     pcie_gen_slot: int | None = None
