@@ -143,8 +143,8 @@ def _borrowed_metric(metric: str) -> str:
 # (docs.nvidia.com/ai-enterprise/release-8/8.0/infra-software/vgpu/features/nvswitch.html); a
 # GB200 NVL72's GPUs meet through "5th-gen NVLink and NVLink Switches" (its MLPerf system
 # description: mlcommons/inference_results_v6.1 closed/Crusoe/systems/
-# GB200-NVL72_GB200-186GB_aarch64x16_Dynamo.json line 4, read at its main branch on 2026-11-27:
-# no commit is stored here for it). The H20, GB300 and the rest: no source read.
+# GB200-NVL72_GB200-186GB_aarch64x16_Dynamo.json, its accelerator_interconnect, read at main
+# on 2026-11-27: no commit is stored here for it). The H20, GB300 and the rest: no source read.
 ON_NVSWITCH = {
     "b300": "HGX B300 8-GPU baseboard (NVIDIA AI Enterprise 8.0)",
     "b200": "HGX B200 8-GPU baseboard (NVIDIA AI Enterprise 8.0)",
@@ -164,8 +164,8 @@ HOST_LINK = {
     # mlcommons/inference_results_v4.1 a2f5d66d closed/NVIDIA/systems/
     # DGX-H100_H100-SXM-80GBx8_TRT.json:3
     "h100-sxm": (5, 16),
-    # mlcommons/inference_results_v6.0 closed/Nebius/systems/nebius_b200_n1.json line 3, read at
-    # its main branch on 2026-11-27 (no commit stored here)
+    # mlcommons/inference_results_v6.0 closed/Nebius/systems/nebius_b200_n1.json, its
+    # accelerator_host_interconnect, read at main on 2026-11-27 (no commit stored here)
     "b200": (5, 16),
 }
 
