@@ -190,3 +190,20 @@ def test_installed_completion_completes(tmp_path: Path) -> None:
     }
     completed = _gpuaccept(env=env | words)
     assert completed.stdout.split() == ["accept"]
+
+
+def test_listing_runs_reads_their_verdicts_without_the_report_models(tmp_path: Path) -> None:
+    """`history list` lists from the verdicts stored beside the reports: the report models'
+    import (results.py, actions.py) was a tenth of its start-up (benchmarks/history_scale.py,
+    issue #33 §2: under 100 ms)."""
+    from gpuaccept.record.history import History
+    from tests.run_reports import gpu_report
+
+    path = tmp_path / "h.sqlite"
+    with History.open(path) as history:
+        history.append([(gpu_report("node-a", [800.0]), "test")])
+    argv = ["history", "list", "--history", str(path), "--node", "node-a"]
+    assert _modules_loaded(argv, ("gpuaccept.results", "gpuaccept.actions")) == []
+    listed = runner.invoke(app, argv)
+    assert listed.exit_code == 0
+    assert "node-a" in listed.output

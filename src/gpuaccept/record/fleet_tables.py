@@ -25,10 +25,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from gpuaccept.results import RunReport
-
 if TYPE_CHECKING:
+    # annotations only: `history list` and `history gpu` never build a report, and the report
+    # models' import is a fifth of their start-up (benchmarks/history_scale.py)
     from gpuaccept.actions import ActionPlan
+    from gpuaccept.results import RunReport
 
 
 class Cursor(Protocol):

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import parse_qsl, urlsplit
 
 from gpuaccept.errors import InputError
@@ -48,7 +48,11 @@ from gpuaccept.record.fleet_tables import (
     tables,
     timeline_run,
 )
-from gpuaccept.results import CheckResult, RunReport, RunVerdict
+from gpuaccept.verdict import RunVerdict
+
+if TYPE_CHECKING:
+    # imported where a report is read or written: listing runs reads verdicts only
+    from gpuaccept.results import CheckResult, RunReport
 
 HISTORY_ENV = "GPUACCEPT_HISTORY"
 # a named GPU's window: (UUID, runs, first and last start in seconds, incidents, its stretches'
@@ -627,6 +631,8 @@ class History(ABC):
         return verdict
 
     def _parsed_report(self, run_id: int, text: str) -> RunReport:
+        from gpuaccept.results import RunReport
+
         try:
             return RunReport.model_validate_json(text)
         except ValueError as error:
@@ -810,6 +816,8 @@ class History(ABC):
         return "" if plan is None else plan.action.value
 
     def _slower(self, rows: Sequence[tuple[Any, str]]) -> dict[int, CheckResult]:
+        from gpuaccept.results import CheckResult
+
         found = {}
         for run_id, text in rows:
             try:
@@ -963,6 +971,8 @@ class SqliteHistory(History):
         if version < 2:
             # version 1 kept passed/failed_checks only, which called a run that judged nothing
             # a pass: each verdict is judged again from the stored report
+            from gpuaccept.results import RunReport
+
             db.execute("ALTER TABLE runs ADD COLUMN verdict_json TEXT NOT NULL DEFAULT ''")
             for run_id, text in db.execute("SELECT id, report_json FROM runs").fetchall():
                 try:
