@@ -10,6 +10,13 @@ to a counter (c10d's per-group sequence), under the same `PrefixStore` key as a 
 (`gpuaccept/isolation/{round}/{group}/`). No GPU, no NCCL: the store's side of the round alone.
 
 Run:  python benchmarks/store_load.py [--clients 64,512,2048] [--group 8] [--processes 8]
+        [--stores 1,32]
+
+`--stores`: the counts of stores to compare, each client count measured with each: with one,
+every client meets at the job's store (gpuaccept before 2026-11-27's thirteenth session); with
+K, group g meets at store g mod K, as the rounds now meet at their group's first node's store
+(each node serves the groups it leads). The K servers here share this host's cores and resolver;
+in a fleet they are K hosts, so the figure for K is an upper bound too.
 
 Prints, for each client count, the wall time from the first connect to the last read, and the
 connect and read latencies' median and 99th percentile; the reference is the smallest count in
@@ -59,7 +66,7 @@ def _serve(port: int, ready: Any, stop: Any) -> None:
     del store
 
 
-def _clients(port: int, ranks: list[int], group: int, start: Any, out: Any) -> None:
+def _clients(ports: list[int], ranks: list[int], group: int, start: Any, out: Any) -> None:
     import torch.distributed as dist
 
     timings: list[tuple[float, float, float, float]] = []
@@ -68,6 +75,7 @@ def _clients(port: int, ranks: list[int], group: int, start: Any, out: Any) -> N
     def one(rank: int) -> None:
         start.wait()
         began = time.monotonic()
+        port = ports[(rank // group) % len(ports)]  # the group's store
         shared = dist.TCPStore(  # type: ignore[attr-defined]
             "127.0.0.1", port, is_master=False, timeout=datetime.timedelta(seconds=600)
         )
@@ -89,17 +97,23 @@ def _clients(port: int, ranks: list[int], group: int, start: Any, out: Any) -> N
     out.put(timings)
 
 
-def measure(clients: int, group: int, processes: int) -> dict[str, float]:
+def measure(clients: int, group: int, processes: int, stores: int = 1) -> dict[str, float]:
     context = multiprocessing.get_context("spawn")
-    port = _free_port()
-    ready, stop, start = context.Event(), context.Event(), context.Event()
+    ports = [_free_port() for _ in range(stores)]
+    stop, start = context.Event(), context.Event()
+    readies = [context.Event() for _ in ports]
     out = context.Queue()
-    server = context.Process(target=_serve, args=(port, ready, stop))
-    server.start()
-    ready.wait(60)
+    servers = [
+        context.Process(target=_serve, args=(port, ready, stop))
+        for port, ready in zip(ports, readies, strict=True)
+    ]
+    for server in servers:
+        server.start()
+    for ready in readies:
+        ready.wait(60)
     shares = [list(range(clients))[p::processes] for p in range(processes)]
     workers = [
-        context.Process(target=_clients, args=(port, share, group, start, out))
+        context.Process(target=_clients, args=(ports, share, group, start, out))
         for share in shares
         if share
     ]
@@ -111,7 +125,8 @@ def measure(clients: int, group: int, processes: int) -> dict[str, float]:
     for worker in workers:
         worker.join()
     stop.set()
-    server.join(10)
+    for server in servers:
+        server.join(10)
     first = min(t[0] for t in timings)
     last = max(t[3] for t in timings)
     connects = sorted(t[1] for t in timings)
@@ -134,8 +149,10 @@ def main() -> None:
     parser.add_argument("--clients", default="64,512,2048")
     parser.add_argument("--group", type=int, default=8)
     parser.add_argument("--processes", type=int, default=8)
+    parser.add_argument("--stores", default="1")
     args = parser.parse_args()
     counts = [int(c) for c in args.clients.split(",")]
+    store_counts = [int(c) for c in args.stores.split(",")]
     lookups = []
     for _ in range(20):
         began = time.monotonic()
@@ -146,20 +163,26 @@ def main() -> None:
         f"{statistics.median(lookups) * 1e3:.2f} ms, max {max(lookups) * 1e3:.2f} ms (20 lookups)"
     )
     print(
-        "| clients | wall s | connect median, p99 ms | set/get/add median, p99 ms "
+        "| clients | stores | wall s | connect median, p99 ms | set/get/add median, p99 ms "
         "| wall / reference |"
     )
-    print("|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|")
     reference = None
     for count in counts:
-        figures = measure(count, args.group, args.processes)
-        reference = reference or figures["wall"]
-        print(
-            f"| {count} | {figures['wall']:.2f} | {figures['connect_median'] * 1e3:.1f}, "
-            f"{figures['connect_p99'] * 1e3:.1f} | {figures['read_median'] * 1e3:.1f}, "
-            f"{figures['read_p99'] * 1e3:.1f} | {figures['wall'] / reference:.1f}x |",
-            flush=True,
-        )
+        for stores in store_counts:
+            figures = measure(count, args.group, args.processes, stores)
+            reference = reference or figures["wall"]
+            _row(count, stores, figures, reference)
+
+
+def _row(count: int, stores: int, figures: dict[str, float], reference: float) -> None:
+    print(
+        f"| {count} | {stores} | {figures['wall']:.2f} | "
+        f"{figures['connect_median'] * 1e3:.1f}, {figures['connect_p99'] * 1e3:.1f} | "
+        f"{figures['read_median'] * 1e3:.1f}, {figures['read_p99'] * 1e3:.1f} | "
+        f"{figures['wall'] / reference:.1f}x |",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

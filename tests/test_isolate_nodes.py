@@ -142,6 +142,46 @@ def test_a_node_that_hangs_its_collectives_is_named_and_the_job_finishes(tmp_pat
     assert any(f"did not finish its collectives within {work:g} s" in e["said"] for e in failed)
     # the healthy nodes passed every round without node-c
     assert all(e["passed"] for e in first.details["evidence"] if "node-c" not in e["nodes"])
+    # every group met at its first node's store, not at the job's (torchrun's) own
+    assert all(e["met_at"] == min(e["nodes"], key=names.index) for e in evidence)
+
+
+@pytest.mark.slow
+def test_a_node_whose_store_cannot_listen_fails_the_groups_it_leads_and_is_named(
+    tmp_path: Path,
+) -> None:
+    """node-b's store for the rounds cannot open (tests/multinode_faults/no_round_store): the
+    groups node-b leads fail with the reason (a node its peers cannot meet at is unfit for a
+    collective's rendezvous, as NCCL's own bootstrap listens on every rank), node-b is named,
+    and the rest meet at node-a's store."""
+    names = NAMES[:4]
+    results = run_nodes(
+        tmp_path,
+        names,
+        1,
+        ["--only", "stack", "--isolate", "--min-busbw", "0.02"],
+        faults={"node-b": "no_round_store"},
+    )
+    checks = check_of_every_node(results, "isolation")
+    first = checks[0]
+    assert all(c.details == first.details for c in checks)
+    assert first.status is Status.FAIL
+    assert first.details["suspects"] == ["node-b"]
+    assert first.details["rounds_in"] == "children"
+    evidence = first.details["evidence"]
+    led = [e for e in evidence if e["met_at"] == "node-b"]
+    assert [e["stage"] for e in led] == ["screen"]
+    assert not led[0]["passed"]
+    assert all(
+        "node-b's store for the rounds did not open: OSError: [Errno 98] stand-in" in e["said"]
+        for e in led
+    )
+    # every group node-b does not lead passed: the rest met at node-a's store as one job
+    assert all(e["passed"] for e in evidence if e["met_at"] != "node-b")
+    whole = [e for e in evidence if e["stage"] == "whole"]
+    assert [(e["nodes"], e["met_at"], e["passed"]) for e in whole] == [
+        (["node-a", "node-c", "node-d"], "node-a", True)
+    ]
 
 
 @pytest.mark.slow

@@ -17,7 +17,13 @@ import pytest
 import torch.distributed as dist
 
 from gpuaccept.checks.collectives import allreduce_spec
-from gpuaccept.distributed.group_children import Deadlines, GroupSeat, run_in_child
+from gpuaccept.distributed.group_children import (
+    Deadlines,
+    GroupSeat,
+    open_node_store,
+    run_in_child,
+    store_address,
+)
 from gpuaccept.distributed.local_ranks import lost_a_peer
 from gpuaccept.measure.collectives import AllReduceFigure, accept_collectives_rank
 from tests import faults
@@ -107,3 +113,27 @@ def test_a_child_that_raises_or_dies_says_so_in_one_line(store: tuple[str, int])
     # rank 0 sleeps on (die_on_rank1), and is stopped
     assert died[0] == "did not finish its collectives within 3 s; stopped" or alone(died[0])
     assert died[1] == "its process exited (7) before it could finish its collectives"
+
+
+def test_a_group_meets_at_its_first_nodes_own_store(store: tuple[str, int]) -> None:
+    """The rounds' children meet at a store their group's first node serves on a port of its
+    own, reached at this host's address on its route to the job's store (numeric: no client
+    looks a name up), not at the job's store."""
+    address = store_address(None, store)
+    assert address == "127.0.0.1"
+    held, port = open_node_store(address, 30)
+    assert port not in (0, store[1])
+    spec = allreduce_spec(cpu_context())
+    figures = _group(accept_collectives_rank, spec, (address, port), Deadlines(60, 60))
+    assert all(isinstance(f, AllReduceFigure) and f.wrong_elements == 0 for f in figures)
+    del held
+
+
+def test_the_address_the_operator_names_is_taken_as_given() -> None:
+    # GPUACCEPT_LOCAL_ADDR: no lookup of the job's store's host, which need not resolve here
+    assert store_address("10.1.2.3", ("node-x.invalid", 29500)) == "10.1.2.3"
+
+
+def test_a_job_store_host_that_does_not_resolve_is_an_os_error() -> None:
+    with pytest.raises(socket.gaierror):
+        store_address(None, ("node-x.invalid", 29500))

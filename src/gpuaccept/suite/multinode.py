@@ -567,7 +567,7 @@ class MultiNodeRun:
                 spec.nbytes, spec.check_iterations, spec.warmup, spec.repeats, floor
             ),
         )
-        store, in_ranks = self._round_store()
+        stores, in_ranks, held = self._round_stores(deadlines.join)
         # with one GPU a node there is no link inside it to screen
         plan = IsolationPlan(names, dict(topology or {}), nvlink_off=launch.local_world >= 2)
         evidence: list[dict[str, Any]] = []
@@ -586,23 +586,38 @@ class MultiNodeRun:
             mine = next(
                 (i for i, (group, _) in enumerate(groups) if launch.node_name in group), None
             )
-            if store is None:
+            # each group meets at the store of its first node (in the job's node order)
+            leads = [min(names.index(name) for name in group) for group, _ in groups]
+            if stores is None:
                 # every rank creates every group, in the same order
                 made = [dist.new_group(ranks) for _, ranks in groups]
                 if mine is not None:
                     figure = self._all_reduce_in(groups[mine][1], made[mine], others=True)
             elif mine is not None:
-                figure = self._group_in_child(
-                    f"gpuaccept/isolation/{number}/{mine}/", groups[mine][1], spec, store, deadlines
+                where = stores[leads[mine]]
+                figure = (
+                    where
+                    if isinstance(where, str)
+                    else self._group_in_child(
+                        f"gpuaccept/isolation/{number}/{mine}/",
+                        groups[mine][1],
+                        spec,
+                        where,
+                        deadlines,
+                    )
                 )
             shares = self._share(self._mine(figure))
             passed = []
-            for group, ranks in groups:
+            for (group, ranks), lead in zip(groups, leads, strict=True):
                 figures = [shares[r].value for r in ranks]
                 ok, said = group_passes(figures, floor, len(group))
                 passed.append(ok)
-                evidence.append(round_evidence(step, group, ok, said))
+                met = {} if stores is None else {"met_at": names[lead]}
+                evidence.append(round_evidence(step, group, ok, said, **met))
             plan.record(passed)
+        # no child of any node still meets at this node's store once every rank is here
+        self.barrier()
+        del held
         if launch.local_rank == 0:
             result = judge_isolation(plan.result(), evidence, floor, len(names))
             details = {
@@ -616,16 +631,35 @@ class MultiNodeRun:
                 )
             )
 
-    def _round_store(self) -> tuple[tuple[str, int] | None, str | None]:
-        """Where the rounds' children meet: the job's own store (MASTER_ADDR:MASTER_PORT, as
-        env:// rendezvous found it), or None and why the rounds run in the job's own ranks (a
-        hung round then ends the job): the same answer on every rank."""
-        said = [
-            share.value for share in self._share(self._mine(self._round_refusal())) if share.value
-        ]
+    def _round_stores(
+        self, join_seconds: float
+    ) -> tuple[dict[int, tuple[str, int] | str] | None, str | None, Any]:
+        """Where the rounds' children meet: each node's own store, by node rank, as (address,
+        port), or why that node's could not open (the groups it leads then fail, saying so);
+        with the store this node serves (kept until the rounds end). Or None and why the rounds
+        run in the job's own ranks (a hung round then ends the job). The same answer on every
+        rank."""
+        from gpuaccept.distributed.group_children import open_node_store, store_address
+        from gpuaccept.distributed.local_ranks import error_line
+
+        refusal = self._round_refusal()
+        held: Any = None
+        offer: tuple[str, int] | str | None = None
+        if refusal is None and self.launch.local_rank == 0:
+            try:
+                job = (os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]))
+                address = store_address(os.environ.get(LOCAL_ADDR_ENV), job)
+                held, port = open_node_store(address, join_seconds)
+                offer = (address, port)
+            except (OSError, RuntimeError) as error:
+                name = self.launch.node_name
+                offer = f"{name}'s store for the rounds did not open: {error_line(error)}"
+        shares = self._share(self._mine((refusal, offer)))
+        said = [share.value[0] for share in shares if share.value[0]]
         if said:
-            return None, f"the job's ranks: {said[0]}"
-        return (os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])), None
+            return None, f"the job's ranks: {said[0]}", None
+        stores = {s.node_rank: s.value[1] for s in shares if s.local_rank == 0}
+        return stores, None, held
 
     def _round_refusal(self) -> str | None:
         """Why this rank cannot start the rounds' children (None when it can)."""
