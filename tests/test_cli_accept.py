@@ -177,6 +177,8 @@ def test_bad_input_exits_with_one_line_and_no_traceback(
         (["--check-timeout", "inf"], 2, "must be a finite number of seconds"),
         (["--dcgm", "7"], 2, "Invalid value for '--dcgm'"),
         (["--min-busbw", "-5"], 2, "Invalid value for '--min-busbw'"),
+        (["--min-allgather-busbw", "-1"], 2, "Invalid value for '--min-allgather-busbw'"),
+        (["--min-alltoall-busbw", "x"], 2, "Invalid value for '--min-alltoall-busbw'"),
         (["--device", "cuda"], 3, "--device cuda asked for"),
     ],
 )
@@ -402,3 +404,19 @@ def test_json_gives_an_interrupted_report_for_a_signal_before_the_run() -> None:
     report = RunReport.model_validate_json(stdout)
     assert report.verdict.outcome == "interrupted"
     assert report.verdict.interrupted_by == "SIGTERM"
+
+
+def test_the_other_collectives_floors_reach_the_collectives_check(tmp_path: Path) -> None:
+    """`accept --min-alltoall-busbw` (and all-gather's) judges the ranks' all-to-all: a floor no
+    CPU reaches fails the run, naming the collective and the option, and the report keeps the
+    floor for the charts."""
+    done = accept(
+        "--level", "quick", "--device", "cpu", "--only", "collectives", "--no-history",
+        "--min-alltoall-busbw", "1000000", "--report-dir", str(tmp_path),
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "below 0.9 x --min-alltoall-busbw 1e+06" in done.stdout
+    assert "--min-allgather-busbw" not in done.stdout
+    report = json.loads(next(tmp_path.glob("*.json")).read_text())
+    check = next(c for c in report["checks"] if c["name"] == "collectives")
+    assert check["details"]["floors"] == {"alltoall_busbw_gbps": 900000.0}

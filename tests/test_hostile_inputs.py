@@ -139,6 +139,8 @@ def test_training_never_writes_over_its_data_or_its_own_checkpoint(tmp_path: Pat
         ({"GPUACCEPT_NVML_INIT_TIMEOUT": "1e309"}, [], "is not a number of seconds above 0"),
         ({"GPUACCEPT_KERNEL_LOG": "/dev/zero"}, [], "not a regular file"),
         ({}, ["--min-busbw", "inf"], "must be a finite number"),
+        ({}, ["--min-allgather-busbw", "nan"], "Invalid value for '--min-allgather-busbw'"),
+        ({}, ["--min-alltoall-busbw", "inf"], "must be a finite number"),
     ],
 )
 def test_accept_refuses_bad_settings_before_any_check(

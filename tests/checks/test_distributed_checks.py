@@ -51,6 +51,48 @@ def test_min_busbw_fails_below_nine_tenths_of_the_floor() -> None:
     assert "floors" not in collectives.conclude(cpu_context(), outcome).details
 
 
+def test_the_other_collectives_floors_fail_each_below_nine_tenths_of_it() -> None:
+    """--min-allgather-busbw and --min-alltoall-busbw hold each collective as --min-busbw holds
+    the all-reduce (issue #33 §1: floors beside all-reduce's; none is published, so they are
+    the operator's), and only the one below its floor is named."""
+    from dataclasses import replace
+
+    from gpuaccept.checks.context import RanksOutcome
+    from gpuaccept.measure.collectives import AllReduceFigure, CollectiveFigure
+
+    # 2 ranks: busbw = algbw x (n-1)/n = 2 MiB / 1 ms / 2 for both
+    gather = CollectiveFigure("all_gather", 2, 2**21, 0, 1e-3)
+    to_all = CollectiveFigure("all_to_all", 2, 2**21, 0, 1e-3)
+    figure = AllReduceFigure(2, 2**20, 0, 1e-3, others=(gather, to_all))
+    outcome = RanksOutcome(2, "gloo", [figure, figure])
+    busbw = gather.busbw_gbps
+    assert busbw == pytest.approx(to_all.busbw_gbps)
+
+    def judged(floors: dict[str, float]) -> object:
+        return collectives.conclude(replace(cpu_context(), min_other_busbw_gbps=floors), outcome)
+
+    passed = judged({"all_gather": busbw / 0.91, "all_to_all": busbw / 0.91})
+    assert passed.status is Status.PASS, passed.message
+    assert passed.details["floors"] == {
+        "allgather_busbw_gbps": pytest.approx(0.9 * busbw / 0.91),
+        "alltoall_busbw_gbps": pytest.approx(0.9 * busbw / 0.91),
+    }
+    failed = judged({"all_gather": busbw / 0.91, "all_to_all": busbw / 0.89})
+    assert failed.status is Status.FAIL
+    assert "all_to_all busbw" in failed.message
+    assert "below 0.9 x --min-alltoall-busbw" in failed.message
+    assert "all_gather busbw" not in failed.message
+    failed = judged({"all_gather": busbw / 0.89})
+    assert "below 0.9 x --min-allgather-busbw" in failed.message
+    # one rank has no bus bandwidth: said, not judged
+    alone = RanksOutcome(1, "gloo", [AllReduceFigure(1, 2**20, 0, 1e-3, others=(gather,))])
+    single = collectives.conclude(
+        replace(cpu_context(), min_other_busbw_gbps={"all_gather": 1e9}), alone
+    )
+    assert single.status is Status.WARN
+    assert "--min-allgather-busbw not judged: one rank has no bus bandwidth" in single.message
+
+
 def test_collectives_wrong_sum_fails(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(collectives, "accept_collectives_rank", faults.max_instead_of_sum_rank)
     result = collectives.run(cpu_context())

@@ -241,6 +241,29 @@ def test_a_group_passes_only_exact_complete_and_at_the_floor() -> None:
     assert said == "busbw 15 GB/s below 0.9 x --min-busbw 17"
     ok, said = _group_passes([figure(0.1, wrong=3)] * 4, 1.0, 2)
     assert (ok, said) == (False, "3 wrong element(s)")
+    # all-gather and all-to-all held to the operator's floors for them, across nodes only
+    from gpuaccept.measure.collectives import CollectiveFigure
+
+    # 4 GB over 4 ranks in 0.2 s: algbw 20 GB/s, busbw 3/4 x 20 = 15 GB/s
+    others = (
+        CollectiveFigure("all_gather", 4, 4_000_000_000, 0, 0.2),
+        CollectiveFigure("all_to_all", 4, 4_000_000_000, 0, 0.2),
+    )
+    both = AllReduceFigure(4, 1_000_000_000, 0, 0.1, others=others)
+    ok, said = _group_passes([both] * 4, 16.0, 2, {"all_gather": 16.0, "all_to_all": 16.0})
+    assert ok, said
+    assert said == "exact, busbw 15 GB/s; all_gather 15, all_to_all 15 GB/s"
+    ok, said = _group_passes([both] * 4, 17.0, 2, {"all_to_all": 17.0})
+    assert not ok
+    assert said == (
+        "busbw 15 GB/s below 0.9 x --min-busbw 17; "
+        "all_to_all busbw 15 GB/s below 0.9 x --min-alltoall-busbw 17"
+    )
+    ok, said = _group_passes([both] * 4, 16.0, 2, {"all_gather": 17.0})
+    assert (ok, said) == (False, "all_gather busbw 15 GB/s below 0.9 x --min-allgather-busbw 17")
+    # a node alone is held to no floor (its traffic never leaves it)
+    ok, _ = _group_passes([both] * 4, 17.0, 1, {"all_gather": 17.0})
+    assert ok
     ok, said = _group_passes([figure(0.1), "RuntimeError: timed out"], 1.0, 2)
     assert (ok, said) == (False, "did not complete: RuntimeError: timed out")
     ok, said = _group_passes([figure(0.1), None], 1.0, 2)

@@ -16,7 +16,11 @@ from gpuaccept.measure.collectives import (
     accept_collectives_rank,
 )
 from gpuaccept.results import CheckResult
-from gpuaccept.sweeps.collectives import MIN_BUSBW_TOLERANCE, below_min_busbw
+from gpuaccept.sweeps.collectives import (
+    MIN_BUSBW_TOLERANCE,
+    OTHER_FLOOR_OPTIONS,
+    below_min_busbw,
+)
 
 CPU_TWIN_RANKS = 2
 
@@ -72,11 +76,17 @@ def conclude(context: CheckContext, outcome: RanksOutcome) -> CheckResult:
     if ranks > 1:
         findings.judge(context, target, "allreduce_busbw_gbps", figure.busbw_gbps, "GB/s")
         summary = f"busbw {figure.busbw_gbps:.2f} GB/s"
-        if context.min_busbw_gbps is not None:
-            # the floor the option sets, for the charts to draw beside the reference's
-            findings.details["floors"] = {
-                "allreduce_busbw_gbps": MIN_BUSBW_TOLERANCE * context.min_busbw_gbps
-            }
+        # the floors the options set, for the charts to draw beside the reference's
+        floors = {
+            f"{collective.replace('_', '')}_busbw_gbps": MIN_BUSBW_TOLERANCE * floor
+            for collective, floor in (
+                ("all_reduce", context.min_busbw_gbps),
+                *context.min_other_busbw_gbps.items(),
+            )
+            if floor is not None
+        }
+        if floors:
+            findings.details["floors"] = floors
         if below_min_busbw(figure.busbw_gbps, context.min_busbw_gbps):
             # one size, so the sweep's average nccl-tests compares is this figure: as
             # nccl-tests -b SIZE -e SIZE (how aznhc runs it at 16 GiB) would judge it
@@ -86,8 +96,12 @@ def conclude(context: CheckContext, outcome: RanksOutcome) -> CheckResult:
             )
     else:
         summary = "1 rank: correctness only, no bus bandwidth"
-        if context.min_busbw_gbps is not None:
-            findings.warnings.append("--min-busbw not judged: one rank has no bus bandwidth")
+        for option, floor in (
+            ("--min-busbw", context.min_busbw_gbps),
+            *((OTHER_FLOOR_OPTIONS[c], f) for c, f in context.min_other_busbw_gbps.items()),
+        ):
+            if floor is not None:
+                findings.warnings.append(f"{option} not judged: one rank has no bus bandwidth")
     names = ["all_reduce"]
     for other in figure.others:
         short = other.collective.replace("_", "")  # allgather, alltoall: as allreduce_*
@@ -100,6 +114,13 @@ def conclude(context: CheckContext, outcome: RanksOutcome) -> CheckResult:
             findings.failures.append(
                 f"{other.collective} returned {other.wrong_elements} wrong element(s) over "
                 f"{spec.check_iterations} checked iterations on {ranks} rank(s)"
+            )
+        floor = context.min_other_busbw_gbps.get(other.collective)
+        if ranks > 1 and below_min_busbw(other.busbw_gbps, floor):
+            findings.failures.append(
+                f"{other.collective} busbw {other.busbw_gbps:.2f} GB/s at "
+                f"{other.nbytes / 2**20:g} MiB below {MIN_BUSBW_TOLERANCE:g} x "
+                f"{OTHER_FLOOR_OPTIONS[other.collective]} {floor:g}"
             )
     return findings.conclude(
         f"{', '.join(names)} exact on {ranks} {backend} rank(s) ({figure.nbytes / 2**20:g} MiB), "

@@ -3,7 +3,7 @@ the device it measures, and what happened so far in the run (NVML events)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from gpuaccept.actions import ActionRules
@@ -60,6 +60,8 @@ class CheckContext:
     start_counters: CounterSnapshot | None = None  # error counters when the run started
     dcgm_level: int | None = None  # dcgmi diag -r N; None: the level's default, 0: never
     min_busbw_gbps: float | None = None  # the operator's all-reduce floor (fails below 0.9 x)
+    # the operator's floors for all-gather and all-to-all ("all_gather" -> GB/s), as above
+    min_other_busbw_gbps: dict[str, float] = field(default_factory=dict)
     node: NodeExpectation | None = None  # what the node must have beyond its GPUs
     action_rules: ActionRules | None = None  # a site's action tables (accept --rules)
     # InfiniBand/RoCE port error counters when the run started ('mlx5_0:1' -> counter -> value)

@@ -6,7 +6,7 @@ import contextlib
 import math
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
@@ -185,6 +185,27 @@ def accept(
         "(bench collectives compares the average over its sweep).",
         rich_help_panel="Judging",
     ),
+    min_allgather_busbw: float | None = typer.Option(
+        None,
+        "--min-allgather-busbw",
+        min=0,
+        metavar="GBPS",
+        callback=finite_number,
+        help="Fail the all-gather below 0.9 x this bus bandwidth (GB/s), as --min-busbw does "
+        "the all-reduce (no floor is published: take it from nccl-tests' all_gather_perf on "
+        "known-good nodes).",
+        rich_help_panel="Judging",
+    ),
+    min_alltoall_busbw: float | None = typer.Option(
+        None,
+        "--min-alltoall-busbw",
+        min=0,
+        metavar="GBPS",
+        callback=finite_number,
+        help="Fail the all-to-all below 0.9 x this bus bandwidth (GB/s), as --min-busbw does "
+        "the all-reduce (from nccl-tests' alltoall_perf on known-good nodes).",
+        rich_help_panel="Judging",
+    ),
     node_profile: Path | None = typer.Option(
         None,
         "--node-profile",
@@ -292,6 +313,14 @@ def accept(
             check_timeout=check_timeout,
             dcgm=dcgm,
             min_busbw=min_busbw,
+            min_other_busbw={
+                collective: floor
+                for collective, floor in (
+                    ("all_gather", min_allgather_busbw),
+                    ("all_to_all", min_alltoall_busbw),
+                )
+                if floor is not None
+            },
             pairwise=pairwise,
             isolate=isolate,
             topology=topology,
@@ -323,6 +352,7 @@ def accept(
                 history_path=plan.history_path,
                 dcgm=plan.dcgm,
                 min_busbw=plan.min_busbw,
+                min_other_busbw=plan.min_other_busbw,
                 pairwise=plan.pairwise,
                 isolation=plan.isolation,
                 rails=plan.rails,
@@ -437,6 +467,8 @@ class AcceptPlan:
     node: NodeExpectation | None = None
     rules: ActionRules | None = None  # the site's action tables (--rules); None: built-in
     evidence: Path | None = None  # where a failure's vendor archive goes (--evidence)
+    # --min-allgather-busbw, --min-alltoall-busbw: "all_gather" -> GB/s
+    min_other_busbw: dict[str, float] = field(default_factory=dict)
 
 
 def _plan(
@@ -465,6 +497,7 @@ def _plan(
     node: NodeExpectation | None = None,
     rules: Path | None = None,
     evidence: Path | None = None,
+    min_other_busbw: dict[str, float] | None = None,
 ) -> AcceptPlan:
     """Refuse every input that could be wrong, before any work (exit 2 with one line)."""
     from gpuaccept import references as refs
@@ -568,6 +601,7 @@ def _plan(
         node=node,
         rules=action_rules,
         evidence=evidence,
+        min_other_busbw=dict(min_other_busbw or {}),
     )
 
 
@@ -594,6 +628,7 @@ def _run(plan: AcceptPlan) -> tuple[list[RunReport], Interrupted | None]:
         expected=plan.expected,
         dcgm_level=plan.dcgm,
         min_busbw_gbps=plan.min_busbw,
+        min_other_busbw_gbps=plan.min_other_busbw,
         node=plan.node,
         action_rules=plan.rules,
     )

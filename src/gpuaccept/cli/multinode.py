@@ -42,6 +42,7 @@ def accept_across_nodes(
     dcgm: int | None,
     min_busbw: float | None,
     pairwise: bool,
+    min_other_busbw: dict[str, float] | None = None,
     isolation: dict[str, str] | None = None,
     rails: float | None = None,
     node: NodeExpectation | None = None,
@@ -75,6 +76,7 @@ def accept_across_nodes(
         expected=expected,
         dcgm_level=dcgm,
         min_busbw_gbps=min_busbw,
+        min_other_busbw_gbps=dict(min_other_busbw or {}),
         node=node,
         action_rules=rules,
     )

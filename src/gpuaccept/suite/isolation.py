@@ -284,13 +284,20 @@ def round_work_seconds(
     return ROUND_SLACK_SECONDS + ROUND_FLOOR_FACTOR * at_floor
 
 
-def group_passes(figures: list[Any], floor: float, nodes: int) -> tuple[bool, str]:
+def group_passes(
+    figures: list[Any], floor: float, nodes: int, others: Mapping[str, float] | None = None
+) -> tuple[bool, str]:
     """Whether one group's collectives passed, and what they measured (or why they failed): the
     all-reduce exact and, across nodes, at 0.9 x the floor; all-gather and all-to-all (where
-    the round ran them) exact, their bus bandwidth said beside it (no published floor holds
-    them: docs/accept.md, `collectives`)."""
+    the round ran them) exact and, across nodes, at 0.9 x the operator's floor for each in
+    `others` ("all_gather" -> GB/s; none is published: sweeps/collectives.py), their bus
+    bandwidth said beside it."""
     from gpuaccept.distributed.local_ranks import lost_a_peer
-    from gpuaccept.sweeps.collectives import MIN_BUSBW_TOLERANCE, below_min_busbw
+    from gpuaccept.sweeps.collectives import (
+        MIN_BUSBW_TOLERANCE,
+        OTHER_FLOOR_OPTIONS,
+        below_min_busbw,
+    )
 
     errors = [f or "no figure" for f in figures if isinstance(f, str) or f is None]
     if errors:
@@ -305,16 +312,25 @@ def group_passes(figures: list[Any], floor: float, nodes: int) -> tuple[bool, st
     ]
     if wrong:
         return False, "; ".join(wrong)
-    others = ", ".join(f"{o.collective} {o.busbw_gbps:.3g}" for o in figure.others)
-    others = f"; {others} GB/s" if others else ""
+    said = ", ".join(f"{o.collective} {o.busbw_gbps:.3g}" for o in figure.others)
+    said = f"; {said} GB/s" if said else ""
     if nodes < 2:
-        return True, f"exact, {figure.busbw_gbps:.3g} GB/s within the node{others}"
+        return True, f"exact, {figure.busbw_gbps:.3g} GB/s within the node{said}"
+    below = [
+        f"{o.collective} busbw {o.busbw_gbps:.3g} GB/s below {MIN_BUSBW_TOLERANCE:g} x "
+        f"{OTHER_FLOOR_OPTIONS[o.collective]} {(others or {})[o.collective]:g}"
+        for o in figure.others
+        if below_min_busbw(o.busbw_gbps, (others or {}).get(o.collective))
+    ]
     if below_min_busbw(figure.busbw_gbps, floor):
-        return False, (
+        below.insert(
+            0,
             f"busbw {figure.busbw_gbps:.3g} GB/s below {MIN_BUSBW_TOLERANCE:g} x --min-busbw "
-            f"{floor:g}"
+            f"{floor:g}",
         )
-    return True, f"exact, busbw {figure.busbw_gbps:.3g} GB/s{others}"
+    if below:
+        return False, "; ".join(below)
+    return True, f"exact, busbw {figure.busbw_gbps:.3g} GB/s{said}"
 
 
 def round_evidence(

@@ -610,7 +610,7 @@ class MultiNodeRun:
             passed = []
             for (group, ranks), lead in zip(groups, leads, strict=True):
                 figures = [shares[r].value for r in ranks]
-                ok, said = group_passes(figures, floor, len(group))
+                ok, said = group_passes(figures, floor, len(group), context.min_other_busbw_gbps)
                 passed.append(ok)
                 met = {} if stores is None else {"met_at": names[lead]}
                 evidence.append(round_evidence(step, group, ok, said, **met))
@@ -623,6 +623,11 @@ class MultiNodeRun:
             details = {
                 **result.details,
                 "rounds_in": in_ranks or "children",
+                **(
+                    {"min_other_busbw_gbps": dict(context.min_other_busbw_gbps)}
+                    if context.min_other_busbw_gbps
+                    else {}
+                ),
                 "round_deadlines_seconds": {"join": deadlines.join, "work": deadlines.work},
             }
             self._record(

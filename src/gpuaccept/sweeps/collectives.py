@@ -26,6 +26,15 @@ class CollectiveRun:
 MIN_BUSBW_TOLERANCE = 0.9
 
 
+# The operator's floors for the collectives beside all-reduce, by collective: the option that
+# names each. No floor is published for them: NVIDIA's Cluster Readiness Engine measures both
+# and holds them to none by default (its ADR-021; "threshold table by architecture coming
+# soon"); its published runs (2 x 8 H100 over EFA: all-reduce 487.87, all-gather 338.57,
+# all-to-all 79.11 GB/s busbw at 16 GB; NVIDIA/cluster-readiness-engine 2a4d4aee
+# docs/api-reference/validation-results.md) show how far below all-reduce's they sit.
+OTHER_FLOOR_OPTIONS = {"all_gather": "--min-allgather-busbw", "all_to_all": "--min-alltoall-busbw"}
+
+
 def below_min_busbw(average_gbps: float, min_busbw_gbps: float | None) -> bool:
     return min_busbw_gbps is not None and average_gbps < MIN_BUSBW_TOLERANCE * min_busbw_gbps
 
