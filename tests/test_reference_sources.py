@@ -180,3 +180,36 @@ def test_an_sxm_boards_host_link_is_its_makers(model: str, link: tuple[int, int]
     entry = TABLE.models[model]
     assert entry.form_factor == "SXM"
     assert (entry.pcie_gen, entry.pcie_width) == link
+
+
+# A PCIe card's own link, from its maker's documents where one was read (the slot it sits in
+# may be slower: checks/load_judging.py holds the link to NVML's slot answer then). Each entry:
+# (generation, width or None where the source gives no width), and what was read where.
+CARD_LINK = {
+    # NVIDIA A100 40GB PCIe GPU Accelerator, Product Brief PB-10137-001_v03 (September 2020),
+    # Overview: "a dual-slot 10.5 inch PCI Express Gen4 card" (read as mirrored at
+    # docslib.org/doc/3015592, 2026-11-27)
+    "a100-pcie": (4, None),
+    # NVIDIA H100 PCIe GPU, Product Brief PB-11133-001_v02 (November 2022), Overview: "a
+    # dual-slot 10.5 inch PCI Express Gen5 card" (mirrored at manuals.plus, 2026-11-27)
+    "h100-pcie": (5, None),
+    # NVIDIA A40 datasheet, its specification table: "Interconnect interface ... PCIe Gen4:
+    # 64GB/s" (64 GB/s both ways together: x16; reproduced by a reseller, ecer.com, 2026-11-27)
+    "a40": (4, 16),
+    # NVIDIA L40 datasheet, its specification table: "Interconnect Interface | PCIe Gen4 x16:
+    # 64GB/s bidirectional" (reproduced with the L40S's by a reseller, mullet.se, 2026-11-27)
+    "l40": (4, 16),
+    # AnandTech's table of NVIDIA's H100 NVL announcement (March 2023): "Interface 2 x PCIe
+    # 5.0 (Quad Slot)" for the pair, one link per card (anandtech.com/show/18780, 2026-11-27)
+    "h100-nvl": (5, None),
+}
+
+
+@pytest.mark.parametrize(("model", "link"), sorted(CARD_LINK.items()))
+def test_a_pcie_cards_link_is_its_makers(model: str, link: tuple[int, int | None]) -> None:
+    entry = TABLE.models[model]
+    assert entry.form_factor == "PCIe"
+    generation, width = link
+    assert entry.pcie_gen == generation
+    if width is not None:
+        assert entry.pcie_width == width
