@@ -131,3 +131,20 @@ def test_ddp_diverging_parameters_fail(monkeypatch: pytest.MonkeyPatch) -> None:
     result = ddp.run(cpu_context())
     assert result.status is Status.FAIL
     assert "parameters differ across ranks" in result.message
+
+
+def test_a_ranks_body_runs_the_checks_collectives_in_its_process_group() -> None:
+    """What each torchrun rank runs for `collectives` (suite/multinode.py): the check's own
+    spec, this rank's place and the world, in the group already made."""
+    import torch.distributed as dist
+
+    from gpuaccept.measure.collectives import AllReduceFigure
+
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        figure = collectives.rank_body(0, 1, cpu_context())
+    finally:
+        dist.destroy_process_group()
+    assert isinstance(figure, AllReduceFigure)
+    assert (figure.world_size, figure.wrong_elements) == (1, 0)
+    assert figure.nbytes == collectives.allreduce_spec(cpu_context()).nbytes
