@@ -204,3 +204,29 @@ def test_where_a_node_cannot_start_the_children_every_rank_runs_the_rounds_itsel
     assert all(c.details == first.details for c in checks)
     assert first.details["rounds_in"] == "the job's ranks: this node's stand-in refusal"
     assert first.details["suspects"] == ["node-c"]
+
+
+@pytest.mark.slow
+def test_a_node_without_room_for_the_rounds_store_sends_the_rounds_to_the_jobs_ranks(
+    tmp_path: Path,
+) -> None:
+    """node-b cannot raise its open-files limit far enough for a store every rank of the job
+    may connect to (tests/multinode_faults/few_open_files): every rank agrees to run the rounds
+    in the job's own process groups and says why, before any round, rather than failing the
+    rounds node-b would lead for a limit of the host's."""
+    results = run_nodes(
+        tmp_path,
+        NAMES[:3],
+        1,
+        ["--only", "stack", "--isolate", "--min-busbw", "0.02"],
+        faults={"node-b": "few_open_files"},
+    )
+    checks = check_of_every_node(results, "isolation")
+    first = checks[0]
+    assert all(c.details == first.details for c in checks)
+    assert first.status is Status.PASS, first.message
+    assert first.details["rounds_in"] == (
+        "the job's ranks: node-b's open-files limit (64) is below the 303 a store for 3 "
+        "children needs"
+    )
+    assert all("met_at" not in e for e in first.details["evidence"])

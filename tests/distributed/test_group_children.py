@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime
 import multiprocessing
+import os
 import socket
 import time
 from collections.abc import Iterator
@@ -137,3 +138,47 @@ def test_the_address_the_operator_names_is_taken_as_given() -> None:
 def test_a_job_store_host_that_does_not_resolve_is_an_os_error() -> None:
     with pytest.raises(socket.gaierror):
         store_address(None, ("node-x.invalid", 29500))
+
+
+def _limits(monkeypatch: pytest.MonkeyPatch, soft: int, hard: int) -> list[tuple[int, int]]:
+    import resource
+
+    raised: list[tuple[int, int]] = []
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (soft, hard))
+    monkeypatch.setattr(resource, "setrlimit", lambda which, limits: raised.append(limits))
+    return raised
+
+
+def test_a_store_for_many_children_raises_the_soft_open_files_limit_within_the_hard(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A whole round at 1,000 nodes of 8 GPUs connects 8,000 children to one store; a soft
+    limit of 1,024 would refuse most of them (the store's accept fails, each waits out its
+    deadline, and the round fails for no fault of the nodes)."""
+    from gpuaccept.distributed.group_children import OPEN_FILES_MARGIN, open_files_room
+
+    held = len(os.listdir("/proc/self/fd"))
+    raised = _limits(monkeypatch, 1024, 1_048_576)
+    assert open_files_room(8000) is None
+    assert len(raised) == 1
+    soft, hard = raised[0]
+    assert hard == 1_048_576
+    assert 8000 + OPEN_FILES_MARGIN <= soft <= 8000 + OPEN_FILES_MARGIN + held + 16
+    # room already: nothing changed
+    raised = _limits(monkeypatch, 1_048_576, 1_048_576)
+    assert open_files_room(8000) is None
+    assert raised == []
+
+
+def test_a_hard_open_files_limit_below_the_round_is_said_not_exceeded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from gpuaccept.distributed.group_children import open_files_room
+
+    raised = _limits(monkeypatch, 1024, 4096)
+    said = open_files_room(8000)
+    assert said is not None
+    assert said.startswith("open-files limit (4096) is below the ")
+    assert "store for 8000 children" in said
+    assert "ulimit -n" in said
+    assert raised == []

@@ -50,6 +50,35 @@ def store_address(given: str | None, job_store: tuple[str, int]) -> str:
         return str(probe.getsockname()[0])
 
 
+# descriptors a rank's process holds beside its store's clients (its own files, sockets, pipes)
+OPEN_FILES_MARGIN = 256
+
+
+def open_files_room(clients: int) -> str | None:
+    """Make room in this process's open-files limit for a store that `clients` children may
+    connect to at once (a whole round at 1,000 nodes of 8 GPUs: 8,000; a common soft limit is
+    1,024, past which the store's accept fails and children wait out their deadline): raise the
+    soft limit as far as needed, within the hard one. Why it cannot (None when it can)."""
+    import os
+    import resource
+
+    try:
+        held = len(os.listdir("/proc/self/fd"))
+    except OSError:
+        held = 0
+    needed = held + clients + OPEN_FILES_MARGIN
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= needed:
+        return None
+    if hard != resource.RLIM_INFINITY and hard < needed:
+        return (
+            f"open-files limit ({hard}) is below the {needed} a store for {clients} "
+            "children needs (raise it: ulimit -n, or LimitNOFILE for the scheduler's daemon)"
+        )
+    resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
+    return None
+
+
 def open_node_store(address: str, timeout_seconds: float) -> tuple[Any, int]:
     """A store for the children of the groups this node leads, on a port the system picks:
     (the store, which serves while it is referenced; its port). Raises RuntimeError (torch's

@@ -644,10 +644,18 @@ class MultiNodeRun:
         with the store this node serves (kept until the rounds end). Or None and why the rounds
         run in the job's own ranks (a hung round then ends the job). The same answer on every
         rank."""
-        from gpuaccept.distributed.group_children import open_node_store, store_address
+        from gpuaccept.distributed.group_children import (
+            open_files_room,
+            open_node_store,
+            store_address,
+        )
         from gpuaccept.distributed.local_ranks import error_line
 
         refusal = self._round_refusal()
+        if refusal is None and self.launch.local_rank == 0:
+            # any node may lead a round of every rank (the first one that passed its screen)
+            room = open_files_room(self.launch.world)
+            refusal = f"{self.launch.node_name}'s {room}" if room else None
         held: Any = None
         offer: tuple[str, int] | str | None = None
         if refusal is None and self.launch.local_rank == 0:
