@@ -7,6 +7,9 @@
 # GPUACCEPT_ISOLATE_MIN_BUSBW=GBPS adds --isolate --min-busbw GBPS: the bad nodes found in
 # O(log N) rounds, each group of nodes held to that floor; GPUACCEPT_TOPOLOGY=FILE guides it
 # along the switches (`NODE SWITCH` lines, or `scontrol show topology > FILE`).
+# GPUACCEPT_MIN_ALLGATHER_BUSBW=GBPS, GPUACCEPT_MIN_ALLTOALL_BUSBW=GBPS add --min-allgather-busbw
+# and --min-alltoall-busbw: all-gather and all-to-all held to those floors across nodes (and in
+# every isolation round), as the all-reduce is to GPUACCEPT_ISOLATE_MIN_BUSBW's.
 # GPUACCEPT_RAILS=1 adds --rails: every rail (local rank k of every node) at once, the
 # inter-node network alone; a rail below the rails' best fails.
 # GPUACCEPT_LOCAL_ADDR: the address the other nodes reach this one at (torchrun --local-addr),
@@ -57,6 +60,18 @@ elif [[ -n "${GPUACCEPT_TOPOLOGY:-}" ]]; then
   echo "slurm-multinode.sh: error: GPUACCEPT_TOPOLOGY guides GPUACCEPT_ISOLATE_MIN_BUSBW: set both, or neither" >&2
   exit 2
 fi
+for name in GPUACCEPT_MIN_ALLGATHER_BUSBW GPUACCEPT_MIN_ALLTOALL_BUSBW; do
+  value=${!name:-}
+  [[ -n $value ]] || continue
+  if ! [[ $value =~ ^[0-9]{1,6}(\.[0-9]{1,6})?$ ]]; then
+    echo "slurm-multinode.sh: error: $name=$value: expected a bus bandwidth in GB/s" >&2
+    exit 2
+  fi
+  case $name in
+    GPUACCEPT_MIN_ALLGATHER_BUSBW) extra+=(--min-allgather-busbw "$value") ;;
+    *) extra+=(--min-alltoall-busbw "$value") ;;
+  esac
+done
 local_addr=()
 if [[ -n "${GPUACCEPT_LOCAL_ADDR:-}" ]]; then
   # a host name or address: printable, no spaces, at most 253 characters (RFC 1035); torchrun

@@ -514,6 +514,19 @@ REGISTRY: list[Input] = [
             "test_a_bad_isolation_setting_is_refused_in_one_line_before_torchrun",
         ),
     ),
+    *(
+        Input(
+            "job scripts",
+            name,
+            "env",
+            covered_by=(
+                "tests/test_job_scripts.py::"
+                "test_a_bad_isolation_setting_is_refused_in_one_line_before_torchrun",
+                "tests/test_job_scripts.py::test_the_collectives_floors_reach_accept_on_every_node",
+            ),
+        )
+        for name in ("GPUACCEPT_MIN_ALLGATHER_BUSBW", "GPUACCEPT_MIN_ALLTOALL_BUSBW")
+    ),
     Input(
         "job scripts",
         "GPUACCEPT_TOPOLOGY",

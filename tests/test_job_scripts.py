@@ -258,6 +258,9 @@ def test_a_bad_local_address_is_refused_in_one_line_before_torchrun(
         ({"GPUACCEPT_ISOLATE_MIN_BUSBW": "-3"}, "GPUACCEPT_ISOLATE_MIN_BUSBW=-3: expected"),
         ({"GPUACCEPT_ISOLATE_MIN_BUSBW": "1e3"}, "GPUACCEPT_ISOLATE_MIN_BUSBW=1e3: expected"),
         ({"GPUACCEPT_TOPOLOGY": "/etc/topology.conf"}, "GPUACCEPT_TOPOLOGY guides"),
+        ({"GPUACCEPT_MIN_ALLGATHER_BUSBW": "fast"}, "GPUACCEPT_MIN_ALLGATHER_BUSBW=fast: expected"),
+        ({"GPUACCEPT_MIN_ALLTOALL_BUSBW": "-1"}, "GPUACCEPT_MIN_ALLTOALL_BUSBW=-1: expected"),
+        ({"GPUACCEPT_MIN_ALLTOALL_BUSBW": "nan"}, "GPUACCEPT_MIN_ALLTOALL_BUSBW=nan: expected"),
         ({"GPUACCEPT_RAILS": "yes"}, "GPUACCEPT_RAILS=yes: expected 1 (rails) or 0"),
         ({"GPUACCEPT_RAILS": "2"}, "GPUACCEPT_RAILS=2: expected"),
         ({"GPUACCEPT_PAIRWISE": "yes"}, "GPUACCEPT_PAIRWISE=yes: expected 1 (pair-wise) or 0"),
@@ -272,6 +275,44 @@ def test_a_bad_isolation_setting_is_refused_in_one_line_before_torchrun(
     (line,) = done.stderr.strip().splitlines()
     assert line.startswith("slurm-multinode.sh: error: ")
     assert said in line
+
+
+def test_the_collectives_floors_reach_accept_on_every_node(tmp_path: Path) -> None:
+    """GPUACCEPT_MIN_ALLGATHER_BUSBW and GPUACCEPT_MIN_ALLTOALL_BUSBW become accept's options
+    (a torchrun stand-in records what it was asked to start)."""
+    box = sandbox(tmp_path, "slurm-multinode.sh")
+    fake = tmp_path / "fake-bin"
+    fake.mkdir()
+    asked = tmp_path / "torchrun-args"
+    (fake / "torchrun").write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {asked}\n')
+    (fake / "torchrun").chmod(0o755)
+    hook = activation_hook(box)
+    hook.write_text(hook.read_text() + f'export PATH="{fake}:$PATH"\n')
+    run_job(
+        box,
+        "slurm-multinode.sh",
+        "quick",
+        activate=False,
+        env={
+            "GPUACCEPT_ACTIVATE": str(hook),
+            "GPUACCEPT_RESULTS": str(tmp_path / "results"),
+            "SLURM_JOB_ID": "81",
+            "SLURMD_NODENAME": "n2",
+            "GPUACCEPT_RDZV_ENDPOINT": "127.0.0.1:29400",
+            "GPUACCEPT_ISOLATE_MIN_BUSBW": "400",
+            "GPUACCEPT_MIN_ALLGATHER_BUSBW": "300.5",
+            "GPUACCEPT_MIN_ALLTOALL_BUSBW": "70",
+        },
+    )
+    args = asked.read_text().splitlines()
+    accept = args[args.index("accept") :]
+    for option, value in (
+        ("--min-busbw", "400"),
+        ("--min-allgather-busbw", "300.5"),
+        ("--min-alltoall-busbw", "70"),
+    ):
+        assert accept[accept.index(option) + 1] == value, accept
+    assert "--isolate" in accept
 
 
 def test_the_health_check_with_its_results_under_a_file_does_not_judge_or_drain(
