@@ -55,9 +55,10 @@ def main() -> int:
                 "status": first.status.value,
                 "suspects": first.details.get("suspects"),
                 "rounds": first.details.get("rounds"),
+                "rounds_in": first.details.get("rounds_in"),
                 "message": first.message,
                 "evidence": [
-                    [e["round"], e["stage"], e["nodes"], e["passed"], e["said"]]
+                    [e["round"], e["stage"], e["nodes"], e["passed"], e["said"], e.get("met_at")]
                     for e in first.details["evidence"]
                     if e["stage"] != "screen"
                 ],
