@@ -56,9 +56,13 @@ OPEN_FILES_MARGIN = 256
 
 def open_files_room(clients: int) -> str | None:
     """Make room in this process's open-files limit for a store that `clients` children may
-    connect to at once (a whole round at 1,000 nodes of 8 GPUs: 8,000; a common soft limit is
-    1,024, past which the store's accept fails and children wait out their deadline): raise the
-    soft limit as far as needed, within the hard one. Why it cannot (None when it can)."""
+    connect to at once (a whole round at 1,000 nodes of 8 GPUs: 8,000; past the soft limit the
+    store's accept fails and children wait out their deadline): raise the soft limit as far as
+    needed, within the hard one. Why it cannot (None when it can). systemd starts services at
+    1,024 soft and 524,288 hard so that select() users keep working, and its systemd.exec(5)
+    says "applications should increase their soft limit to the hard limit on their own, if they
+    are OK with working with file descriptors above 1023" (as qemu 03e471c4 quotes it; the
+    defaults: golang/go#46279); torch's store serves with libuv (epoll), not select()."""
     import os
     import resource
 
