@@ -182,3 +182,19 @@ def test_a_hard_open_files_limit_below_the_round_is_said_not_exceeded(
     assert "store for 8000 children" in said
     assert "ulimit -n" in said
     assert raised == []
+
+
+def test_a_limit_that_cannot_be_raised_is_said_not_raised(monkeypatch: pytest.MonkeyPatch) -> None:
+    import resource
+
+    from gpuaccept.distributed.group_children import open_files_room
+
+    def refuse(which: int, limits: tuple[int, int]) -> None:
+        raise OSError(1, "Operation not permitted")
+
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (1024, 1_048_576))
+    monkeypatch.setattr(resource, "setrlimit", refuse)
+    said = open_files_room(8000)
+    assert said is not None
+    assert said.startswith("open-files limit (1024) could not be raised to ")
+    assert said.endswith("Operation not permitted")

@@ -79,7 +79,10 @@ def open_files_room(clients: int) -> str | None:
             f"open-files limit ({hard}) is below the {needed} a store for {clients} "
             "children needs (raise it: ulimit -n, or LimitNOFILE for the scheduler's daemon)"
         )
-    resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
+    except (OSError, ValueError) as error:  # a sandbox's seccomp filter, for one
+        return f"open-files limit ({soft}) could not be raised to {needed}: {error}"
     return None
 
 
