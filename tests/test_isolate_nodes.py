@@ -230,3 +230,45 @@ def test_a_node_without_room_for_the_rounds_store_sends_the_rounds_to_the_jobs_r
         "children needs"
     )
     assert all("met_at" not in e for e in first.details["evidence"])
+
+
+def _an_address_beside_loopback() -> str:
+    """This host's source address on a route off it (nothing is sent), or skip: the test needs
+    one address that is not loopback."""
+    import socket
+
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.connect(("192.0.2.1", 9))  # TEST-NET-1: only the route is looked up
+            address = str(probe.getsockname()[0])
+    except OSError as error:
+        pytest.skip(f"this host has no route off itself: {error}")
+    if address.startswith("127."):
+        pytest.skip("this host has no address but loopback")
+    return address
+
+
+@pytest.mark.slow
+def test_a_node_whose_route_to_the_jobs_store_is_loopback_announces_what_its_peers_reach(
+    tmp_path: Path,
+) -> None:
+    """The head node's own name often resolves to 127.0.1.1 there (Debian's /etc/hosts), so its
+    route to the job's store stays on loopback and its store would be announced where no peer
+    can reach it. node-a (the job's store on 127.0.0.1) announces instead the address it routes
+    to its peers from, which node-b and node-c announce (GPUACCEPT_LOCAL_ADDR)."""
+    address = _an_address_beside_loopback()
+    results = run_nodes(
+        tmp_path,
+        NAMES[:3],
+        1,
+        ["--only", "stack", "--isolate", "--min-busbw", "0.02"],
+        extra_env={name: {"GPUACCEPT_LOCAL_ADDR": address} for name in NAMES[1:3]},
+    )
+    checks = check_of_every_node(results, "isolation")
+    first = checks[0]
+    assert all(c.details == first.details for c in checks)
+    assert first.status is Status.PASS, first.message
+    stores = first.details["round_stores"]
+    assert sorted(stores) == NAMES[:3]
+    assert all(where.rsplit(":", 1)[0] == address for where in stores.values()), stores
+    assert any(e["met_at"] == "node-a" and e["passed"] for e in first.details["evidence"])

@@ -198,3 +198,31 @@ def test_a_limit_that_cannot_be_raised_is_said_not_raised(monkeypatch: pytest.Mo
     assert said is not None
     assert said.startswith("open-files limit (1024) could not be raised to ")
     assert said.endswith("Operation not permitted")
+
+
+def test_loopback_addresses_are_told_from_others() -> None:
+    from gpuaccept.distributed.group_children import is_loopback
+
+    assert is_loopback("127.0.0.1")
+    assert is_loopback("127.0.1.1")  # Debian's /etc/hosts line for the host's own name
+    assert is_loopback("::1")
+    assert not is_loopback("10.1.2.3")
+    assert not is_loopback("fe80::1%eth0")
+    assert not is_loopback("gpu-07")  # a name is not judged here
+
+
+def test_a_node_that_announced_loopback_among_reachable_peers_is_told_whom_to_route_to() -> None:
+    """The head node's name often resolves to 127.0.1.1 on the head node itself, so its route
+    to the job's store (on itself) says loopback, which no peer can reach: it must route to a
+    peer instead. On one host every node is on loopback, and rightly."""
+    from gpuaccept.distributed.group_children import peer_to_route_by
+
+    assert peer_to_route_by({0: ("127.0.1.1", 4000), 1: ("10.0.0.2", 4001)}) == ("10.0.0.2", 4001)
+    assert peer_to_route_by({0: ("10.0.0.1", 4000), 1: ("10.0.0.2", 4001)}) is None
+    assert peer_to_route_by({0: ("127.0.0.1", 4000), 1: ("127.0.0.1", 4001)}) is None
+    # a node whose store did not open says so; it is neither
+    assert peer_to_route_by({0: ("127.0.1.1", 4000), 1: "node-b's store did not open"}) is None
+    assert peer_to_route_by({0: "no store", 1: ("127.0.1.1", 1), 2: ("10.0.0.3", 2)}) == (
+        "10.0.0.3",
+        2,
+    )

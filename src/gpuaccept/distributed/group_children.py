@@ -24,6 +24,7 @@ import datetime
 import queue
 import socket
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +49,29 @@ def store_address(given: str | None, job_store: tuple[str, int]) -> str:
     with socket.socket(family, socket.SOCK_DGRAM) as probe:
         probe.connect(where)
         return str(probe.getsockname()[0])
+
+
+def is_loopback(address: str) -> bool:
+    """Whether `address` is a loopback literal (127.0.0.0/8, ::1); a host name is not."""
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(address.split("%")[0]).is_loopback
+    except ValueError:
+        return False
+
+
+def peer_to_route_by(offers: Mapping[int, tuple[str, int] | str]) -> tuple[str, int] | None:
+    """Where the nodes that announced a loopback address should route to instead, to learn the
+    address their peers reach them at: the first other node's store that is not on a loopback
+    address. None when no node announced one, or when every node did (one host: loopback is
+    right). A node whose name resolves to itself on 127.0.1.1 (what Debian's installer writes
+    in /etc/hosts) routes to the job's store, on its own host, over loopback."""
+    addresses = [offer for offer in offers.values() if not isinstance(offer, str)]
+    reachable = [offer for offer in addresses if not is_loopback(offer[0])]
+    if not reachable or len(reachable) == len(addresses):
+        return None
+    return reachable[0]
 
 
 # descriptors a rank's process holds beside its store's clients (its own files, sockets, pipes)

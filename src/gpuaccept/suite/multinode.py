@@ -624,6 +624,18 @@ class MultiNodeRun:
                 **result.details,
                 "rounds_in": in_ranks or "children",
                 **(
+                    {
+                        "round_stores": {
+                            names[node]: where
+                            if isinstance(where, str)
+                            else f"{where[0]}:{where[1]}"
+                            for node, where in sorted(stores.items())
+                        }
+                    }
+                    if stores is not None
+                    else {}
+                ),
+                **(
                     {"min_other_busbw_gbps": dict(context.min_other_busbw_gbps)}
                     if context.min_other_busbw_gbps
                     else {}
@@ -645,8 +657,10 @@ class MultiNodeRun:
         run in the job's own ranks (a hung round then ends the job). The same answer on every
         rank."""
         from gpuaccept.distributed.group_children import (
+            is_loopback,
             open_files_room,
             open_node_store,
+            peer_to_route_by,
             store_address,
         )
         from gpuaccept.distributed.local_ranks import error_line
@@ -672,6 +686,25 @@ class MultiNodeRun:
         if said:
             return None, f"the job's ranks: {said[0]}", None
         stores = {s.node_rank: s.value[1] for s in shares if s.local_rank == 0}
+        peer = peer_to_route_by(stores)
+        if peer is not None:
+            # this node's own name led to its own host over loopback: announce instead the
+            # address it reaches a peer from (the same decision on every rank, so every rank
+            # joins this second gather)
+            fix: tuple[str, int] | str | None = None
+            if (
+                isinstance(offer, tuple)
+                and is_loopback(offer[0])
+                and not os.environ.get(LOCAL_ADDR_ENV)
+            ):
+                try:
+                    fix = (store_address(None, peer), offer[1])
+                except OSError as error:
+                    fix = (
+                        f"{self.launch.node_name}'s store for the rounds has no address its "
+                        f"peers reach: {error_line(error)}"
+                    )
+            stores |= {s.node_rank: s.value for s in self._share(self._mine(fix)) if s.value}
         return stores, None, held
 
     def _round_refusal(self) -> str | None:
