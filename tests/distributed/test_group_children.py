@@ -144,9 +144,56 @@ def _limits(monkeypatch: pytest.MonkeyPatch, soft: int, hard: int) -> list[tuple
     import resource
 
     raised: list[tuple[int, int]] = []
-    monkeypatch.setattr(resource, "getrlimit", lambda which: (soft, hard))
-    monkeypatch.setattr(resource, "setrlimit", lambda which, limits: raised.append(limits))
+
+    def get(which: int) -> tuple[int, int]:
+        assert which == resource.RLIMIT_NOFILE
+        return soft, hard
+
+    def set_(which: int, limits: tuple[int, int]) -> None:
+        assert which == resource.RLIMIT_NOFILE
+        raised.append(limits)
+
+    monkeypatch.setattr(resource, "getrlimit", get)
+    monkeypatch.setattr(resource, "setrlimit", set_)
     return raised
+
+
+def _holding(monkeypatch: pytest.MonkeyPatch, descriptors: int | None) -> None:
+    """This process holds `descriptors` open files (None: /proc/self/fd cannot be read)."""
+
+    def listdir(path: str) -> list[str]:
+        assert path == "/proc/self/fd"
+        if descriptors is None:
+            raise PermissionError(13, "Permission denied")
+        return [str(n) for n in range(descriptors)]
+
+    monkeypatch.setattr(os, "listdir", listdir)
+
+
+def test_the_room_a_store_needs_is_its_clients_what_is_held_and_a_margin(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from gpuaccept.distributed.group_children import OPEN_FILES_MARGIN, open_files_room
+
+    _holding(monkeypatch, 40)
+    needed = 40 + 8000 + OPEN_FILES_MARGIN
+    raised = _limits(monkeypatch, needed, needed)  # exactly enough: nothing to raise
+    assert open_files_room(8000) is None
+    assert raised == []
+    raised = _limits(monkeypatch, needed - 1, needed)  # the hard limit exactly enough
+    assert open_files_room(8000) is None
+    assert raised == [(needed, needed)]
+    raised = _limits(monkeypatch, 1024, needed - 1)
+    assert open_files_room(8000) == (
+        f"open-files limit ({needed - 1}) is below the {needed} a store for 8000 children "
+        "needs (raise it: ulimit -n, or LimitNOFILE for the scheduler's daemon)"
+    )
+    assert raised == []
+    # what this process holds cannot be read: the clients and the margin still count
+    _holding(monkeypatch, None)
+    raised = _limits(monkeypatch, 1024, 1_048_576)
+    assert open_files_room(8000) is None
+    assert raised == [(8000 + OPEN_FILES_MARGIN, 1_048_576)]
 
 
 def test_a_store_for_many_children_raises_the_soft_open_files_limit_within_the_hard(

@@ -56,7 +56,7 @@ def is_loopback(address: str) -> bool:
     import ipaddress
 
     try:
-        return ipaddress.ip_address(address.split("%")[0]).is_loopback
+        return ipaddress.ip_address(address).is_loopback  # a scoped IPv6 address parses too
     except ValueError:
         return False
 
