@@ -17,8 +17,8 @@ from gpuaccept.measure.collectives import (
 )
 from gpuaccept.results import CheckResult
 from gpuaccept.sweeps.collectives import (
+    FLOOR_OPTIONS,
     MIN_BUSBW_TOLERANCE,
-    OTHER_FLOOR_OPTIONS,
     below_min_busbw,
 )
 
@@ -79,11 +79,7 @@ def conclude(context: CheckContext, outcome: RanksOutcome) -> CheckResult:
         # the floors the options set, for the charts to draw beside the reference's
         floors = {
             f"{collective.replace('_', '')}_busbw_gbps": MIN_BUSBW_TOLERANCE * floor
-            for collective, floor in (
-                ("all_reduce", context.min_busbw_gbps),
-                *context.min_other_busbw_gbps.items(),
-            )
-            if floor is not None
+            for collective, floor in context.busbw_floors.items()
         }
         if floors:
             findings.details["floors"] = floors
@@ -96,12 +92,10 @@ def conclude(context: CheckContext, outcome: RanksOutcome) -> CheckResult:
             )
     else:
         summary = "1 rank: correctness only, no bus bandwidth"
-        for option, floor in (
-            ("--min-busbw", context.min_busbw_gbps),
-            *((OTHER_FLOOR_OPTIONS[c], f) for c, f in context.min_other_busbw_gbps.items()),
-        ):
-            if floor is not None:
-                findings.warnings.append(f"{option} not judged: one rank has no bus bandwidth")
+        for collective in context.busbw_floors:
+            findings.warnings.append(
+                f"{FLOOR_OPTIONS[collective]} not judged: one rank has no bus bandwidth"
+            )
     names = ["all_reduce"]
     for other in figure.others:
         short = other.collective.replace("_", "")  # allgather, alltoall: as allreduce_*
@@ -120,7 +114,7 @@ def conclude(context: CheckContext, outcome: RanksOutcome) -> CheckResult:
             findings.failures.append(
                 f"{other.collective} busbw {other.busbw_gbps:.2f} GB/s at "
                 f"{other.nbytes / 2**20:g} MiB below {MIN_BUSBW_TOLERANCE:g} x "
-                f"{OTHER_FLOOR_OPTIONS[other.collective]} {floor:g}"
+                f"{FLOOR_OPTIONS[other.collective]} {floor:g}"
             )
     return findings.conclude(
         f"{', '.join(names)} exact on {ranks} {backend} rank(s) ({figure.nbytes / 2**20:g} MiB), "

@@ -71,6 +71,12 @@ class CheckContext:
     def cpu_mode(self) -> bool:
         return self.device_mode == "cpu"
 
+    @property
+    def busbw_floors(self) -> dict[str, float]:
+        """Every floor the operator set, by collective ("all_reduce" first)."""
+        floors = {"all_reduce": self.min_busbw_gbps, **self.min_other_busbw_gbps}
+        return {collective: floor for collective, floor in floors.items() if floor is not None}
+
 
 @dataclass(frozen=True)
 class RanksOutcome:

@@ -316,11 +316,12 @@ def group_passes(
     said = f"; {said} GB/s" if said else ""
     if nodes < 2:
         return True, f"exact, {figure.busbw_gbps:.3g} GB/s within the node{said}"
+    others = others or {}
     below = [
         f"{o.collective} busbw {o.busbw_gbps:.3g} GB/s below {MIN_BUSBW_TOLERANCE:g} x "
-        f"{OTHER_FLOOR_OPTIONS[o.collective]} {(others or {})[o.collective]:g}"
+        f"{OTHER_FLOOR_OPTIONS[o.collective]} {others[o.collective]:g}"
         for o in figure.others
-        if below_min_busbw(o.busbw_gbps, (others or {}).get(o.collective))
+        if below_min_busbw(o.busbw_gbps, others.get(o.collective))
     ]
     if below_min_busbw(figure.busbw_gbps, floor):
         below.insert(

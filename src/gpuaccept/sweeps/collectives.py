@@ -33,6 +33,7 @@ MIN_BUSBW_TOLERANCE = 0.9
 # all-to-all 79.11 GB/s busbw at 16 GB; NVIDIA/cluster-readiness-engine 2a4d4aee
 # docs/api-reference/validation-results.md) show how far below all-reduce's they sit.
 OTHER_FLOOR_OPTIONS = {"all_gather": "--min-allgather-busbw", "all_to_all": "--min-alltoall-busbw"}
+FLOOR_OPTIONS = {"all_reduce": "--min-busbw", **OTHER_FLOOR_OPTIONS}
 
 
 def below_min_busbw(average_gbps: float, min_busbw_gbps: float | None) -> bool:
