@@ -291,3 +291,22 @@ def test_list_compare_and_trend_speak_json(tmp_path: Path) -> None:
         app, ["history", "list", "--json", "--history", str(tmp_path / "none.sqlite")]
     )
     assert json.loads(empty.stdout) == []
+
+
+def test_a_history_uri_of_another_kind_is_refused_and_creates_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`sqlite:///h.sqlite` was a relative path: accept recorded under ./sqlite:/ and `history
+    list` said the history was empty, exit 0."""
+    monkeypatch.chdir(tmp_path)
+    for args in (
+        ["accept", "--level", "quick", "--device", "cpu", "--only", "stack"],
+        ["history", "list"],
+    ):
+        result = runner.invoke(app, [*args, "--history", "sqlite:///h.sqlite"])
+        assert result.exit_code == 2, result.output
+        assert "not a postgresql:// URI" in _one_error_line(result)
+        assert "[RESULT]" not in result.stdout
+    monkeypatch.setenv("GPUACCEPT_HISTORY", "sqlite:///h.sqlite")
+    assert runner.invoke(app, ["history", "list"]).exit_code == 2
+    assert list(tmp_path.iterdir()) == []

@@ -231,6 +231,10 @@ def test_a_uri_with_a_password_is_refused_before_any_connection() -> None:
         as_location("postgresql://db.example:notaport/gpuaccept")
     assert as_location("postgres://db/gpuaccept") == PgLocation("postgres://db/gpuaccept")
     assert as_location("postgresql-notes.sqlite") == Path("postgresql-notes.sqlite")
+    assert as_location("runs/a:b//h.sqlite") == Path("runs/a:b//h.sqlite")
+    for other in ("sqlite:///h.sqlite", "file:///var/h.sqlite", "POSTGRESQL://db/gpuaccept"):
+        with pytest.raises(HistoryError, match="no scheme"):
+            as_location(other)
     assert default_history({"GPUACCEPT_HISTORY": "postgresql:///fleet"}) == PgLocation(
         "postgresql:///fleet"
     )

@@ -13,6 +13,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import sqlite3
 import struct
 from abc import ABC, abstractmethod
@@ -210,6 +211,11 @@ def _sqlite_busy(path: object, error: sqlite3.Error) -> HistoryUnreachable | Non
 
 
 _PG_SCHEMES = ("postgresql://", "postgres://")
+# Any other `scheme://` (sqlite:///h.db as SQLAlchemy writes it, file://, POSTGRESQL:// that libpq
+# does not take: its prefix test is case-sensitive) would otherwise name a file under a directory
+# called "sqlite:" in the working directory: an empty history listed, a run recorded where no one
+# looks.
+_OTHER_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 
 
 @dataclass(frozen=True)
@@ -236,6 +242,11 @@ def as_location(value: HistoryLocation | str) -> HistoryLocation:
     if isinstance(value, PgLocation | Path):
         return value
     if not is_postgresql(value):
+        if _OTHER_URI.match(value):
+            raise HistoryError(
+                f"history {value!r}: not a postgresql:// URI; an SQLite history is named by its "
+                "file's path, with no scheme"
+            )
         return Path(value)
     try:
         parts = urlsplit(value)
