@@ -61,6 +61,13 @@ def peer_loss_before_the_cause(rank: int, world_size: int, spec: Any) -> int:
     raise RuntimeError("injected rank failure")
 
 
+def killed_on_rank1(rank: int, world_size: int, signum: int) -> int:
+    if rank == 1:
+        os.kill(os.getpid(), signum)
+    time.sleep(3600)
+    return rank
+
+
 def die_on_rank1(rank: int, world_size: int, spec: Any) -> int:
     if rank == 1:
         os._exit(7)

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import signal
 from typing import Any
 
 import pytest
@@ -139,3 +140,15 @@ def test_accepts_collectives_run_inside_a_group_of_the_job_and_count_its_own_err
             "all_gather": 0,
             "all_to_all": 2,  # two checked iterations, one element each
         }
+
+
+def test_a_rank_killed_by_a_signal_is_named_with_it_and_sigkill_points_at_the_kernel_log() -> None:
+    """`train llm` on a model too big for the host said "rank 1 exit -9": the kernel's
+    out-of-memory killer, unnamed."""
+    with pytest.raises(RanksFailed) as raised:
+        run_ranks(faults.killed_on_rank1, 2, signal.SIGKILL, 60, "gloo")
+    assert "rank 1 killed by SIGKILL: the out-of-memory killer's signal" in str(raised.value)
+    assert "dmesg" in str(raised.value)
+    with pytest.raises(RanksFailed) as raised:
+        run_ranks(faults.killed_on_rank1, 2, signal.SIGSEGV, 60, "gloo")
+    assert str(raised.value).endswith("(rank 1 killed by SIGSEGV)")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import tempfile
 from collections.abc import Callable, Mapping
 from multiprocessing.context import ForkServerContext, SpawnContext
@@ -33,6 +34,22 @@ PRELOAD = ["torch", "gpuaccept.checks.context"]
 # to start with "AF_UNIX path too long".
 _SOCKET_PATH_MAX = 107
 _SOCKET_SUFFIX = len("/pymp-XXXXXXXX/listener-XXXXXXXX")
+
+
+def how_it_ended(exitcode: int) -> str:
+    """A child's non-zero exit in words: 'exit 7', or the signal that killed it by name. SIGKILL
+    names the kernel's out-of-memory killer, its usual sender on a node (mm/oom_kill.c,
+    __oom_kill_task: `force_sig(SIGKILL, p)`, torvalds/linux 01017a22), so an operator looks in
+    the kernel log rather than at the GPU."""
+    if exitcode >= 0:
+        return f"exit {exitcode}"
+    try:
+        name = signal.Signals(-exitcode).name
+    except ValueError:
+        return f"killed by signal {-exitcode}"
+    if -exitcode == signal.SIGKILL:
+        return f"killed by {name}: the out-of-memory killer's signal, see the kernel log (dmesg)"
+    return f"killed by {name}"
 
 
 def forkserver_fits(temp_dir: str | None = None) -> bool:

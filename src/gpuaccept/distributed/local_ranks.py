@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from gpuaccept.distributed.children import child_process, process_context
+from gpuaccept.distributed.children import child_process, how_it_ended, process_context
 from gpuaccept.errors import GpuacceptError, InputError
 from gpuaccept.interrupts import deferred, raise_if_interrupted
 
@@ -206,9 +206,10 @@ def _more_errors(results: Any) -> dict[int, str]:
 
 
 def _deaths(processes: list[Any], done: dict[int, Any]) -> str:
-    """'rank R exit C, ...' for ranks that exited non-zero without a result ('' if none)."""
+    """'rank R exit C, rank S killed by SIGNAL, ...' for ranks that ended without a result and
+    not with exit 0 ('' if none)."""
     return ", ".join(
-        f"rank {rank} exit {process.exitcode}"
+        f"rank {rank} {how_it_ended(process.exitcode)}"
         for rank, process in enumerate(processes)
         if rank not in done and process.exitcode not in (None, 0)
     )

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import wait
 from typing import Any
 
-from gpuaccept.distributed.children import child_process
+from gpuaccept.distributed.children import child_process, how_it_ended
 from gpuaccept.interrupts import deferred
 from gpuaccept.suite.worker import HOST_SLOT, Job, Reply, WorkerSpec, worker_main
 
@@ -56,7 +56,7 @@ class _Worker:
         code = self.process.exitcode
         if code is None:
             return "stopped answering"
-        return f"died (signal {-code})" if code < 0 else f"died (exit code {code})"
+        return f"died ({how_it_ended(code)})" if code < 0 else f"died (exit code {code})"
 
     def kill(self) -> None:
         if self.process.pid is not None:
