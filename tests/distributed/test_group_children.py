@@ -113,7 +113,7 @@ def test_a_child_that_raises_or_dies_says_so_in_one_line(store: tuple[str, int])
     died = _group(faults.die_on_rank1, None, store, Deadlines(60, 3), key="r2/g0/")
     # rank 0 sleeps on (die_on_rank1), and is stopped
     assert died[0] == "did not finish its collectives within 3 s; stopped" or alone(died[0])
-    assert died[1] == "its process exited (7) before it could finish its collectives"
+    assert died[1] == "its process ended (exit 7) before it could finish its collectives"
 
 
 def test_a_group_meets_at_its_first_nodes_own_store(store: tuple[str, int]) -> None:

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpuaccept.distributed.children import child_process, process_context
+from gpuaccept.distributed.children import child_process, how_it_ended, process_context
 from gpuaccept.distributed.local_ranks import RankTarget, error_line, work_then_leave
 from gpuaccept.interrupts import deferred, raise_if_interrupted
 
@@ -196,7 +196,7 @@ def _wait(child: Any, results: Any, joined: Any, deadlines: Deadlines) -> Any:
                 value = results.get(timeout=_EXIT_GRACE_SECONDS)
             except queue.Empty:
                 after = _PHASE[bool(joined.value)]
-                return f"its process exited ({child.exitcode}) before it could {after}"
+                return f"its process ended ({how_it_ended(child.exitcode)}) before it could {after}"
         return value  # the figure, or the error's text
 
 
