@@ -82,7 +82,7 @@ def _clients(ports: list[int], ranks: list[int], group: int, start: Any, out: An
         connected = time.monotonic()
         store = dist.PrefixStore(f"gpuaccept/isolation/1/{rank // group}/", shared)  # type: ignore[attr-defined]
         if rank % group == 0:
-            store.set("nccl_unique_id", b"x" * 128)
+            store.set("nccl_unique_id", "x" * 128)
         store.get("nccl_unique_id")
         store.add("seq", 1)
         done = time.monotonic()
