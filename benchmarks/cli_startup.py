@@ -12,6 +12,8 @@ import subprocess
 import sys
 import time
 
+from fresh_bytecode import compile_gpuaccept
+
 
 def median_seconds(argv: list[str], repeats: int) -> float:
     samples = []
@@ -24,6 +26,7 @@ def median_seconds(argv: list[str], repeats: int) -> float:
 
 def main() -> None:
     repeats = int(sys.argv[1]) if len(sys.argv) > 1 else 15
+    print(compile_gpuaccept())
     bare = median_seconds([sys.executable, "-c", "pass"], repeats)
     print(f"python -c pass          median {bare * 1000:7.1f} ms")
     for args in (["--help"], ["--version"], ["accept", "--help"]):

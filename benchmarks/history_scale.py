@@ -218,6 +218,9 @@ def main() -> int:
         newest = history.list_runs(limit=1)[0].id
         queries(history, newest)
     html = Path(scratch) / "report.html"
+    from fresh_bytecode import compile_gpuaccept
+
+    print(compile_gpuaccept())
     commands = [
         ["--version"],  # the interpreter and the CLI's imports alone: every command pays them
         ["history", "list", "--history", str(db), "--node", "node00042", "--limit", "20"],
