@@ -16,10 +16,23 @@ Google's cluster-health-scanner (a suspect re-tested beside a known-good node):
    pass fails only as a whole: the fault is between them (a spine, a switch between racks),
    said as such.
 4. **confirm**: each node of a failing small group beside a known-good node (one that passed in
-   a group of two or more); the ones that still fail are the suspects.
+   a group of two or more); the ones that still fail are the suspects. A failing small group
+   none of whose nodes fails beside a good one failed only as a whole, as a group whose halves
+   pass does: the fault is between its nodes (between their racks when they span several),
+   named as a boundary. Without this, a fault between a rack and a lone node of another (the
+   middle split puts them in one small group) was cleared node by node and the job PASSED with
+   its whole round failed. A suspect that failed beside a node of another rack, over a link
+   between the two racks that no passing group crossed, is said to be one (its own fault and
+   that link's look the same).
+5. **whole** again, when confirmation named new suspects and no fault between groups: the rest
+   as one job. It passes unless a fault the suspects hid is left (a rack's link behind a bad
+   node of that rack fails only groups the node fails anyway); then bisection and confirmation
+   run on the rest as they did on the whole. So a search ends on the rest passing together, or
+   on a fault between groups (which would fail it again), never on suspects alone.
 
-With k bad nodes among N: 2 + ceil(log2 N) + 1 rounds when every pair can be confirmed at once
-(one more with the NVLink-off screen), well inside the issue's 2 k ceil(log2 N) + k; all-pairs
+With k bad nodes among N: ceil(log2 N) + 3 rounds when every pair can be confirmed at once
+(screen, whole, ceil(log2 N) - 1 bisections down to pairs, confirm, the rest; one more with
+the NVLink-off screen), well inside the issue's 2 k ceil(log2 N) + k; all-pairs
 rounds (`--pairwise`) are N - 1.
 A rack all of whose nodes are suspects is named as the rack.
 """
@@ -58,6 +71,9 @@ class Isolation:
     boundaries: tuple[tuple[Group, Group], ...]  # halves that pass alone and fail together
     racks: tuple[str, ...]  # racks whose every node is a suspect
     rounds: tuple[Round, ...]
+    # suspects that failed beside a good node of another rack whose link to theirs no passing
+    # group ever crossed: a fault between the two racks would look the same
+    beside_other_racks: tuple[str, ...] = ()
 
     @property
     def passed(self) -> bool:
@@ -88,10 +104,13 @@ class IsolationPlan:
     _splits: dict[Group, tuple[Group, Group]] = field(default_factory=dict)
     _failing: list[Group] = field(default_factory=list)
     _to_confirm: list[str] = field(default_factory=list)
+    _small: list[Group] = field(default_factory=list)  # failing groups confirmed node by node
+    _failed_beside: list[tuple[str, str]] = field(default_factory=list)  # (suspect, partner)
     _good: list[str] = field(default_factory=list)
     suspects: list[str] = field(default_factory=list)
     boundaries: list[tuple[Group, Group]] = field(default_factory=list)
     _crossed: bool = False
+    _suspects_before: int = 0  # suspects named before this pass's whole round
 
     def __post_init__(self) -> None:
         if len(set(self.nodes)) != len(self.nodes):
@@ -137,6 +156,7 @@ class IsolationPlan:
                 NVLINK_OFF_STAGE if self._stage == "screen" and self.nvlink_off else "whole"
             )
         elif self._stage == "whole":
+            self._suspects_before = len(self.suspects)
             if groups and not passed[0]:
                 self._failing = []
                 self._failed(groups[0], self._failing)
@@ -166,18 +186,25 @@ class IsolationPlan:
                         self._good += group
                         self._to_confirm = [n for n in self._to_confirm if n not in group]
                     continue
-                suspect = group[0]
+                suspect, partner = group
                 self._to_confirm.remove(suspect)
                 if not ok:
                     self.suspects.append(suspect)
+                    self._failed_beside.append((suspect, partner))
             if not self._to_confirm:
-                self._stage = "done"
+                # New suspects and no fault between groups: the rest once more as one job, which
+                # passes unless a fault the suspects hid is left (a rack's uplink behind a bad
+                # node of that rack fails only groups the node already fails); found, it is
+                # searched for as the first was. A fault between groups would fail it again.
+                again = len(self.suspects) > self._suspects_before and not self._between()
+                self._stage = "whole" if again else "done"
 
     def _failed(self, group: Group, failing: list[Group]) -> None:
         """A failing group of three or fewer is confirmed node by node (its halves would hold
         one node, whose test alone says nothing between nodes); a larger one is split again."""
         if len(group) <= SMALLEST_SPLIT:
             self._to_confirm += group
+            self._small.append(group)
         else:
             failing.append(group)
 
@@ -202,7 +229,11 @@ class IsolationPlan:
         """Each node still to confirm beside its own known-good node, as many as there are good
         nodes (the rest wait for the next round); with no good node at all, every node left is a
         suspect (nothing was ever seen to work to hold it against)."""
-        good = [n for n in dict.fromkeys(self._good) if n not in self.suspects]
+        # a node of a group failing in a later pass is no partner until it is cleared again
+        unconfirmed = set(self._to_confirm)
+        good = [
+            n for n in dict.fromkeys(self._good) if n not in self.suspects and n not in unconfirmed
+        ]
         if not good and not self._crossed and len(self._to_confirm) >= 3:
             # no node was ever seen to pass beside another (a small job): pair them across the
             # groups they failed in, once; a pair that passes clears both
@@ -226,6 +257,22 @@ class IsolationPlan:
             pairs.append((node, partner))
         return tuple(pairs)
 
+    def _between(self) -> tuple[tuple[Group, Group], ...]:
+        """The faults between groups: halves that passed apart and failed together, and small
+        groups that failed though each of their nodes passed beside a good one."""
+        cleared = [g for g in self._small if not any(n in self.suspects for n in g)]
+        return tuple(self.boundaries) + tuple(self._apart(g) for g in cleared)
+
+    def _apart(self, group: Group) -> tuple[Group, Group]:
+        """A small group that failed though each of its nodes passed beside a good node, as the
+        two sides of the fault between them: its first node's rack and the rest when it spans
+        racks, else down the middle."""
+        rack = self.topology.get(group[0])
+        first = tuple(n for n in group if self.topology.get(n) == rack)
+        if len(first) == len(group):
+            first = group[: len(group) // 2]
+        return first, tuple(n for n in group if n not in first)
+
     def result(self) -> Isolation:
         racks: dict[str, list[str]] = {}
         for node in self.nodes:
@@ -240,10 +287,28 @@ class IsolationPlan:
         )
         return Isolation(
             tuple(dict.fromkeys(self.suspects)),
-            tuple(self.boundaries),
+            self._between(),
             whole_racks,
             tuple(self.rounds),
+            self._unproven_links(),
         )
+
+    def _unproven_links(self) -> tuple[str, ...]:
+        """Suspects that failed beside a node of another rack, where no group that held nodes
+        of both racks ever passed (a lone node of a rack, or a rack whose every node was in the
+        failing group): the node's own fault or the racks' link, the data cannot tell."""
+        crossed: set[frozenset[str]] = set()
+        for step in self.rounds:
+            for group, ok in zip(step.groups, step.passed, strict=True):
+                racks = {self.topology[n] for n in group if n in self.topology}
+                if ok and len(group) >= 2:
+                    crossed.update(frozenset((a, b)) for a in racks for b in racks if a != b)
+        unproven = []
+        for suspect, partner in self._failed_beside:
+            mine, theirs = self.topology.get(suspect), self.topology.get(partner)
+            if mine and theirs and mine != theirs and frozenset((mine, theirs)) not in crossed:
+                unproven.append(suspect)
+        return tuple(unproven)
 
 
 def isolate(
@@ -375,6 +440,7 @@ def judge_isolation(
         "without_nvlink": list(isolation.without_nvlink),
         "boundaries": [[list(a), list(b)] for a, b in isolation.boundaries],
         "racks": list(isolation.racks),
+        "beside_other_racks": list(isolation.beside_other_racks),
         "rounds": rounds,
         "pairwise_rounds": nodes - 1 if nodes % 2 == 0 else nodes,
         "min_busbw_gbps": floor,
@@ -389,6 +455,12 @@ def judge_isolation(
             plain += (
                 f" ({', '.join(isolation.without_nvlink)} alone only with NVLink off: the "
                 "PCIe or host-memory path between its GPUs)"
+            )
+        if isolation.beside_other_racks:
+            plain += (
+                f" ({', '.join(isolation.beside_other_racks)} failed beside a node of another "
+                "rack, over a link between the racks no passing group crossed: a fault of that "
+                "link would look the same)"
             )
         said.append(plain)
     for first, second in isolation.boundaries:
