@@ -122,11 +122,61 @@ def test_a_fault_between_a_rack_and_a_lone_node_of_another_is_a_boundary_not_a_p
 
 
 def test_a_small_group_without_racks_cleared_node_by_node_is_split_down_the_middle() -> None:
-    nodes = fleet(6)
     # n0000 and n0001 cannot reach each other, and each reaches every other node
-    found = isolate(nodes, oracle(spine=({"n0000"}, {"n0001"})))
+    cut = oracle(spine=({"n0000"}, {"n0001"}))
+    found = isolate(fleet(6), cut)
     assert found.suspects == ()
     assert found.boundaries == ((("n0000",), ("n0001", "n0002")),)
+    pair = isolate(fleet(4), cut)  # the failing half is the pair itself
+    assert pair.boundaries == ((("n0000",), ("n0001",)),)
+    # a small group across racks: its first node's rack against the rest
+    racks = {"n0000": "r3", "n0001": "r0", "n0002": "r2", "n0003": "r0", "n0004": "r0"}
+    cut = oracle(spine=({"n0002"}, {"n0000", "n0004", "n0005"}))
+    across = isolate(fleet(6), cut, {**racks, "n0005": "r0"})
+    assert across.boundaries == ((("n0000",), ("n0002",)),)
+
+
+def test_a_pass_that_names_suspects_and_a_fault_between_groups_ends_there() -> None:
+    """The rest would fail again for the fault between groups: no round more."""
+    nodes = fleet(9)
+    topology = {n: f"rack-{i // 4}" for i, n in enumerate(nodes)}
+    found = isolate(
+        nodes,
+        oracle(bad_together={"n0005"}, spine=(set(nodes[:4]), set(nodes[4:]))),
+        topology,
+    )
+    assert found.suspects == ("n0005",)
+    assert found.boundaries == ((("n0002", "n0003"), ("n0008",)),)
+    stages = [r.stage for r in found.rounds]
+    assert stages.count("whole") == 1
+    assert stages[-1] == "confirm"
+
+
+def test_a_pair_that_passed_across_two_racks_proves_their_link() -> None:
+    """Racks a = n0000, n0001 and b = n0002, n0003; n0000 bad, and (a fabric stand-in) any
+    group of three or more across the racks fails. n0000 fails beside n0002; n0001 passed
+    beside n0003, a pair across the racks, so the link works: n0000 is not said to be doubtful."""
+    nodes = fleet(4)
+    topology = {n: ("a" if i < 2 else "b") for i, n in enumerate(nodes)}
+
+    def run(groups: tuple[Group, ...]) -> list[bool]:
+        racks = [{topology[n] for n in g} for g in groups]
+        return [
+            not (len(g) >= 2 and "n0000" in g) and not (len(g) >= 3 and len(r) == 2)
+            for g, r in zip(groups, racks, strict=True)
+        ]
+
+    found = isolate(nodes, run, topology)
+    assert "n0000" in found.suspects
+    crossed = [
+        g
+        for r in found.rounds
+        for g, ok in zip(r.groups, r.passed, strict=True)
+        if ok and len({topology[n] for n in g}) == 2
+    ]
+    assert crossed
+    assert all(len(g) == 2 for g in crossed)
+    assert found.beside_other_racks == ()
 
 
 def test_a_lone_node_that_fails_beside_other_racks_only_is_said_so() -> None:
@@ -184,6 +234,11 @@ def test_a_node_cleared_in_one_pass_is_no_partner_once_a_later_pass_fails_it() -
     assert set(found.suspects) == {"n0004", "n0000", "n0001"}
     assert found.racks == ("rack-0",)  # the rack's link: every node under it fails
     assert found.beside_other_racks == ("n0000", "n0001")
+    assert judge_isolation(found, [], 5.0, 6).message == (
+        "every node under rack-0 fails: the switch, not nodes; suspect node(s): n0004, n0000, "
+        "n0001 (n0000, n0001 failed beside a node of another rack, over a link between the racks "
+        "no passing group crossed: a fault of that link would look the same) (10 rounds)"
+    )
 
 
 def test_a_rack_whose_every_node_fails_is_named_as_the_rack() -> None:
