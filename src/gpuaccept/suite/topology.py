@@ -21,12 +21,15 @@ from pathlib import Path
 from gpuaccept.errors import InputError
 
 MAX_TOPOLOGY_BYTES = 4 * 1024 * 1024  # 100,000 nodes' lines with room to spare
+# names a topology may give in all, over every line (a line's range alone once was the only
+# bound: eight 40-byte lines of a million names each took 28 s and 0.8 GB here)
 MAX_NODES = 1_000_000
 
 
-def expand_hostlist(text: str) -> list[str]:
+def expand_hostlist(text: str, limit: int = MAX_NODES) -> list[str]:
     """Slurm's hostlist form: `gpu[001-003,007],cpu1` -> gpu001, gpu002, gpu003, gpu007, cpu1
-    (ranges keep their zero padding; one bracket per name, as Slurm's node names have)."""
+    (ranges keep their zero padding; one bracket per name, as Slurm's node names have).
+    ValueError past `limit` names, before they are made."""
     names: list[str] = []
     parts, depth, current = [], 0, ""
     for char in text:  # split at the commas outside brackets
@@ -48,6 +51,8 @@ def expand_hostlist(text: str) -> list[str]:
         if match is None:
             if "[" in part or "]" in part:
                 raise ValueError(f"{part!r} is not a host list")
+            if len(names) >= limit:
+                raise ValueError(f"more than {MAX_NODES} nodes in all")
             names.append(part)
             continue
         prefix, ranges, suffix = match.groups()
@@ -59,16 +64,17 @@ def expand_hostlist(text: str) -> list[str]:
             first, last = int(low), int(high or low)
             if last < first or last - first >= MAX_NODES:
                 raise ValueError(f"{part!r}: the range {item!r} is empty or too large")
+            if len(names) + last - first + 1 > limit:
+                raise ValueError(f"more than {MAX_NODES} nodes in all")
             width = len(low) if low.startswith("0") else 0
             names += [f"{prefix}{n:0{width}d}{suffix}" for n in range(first, last + 1)]
-            if len(names) > MAX_NODES:
-                raise ValueError(f"more than {MAX_NODES} nodes")
     return names
 
 
 def parse_topology(text: str, source: str = "topology") -> dict[str, str]:
     """node -> switch from either form; InputError naming the line that is neither."""
     found: dict[str, str] = {}
+    named = 0  # names given so far, a name given twice counted twice (each costs its making)
 
     def put(node: str, switch: str, line_number: int) -> None:
         if node in found and found[node] != switch:
@@ -94,9 +100,10 @@ def parse_topology(text: str, source: str = "topology") -> dict[str, str]:
             if "nodes" not in fields:
                 continue  # a switch of switches: its children are switches
             try:
-                nodes = expand_hostlist(fields["nodes"])
+                nodes = expand_hostlist(fields["nodes"], MAX_NODES - named)
             except ValueError as error:
                 raise InputError(f"{source}:{number}: Nodes={fields['nodes']}: {error}") from None
+            named += len(nodes)
             for node in nodes:
                 put(node, group, number)
             continue
