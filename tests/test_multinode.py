@@ -237,7 +237,19 @@ def test_judge_pairs_names_the_slow_node_and_needs_three() -> None:
         {(0, 1): _figure(100), (0, 2): "RuntimeError: timeout", (1, 2): "RuntimeError: timeout"},
         ["a", "b", "c"],
     )
-    assert "every pair with c failed" in broken.message
+    assert broken.message == "every pair with c failed"  # its pairs not listed one by one
+    # b and c each work with a and d, not with each other: the pair fails the check (it PASSED)
+    link = judge_pairs(
+        {**{pair: _figure(100) for pair in pairs}, (1, 2): "did not finish within 60 s"}, names
+    )
+    assert link.status is Status.FAIL
+    assert link.message == "b + c failed: did not finish within 60 s"
+    assert link.details["rows"][3] == {
+        "pair": "b + c",
+        "busbw_gbps": None,
+        "wrong": None,
+        "error": "did not finish within 60 s",
+    }
 
 
 def test_rounds_cover_every_pair_once_with_disjoint_pairs() -> None:

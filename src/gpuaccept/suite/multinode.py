@@ -935,8 +935,10 @@ def judge_pairs(measured: Mapping[tuple[int, int], Any], names: list[str]) -> Ch
     """Per pair busbw (or the error it raised) -> the slowest or failing node, named.
 
     A node is failing when every pair it is in failed, or its median pair busbw is below
-    PAIR_TOLERANCE x the median over all pairs; with fewer than three nodes no single node can
-    be singled out, and the result says so."""
+    PAIR_TOLERANCE x the median over all pairs; a pair that failed (an error, a deadline) fails
+    the check too, named as the pair, where neither of its nodes failed every pair (the link
+    between two nodes that each work with the others: once, it PASSED); with fewer than three
+    nodes no single node can be singled out, and the result says so."""
     from gpuaccept.results import Measurement
 
     rows, failures, warnings = [], [], []
@@ -963,6 +965,11 @@ def judge_pairs(measured: Mapping[tuple[int, int], Any], names: list[str]) -> Ch
     broken = [names[n] for n, values in per_node.items() if not values and len(names) > 1]
     if broken:
         failures.append(f"every pair with {', '.join(broken)} failed")
+    failures += [
+        f"{names[a]} + {names[b]} failed: {figure}"
+        for (a, b), figure in sorted(measured.items())
+        if isinstance(figure, str) and names[a] not in broken and names[b] not in broken
+    ]
     medians = {n: statistics.median(v) for n, v in per_node.items() if v}
     measurements = [
         Measurement(name="pair_busbw_gbps", value=v, unit="GB/s", device_name=names[n])
