@@ -22,8 +22,8 @@ Google's cluster-health-scanner (a suspect re-tested beside a known-good node):
    named as a boundary. Without this, a fault between a rack and a lone node of another (the
    middle split puts them in one small group) was cleared node by node and the job PASSED with
    its whole round failed. A suspect that failed beside a node of another rack, over a link
-   between the two racks that no passing group crossed, is said to be one (its own fault and
-   that link's look the same).
+   between the two racks that no passing group crossed, is named with that doubt
+   (`beside_other_racks`: its own fault and that link's look the same).
 5. **whole** again, when confirmation named new suspects and no fault between groups: the rest
    as one job. It passes unless a fault the suspects hid is left (a rack's link behind a bad
    node of that rack fails only groups the node fails anyway); then bisection and confirmation
