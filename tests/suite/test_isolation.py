@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from gpuaccept.results import Status
 from gpuaccept.suite.isolation import (
     Group,
+    Isolation,
     IsolationPlan,
     group_passes,
     isolate,
@@ -745,6 +746,14 @@ def test_a_broken_link_between_racks_is_never_a_pass_nor_laid_on_a_node_with_a_g
     assert set(found.suspects) - wrong <= set(found.beside_other_racks)
 
 
+def _a_screen_or_whole_failed(found: Isolation) -> bool:
+    """Whether a round that a pass needs passed whole (a screen, the whole job) saw a failure."""
+    return any(
+        r.stage in ("screen", "screen-nvlink-off", "whole") and not all(r.passed)
+        for r in found.rounds
+    )
+
+
 @_FLEETS
 @given(
     st.integers(1, 120),
@@ -771,11 +780,7 @@ def test_any_answers_a_flaky_fabric_gives_end_the_search_and_a_failed_whole_neve
 
     topology = {n: f"r{i // rack_size}" for i, n in enumerate(nodes)} if rack_size else None
     found = isolate(nodes, run, topology, nvlink_off=nvlink_off)
-    failed = any(
-        r.stage in ("screen", "screen-nvlink-off", "whole") and not all(r.passed)
-        for r in found.rounds
-    )
-    assert not (failed and found.passed), found
+    assert not (_a_screen_or_whole_failed(found) and found.passed), found
     verdict = judge_isolation(found, [], 1.0, count)
     assert (verdict.status is Status.PASS) == found.passed
 
@@ -814,8 +819,4 @@ def test_every_search_of_up_to_five_nodes_that_saw_a_failure_names_something(cou
             _every_search(IsolationPlan(nodes, topology, nvlink_off), ends)
             for end in ends:
                 found = end.result()
-                failed = any(
-                    r.stage in ("screen", "screen-nvlink-off", "whole") and not all(r.passed)
-                    for r in found.rounds
-                )
-                assert not (failed and found.passed), found.rounds
+                assert not (_a_screen_or_whole_failed(found) and found.passed), found.rounds
