@@ -521,3 +521,21 @@ def test_a_sites_rules_set_the_ras_limits() -> None:
         "100 rows remapped" in f and "the limit 100 of site strict.toml" in f for f in failures
     )
     assert any("page retirement table full (20 pages retired" in f for f in failures)
+
+
+def test_any_volatile_uncorrectable_ecc_error_fails_below_every_location_limit(
+    fake_gpus: Any,
+) -> None:
+    """Issue #50 §7: the total rule survived its own deletion, since every ECC test also tripped
+    a per-location rule. One volatile uncorrectable DRAM error is far below aznhc's DRAM limit
+    (20,000,000) and is not SRAM: only the total catches it, as DCGM's health watch fails any
+    volatile DBE (modules/health/DcgmHealthWatch.cpp:1735-1741 at NVIDIA/DCGM 72fa3fe,
+    DCGM_FR_VOLATILE_DBE_DETECTED on `DCGM_FI_DEV_ECC_DBE_VOL_TOTAL > 0`)."""
+    result = _health(fake_gpus, h100_sxm(ecc=_ecc(volatile_uncorrected_dram=1)))
+    assert result.status is Status.FAIL, result.message
+    assert "gpu0: 1 uncorrectable ECC error(s)" in result.message
+    # the same error in the aggregate (since the driver loaded, not this boot) is the DRAM
+    # limit's to judge: none of the total rule's business
+    assert _health(fake_gpus, h100_sxm(ecc=_ecc(aggregate_uncorrected_dram=1))).status is (
+        Status.PASS
+    )
