@@ -393,6 +393,11 @@ def test_a_signal_during_the_environment_capture_still_leaves_a_report(
         ('rails = "mlx5_ib0"\n', "rails: Input should be a valid list"),
         ('rails = ["mlx5 ib0"]\n', "rails.0: String should match pattern"),
         ("rails = []\n", "rails: List should have at least 1 item"),
+        # issue #50 §7: a NUL byte reached Path.resolve() and gave a traceback; a path or name
+        # longer than the kernel takes made Python 3.11's is_dir raise ENAMETOOLONG
+        ('scratch_dir = "/tmp/a\\u0000b"\n', "scratch_dir: Value error, holds a NUL byte"),
+        (f'scratch_dir = "/tmp/{"a" * 256}"\n', "longer than the kernel's NAME_MAX"),
+        (f'scratch_dir = "/tmp/{"a/" * 2100}"\n', "longer than the kernel's PATH_MAX"),
     ],
 )
 def test_a_node_profile_is_read_strictly(tmp_path: Path, profile: str, says: str) -> None:

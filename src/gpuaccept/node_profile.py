@@ -22,11 +22,15 @@ import os
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from gpuaccept.errors import InputError
 
 _MAX_PROFILE_BYTES = 64 * 1024
+# Linux's limits (include/uapi/linux/limits.h): a longer path or name is refused by every system
+# call with ENAMETOOLONG, which Python 3.11's Path.is_dir raises rather than answers False
+_PATH_MAX = 4096
+_NAME_MAX = 255
 
 
 class NodeExpectation(BaseModel):
@@ -51,6 +55,22 @@ class NodeExpectation(BaseModel):
         Field(default=None, min_length=1, max_length=1024)
     )
 
+    @field_validator("scratch_dir")
+    @classmethod
+    def _a_path_the_kernel_takes(cls, path: Path | None) -> Path | None:
+        """A NUL byte ends a C string: no system call can be given such a path (Python raises
+        ValueError "embedded null byte" at the first one), so it is refused here, in one line."""
+        if path is None:
+            return None
+        text = str(path)
+        if "\0" in text:
+            raise ValueError("holds a NUL byte, which no path can")
+        if len(text.encode(errors="surrogateescape")) >= _PATH_MAX:
+            raise ValueError(f"is longer than the kernel's PATH_MAX ({_PATH_MAX} bytes)")
+        if any(len(part.encode(errors="surrogateescape")) > _NAME_MAX for part in path.parts):
+            raise ValueError(f"has a name longer than the kernel's NAME_MAX ({_NAME_MAX} bytes)")
+        return path
+
     def with_overrides(self, **given: object) -> NodeExpectation:
         """This profile with the options that were given (None: keep the profile's)."""
         return self.model_copy(update={k: v for k, v in given.items() if v is not None})
@@ -73,14 +93,24 @@ def load_node_profile(path: Path) -> NodeExpectation:
     if not profile.model_dump(exclude_none=True):
         raise InputError(f"{shown}: names no expectation (see docs/accept.md for its keys)")
     scratch = profile.scratch_dir
+    if scratch is not None:
+        _check_scratch_dir(scratch, shown)
+    return profile
+
+
+def _check_scratch_dir(scratch: Path, shown: str) -> None:
     pseudo = (Path("/proc"), Path("/sys"), Path("/dev"))
-    if scratch is not None and any(scratch.resolve().is_relative_to(p) for p in pseudo):
+    try:
+        resolved = scratch.resolve()
+        usable = scratch.is_dir() and os.access(scratch, os.W_OK | os.X_OK)
+    except (OSError, ValueError) as error:  # what the validator let through and the OS refused
+        why = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+        raise InputError(f"{shown}: scratch_dir {scratch!r} cannot be used: {why}") from None
+    if any(resolved.is_relative_to(p) for p in pseudo):
         raise InputError(
             f"{shown}: scratch_dir {scratch} is on a kernel pseudo-filesystem, not storage"
         )
-    if scratch is not None and not (scratch.is_dir() and os.access(scratch, os.W_OK | os.X_OK)):
+    if not usable:
         raise InputError(
-            f"--node-profile {path}: scratch_dir {scratch} is not a directory this user can "
-            "write in"
+            f"{shown}: scratch_dir {scratch} is not a directory this user can write in"
         )
-    return profile
