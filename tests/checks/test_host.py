@@ -172,3 +172,30 @@ def test_a_scratch_directory_in_memory_is_said_to_be_read_from_memory(tmp_path: 
     assert file_system_type(Path("/scratch fast/x"), mounts) == "tmpfs"
     assert file_system_type(Path("/home/u"), mounts) == "ext4"
     assert file_system_type(Path("/x"), tmp_path / "no-such-file") is None
+
+
+def test_a_cpulist_that_is_not_one_warns_and_that_node_is_not_measured(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue #50 §7: `0-999999999` or `abc` in a NUMA node's cpulist raised ValueError out of
+    the host check (an ERROR with a traceback in its details); a node of memory alone (no CPU,
+    as a GH200's GPU memory) has nothing to pin a copy to."""
+    found = _findings()
+    nodes = host.numa_nodes({0: "0-3", 1: "abc", 2: "0-999999999", 3: ""}, found)
+    assert nodes == {0: {0, 1, 2, 3}}
+    assert found.warnings == [
+        "NUMA node 1: its cpulist is unreadable (not a cpulist: 'abc'): its memory was not "
+        "measured",
+        "NUMA node 2: its cpulist is unreadable (not a cpulist: '0-999999999'): its memory was "
+        "not measured",
+    ]
+    assert found.failures == []
+    for node, text in ((0, "abc"), (1, "0-999999999")):
+        cpulist = tmp_path / "sys" / "devices" / "system" / "node" / f"node{node}" / "cpulist"
+        cpulist.parent.mkdir(parents=True)
+        cpulist.write_text(text + "\n")
+    monkeypatch.setenv("GPUACCEPT_SYSFS_ROOT", str(tmp_path))
+    result = host.run(_context(None))
+    assert result.status is Status.WARN, result.message
+    assert "NUMA node 0: its cpulist is unreadable (not a cpulist: 'abc')" in result.message
+    assert not [m for m in result.measurements if m.name.startswith("host_memory")]

@@ -106,13 +106,32 @@ def judge_scratch(
     return judged
 
 
+def numa_nodes(numa: dict[int, str], findings: Findings) -> dict[int, set[int]]:
+    """Each NUMA node's CPUs, from its sysfs cpulist. A cpulist that is not one (`abc`, or
+    `0-999999999`, beyond any kernel's NR_CPUS) is sysfs's trouble, not the node's: it warns,
+    in one line, and that node is not measured. A node with no CPU (memory alone: a GH200's GPU
+    memory, CXL memory) has nothing to pin a copy to and is left out."""
+    nodes: dict[int, set[int]] = {}
+    for node, text in sorted(numa.items()):
+        try:
+            cpus = parse_cpulist(text)
+        except ValueError as error:
+            findings.warnings.append(
+                f"NUMA node {node}: its cpulist is unreadable ({error}): its memory was not "
+                "measured"
+            )
+            continue
+        if cpus:
+            nodes[node] = cpus
+    return nodes
+
+
 def run(context: CheckContext) -> CheckResult:
     expect = context.node or NodeExpectation()
     findings = Findings("host", "HOST")
     numa = read_inventory().numa_cpus
-    nodes = {node: parse_cpulist(cpus) for node, cpus in numa.items()} or {
-        0: os.sched_getaffinity(0)
-    }
+    # no NUMA in sysfs (a VM, a container without /sys): the CPUs this process may use are one
+    nodes = numa_nodes(numa, findings) if numa else {0: os.sched_getaffinity(0)}
     size = _MEMORY_BYTES[context.device_mode]
     memory = {node: memory_copy_gbps(cpus, size) for node, cpus in sorted(nodes.items())}
     judged = judge_memory(memory, expect.min_memory_gbps, findings)
@@ -131,10 +150,14 @@ def run(context: CheckContext) -> CheckResult:
         "scratch": scratch.__dict__,
         "numa_tolerance_percent": NUMA_TOLERANCE_PERCENT,
     }
+    measured = (
+        f"{len(memory)} NUMA node(s) at {min(memory.values()):.4g} GB/s or more"
+        if memory
+        else "no NUMA node's memory measured"
+    )
     said = (
-        f"{len(memory)} NUMA node(s) at {min(memory.values()):.4g} GB/s or more; scratch "
-        f"{directory} writes {scratch.write_gbps:.3g} GB/s, reads {scratch.read_gbps:.3g} "
-        f"GB/s, fsync p99 {scratch.fsync_p99_ms:.3g} ms"
+        f"{measured}; scratch {directory} writes {scratch.write_gbps:.3g} GB/s, reads "
+        f"{scratch.read_gbps:.3g} GB/s, fsync p99 {scratch.fsync_p99_ms:.3g} ms"
     )
     if not judged and not findings.failures and not findings.warnings:
         return CheckResult(

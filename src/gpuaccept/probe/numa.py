@@ -15,14 +15,25 @@ _BUS_ID = re.compile(
 )
 
 
+# The most CPUs a cpulist may name: the kernel's NR_CPUS is at most 8192 (arch/x86/Kconfig,
+# MAXSMP) and 4096 on arm64; 65536 leaves room and keeps a hostile `0-999999999` from building a
+# billion-element set.
+MAX_CPU = 1 << 16
+_CPU_RANGE = re.compile(r"(\d{1,6})(?:-(\d{1,6}))?")
+
+
 def parse_cpulist(text: str) -> set[int]:
-    """'0-3,8,10-11' as a set of CPU numbers; ValueError when it is not a cpulist."""
+    """'0-3,8,10-11' as a set of CPU numbers; ValueError, with a one-line message quoting at
+    most 40 characters of the part, when it is not a cpulist the kernel could have written
+    (Documentation/admin-guide/cputopology.rst: ranges and single CPUs, comma-separated)."""
     cpus: set[int] = set()
     for part in filter(None, text.strip().split(",")):
-        first, _, last = part.partition("-")
-        low, high = int(first), int(last or first)
-        if high < low or high > 1 << 16:
-            raise ValueError(f"not a cpulist range: {part!r}")
+        match = _CPU_RANGE.fullmatch(part.strip())
+        if match is None:
+            raise ValueError(f"not a cpulist: {part[:40]!r}")
+        low, high = int(match[1]), int(match[2] or match[1])
+        if high < low or high > MAX_CPU:
+            raise ValueError(f"not a cpulist range: {part[:40]!r}")
         cpus.update(range(low, high + 1))
     return cpus
 
