@@ -13,7 +13,7 @@ from gpuaccept.checks import fabric
 from gpuaccept.checks.context import CheckContext
 from gpuaccept.checks.judging import Findings
 from gpuaccept.node_profile import NodeExpectation
-from gpuaccept.probe.fabric import read_inventory, read_port_counters
+from gpuaccept.probe.fabric import Q_COUNTERS, read_inventory, read_port_counters
 from gpuaccept.references import load_shipped_references
 from gpuaccept.suite.levels import level_settings
 from gpuaccept.verdict import Status
@@ -192,7 +192,9 @@ def test_a_saturated_counter_or_a_vanished_port_is_said(node: Path) -> None:
     assert findings.failures == ["mlx5_7:1 was read at the start but not at the end (gone?)"]
     assert findings.warnings == [
         "mlx5_0:1 symbol_error is at its maximum (65535): it no longer counts (reset the port "
-        "counters, e.g. perfquery -R)"
+        "counters, e.g. perfquery -R)",
+        "mlx5_0:1: 1 error counter(s) unreadable at the start or the end of the run "
+        "(link_downed): their growth is unknown, not judged",
     ]
 
 
@@ -381,6 +383,10 @@ def test_each_port_and_counter_is_judged_on_its_own() -> None:
         "mlx5_1:1 link_downed grew by 2 in the run",
     ]
     assert findings.warnings == [
+        "mlx5_1:1 port_rcv_errors reached its maximum (65535) in the run: it grew by at least 1 "
+        "and may no longer count",
+        "mlx5_1:1: 1 error counter(s) unreadable at the start or the end of the run "
+        "(symbol_error): their growth is unknown, not judged",
         "mlx5_1:1 port_rcv_errors grew by 1 in the run",
         "mlx5_2:1 symbol_error grew by 7 in the run",
     ]
@@ -861,3 +867,60 @@ def test_a_port_gone_by_the_end_of_the_run_is_the_port_down_cause() -> None:
     fabric.judge_counter_growth({"mlx5_3:1": {"link_downed": 0}}, {}, findings)
     assert findings.failures == ["mlx5_3:1 was read at the start but not at the end (gone?)"]
     _recommended(findings, "a fabric port down or at a lower rate")
+
+
+def test_an_unreadable_counter_is_not_a_clean_one(node: Path) -> None:
+    """Issue #50 §7: one port's link_downed unreadable ("N/A (no PMA)", or the file gone) among
+    readable ones was skipped, and the node passed as "no error counter grew". Its growth is
+    unknown: said by port and counter, a warning (the reader's trouble, never a hardware
+    verdict: probe/sysfs.py), while what could be read is still judged."""
+    start = read_port_counters(node)
+    (port_dir(node, 3) / "counters" / "link_downed").write_text("N/A (no PMA)\n")
+    (port_dir(node, 5) / "counters" / "symbol_error").unlink()
+    result = fabric.run_errors(_context(start_fabric_counters=start))
+    assert result.status is Status.WARN, result.message
+    assert result.message == (
+        "mlx5_3:1: 1 error counter(s) unreadable at the start or the end of the run "
+        "(link_downed): their growth is unknown, not judged; mlx5_5:1: 1 error counter(s) "
+        "unreadable at the start or the end of the run (symbol_error): their growth is unknown, "
+        "not judged"
+    )
+    (port_dir(node, 1) / "counters" / "link_downed").write_text("1\n")  # still judged beside
+    assert fabric.run_errors(_context(start_fabric_counters=start)).status is Status.FAIL
+    # unreadable at the start alone is the same unknown
+    findings = Findings("fabric-errors", "FABRIC")
+    fabric.judge_counter_growth(
+        {"p:1": {"link_downed": None}}, {"p:1": {"link_downed": 0}}, findings
+    )
+    assert findings.warnings == [
+        "p:1: 1 error counter(s) unreadable at the start or the end of the run (link_downed): "
+        "their growth is unknown, not judged"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("name", "bits"), [("out_of_sequence", 32), ("symbol_error", 16), ("link_downed", 8)]
+)
+def test_a_counter_at_its_maximum_is_said_whatever_its_width(name: str, bits: int) -> None:
+    """Issue #50 §7: a RoCE Q counter held at 2**32 - 1 passed in silence where a PortCounter at
+    its top warned. Whether mlx5 wraps its 32-bit Q counters or holds them is not published
+    (mlx4 held its own: drivers/infiniband/hw/mlx4/mad.c ASSIGN_32BIT_COUNTER), so a counter at
+    the top at both ends is said, whatever its width; one read lower at the end wrapped."""
+    top = (1 << bits) - 1
+    findings = Findings("fabric-errors", "FABRIC")
+    fabric.judge_counter_growth({"p:1": {name: top}}, {"p:1": {name: top}}, findings)
+    assert findings.failures == []
+    [said] = findings.warnings
+    assert said.startswith(f"p:1 {name} is at its maximum ({top}")
+    # reaching the top in the run: the growth is a floor, said so, and still judged
+    reached = Findings("fabric-errors", "FABRIC")
+    fabric.judge_counter_growth({"p:1": {name: top - 3}}, {"p:1": {name: top}}, reached)
+    assert reached.warnings[0] == (
+        f"p:1 {name} reached its maximum ({top}) in the run: it grew by at least 3 and may no "
+        "longer count"
+    )
+    assert f"p:1 {name} grew by 3 in the run" in [*reached.failures, *reached.warnings]
+    if name in Q_COUNTERS:  # read lower at the end: it wrapped, and is not at its top
+        wrapped = Findings("fabric-errors", "FABRIC")
+        fabric.judge_counter_growth({"p:1": {name: top}}, {"p:1": {name: 4}}, wrapped)
+        assert wrapped.warnings == [f"p:1 {name} grew by 5 in the run"]

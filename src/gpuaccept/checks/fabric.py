@@ -31,8 +31,11 @@ error recovery process and downed the link"), `link_error_recovery`,
 `symbol_error`, `port_rcv_errors`, `port_rcv_remote_physical_errors` or `port_xmit_discards`
 warns (minor errors, or congestion). The meanings are the kernel's
 (Documentation/ABI/stable/sysfs-class-infiniband); the split follows Oracle's note 2195792.1,
-which counts the first group's physical-link errors as harmful. A PortCounter at its maximum
-(they are 4 to 16 bits wide) has stopped and is reported as such. On every port that has them
+which counts the first group's physical-link errors as harmful. A counter at its maximum, of
+any width (PortCounters are 4 to 16 bits and stop there; the 32-bit Q counters may), is said:
+at both ends its growth is unknown; reached in the run, its growth is a floor. A counter that
+cannot be read at either end is not a clean one: its port and name are said in a warning, and
+what could be read is still judged (issue #50 §7). On every port that has them
 (InfiniBand and RoCE), the driver's Q counters are judged too (`probe.fabric.Q_COUNTERS`):
 retransmissions and drops (`out_of_sequence`, `packet_seq_err`, `local_ack_timeout_err`, ...)
 warn, and `req_transport_retries_exceeded` (a connection that gave up) fails. They are 32 bits
@@ -377,12 +380,38 @@ def run(context: CheckContext) -> CheckResult:
     )
 
 
+def _counter_maximum(port: str, name: str, value: int, wraps: bool) -> str:
+    """What a counter read at the top of its width means, said the same for every width."""
+    if wraps:
+        # The Q counters are 32 bits (mlx5_ib_query_q_counters copies a be32); whether the
+        # firmware wraps them round or holds them at the top is not published, and mlx4 held its
+        # 32-bit counters there (ASSIGN_32BIT_COUNTER, drivers/infiniband/hw/mlx4/mad.c, commit
+        # 2fc800f "Counters should be saturate once they reach their maximum value"). Read at
+        # the top at both ends, growth cannot be told from a counter that stopped.
+        return (
+            f"{port} {name} is at its maximum ({value}, 32 bits): it may no longer count, so its "
+            "growth in the run is unknown (the driver clears it when the port's counters are "
+            "reallocated, e.g. on a driver reload)"
+        )
+    return (
+        f"{port} {name} is at its maximum ({value}): it no longer counts (reset the port "
+        "counters, e.g. perfquery -R)"
+    )
+
+
 def judge_counter_growth(
     start: dict[str, dict[str, int | None]],
     end: dict[str, dict[str, int | None]],
     findings: Findings,
 ) -> list[dict[str, Any]]:
-    """Each port's error counters now against the start; the growth per port for the report."""
+    """Each port's error counters now against the start; the growth per port for the report.
+
+    A counter that could not be read at the start or the end ("N/A (no PMA)", a file gone or
+    refused) is not a clean one: its growth is unknown, and the port is named in a warning
+    (issue #50 §7). Not a failure, since an unreadable attribute is the reader's or the driver's
+    trouble and never a hardware verdict (probe/sysfs.py); not silence either, since "no counter
+    grew" would then claim what was never seen. A Q counter the driver exposes at neither end
+    is simply not there (an older driver), and is not listed."""
     growth = []
     for port, before in sorted(start.items()):
         after = end.get(port)
@@ -394,16 +423,18 @@ def judge_counter_growth(
             )
             continue
         grew: dict[str, int] = {}
+        unread: list[str] = []
         for name, bits in _WIDTHS.items():
+            wraps = name in Q_COUNTERS
+            if name not in before and name not in after:
+                continue  # not exposed (read_port_counters keeps every PortCounter, None or not)
             was, now = before.get(name), after.get(name)
             if was is None or now is None:
+                unread.append(name)
                 continue
-            wraps = name in Q_COUNTERS
-            if not wraps and was >= (1 << bits) - 1:
-                findings.warnings.append(
-                    f"{port} {name} is at its maximum ({was}): it no longer counts (reset the "
-                    "port counters, e.g. perfquery -R)"
-                )
+            top = (1 << bits) - 1
+            if was >= top and (not wraps or now >= top):
+                findings.warnings.append(_counter_maximum(port, name, was, wraps))
                 continue
             if now > was:
                 grew[name] = now - was
@@ -416,6 +447,16 @@ def judge_counter_growth(
                 )
                 if now > 0:
                     grew[name] = now
+            if now >= top and name in grew:
+                findings.warnings.append(
+                    f"{port} {name} reached its maximum ({now}) in the run: it grew by at least "
+                    f"{grew[name]} and may no longer count"
+                )
+        if unread:
+            findings.warnings.append(
+                f"{port}: {len(unread)} error counter(s) unreadable at the start or the end of "
+                f"the run ({', '.join(unread)}): their growth is unknown, not judged"
+            )
         for name, delta in grew.items():
             text = Cause(f"{port} {name} grew by {delta} in the run", "cause", "port-errors")
             if name in FAILING_GROWTH:
