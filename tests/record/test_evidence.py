@@ -21,7 +21,9 @@ from gpuaccept.output_files import OutputError
 from gpuaccept.record.evidence import (
     archive_name,
     collect,
+    identity,
     run_tool,
+    serial_of,
     wanted,
     write_evidence,
     xid_context,
@@ -80,6 +82,63 @@ def _xid_failure(serial: str | None = "1652823051234", bus: str = "00000000:CB:0
         ),
     ]
     return rejudged(report, checks=checks, environment={**report.environment, "gpus": [gpu]})
+
+
+GB200_TRAY = {  # NVML's busId (8-digit domain) -> serial: one tray, four domains, one bus:device
+    "00000008:01:00.0": "1650124000008",
+    "00000009:01:00.0": "1650124000009",
+    "00000018:01:00.0": "1650124000018",
+    "00000019:01:00.0": "1650124000019",
+}
+
+
+def _gb200_failure(xids: list[str]) -> RunReport:
+    """A failing run on a GB200 tray: an XID 79 finding for each of `xids` (the driver's
+    4-digit form, `0018:01:00`), the four GPUs captured with NVML's 8-digit form."""
+    report = _xid_failure()
+    template = report.environment["gpus"][0]
+    gpus = [
+        {
+            **template,
+            "index": i,
+            "uuid": f"GPU-{i:08d}-0000-0000-0000-000000000000",
+            "serial": s,
+            "pci_bus_id": bus,
+        }
+        for i, (bus, s) in enumerate(GB200_TRAY.items())
+    ]
+    findings = [
+        {
+            "status": "fail",
+            "text": f"XID 79 on PCI {x}",
+            "kind": "xid",
+            "code": "79",
+            "gpu": f"PCI {x}",
+        }
+        for x in xids
+    ]
+    events = report.checks[-1].model_copy(update={"details": {"findings": findings}})
+    return rejudged(
+        report,
+        checks=[*report.checks[:-1], events],
+        environment={**report.environment, "gpus": gpus},
+    )
+
+
+def test_each_xid_of_a_gb200_tray_gets_its_own_gpus_serial() -> None:
+    """Issue #50 §5: matched by bus and device alone, the tray's four GPUs were one and three of
+    four XIDs got the first GPU's serial; with the domain each gets its own, and the archive's
+    identity names each GPU the findings named by its serial."""
+    xids = ["0008:01:00", "0009:01:00", "0018:01:00", "0019:01:00"]
+    report = _gb200_failure(xids)
+    assert [serial_of(report, f"PCI {x}") for x in xids] == list(GB200_TRAY.values())
+    assert serial_of(report, "PCI 0010:01:00") is None  # no GPU of the node: no serial guessed
+    assert serial_of(report, "PCI 01:00") is None  # no domain and four candidates: none guessed
+    last = _gb200_failure(["0019:01:00"])
+    assert archive_name(last, "tray3").startswith("gpuaccept-evidence-tray3-1650124000019-")
+    named = identity(report, "tray3")["named_gpus"]
+    assert [g["serial"] for g in named.values()] == list(GB200_TRAY.values())
+    assert named["PCI 0018:01:00"]["pci_bus_id"] == "00000018:01:00.0"
 
 
 def test_which_runs_call_for_evidence() -> None:

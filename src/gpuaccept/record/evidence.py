@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpuaccept.probe.pci_address import match_gpu, parse_pci_address
 from gpuaccept.record.scrub import scrub_text
 from gpuaccept.results import RunReport
 from gpuaccept.verdict import Outcome
@@ -101,24 +102,22 @@ def named_gpus(report: RunReport) -> list[str]:
     return report.action_plan.out_of_service_gpus()
 
 
-def _bus(text: str) -> str | None:
-    """`bus:device` of a PCI address in any of its spellings (NVML's 00000000:CB:00.0, the
-    kernel log's 0000:cb:00), lower case."""
-    found = re.search(r"([0-9a-fA-F]{2}):([0-9a-fA-F]{2})(?:\.[0-7])?\s*$", text)
-    return f"{found[1]}:{found[2]}".lower() if found else None
+def gpu_named(report: RunReport, gpu: str) -> dict[str, Any] | None:
+    """The captured GPU a finding named, by UUID or (an XID of the kernel log) its PCI address
+    in full: domain, bus and device (`probe.pci_address`: a GB200 tray's GPUs differ only by
+    domain)."""
+    gpus = _gpus(report)
+    index = next((i for i, g in enumerate(gpus) if g.get("uuid") == gpu), None)
+    address = parse_pci_address(gpu) if index is None and gpu.startswith("PCI ") else None
+    if address is not None:
+        index = match_gpu(address, [parse_pci_address(str(g.get("pci_bus_id", ""))) for g in gpus])
+    return gpus[index] if index is not None else None
 
 
 def serial_of(report: RunReport, gpu: str) -> str | None:
-    """The serial of a GPU a finding named, by UUID or (an XID of the kernel log) PCI address."""
-    for g in _gpus(report):
-        if g.get("uuid") == gpu or (
-            gpu.startswith("PCI ")
-            and _bus(gpu) is not None
-            and _bus(str(g.get("pci_bus_id", ""))) == _bus(gpu)
-        ):
-            serial = g.get("serial")
-            return str(serial) if serial else None
-    return None
+    """The serial of a GPU a finding named (`gpu_named`)."""
+    serial = (gpu_named(report, gpu) or {}).get("serial")
+    return str(serial) if serial else None
 
 
 def archive_name(report: RunReport, node: str) -> str:
@@ -146,6 +145,12 @@ def identity(report: RunReport, node: str) -> dict[str, Any]:
         "product_serial": system.get("product_serial"),
         "gpus": [{k: g.get(k) for k in keys if k in g} for g in _gpus(report)],
         "named_by_findings": named_gpus(report),
+        # each named GPU as the capture knows it: the vendor's case is by serial
+        "named_gpus": {
+            name: {k: g.get(k) for k in keys if k in g} if g is not None else None
+            for name in named_gpus(report)
+            for g in [gpu_named(report, name)]
+        },
         "action": report.action_plan.action.value,
     }
 
