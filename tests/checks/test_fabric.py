@@ -287,8 +287,11 @@ def test_rates_are_compared_within_a_link_layer_and_an_unreadable_rate_is_said()
         rails=["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"],  # RoCE rails beside InfiniBand ones
     )
     assert found.warnings == [
+        # issue #50 §7: this one was silent without an expected rate
+        "mlx5_1:1: rate unreadable, its speed is not judged here (give --expect-nic-rate to "
+        "require a rate)",
         "mlx5_3:1 runs at 100 Gb/s while the node's fastest Ethernet port runs at 200 (give "
-        "--expect-nic-rate to require a rate)"
+        "--expect-nic-rate to require a rate)",
     ]
     expected = _judge_ports(
         [_port("mlx5_0", rate_gbps=None), _port("mlx5_1", rate_gbps=0.5)], nic_rate_gbps=1.0

@@ -12,6 +12,7 @@ import pytest
 from gpuaccept.checks import network
 from gpuaccept.checks.context import CheckContext
 from gpuaccept.measure.perftest import PerftestError, parse_average_gbps
+from gpuaccept.node_profile import NodeExpectation
 from gpuaccept.references import load_shipped_references
 from gpuaccept.suite.levels import level_settings
 from gpuaccept.verdict import Status
@@ -29,12 +30,13 @@ def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return root
 
 
-def _context() -> CheckContext:
+def _context(node: NodeExpectation | None = None) -> CheckContext:
     return CheckContext(
         level="standard",
         device_mode="cpu",
         settings=level_settings("standard", "cpu"),
         references=load_shipped_references(),
+        node=node,
     )
 
 
@@ -84,10 +86,58 @@ def test_a_qdr_port_is_held_to_its_data_rate_and_an_unreadable_rate_is_not_a_pas
         "signalling, less its line coding)"
     )
     (port_dir(node, 1) / "rate").write_text("garbled\n")
-    monkeypatch.setenv("FAKE_IB_BW", "mlx5_1=50,*=30")
-    unjudged = network.run(_context())
-    assert unjudged.status is Status.WARN  # never a silent pass
-    assert unjudged.message == "mlx5_1:1 ib_write_bw 50 Gb/s not judged: its rate is unreadable"
+    monkeypatch.setenv("FAKE_IB_BW", "mlx5_1=25,*=30")
+    held = network.run(_context())
+    assert held.status is Status.FAIL  # held to the rate its peers run at
+    assert held.message == (
+        "mlx5_1:1 ib_write_bw 25 Gb/s, below 0.9 x 32 Gb/s, the line rate of the node's other "
+        "InfiniBand ports (its own rate is unreadable)"
+    )
+
+
+def _only_ports(node: Path, keep: set[int]) -> None:
+    for hca in set(range(8)) - keep:
+        (port_dir(node, hca) / "state").write_text("1: DOWN\n")
+
+
+def test_a_port_without_a_rate_file_is_held_to_the_rate_it_should_have(
+    node: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue #50 §7: a port with no `rate` file measured at 50 Gb/s beside 400 G ports warned
+    "not judged" and the node passed. The rate it should have comes from its ACTIVE peers of
+    its link layer, else the node profile, else the best figure measured on a peer."""
+    (port_dir(node, 1) / "rate").unlink()
+    monkeypatch.setenv("FAKE_IB_BW", "mlx5_1=50,*=392")
+    failed = network.run(_context())
+    assert failed.status is Status.FAIL
+    assert failed.message == (
+        "mlx5_1:1 ib_write_bw 50 Gb/s, below 0.9 x 400 Gb/s, the line rate of the node's other "
+        "InfiniBand ports (its own rate is unreadable)"
+    )
+    monkeypatch.setenv("FAKE_IB_BW", "*=392")
+    assert network.run(_context()).status is Status.PASS  # measured at its peers' rate
+    # every rate unreadable: the node profile, then the best peer's figure
+    for hca in range(8):
+        (port_dir(node, hca) / "rate").unlink(missing_ok=True)
+    monkeypatch.setenv("FAKE_IB_BW", "mlx5_1=50,*=392")
+    profiled = network.run(_context(NodeExpectation(nic_rate_gbps=400)))
+    assert profiled.message == (
+        "mlx5_1:1 ib_write_bw 50 Gb/s, below 0.9 x 400 Gb/s, the node profile's nic_rate_gbps "
+        "(its own rate is unreadable)"
+    )
+    measured = network.run(_context())
+    assert measured.status is Status.FAIL
+    assert measured.message == (
+        "mlx5_1:1 ib_write_bw 50 Gb/s, below 0.9 x 392 Gb/s, the best figure measured on the "
+        "node's other InfiniBand ports (its own rate is unreadable)"
+    )
+    _only_ports(node, {1})  # alone, with nothing to hold it to: said, never a silent pass
+    alone = network.run(_context())
+    assert alone.status is Status.WARN
+    assert alone.message == (
+        "mlx5_1:1 ib_write_bw 50 Gb/s not judged: its rate is unreadable and no other port or "
+        "profile says what it should be"
+    )
 
 
 def test_without_perftest_or_without_an_active_port_nothing_is_measured(

@@ -171,6 +171,14 @@ def judge_ports(
                 )
             )
     if nic_rate_gbps is None:
+        # no rate file (or one that does not parse) is not a port at full rate: said, and the
+        # network check holds its measured bandwidth to the rate its peers run at (issue #50 §7)
+        findings.warnings += [
+            f"{p.name}: rate unreadable, its speed is not judged here (give --expect-nic-rate "
+            "to require a rate)"
+            for p in ports
+            if p.rate_gbps is None and p.state == "ACTIVE"
+        ]
         for layer in sorted({p.link_layer or "" for p in ports}):
             same = [p for p in ports if (p.link_layer or "") == layer and p.rate_gbps]
             best = max((p.rate_gbps or 0.0 for p in same), default=0.0)

@@ -6,8 +6,12 @@ A port fails below 0.90 x its line rate, the lowest fraction aznhc's per-SKU con
 conf/nd96isr_h200_v5.conf at 13fa400; 375 of 400 in conf/nd96isr_h100_v5.conf at 0611432; 185
 of 200 Gb/s HDR in conf/nd96asr_v4.conf at 1200952): a floor above the lowest fails ports those
 confs pass. The line rate is the data rate, less the line coding (`probe.fabric.data_rate_gbps`:
-QDR's "40 Gb/sec" carries 32). A port whose rate cannot be read is measured, warns and is not
-judged; an average perftest prints as `inf` or non-positive is a failed measurement.
+QDR's "40 Gb/sec" carries 32). A port whose rate cannot be read (no `rate` file, or one that
+does not parse) is held to the line rate it should have (issue #50 §7): the fastest readable
+data rate among the node's other ACTIVE ports of its link layer, else the node profile's
+`nic_rate_gbps`, else the best figure measured on a port of its link layer; a slow figure then
+fails. With nothing to hold it to it warns, never passes in silence. An average perftest prints
+as `inf` or non-positive is a failed measurement.
 On a GPU node each port's buffers live on its nearest GPU (`--use_cuda`, GPUDirect RDMA, as
 aznhc's check_ib_bw_gdr runs it), so the path measured is the one NCCL takes.
 """
@@ -20,7 +24,7 @@ from gpuaccept.checks.context import CheckContext
 from gpuaccept.checks.fabric import affinity_map
 from gpuaccept.checks.judging import Findings
 from gpuaccept.measure.perftest import PerftestError, ib_write_bw_path, loopback
-from gpuaccept.probe.fabric import NodeInventory, read_inventory
+from gpuaccept.probe.fabric import IbPort, NodeInventory, read_inventory
 from gpuaccept.results import CheckResult, Status
 
 LINE_RATE_FRACTION = 0.90
@@ -41,6 +45,31 @@ def _nearest_cuda(inventory: NodeInventory, cpu_mode: bool) -> dict[str, int]:
     return nearest
 
 
+def _stand_in_rate(
+    port: IbPort, active: list[IbPort], measured: Mapping[str, float], context: CheckContext
+) -> tuple[float, str] | None:
+    """The line rate a port whose own rate is unreadable should run at, and where it comes
+    from; None when nothing on the node says."""
+    layer = port.link_layer
+    peers = [
+        p.data_rate_gbps
+        for p in active
+        if p.name != port.name and p.link_layer == layer and p.data_rate_gbps
+    ]
+    if peers:
+        return max(peers), f"the line rate of the node's other {layer or 'unknown-layer'} ports"
+    if context.node is not None and context.node.nic_rate_gbps is not None:
+        return context.node.nic_rate_gbps, "the node profile's nic_rate_gbps"
+    figures = [
+        gbps
+        for p in active
+        if p.name != port.name and p.link_layer == layer and (gbps := measured.get(p.name))
+    ]
+    if figures:
+        return max(figures), f"the best figure measured on the node's other {layer} ports"
+    return None
+
+
 def run(context: CheckContext) -> CheckResult:
     def skip(why: str) -> CheckResult:
         return CheckResult(name="network", area="FABRIC", status=Status.SKIP, message=why)
@@ -53,6 +82,7 @@ def run(context: CheckContext) -> CheckResult:
         return skip("no ACTIVE InfiniBand/RoCE port to measure")
     cuda = _nearest_cuda(inventory, context.cpu_mode)
     findings = Findings("network", "FABRIC")
+    measured: dict[str, float] = {}
     for port in active:
         try:
             result = loopback(
@@ -65,12 +95,11 @@ def run(context: CheckContext) -> CheckResult:
             findings.failures.append(str(error))
             continue
         findings.record_node(f"ib_write_bw_{port.device}_p{port.port}_gbps", result.gbps, "Gb/s")
+        measured[port.name] = result.gbps
         line = port.data_rate_gbps
         if line is None:
-            findings.warnings.append(
-                f"{port.name} ib_write_bw {result.gbps:.4g} Gb/s not judged: its rate is unreadable"
-            )
-        elif result.gbps < LINE_RATE_FRACTION * line:
+            continue  # held, once every port is measured, to the rate it should have
+        if result.gbps < LINE_RATE_FRACTION * line:
             coded = (
                 f" ({port.rate_gbps:g} Gb/s signalling, less its line coding)"
                 if port.rate_gbps and abs(port.rate_gbps - line) > 1e-9
@@ -79,6 +108,21 @@ def run(context: CheckContext) -> CheckResult:
             findings.failures.append(
                 f"{port.name} ib_write_bw {result.gbps:.4g} Gb/s, below {LINE_RATE_FRACTION:g} x "
                 f"its {line:.4g} Gb/s line rate{coded}"
+            )
+    for port in active:
+        gbps = measured.get(port.name)
+        if port.data_rate_gbps is not None or gbps is None:
+            continue
+        stand_in = _stand_in_rate(port, active, measured, context)
+        if stand_in is None:
+            findings.warnings.append(
+                f"{port.name} ib_write_bw {gbps:.4g} Gb/s not judged: its rate is unreadable "
+                "and no other port or profile says what it should be"
+            )
+        elif gbps < LINE_RATE_FRACTION * stand_in[0]:
+            findings.failures.append(
+                f"{port.name} ib_write_bw {gbps:.4g} Gb/s, below {LINE_RATE_FRACTION:g} x "
+                f"{stand_in[0]:.4g} Gb/s, {stand_in[1]} (its own rate is unreadable)"
             )
     findings.details = {
         "gpudirect": {name: index for name, index in sorted(cuda.items())},
