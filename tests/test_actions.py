@@ -142,9 +142,13 @@ def test_a_plan_whose_action_is_not_its_worst_is_refused() -> None:
 
 def test_every_builtin_row_cites_its_source() -> None:
     rules = builtin_rules()
-    assert len(rules.xid) == 161
+    assert len(rules.xid) == 172  # 1-172: the catalogue's range (XID_RANGE)
+    assert len(rules.sxid) == 93
     assert len(rules.dcgm_error) == 133
-    assert all(row.catalog for row in rules.xid.values())
+    assert all(row.catalog and row.line > 0 for row in rules.xid.values())
+    # a row whose verdict departs from its action, or that has no bucket, says why
+    assert all(row.why for row in rules.xid.values() if row.judge or row.catalog == "-")
+    assert all(row.line > 0 and row.class_ for row in rules.sxid.values())
     assert all(row.line > 0 for row in rules.dcgm_error.values())
     assert all(row.source for row in rules.cause.values())
     assert set(rules.dcgm_severity) == {
@@ -290,7 +294,7 @@ def test_a_sites_xid_row_says_it_is_the_sites(tmp_path: Path) -> None:
     (recommendation,) = plan_actions([check], load_rules(path)).recommendations
     assert (recommendation.action, recommendation.cause) == (
         Action.REPLACE,
-        "XID 79: catalogue site",
+        "XID 79: site rules.toml",
     )
     (builtin,) = plan_actions([check]).recommendations
     assert builtin.cause == "XID 79 ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS: catalogue RESTART_BM"

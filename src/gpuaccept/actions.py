@@ -56,7 +56,18 @@ def most_severe(actions: list[Action]) -> Action:
     return max(actions, key=lambda action: action.severity, default=Action.NONE)
 
 
-CauseKind = Literal["xid", "recovery-action", "dcgm-error", "cause"]
+CauseKind = Literal["xid", "sxid", "recovery-action", "dcgm-error", "cause"]
+
+Judge = Literal["fail", "warn", "ignore"]
+
+
+def judge_of(action: Action) -> Judge:
+    """The verdict a row's action gives when the row says no other (issue #50 §1): an action that
+    takes the GPU out of service (reset-gpu and above) fails, `none` ignores (the catalogue's
+    IGNORE), anything between warns."""
+    if action.takes_out_of_service:
+        return "fail"
+    return "ignore" if action is Action.NONE else "warn"
 
 
 class Cause(str):
@@ -131,7 +142,33 @@ class XidRow(_Table):
     action: Action
     catalog: str = ""
     mnemonic: str = ""
+    line: StrictInt = 0  # the row's line in the catalogue copy the header cites
     repeat: RepeatRow | None = None
+    # a verdict other than the action's (judge_of), with the reason and its source
+    judge: Judge | None = None
+    why: str = ""
+
+    @property
+    def verdict(self) -> Judge:
+        return self.judge or judge_of(self.action)
+
+
+class SxidRow(_Table):
+    """An NVSwitch SXid: its Fabric Manager guide class and the action it asks for."""
+
+    action: Action
+    name: str = ""
+    class_: Literal["non-fatal", "fatal", "always-fatal", "other", ""] = Field(
+        default="", alias="class"
+    )
+    gpud: str = ""  # gpud's event type for it
+    line: StrictInt = 0
+    judge: Judge | None = None
+    why: str = ""
+
+    @property
+    def verdict(self) -> Judge:
+        return self.judge or judge_of(self.action)
 
 
 class DcgmErrorRow(_Table):
@@ -167,12 +204,26 @@ LIMITS = (
 )
 
 
-_TABLES = ("xid", "recovery_action", "dcgm_severity", "dcgm_error", "cause", "check", "limit")
+_TABLES = (
+    "xid",
+    "sxid",
+    "recovery_action",
+    "dcgm_severity",
+    "dcgm_error",
+    "cause",
+    "check",
+    "limit",
+)
+
+# The catalogue's range of XIDs (the highest code of the copy data/actions.toml cites); a site's
+# key outside it can never match a line (issue #49 §5)
+XID_RANGE = range(1, 173)
 
 
 class ActionRules(_Table):
     schema_: StrictInt = Field(default=1, alias="schema", ge=1, le=1)
     xid: dict[str, XidRow] = Field(default_factory=dict)
+    sxid: dict[str, SxidRow] = Field(default_factory=dict)
     recovery_action: dict[str, Action] = Field(default_factory=dict)
     dcgm_severity: dict[str, Action] = Field(default_factory=dict)
     dcgm_error: dict[str, DcgmErrorRow] = Field(default_factory=dict)
@@ -183,10 +234,18 @@ class ActionRules(_Table):
 
     @model_validator(mode="after")
     def _keys(self) -> ActionRules:
-        for table in ("xid", "dcgm_error"):
+        for table in ("xid", "sxid", "dcgm_error"):
             for key in getattr(self, table):
-                if not key.isdigit() or len(key) > 6:
-                    raise ValueError(f"{table}.{key}: a key is a code, a whole number")
+                if not _is_code(key):
+                    raise ValueError(
+                        f"{table}.{key!r}: a key is a code, a whole number without leading zeros"
+                    )
+        for key in self.xid:
+            if int(key) not in XID_RANGE:
+                raise ValueError(
+                    f"xid.{key}: not an XID of NVIDIA's catalogue ({XID_RANGE.start}-"
+                    f"{XID_RANGE.stop - 1}): it can never match"
+                )
         for key in self.limit:
             if key not in LIMITS:
                 raise ValueError(
@@ -223,7 +282,16 @@ class ActionRules(_Table):
         if kind == "xid" and code in self.xid:
             row = self.xid[code]
             name = f" {row.mnemonic}" if row.mnemonic else ""
-            return row.action, f"XID {code}{name}: catalogue {row.catalog or 'site'}"
+            said = f"catalogue {row.catalog}" if row.catalog and row.catalog != "-" else "site"
+            if row.catalog == "-":
+                said = "no catalogue bucket"
+            if self.origin != "built-in" and row != builtin_rules().xid.get(code):
+                said = f"{self.origin}"
+            return row.action, f"XID {code}{name}: {said}"
+        if kind == "sxid" and code in self.sxid:
+            sxid = self.sxid[code]
+            klass = f"Fabric Manager guide: {sxid.class_}" if sxid.class_ else self.origin
+            return sxid.action, f"SXid {code} {sxid.name}: {klass}".replace("  ", " ")
         if kind == "recovery-action" and code in self.recovery_action:
             return self.recovery_action[code], f"NVML recovery action {code!r}"
         if kind == "dcgm-error" and code in self.dcgm_error:
@@ -250,6 +318,33 @@ class ActionRules(_Table):
         return f"{self.origin} (sha256 {digest[:12]})"
 
 
+def _is_code(key: str) -> bool:
+    """A whole number as a code is written: digits, no sign, no leading zero ("079" is not 79)."""
+    return key.isascii() and key.isdigit() and len(key) <= 6 and key == str(int(key))
+
+
+def xid_verdict(rules: ActionRules, xid: int) -> Judge:
+    """Fail, warn or ignore for an XID, from its row (an XID with no row warns: it is said, and a
+    person reads it)."""
+    row = rules.xid.get(str(xid))
+    return "warn" if row is None else row.verdict
+
+
+def xid_row_is_builtin(rules: ActionRules, xid: int) -> bool:
+    """Whether the XID's row is the built-in one (the NVLink5 decode refines only that row: a
+    site's row is the site's word for every line of that XID)."""
+    return rules.xid.get(str(xid)) == builtin_rules().xid.get(str(xid))
+
+
+def sxid_verdict(rules: ActionRules, sxid: int) -> Judge:
+    row = rules.sxid.get(str(sxid))
+    return "warn" if row is None else row.verdict
+
+
+def sxid_row_is_builtin(rules: ActionRules, sxid: int) -> bool:
+    return rules.sxid.get(str(sxid)) == builtin_rules().sxid.get(str(sxid))
+
+
 @cache
 def builtin_rules() -> ActionRules:
     text = files("gpuaccept.data").joinpath("actions.toml").read_text(encoding="utf-8")
@@ -271,7 +366,42 @@ def load_rules(path: Path) -> ActionRules:
         raise InputError(f"rules {path}: {first_validation_error(error)}") from None
     if not site.rows:
         raise InputError(f"rules {path}: changes no row (tables: xid, recovery_action, ...)")
+    unknown = _keys_that_cannot_match(site)
+    if unknown:
+        raise InputError(f"rules {path}: {unknown}")
     return builtin_rules().merged(site, f"site {path.name}")
+
+
+# checks that are not in the suite's list but write findings a plan reads (gpuaccept.burnin,
+# record/self_comparison, suite/multinode, suite/isolation, mnist, checks/network)
+_OTHER_CHECKS = ("history", "pairwise", "pairwise-ib", "isolation", "mnist", "burnin")
+
+
+def known_check_names() -> frozenset[str]:
+    from gpuaccept.burnin.checks import CHECK_NAMES
+    from gpuaccept.suite.selection import check_names
+
+    return frozenset({"default", *check_names(), *CHECK_NAMES, *_OTHER_CHECKS})
+
+
+def _keys_that_cannot_match(site: ActionRules) -> str | None:
+    """The first key of a site's tables that names nothing gpuaccept can find (issue #49 §5): a
+    check that does not exist, a cause, a recovery action or a DCGM severity no check names."""
+    builtin = builtin_rules()
+    named: list[tuple[str, dict[str, Any], frozenset[str]]] = [
+        ("check", site.check, known_check_names()),
+        ("cause", site.cause, frozenset(builtin.cause)),
+        ("recovery_action", site.recovery_action, frozenset(builtin.recovery_action)),
+        ("dcgm_severity", site.dcgm_severity, frozenset(builtin.dcgm_severity)),
+    ]
+    for table, rows, known in named:
+        for key in rows:
+            if key not in known:
+                return (
+                    f"{table}.{key}: no such {table.replace('_', ' ')} "
+                    f"(known: {', '.join(sorted(known))})"
+                )
+    return None
 
 
 # --- the plan -------------------------------------------------------------------------------

@@ -97,7 +97,7 @@ def test_a_warning_never_recommends_more_than_monitor(fake_gpus: Any) -> None:
         (74, Action.RESET_GPU),  # WORKFLOW_NVLINK_ERR
         (95, Action.RESET_GPU),  # RESET_GPU
         (119, Action.RESET_GPU),  # GSP_RPC_TIMEOUT: RESET_GPU
-        (58, Action.DRAIN),  # UNEXPECTED_ERR_REPORT_ISSUE
+        (58, Action.REPLACE),  # "Unused": CONTACT_SUPPORT
         (63, Action.RERUN),  # IGNORE, but a failing finding (aznhc fails it): at least rerun
         (94, Action.RERUN),  # RESTART_APP
     ],
@@ -119,13 +119,26 @@ def test_a_critical_xid_in_the_kernel_log_recommends_the_catalogues_action(
 def test_an_application_xid_warns_and_recommends_no_more_than_monitor(
     fake_gpus: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    log = "[ 5.0] NVRM: Xid (PCI:0000:1b:00): 43, pid=7, channel reset\n"  # IGNORE
+    log = "[ 5.0] NVRM: Xid (PCI:0000:1b:00): 13, pid=7, Graphics Exception\n"  # RESTART_APP
     scan = KernelLogScan(True, "dmesg", tuple(parse_kernel_log(log)))
     monkeypatch.setattr(events, "scan_kernel_log", lambda: scan)
     fake_gpus({"gpus": [h100_sxm()]})
     result = events.run(gpu_context())
     assert result.status is Status.WARN
-    assert plan_actions([result]).action is Action.NONE  # the catalogue: IGNORE
+    assert plan_actions([result]).action is Action.MONITOR  # rerun, capped for a warning
+
+
+def test_an_xid_the_catalogue_ignores_is_said_and_never_judged(
+    fake_gpus: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = "[ 5.0] NVRM: Xid (PCI:0000:1b:00): 43, pid=7, channel reset\n"  # IGNORE
+    scan = KernelLogScan(True, "dmesg", tuple(parse_kernel_log(log)))
+    monkeypatch.setattr(events, "scan_kernel_log", lambda: scan)
+    fake_gpus({"gpus": [h100_sxm()]})
+    result = events.run(gpu_context())
+    assert result.status is Status.PASS
+    assert "XID 43" in result.details["ignored"][0]
+    assert "1 finding(s) the action tables ignore" in result.message
 
 
 def test_a_gpu_lost_during_the_run_recommends_a_reboot(fake_gpus: Any) -> None:

@@ -292,7 +292,10 @@ def test_a_critical_xid_older_than_aznhc_window_warns_a_recent_one_fails() -> No
     assert len(findings.failures) == 2
 
 
-@pytest.mark.parametrize(("xid", "critical"), [(140, True), (94, True), (64, True), (144, False)])
+@pytest.mark.parametrize(
+    ("xid", "critical"),
+    [(140, True), (94, True), (64, True), (144, True), (13, False), (108, False)],
+)
 def test_the_critical_set_holds_dcgm_s_failing_xids(xid: int, critical: bool) -> None:
     from gpuaccept.probe.xid import describe_xid, is_critical
 
@@ -511,7 +514,9 @@ def test_a_clean_run_reads_in_full(fake_gpus: Any, monkeypatch: pytest.MonkeyPat
         "counter_growth",
         "events",
         "findings",
+        "ignored",
         "kernel_log",
+        "kernel_sxids",
         "kernel_xids",
         "notes",
         "xid_source",
@@ -534,11 +539,11 @@ def test_a_clean_run_reads_in_full(fake_gpus: Any, monkeypatch: pytest.MonkeyPat
     clean = events.run(replace(gpu_context(), start_counters=start))
     assert (clean.status, clean.message) == (
         Status.PASS,
-        "no critical XID or error growth in the run; 0 NVML event(s)",
+        "no failing XID or SXid or error growth in the run; 0 NVML event(s)",
     )
     unstarted = events.run(gpu_context())
     assert unstarted.message == (
-        "no critical XID or error growth in the run; 0 NVML event(s) "
+        "no failing XID or SXid or error growth in the run; 0 NVML event(s) "
         "(no counters from the start of the run to compare with)"
     )
 

@@ -1,4 +1,5 @@
-"""`NVRM: Xid` lines in the kernel log since boot, when this process may read it.
+"""`NVRM: Xid`, NVSwitch `SXid` and link-flap lines in the kernel log since boot, when this
+process may read it, each with its time.
 
 Inside containers and for unprivileged users the kernel ring buffer is usually closed
 (dmesg_restrict); that is reported as a reason, never as "no XID".
@@ -15,7 +16,35 @@ from dataclasses import dataclass
 
 # NVRM: Xid (PCI:0000:cb:00): 79, pid=..., GPU has fallen off the bus.
 _XID_LINE = re.compile(
-    r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9A-Fa-f:.]+)\): (?P<xid>\d+)\b(?P<rest>.*)"
+    r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9A-Fa-f:.]+)(?: [^)]*)?\): (?P<xid>\d+)\b(?P<rest>.*)"
+)
+# Blackwell's NVLink XIDs 144-150 name their unit, severity and words (gpud's
+# RegexNVRMXidExtended, components/accelerator/nvidia/xid/kmsg.go at leptonai/gpud 4a8de33):
+#   149, NETIR_LINK_EVT  Fatal   XC0 i0 Link 01 (0x021425c6 0x00000000 ...)
+_NVLINK5_REST = re.compile(
+    r"^(?:, pid=[^,]*, name=[^,]*)?, (?P<unit>[A-Z_]+(?:/[A-Z_]+)?)\s+(?P<severity>Nonfatal|Fatal)"
+    r"\s+XC[01]\s+i\d+\s+Link\s+(?P<link>-?\d+)\s+\((?P<intrinfo>0x[0-9a-fA-F]+)\s+"
+    r"(?P<status>0x[0-9a-fA-F]+)"
+)
+# XID 154: "GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)" (gpud's
+# kmsg_test.go lines); the value is nvmlDeviceGpuRecoveryAction_t (probe/nvml_health.py)
+_RECOVERY_CHANGE = re.compile(r"recovery action changed from .*? to (?P<value>0x[0-9a-fA-F]+|\d+)")
+# "GPU has fallen off the bus" without an Xid: NVRM's single line and its three-line form, which
+# gpud reads as XID 79 (RegexNVRMFallenOffBusSingleLine / ...Multiline, kmsg.go)
+_FALLEN_SINGLE = re.compile(
+    r"NVRM:\s+GPU (?P<pci>(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2})\.\d:\s+GPU has fallen "
+    r"off the bus"
+)
+_FALLEN_FIRST = re.compile(
+    r"NVRM:\s+The NVIDIA GPU (?P<pci>(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2})\.\d"
+)
+_FALLEN_LAST = "fallen off the bus and is not responding to commands"
+# nvidia-nvswitch3: SXid (PCI:0000:05:00.0): 24007, Fatal, Link 30 sourcetrack timeout error
+# (gpud's RegexNVSwitchSXidKMessage, components/accelerator/nvidia/sxid/kmsg.go); a following
+# `..., Data {...}` line details the same error and is not counted again
+_SXID_LINE = re.compile(
+    r"(?:(?P<switch>nvidia-nvswitch\d+): )?SXid \((?:PCI:)?(?P<pci>[0-9A-Fa-f:.]+)\): "
+    r"(?P<sxid>\d+),\s*(?P<rest>.*)"
 )
 _READ_TIMEOUT_SECONDS = 10.0
 _MAX_BYTES = 64 * 1024 * 1024  # a kernel log larger than this is cut: only its tail is read
@@ -24,9 +53,29 @@ _MAX_BYTES = 64 * 1024 * 1024  # a kernel log larger than this is cut: only its 
 @dataclass(frozen=True)
 class KernelXid:
     xid: int
-    pci_bus_id: str  # as the driver prints it, e.g. 0000:cb:00
+    pci_bus_id: str  # domain:bus:device, e.g. 0000:cb:00 (as the driver prints it)
     line: str
     seconds_since_boot: float | None = None  # dmesg's [12345.678] stamp, when the line has one
+    at: float | None = None  # the line's time, seconds since the epoch, when it can be known
+    unit: str = ""  # NVLink5 XIDs (144-150): the unit, e.g. NETIR_LINK_EVT
+    severity: str = ""  # NVLink5 XIDs: Fatal or Nonfatal, as printed
+    intrinfo: int | None = None  # NVLink5 XIDs: the first word
+    error_status: int | None = None  # NVLink5 XIDs: the second word
+    recovery_action: str | None = None  # XID 154: the NVML recovery action it changed to
+    without_xid: bool = False  # a "fallen off the bus" message read as XID 79
+
+
+@dataclass(frozen=True)
+class KernelSxid:
+    """An NVSwitch SXid line, bound to its switch."""
+
+    sxid: int
+    switch: str  # nvidia-nvswitchN, or "" when the line does not say
+    pci_bus_id: str  # the switch's PCI address, as printed (domain:bus:device.function)
+    fatal: bool | None  # as printed: Fatal / Non-fatal; None when the line says neither
+    line: str
+    seconds_since_boot: float | None = None
+    at: float | None = None
 
 
 @dataclass(frozen=True)
@@ -36,7 +85,7 @@ class LinkFlap:
     interface: str
     line: str
     seconds_since_boot: float | None = None  # dmesg's [12345.678] stamp
-    at: float | None = None  # a syslog or ISO 8601 stamp, as seconds since the epoch
+    at: float | None = None  # the line's time as seconds since the epoch (any format's stamp)
 
 
 @dataclass(frozen=True)
@@ -46,26 +95,189 @@ class KernelLogScan:
     xids: tuple[KernelXid, ...] = ()
     flaps: tuple[LinkFlap, ...] = ()
     uptime_seconds: float | None = None  # this boot's, when the log is this boot's (dmesg)
+    sxids: tuple[KernelSxid, ...] = ()
+    boot_at: float | None = None  # when this boot began (epoch), when the log is this boot's
+    undated: int = 0  # lines read (XID, SXid, flap) whose time cannot be known
 
 
+# --- each line's time -----------------------------------------------------------------------
+# The forms operators save a kernel log in (issue #50 §4), each line's time read from its own
+# stamp: dmesg `[  123.456]` (seconds since boot), dmesg -T `[Sat Nov 28 10:00:00 2026]`,
+# dmesg --time-format=iso `2026-11-28T10:00:00,123456+00:00`, dmesg -x `kern  :warn  : [...]`,
+# journalctl -k `Nov 28 10:00:00 host kernel: ...` and -o short-iso `2026-11-28T10:00:00+0000 ...`,
+# syslog with or without a dmesg stamp after its date, /dev/kmsg `4,1234,123456789,-;...`
+# (microseconds since boot), any of them with CRLF line ends.
 _STAMP = re.compile(r"^\[\s*(?P<seconds>\d+\.\d+)\]")
+_INNER_STAMP = re.compile(r"\[\s*(?P<seconds>\d+\.\d+)\]")
+_KMSG = re.compile(r"^(?P<level>\d+),(?P<seq>\d+),(?P<usec>\d+),[^;]*;(?P<message>.*)$")
+_DMESG_X = re.compile(
+    r"^(?:kern|user|mail|daemon|auth|syslog|lpr|news|uucp|cron|authpriv|ftp|local[0-7])\s*:"
+    r"\s*(?:emerg|alert|crit|err|warn|notice|info|debug)\s*:\s?"
+)
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+_CTIME = re.compile(
+    rf"^\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?P<month>{'|'.join(_MONTHS)})\s+(?P<day>\d{{1,2}}) "
+    r"(?P<time>\d{2}:\d{2}:\d{2}) (?P<year>\d{4})\]"
+)
+_SYSLOG_STAMP = re.compile(
+    rf"^(?P<month>{'|'.join(_MONTHS)})\s+(?P<day>\d{{1,2}})\s+(?P<time>\d{{2}}:\d{{2}}:\d{{2}})\b"
+)
+_ISO_STAMP = re.compile(
+    r"^(?P<iso>\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?)"
+)
 
 
-def parse_kernel_log(text: str) -> list[KernelXid]:
-    found = []
-    for line in text.splitlines():
-        match = _XID_LINE.search(line)
-        if match:
-            stamp = _STAMP.match(line.strip())
-            found.append(
+@dataclass(frozen=True)
+class StampedLine:
+    """A log line without its stamps, and the time they give."""
+
+    text: str
+    at: float | None  # seconds since the epoch, from the line's own date or its boot's
+    seconds_since_boot: float | None
+
+
+def stamped(raw: str, now: float | None = None, boot_at: float | None = None) -> StampedLine:
+    """The line's time from whichever stamp it carries: its own date where it has one, else its
+    seconds since boot dated from `boot_at` (None when neither is known)."""
+    line = raw.strip()
+    since_boot: float | None = None
+    at: float | None = None
+    kmsg = _KMSG.match(line)
+    if kmsg:
+        since_boot, line = int(kmsg["usec"]) / 1e6, kmsg["message"].strip()
+    line = _DMESG_X.sub("", line, count=1)
+    ctime = _CTIME.match(line)
+    if ctime:
+        at = _local_time(int(ctime["year"]), ctime["month"], int(ctime["day"]), ctime["time"])
+        line = line[ctime.end() :].strip()
+    elif _ISO_STAMP.match(line) or _SYSLOG_STAMP.match(line):
+        at = line_time(line, now)
+    if since_boot is None:
+        inner = _STAMP.match(line) if at is None else _INNER_STAMP.search(line[:200])
+        if inner:
+            since_boot = float(inner["seconds"])
+    if at is None and since_boot is not None and boot_at is not None:
+        at = boot_at + since_boot
+    return StampedLine(line, at, since_boot)
+
+
+def _local_time(year: int, month: str, day: int, clock: str) -> float | None:
+    from datetime import datetime
+
+    hour, minute, second = (int(part) for part in clock.split(":"))
+    try:
+        return datetime(year, _MONTHS.index(month) + 1, day, hour, minute, second).timestamp()
+    except ValueError:
+        return None
+
+
+def _pci(text: str) -> str:
+    """domain:bus:device, lower case: `18:00.0` -> `0000:18:00` (gpud's normalizePCIBDF)."""
+    address = text.lower().removeprefix("pci:")
+    if address.count(":") == 1:
+        address = "0000:" + address
+    head, _, function = address.rpartition(".")
+    return head if head and function.isdigit() and address.count(":") == 2 else address
+
+
+def _recovery_action(rest: str) -> str | None:
+    from gpuaccept.probe.nvml_health import RECOVERY_ACTIONS
+
+    change = _RECOVERY_CHANGE.search(rest)
+    if change is None:
+        return None
+    value = int(change["value"], 0)
+    return RECOVERY_ACTIONS.get(value, f"unknown ({value})")
+
+
+def _xid_of(line: StampedLine) -> KernelXid | None:
+    match = _XID_LINE.search(line.text)
+    if match is None:
+        return None
+    xid, rest = int(match["xid"]), match["rest"]
+    extended = _NVLINK5_REST.match(rest) if 144 <= xid <= 150 else None
+    return KernelXid(
+        xid,
+        _pci(match["pci"]),
+        line.text[:300],
+        line.seconds_since_boot,
+        line.at,
+        unit=extended["unit"] if extended else "",
+        severity=extended["severity"] if extended else "",
+        intrinfo=int(extended["intrinfo"], 16) if extended else None,
+        error_status=int(extended["status"], 16) if extended else None,
+        recovery_action=_recovery_action(rest) if xid == 154 else None,
+    )
+
+
+def _sxid_of(line: StampedLine) -> KernelSxid | None:
+    match = _SXID_LINE.search(line.text)
+    if match is None or match["rest"].startswith("Data {"):
+        return None
+    severity = match["rest"].split(",", 1)[0].strip().lower()
+    fatal = {"fatal": True, "non-fatal": False, "nonfatal": False}.get(severity)
+    return KernelSxid(
+        int(match["sxid"]),
+        match["switch"] or "",
+        match["pci"].lower(),
+        fatal,
+        line.text[:300],
+        line.seconds_since_boot,
+        line.at,
+    )
+
+
+def _lines(text: str, now: float | None, boot_at: float | None) -> list[StampedLine]:
+    return [stamped(raw, now, boot_at) for raw in text.splitlines() if raw.strip()]
+
+
+def parse_kernel_log(
+    text: str, now: float | None = None, boot_at: float | None = None
+) -> list[KernelXid]:
+    """Every XID the log names: `NVRM: Xid` lines, and "fallen off the bus" messages that carry
+    no Xid as XID 79 (once per GPU, and not where the same GPU has an Xid 79 line)."""
+    return _parse_xids(_lines(text, now, boot_at))
+
+
+def _parse_xids(lines: list[StampedLine]) -> list[KernelXid]:
+    found: list[KernelXid] = []
+    fallen: list[KernelXid] = []
+    opened: str | None = None  # the GPU of a three-line "The NVIDIA GPU ..." message
+    for line in lines:
+        xid = _xid_of(line)
+        if xid is not None:
+            found.append(xid)
+            continue
+        single = _FALLEN_SINGLE.search(line.text)
+        first = _FALLEN_FIRST.search(line.text)
+        if first:
+            opened = _pci(first["pci"])
+        pci = _pci(single["pci"]) if single else None
+        if pci is None and opened is not None and _FALLEN_LAST in line.text:
+            pci, opened = opened, None
+        if pci is not None:
+            fallen.append(
                 KernelXid(
-                    int(match["xid"]),
-                    match["pci"].lower(),
-                    line.strip()[:300],
-                    float(stamp["seconds"]) if stamp else None,
+                    79,
+                    pci,
+                    line.text[:300],
+                    line.seconds_since_boot,
+                    line.at,
+                    without_xid=True,
                 )
             )
+    with_xid79 = {x.pci_bus_id for x in found if x.xid == 79}
+    for xid in fallen:
+        if xid.pci_bus_id not in with_xid79:
+            found.append(xid)
+            with_xid79.add(xid.pci_bus_id)
     return found
+
+
+def parse_sxids(
+    text: str, now: float | None = None, boot_at: float | None = None
+) -> list[KernelSxid]:
+    return [s for s in (_sxid_of(line) for line in _lines(text, now, boot_at)) if s is not None]
 
 
 # aznhc's check_ib_link_flapping (customTests/azure_ib_link_flapping.nhc at Azure/
@@ -75,17 +287,10 @@ def parse_kernel_log(text: str) -> list[KernelXid]:
 # (get_linkflap_count). The kernel itself prints no "lost carrier" for an IPoIB interface:
 # systemd-networkd and NetworkManager write it to the journal, and mlx5's Ethernet ports to the
 # kernel log. So the lines are read from dmesg or from the file GPUACCEPT_KERNEL_LOG names (the
-# syslog, as aznhc reads it), dated by whichever stamp they carry: dmesg's seconds since boot, a
-# syslog date, or ISO 8601. The interface is the ib... word that a colon follows, never an ib
-# inside a longer word (a host named `calib01` is no interface).
+# syslog, as aznhc reads it), dated by whichever stamp they carry (`stamped`): a date, or dmesg's
+# seconds since boot dated from the boot time. The interface is the ib... word that a colon
+# follows, never an ib inside a longer word (a host named `calib01` is no interface).
 _IB_INTERFACE = re.compile(r"(?<![\w.-])(ib[0-9a-zA-Z_]+):")
-_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
-_SYSLOG_STAMP = re.compile(
-    rf"^(?P<month>{'|'.join(_MONTHS)})\s+(?P<day>\d{{1,2}})\s+(?P<time>\d{{2}}:\d{{2}}:\d{{2}})\b"
-)
-_ISO_STAMP = re.compile(
-    r"^(?P<iso>\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?)"
-)
 
 
 def line_time(line: str, now: float | None = None) -> float | None:
@@ -107,35 +312,32 @@ def line_time(line: str, now: float | None = None) -> float | None:
     if stamp is None:
         return None
     year = time.localtime(now).tm_year
-    hour, minute, second = (int(part) for part in stamp["time"].split(":"))
-    month = _MONTHS.index(stamp["month"]) + 1
-    candidates = []
-    for candidate in (year, year - 1):
-        try:
-            candidates.append(
-                datetime(candidate, month, int(stamp["day"]), hour, minute, second).timestamp()
-            )
-        except ValueError:  # 29 February in a year without one, a day 31 of a short month
-            continue
+    candidates = [
+        at
+        for at in (
+            _local_time(candidate, stamp["month"], int(stamp["day"]), stamp["time"])
+            for candidate in (year, year - 1)
+        )
+        if at is not None  # 29 February in a year without one, a day 31 of a short month
+    ]
     return min(candidates, key=lambda at: abs(at - now)) if candidates else None
 
 
-def parse_link_flaps(text: str, now: float | None = None) -> list[LinkFlap]:
+def parse_link_flaps(
+    text: str, now: float | None = None, boot_at: float | None = None
+) -> list[LinkFlap]:
+    return _parse_flaps(_lines(text, now, boot_at))
+
+
+def _parse_flaps(lines: list[StampedLine]) -> list[LinkFlap]:
     found = []
-    for raw in text.splitlines():
-        if "lost carrier" not in raw.lower():
+    for line in lines:
+        if "lost carrier" not in line.text.lower():
             continue
-        line = raw.strip()
-        interface = _IB_INTERFACE.search(line)
+        interface = _IB_INTERFACE.search(line.text)
         if interface:
-            stamp = _STAMP.match(line)
             found.append(
-                LinkFlap(
-                    interface.group(1),
-                    line[:300],
-                    float(stamp["seconds"]) if stamp else None,
-                    None if stamp else line_time(line, now),
-                )
+                LinkFlap(interface.group(1), line.text[:300], line.seconds_since_boot, line.at)
             )
     return found
 
@@ -204,12 +406,17 @@ def check_kernel_log_setting() -> None:
         raise InputError(f"{KERNEL_LOG_ENV}={path}: not readable")
 
 
-def scan_kernel_log(read: Callable[[], str | None] | None = None) -> KernelLogScan:
-    """XID lines since boot from `dmesg` (or the file GPUACCEPT_KERNEL_LOG names); a note
-    instead when the log cannot be read here.
+def scan_kernel_log(
+    read: Callable[[], str | None] | None = None, now: float | None = None
+) -> KernelLogScan:
+    """XID, SXid and link-flap lines since boot from `dmesg` (or the file GPUACCEPT_KERNEL_LOG
+    names), each with its time; a note instead when the log cannot be read here.
 
     (/dev/kmsg is the same buffer, but a read of it blocks at its end.)
     """
+    import time
+
+    now = time.time() if now is None else now
     path = os.environ.get(KERNEL_LOG_ENV)
     if read is None and path:
         text, source = read_kernel_log_file(path), path
@@ -222,11 +429,45 @@ def scan_kernel_log(read: Callable[[], str | None] | None = None) -> KernelLogSc
             else "dmesg refused: container or dmesg_restrict"
         )
         return KernelLogScan(readable=False, source=f"kernel log not readable here ({why})")
+    uptime = read_uptime_seconds()
+    boot_at = None if uptime is None else now - uptime
+    lines = _lines(text, now, None)
+    if source != "dmesg" and not _this_boots(path, lines, uptime, boot_at):
+        boot_at = None  # a saved file's seconds since boot may count from another boot
+    if boot_at is not None:
+        lines = _lines(text, now, boot_at)
+    xids, sxids, flaps = _parse_xids(lines), tuple(_parse_sxids(lines)), _parse_flaps(lines)
+    times = [x.at for x in xids] + [s.at for s in sxids] + [f.at for f in flaps]
+    undated = sum(1 for at in times if at is None)
     return KernelLogScan(
         readable=True,
         source=source,
-        xids=tuple(parse_kernel_log(text)),
-        flaps=tuple(parse_link_flaps(text)),
-        # dmesg's stamps count from this boot; a saved file's may come from another one
-        uptime_seconds=read_uptime_seconds() if source == "dmesg" else None,
+        xids=tuple(xids),
+        flaps=tuple(flaps),
+        # dmesg's stamps count from this boot; a saved file's only when it was saved in it
+        uptime_seconds=uptime if boot_at is not None else None,
+        sxids=sxids,
+        boot_at=boot_at,
+        undated=undated,
     )
+
+
+def _parse_sxids(lines: list[StampedLine]) -> list[KernelSxid]:
+    return [s for s in (_sxid_of(line) for line in lines) if s is not None]
+
+
+def _this_boots(
+    path: str | None, lines: list[StampedLine], uptime: float | None, boot_at: float | None
+) -> bool:
+    """Whether a saved log's seconds since boot count from this boot: it was written since this
+    boot began and none of its stamps is later than this boot's uptime (a log of an earlier,
+    longer boot has one; a shorter one cannot be told apart, and is dated as this boot's)."""
+    if path is None or uptime is None or boot_at is None:
+        return False
+    try:
+        if os.stat(path).st_mtime < boot_at:
+            return False
+    except OSError:
+        return False
+    stamps = [line.seconds_since_boot for line in lines if line.seconds_since_boot is not None]
+    return bool(stamps) and max(stamps) <= uptime + 1.0

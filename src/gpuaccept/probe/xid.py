@@ -1,21 +1,20 @@
-"""XID error numbers: what each means and which ones condemn a node.
+"""XID error numbers: what each means, and the NVLink5 decode of XIDs 144-150.
 
-Names follow the driver's own table, src/common/sdk/nvidia/inc/nverror.h in NVIDIA's
-open-gpu-kernel-modules (595.45.04), and NVIDIA's "XID Errors" listing. The critical set is the
-union of:
-- DCGM's always-failing XIDs, DcgmHealthWatch::BuildXidMappings (modules/health/
-  DcgmHealthWatch.cpp:3360-3374, DCGM 4.6): 48 74 79 95 119 120 140, and its memory subsystem's
-  failing 64 (:3387);
-- Azure HPC health checks' check_gpu_xid list (customTests/azure_gpu_xid.nhc:10): 48 56 57 58 62
-  63 64 65 68 69 73 74 79 80 81 92 119 120;
-- 94 (contained ECC error). DCGM only warns on it (:3364); an acceptance fails it: a node that
-  raises ECC errors before it is handed over is not accepted, whichever application they hit.
-Any other XID warns: most are raised by applications (13, 31, 43...) and say nothing certain
-about the hardware. Blackwell's NVLink XIDs (136, 137, 144-150, 155) and the retirement and
-timeout ones (156-158) are named here and warn: neither DCGM nor aznhc fails them yet.
+Whether an XID fails, warns or is ignored, and what to do about it, is its row of
+data/actions.toml (`[xid]`, NVIDIA's catalogue buckets, with gpuaccept's departures written in
+the rows that carry them): `gpuaccept.actions.xid_verdict`. This module keeps the words a finding
+says and the decode sheet's rules. The meanings follow the driver's own table,
+src/common/sdk/nvidia/inc/nverror.h in NVIDIA's open-gpu-kernel-modules (595.45.04), and the
+catalogue's mnemonics for the XIDs past 150 (leptonai/gpud 4a8de33,
+components/accelerator/nvidia/xid/catalog_generated.go).
 """
 
 from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from functools import cache
+from importlib.resources import files
 
 XID_MEANINGS: dict[int, str] = {
     8: "GPU stopped processing (timeout)",
@@ -25,6 +24,7 @@ XID_MEANINGS: dict[int, str] = {
     38: "driver firmware error",
     43: "GPU stopped processing (usually the application)",
     45: "preemptive cleanup after a previous error",
+    46: "GPU stopped processing (GPU timeout)",
     48: "double-bit ECC error",
     56: "display engine error",
     57: "error programming video memory interface",
@@ -44,7 +44,9 @@ XID_MEANINGS: dict[int, str] = {
     92: "high single-bit ECC error rate",
     94: "contained ECC error (the affected application must restart)",
     95: "uncontained ECC error (every application on the GPU affected; reset the GPU)",
+    108: "NVLink remote translation error",
     109: "context switch timeout",
+    110: "security fault error",
     119: "GSP RPC timeout",
     120: "GSP error",
     121: "C2C link corrected error",
@@ -59,19 +61,31 @@ XID_MEANINGS: dict[int, str] = {
     148: "NVLink NVLPW control error",
     149: "NVLink NETIR error",
     150: "NVLink MSE error",
+    151: "key rotation error",
     154: "GPU recovery action changed (see the NVML recovery action)",
     155: "NVLink software-defined error",
     156: "resource retirement event",
     157: "resource retirement failure",
     158: "GPU fatal timeout",
+    159: "CHI non-data error",
+    160: "channel retirement event",
+    161: "channel retirement failure",
+    162: "power smoothing circuitry re-engaged (a notice)",
+    163: "power smoothing circuitry disengaged",
+    164: "power smoothing circuitry low lifetime",
+    165: "power smoothing circuitry lifetime exhausted",
+    166: "NVLink traffic before encryption was configured (confidential computing)",
+    167: "PCIe fatal timeout",
+    168: "reduced GPU memory capacity (errors in the write-protected region)",
+    169: "SEC2 micro-controller halt",
+    170: "interrupt seen in confidential-computing mode",
+    171: "uncorrectable DRAM error (detail of XID 48)",
+    172: "uncorrectable SRAM error (detail of XID 48)",
 }
 
-DCGM_FAILING_XIDS = frozenset({48, 64, 74, 79, 95, 119, 120, 140})
-AZNHC_XIDS = frozenset({48, 56, 57, 58, 62, 63, 64, 65, 68, 69, 73, 74, 79, 80, 81, 92, 119, 120})
-CRITICAL_XIDS = DCGM_FAILING_XIDS | AZNHC_XIDS | {94}
 XID_SOURCE = (
-    "driver nverror.h and NVIDIA's XID listing; critical set: DCGM's failing XIDs, Azure HPC "
-    "health checks' check_gpu_xid, and 94"
+    "NVIDIA's XID catalogue (resolution buckets) as data/actions.toml [xid] carries it, with "
+    "gpuaccept's departures in their rows; XIDs 144-150 decoded by data/nvlink5_decode.toml"
 )
 
 
@@ -80,7 +94,11 @@ def describe_xid(xid: int) -> str:
 
 
 def is_critical(xid: int) -> bool:
-    return xid in CRITICAL_XIDS
+    """Whether the built-in tables fail this XID (an NVML event's verdict: the events check
+    judges by the run's rules, a site's included)."""
+    from gpuaccept.actions import builtin_rules, xid_verdict
+
+    return xid_verdict(builtin_rules(), xid) == "fail"
 
 
 # XID 154's NVML form, the recovery action the driver asks for, judged as DCGM's
@@ -90,3 +108,57 @@ def is_critical(xid: int) -> bool:
 FAILING_RECOVERY_ACTIONS = frozenset(
     {"GPU reset", "node reboot", "drain and reset", "bus reset", "system reboot"}
 )
+
+
+@dataclass(frozen=True)
+class DecodeRule:
+    """One row of the catalogue's "XID 144-150 Decode" sheet (data/nvlink5_decode.toml)."""
+
+    xid: int
+    unit: str
+    v1: str
+    v2: str
+    status: int
+    bucket: str  # IGNORE, RESET_GPU, XID_154_EVAL
+    severity: str
+    line: int
+
+
+@cache
+def nvlink5_rules() -> tuple[DecodeRule, ...]:
+    text = files("gpuaccept.data").joinpath("nvlink5_decode.toml").read_text(encoding="utf-8")
+    return tuple(DecodeRule(**row) for row in tomllib.loads(text)["rules"])
+
+
+def _unit_name(text: str) -> str:
+    return "".join(c for c in text.strip().upper().replace("-", "_") if c.isalnum() or c == "_")
+
+
+def _unit_matches(rule_unit: str, logged: str) -> bool:
+    """gpud's unitMatches (xid.go): the logged unit is the rule's or one of its aliases (the parts
+    between `/`, `,`, parentheses and spaces)."""
+    wanted = _unit_name(logged)
+    parts = rule_unit.replace(",", "/").replace("(", "/").replace(")", "/").replace(" ", "/")
+    return bool(wanted) and wanted in {_unit_name(p) for p in [*parts.split("/"), rule_unit] if p}
+
+
+def _pattern_matches(pattern: str, value: int) -> bool:
+    """A 32-character pattern, most significant bit first: `1` and `0` must match, `-` is any."""
+    if len(pattern) != 32:
+        return False
+    for index, char in enumerate(pattern):
+        bit = (value >> (31 - index)) & 1
+        if (char == "1" and not bit) or (char == "0" and bit):
+            return False
+    return True
+
+
+def decode_nvlink5(xid: int, unit: str, intrinfo: int, status: int) -> DecodeRule | None:
+    """The decode sheet's rule for an NVLink5 XID line (gpud's lookupNVLinkRule): same XID, unit
+    and error status, and intrinfo matching the rule's v2 pattern or else its v1."""
+    for rule in nvlink5_rules():
+        if rule.xid != xid or rule.status != status or not _unit_matches(rule.unit, unit):
+            continue
+        if _pattern_matches(rule.v2, intrinfo) or _pattern_matches(rule.v1, intrinfo):
+            return rule
+    return None
