@@ -40,15 +40,30 @@ def _endpoint(root: Path, numa: int, switch: int, slot: int, bus: int) -> Path:
     return device
 
 
-def hgx_tree(root: Path) -> Path:
-    """Build the node under `root`; returns `root` (GPUACCEPT_SYSFS_ROOT)."""
+def _root_port_endpoint(root: Path, numa: int, port: int, bus: int) -> Path:
+    """A PCI endpoint straight on root port `port` of root complex `numa` (a CPU-attached slot,
+    no PCIe switch above it)."""
+    complex_ = root / "sys" / "devices" / f"pci0000:{numa * 0x80:02x}"
+    device = complex_ / f"0000:{numa * 0x80:02x}:{port:02x}.0" / f"0000:{bus:02x}:00.0"
+    _write(device / "numa_node", str(numa))
+    return device
+
+
+def hgx_tree(root: Path, off_socket: int = 0) -> Path:
+    """Build the node under `root`; returns `root` (GPUACCEPT_SYSFS_ROOT). The HCAs of the
+    first `off_socket` GPUs sit in CPU-attached slots of the other socket instead of beside
+    their GPUs (a node cabled right and slotted wrong)."""
     for gpu in range(GPUS):
         numa, switch = gpu // 4, gpu
         gpu_dev = _endpoint(root, numa, switch, 0, 0x18 + gpu * 0x10)
         _write(gpu_dev / "vendor", "0x10de")
         _write(gpu_dev / "class", "0x030200")
         _link(root / "sys" / "bus" / "pci" / "devices" / gpu_dev.name, gpu_dev)
-        hca = _endpoint(root, numa, switch, 1, 0x19 + gpu * 0x10)
+        hca = (
+            _root_port_endpoint(root, 1 - numa, 0x10 + gpu, 0xF4 + gpu)
+            if gpu < off_socket
+            else _endpoint(root, numa, switch, 1, 0x19 + gpu * 0x10)
+        )
         _write(hca / "vendor", "0x15b3")
         _write(hca / "class", "0x020700")
         ib = root / "sys" / "class" / "infiniband" / f"mlx5_{gpu}"

@@ -263,6 +263,22 @@ def _single_socket(tree: Tree) -> None:
     tree.module("nvidia_peermem")
 
 
+def _hgx_rails_off_socket(tree: Tree) -> None:
+    """tests/fabric_tree.py's HGX node with the HCAs of GPUs 0-3 in CPU-attached slots of the
+    other socket: cabled and ACTIVE at 400 G, slotted wrong (issue #50 §7)."""
+    from tests.fabric_tree import hgx_tree
+
+    hgx_tree(tree.root, off_socket=4)
+
+
+def _single_socket_without_numa(tree: Tree) -> None:
+    """The single-socket node as its firmware often leaves it: no proximity domain, so the
+    kernel writes numa_node -1 for every device (Documentation/ABI/testing/sysfs-bus-pci)."""
+    _single_socket(tree)
+    for path in tree.root.rglob("numa_node"):
+        path.write_text("-1\n")
+
+
 def captured(path: Path) -> tuple[Callable[[Tree], None], Callable[[], dict[str, Any]]]:
     """A shape captured on a real node (scripts/capture_node_shape.py): the tree's builder and
     its NVML scenario."""
@@ -525,6 +541,30 @@ SHAPES: list[Shape] = [
             Variant("its one rail down", port_down("mlx5_0"), "fabric", "mlx5_0:1"),
             Variant("one GPU 40% slow in the burn-in", slow_gpu(1), "burnin", "gpu1"),
         ],
+    ),
+    # issue #50 §7: rails in the wrong slots are a topology warning, not missing rails
+    Shape(
+        "hgx-h100-four-rails-off-socket",
+        _hgx_rails_off_socket,
+        lambda: _gpu_scenario(8),
+        NodeExpectation(nics=8, nic_rate_gbps=400, nvme=2, cpus=224),
+        224,
+        {"fabric": "warn", "health": "pass", "host": "pass", "burnin": "pass"},
+        [
+            Variant("an off-socket rail down", port_down("mlx5_1"), "fabric", "mlx5_1:1"),
+            Variant("a rail gone from the bus", hca_gone("mlx5_6"), "fabric", "7 ACTIVE"),
+            Variant("an off-socket rail at half rate", rate("mlx5_3", HDR), "fabric", "7 ACTIVE"),
+        ],
+    ),
+    # issue #50 §7: a node without NUMA is not faulted for it
+    Shape(
+        "single-socket-2gpu-numa-unknown",
+        _single_socket_without_numa,
+        lambda: _gpu_scenario(2),
+        NodeExpectation(nics=1, nic_rate_gbps=400, cpus=64, min_cpu_mhz=3000),
+        64,
+        {"fabric": "pass", "health": "pass", "host": "pass", "burnin": "pass"},
+        [Variant("its one rail down", port_down("mlx5_0"), "fabric", "mlx5_0:1")],
     ),
     # Gen5 cards in a Gen4 server, as NVIDIA's own MLPerf system of 8 H100 PCIe on EPYC 7742s
     # (mlcommons/inference_results_v3.1 closed/NVIDIA/systems/H100-PCIe-80GBx8_TRT.json: "PCIe

@@ -927,3 +927,62 @@ def test_a_counter_at_its_maximum_is_said_whatever_its_width(name: str, bits: in
         wrapped = Findings("fabric-errors", "FABRIC")
         fabric.judge_counter_growth({"p:1": {name: top}}, {"p:1": {name: 4}}, wrapped)
         assert wrapped.warnings == [f"p:1 {name} grew by 5 in the run"]
+
+
+def test_rails_slotted_on_the_other_socket_are_a_topology_warning_not_missing_rails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue #50 §7: eight HCAs ACTIVE at 400 Gb/s, four of them in slots of the other socket,
+    away from their GPUs, failed (and drained) as "4 ACTIVE ... rail port(s), 8 expected". They
+    are rails of the rails' kind in the wrong place: counted, and warned about."""
+    root = hgx_tree(tmp_path / "node", off_socket=4)
+    monkeypatch.setenv("GPUACCEPT_SYSFS_ROOT", str(root))
+    (tmp_path / "quiet.log").write_text("")
+    monkeypatch.setenv("GPUACCEPT_KERNEL_LOG", str(tmp_path / "quiet.log"))
+    result = fabric.run(_context())
+    assert result.status is Status.WARN, result.message
+    assert result.details["rails"] == [f"mlx5_{i}:1" for i in range(8)]
+    assert result.details["rails_told_by"] == "on a GPU's PCIe switch, or of the rails' kind off it"
+    assert result.message.split("; ")[:5] == [
+        f"mlx5_{i}:1 is cabled as a rail (InfiniBand, 400 Gb/s) but shares no GPU's PCIe switch: "
+        "counted as a rail, its GPU's traffic crosses the PCIe root or the socket link (a card "
+        "in the wrong slot?)"
+        for i in range(4)
+    ] + ["GPU 0000:18:00.0 (NUMA node 0) has no RDMA port on its PCIe switch or NUMA node"]
+    assert "expected" not in result.message
+    # one of them down is still a rail down, by name; one of the others gone is still missing
+    (port_dir(root, 2) / "state").write_text("1: DOWN\n")
+    down = fabric.run(_context())
+    assert down.status is Status.FAIL
+    assert "mlx5_2:1 is DOWN (LinkUp), expected ACTIVE (LinkUp)" in down.message
+    assert "7 ACTIVE InfiniBand/RoCE rail port(s), 8 expected" in down.message
+    # without an expected count nothing is filled in: the switch's rails stand alone
+    assert fabric.port_roles(read_inventory(root)).how == "on a GPU's PCIe switch"
+
+
+def test_a_node_without_numa_is_not_faulted_for_it(node: Path) -> None:
+    """Issue #50 §7: on a single-socket node the kernel writes numa_node -1 for every device
+    (no proximity domain from the firmware), and every GPU warned that no RDMA port was near.
+    One memory node: every port is local. With several NUMA nodes, -1 is said as unknown."""
+    import shutil
+
+    for path in node.rglob("numa_node"):
+        path.write_text("-1\n")
+    shutil.rmtree(node / "sys" / "devices" / "system" / "node" / "node1")
+    inventory = read_inventory(node)
+    far = inventory.ports[0]
+    off_switch = dataclasses.replace(far, place=dataclasses.replace(far.place, bridges=()))
+    lonely = dataclasses.replace(inventory, ports=[off_switch], gpus=inventory.gpus[:2])
+    findings = Findings("fabric", "FABRIC")
+    rows = fabric.judge_topology(lonely, findings)
+    assert findings.warnings == []
+    assert [row["via"] for row in rows] == ["the node's one NUMA node"] * 2
+    assert rows[0]["nics"] == ["mlx5_0:1"]
+    two_sockets = dataclasses.replace(lonely, numa_cpus={0: "0-55", 1: "56-111"})
+    unknown = Findings("fabric", "FABRIC")
+    fabric.judge_topology(two_sockets, unknown)
+    assert unknown.warnings[0] == (
+        "GPU 0000:18:00.0 has no RDMA port on its PCIe switch, and its NUMA node is unknown "
+        "(numa_node -1 on a node of 2 NUMA nodes)"
+    )
+    assert fabric.run(_context()).status is Status.PASS  # the whole HGX tree, NUMA-less

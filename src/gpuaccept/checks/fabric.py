@@ -49,7 +49,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from gpuaccept.actions import Cause
@@ -99,15 +99,31 @@ class PortRoles:
     rails: list[IbPort]
     others: list[IbPort]
     how: str
+    astray: list[IbPort] = field(default_factory=list)  # rails on no GPU's PCIe switch
 
 
-def port_roles(inventory: NodeInventory, named: Sequence[str] | None = None) -> PortRoles:
+def _kind(port: IbPort, ports_per_device: Counter[str]) -> tuple[str | None, float | None, int]:
+    """What a rail HCA looks like: its link layer, its rate and how many ports its device has
+    (a node's rails are one adapter model, cabled alike)."""
+    return port.link_layer, port.rate_gbps, ports_per_device[port.device]
+
+
+def port_roles(
+    inventory: NodeInventory, named: Sequence[str] | None = None, expected: int | None = None
+) -> PortRoles:
     """Rails, in this order of evidence: the ports the node profile names (`rails`, as aznhc's
     per-SKU confs name them: `check_hw_ib 400 mlx5_ib0:1` for a rail beside `check_hw_ib 100
     mlx5_an0:1` for Azure's frontend port, conf/nd96isr_h200_v5.conf at 13fa400); else the ports
     on a GPU's PCIe switch, where some are (a DGX's frontend and storage HCAs sit on switches
     without a GPU); else, where InfiniBand and Ethernet ports are mixed, the InfiniBand ones (a
-    VM shows no switches: Azure's mlx5_an0 is its Ethernet port); else every port."""
+    VM shows no switches: Azure's mlx5_an0 is its Ethernet port); else every port.
+
+    Where fewer ports sit on a GPU's switch than the `expected` rails, the ports off them of the
+    rails' very kind (link layer, rate and ports per device, `_kind`) are rails too: an HCA
+    cabled like the rails but in a slot on the other socket is a rail in the wrong place, a
+    topology fault `judge_ports` warns about, not a missing rail (issue #50 §7). A DGX's storage
+    HCA (two ports) and frontend (Ethernet, 200 G) are not of that kind and still never fill a
+    vanished rail's place."""
     ports = inventory.ports
     if named:
         wanted = set(named)
@@ -121,7 +137,19 @@ def port_roles(inventory: NodeInventory, named: Sequence[str] | None = None) -> 
     }
     if near:
         rails = [p for p in ports if p.name in near]
-        return PortRoles(rails, [p for p in ports if p not in rails], "on a GPU's PCIe switch")
+        others = [p for p in ports if p not in rails]
+        if expected is not None and len(rails) < expected:
+            per_device = Counter(p.device for p in ports)
+            kinds = {_kind(p, per_device) for p in rails if p.rate_gbps}
+            astray = [p for p in others if _kind(p, per_device) in kinds]
+            if astray:
+                return PortRoles(
+                    [p for p in ports if p in rails or p in astray],
+                    [p for p in others if p not in astray],
+                    "on a GPU's PCIe switch, or of the rails' kind off it",
+                    astray,
+                )
+        return PortRoles(rails, others, "on a GPU's PCIe switch")
     layers = {p.link_layer for p in ports}
     if {"InfiniBand", "Ethernet"} <= layers:
         rails = [p for p in ports if p.link_layer == "InfiniBand"]
@@ -138,7 +166,13 @@ def judge_ports(
     rails: Sequence[str] | None = None,
 ) -> PortRoles:
     """The rails judged (state, rate, count, PKeys); the other ports are left to the report."""
-    roles = port_roles(inventory, rails)
+    roles = port_roles(inventory, rails, expect_nics)
+    findings.warnings += [
+        f"{p.name} is cabled as a rail ({p.link_layer}, {p.rate_gbps:g} Gb/s) but shares no "
+        "GPU's PCIe switch: counted as a rail, its GPU's traffic crosses the PCIe root or the "
+        "socket link (a card in the wrong slot?)"
+        for p in roles.astray
+    ]
     if rails:
         missing = sorted(
             set(rails) - {p.name for p in roles.rails} - {p.device for p in roles.rails}
@@ -218,18 +252,27 @@ def _same_switch(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
 
 
 def affinity_map(inventory: NodeInventory) -> list[dict[str, Any]]:
-    """Each GPU's nearest RDMA port: on its PCIe switch, else on its NUMA node, else none."""
+    """Each GPU's nearest RDMA port: on its PCIe switch, else on its NUMA node, else none.
+
+    A node of one NUMA node (or none in sysfs) has every device local to its one memory: the
+    kernel writes `numa_node` -1 for a device when the firmware gives no proximity domain
+    (Documentation/ABI/testing/sysfs-bus-pci, numa_node), as on a single-socket node, so -1
+    there is not "far" (issue #50 §7: a single-socket node warned on every GPU). With several
+    NUMA nodes, -1 on a GPU leaves its locality unknown, and that is what is said."""
     rows = []
+    one_memory = len(inventory.numa_cpus) <= 1
+    ports = [(p, p.place) for p in inventory.ports if p.place is not None]
     for gpu in inventory.gpus:
-        ports = [p for p in inventory.ports if p.place is not None]
-        switch = [p.name for p in ports if _same_switch(gpu.place.bridges, p.place.bridges)]  # type: ignore[union-attr]
-        numa = [
-            p.name
-            for p in ports
-            if gpu.place.numa_node is not None and p.place.numa_node == gpu.place.numa_node  # type: ignore[union-attr]
-        ]
+        switch = [p.name for p, place in ports if _same_switch(gpu.place.bridges, place.bridges)]
+        if gpu.place.numa_node is not None:
+            numa = [p.name for p, place in ports if place.numa_node == gpu.place.numa_node]
+        elif one_memory:
+            numa = [p.name for p, _ in ports]
+        else:
+            numa = []  # its locality is unknown: no port can be said to be near it
+        numa_via = "NUMA node" if gpu.place.numa_node is not None else "the node's one NUMA node"
         nearest, via = (
-            (switch, "PCIe switch") if switch else (numa, "NUMA node") if numa else ([], "none")
+            (switch, "PCIe switch") if switch else (numa, numa_via) if numa else ([], "none")
         )
         rows.append(
             {"gpu": gpu.address, "numa_node": gpu.place.numa_node, "nics": nearest, "via": via}
@@ -248,6 +291,9 @@ def judge_topology(
     findings.warnings += [
         f"GPU {row['gpu']} (NUMA node {row['numa_node']}) has no RDMA port on its PCIe switch or "
         "NUMA node"
+        if row["numa_node"] is not None
+        else f"GPU {row['gpu']} has no RDMA port on its PCIe switch, and its NUMA node is "
+        f"unknown (numa_node -1 on a node of {len(inventory.numa_cpus)} NUMA nodes)"
         for row in rows
         if row["via"] == "none"
     ]
