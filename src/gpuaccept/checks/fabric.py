@@ -15,7 +15,9 @@ Rules, each with where it comes from:
   support on every GPU (the CUDA driver's answer, as NCCL asks it: probe/dmabuf.py) warns; a
   driver that cannot be asked warns that dma-buf was not checked.
 - Topology: each GPU's nearest RDMA port is on its PCIe switch, else on its NUMA node; a GPU
-  with neither, or an RDMA port on a NUMA node without GPUs, warns. (The worker that drives a
+  with neither, or an RDMA port on a NUMA node without GPUs, warns. A rail of the rails' kind
+  slotted off every GPU's switch counts as a rail and warns (`port_roles`); on a node of one
+  NUMA node, `numa_node` -1 is local, not far (`affinity_map`). (The worker that drives a
   GPU already runs on the GPU's NUMA node: `probe.numa.run_near`.)
 - Link flaps: "lost carrier" lines for an InfiniBand interface within the last 24 hours, 5 or
   more per interface, fail; fewer warn (aznhc's `check_ib_link_flapping` defaults, 24 h and 5,
