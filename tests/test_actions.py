@@ -239,6 +239,16 @@ def test_a_sites_rows_replace_the_builtin_ones_and_nothing_else(tmp_path: Path) 
     [
         ('[xid]\n79 = { action = "fix-it" }\n', "xid.79.action"),
         ('[xid]\nabc = { action = "drain" }\n', "a key is a code, a whole number"),
+        # issue #49 §5: a key that can never match is refused, naming it
+        ('[xid]\n0 = { action = "drain" }\n', "xid.0: not an XID of NVIDIA's catalogue (1-172)"),
+        ('[xid]\n999 = { action = "drain" }\n', "xid.999: not an XID of NVIDIA's catalogue"),
+        ('[xid]\n"079" = { action = "drain" }\n', "xid.'079': a key is a code, a whole number"),
+        ('[xid]\n079 = { action = "drain" }\n', "without leading zeros"),
+        ('[sxid]\n"024007" = { action = "drain" }\n', "sxid.'024007'"),
+        ('[check.comptue]\nfail = "drain"\n', "check.comptue: no such check (known: burnin, "),
+        ('[cause.remap-pendin]\naction = "drain"\n', "cause.remap-pendin: no such cause"),
+        ('[recovery_action]\nreboot = "drain"\n', "recovery_action.reboot: no such recovery"),
+        ('[dcgm_severity]\nFATAL = "drain"\n', "dcgm_severity.FATAL: no such dcgm severity"),
         ('[dcgm_error]\n5 = { name = "X", severity = "BAD" }\n', "dcgm_error.5.severity"),
         ('[dcgm_error]\n5 = { name = "X", severity = "RESET", line = "7" }\n', "line"),
         ('[cause.remap-pending]\naction = "none"\nsauce = "typo"\n', "sauce"),

@@ -36,12 +36,33 @@ def test_accept_plans_with_the_sites_rules_and_refuses_a_bad_file(tmp_path: Path
 
 
 def test_the_generator_writes_rows_the_tables_accept(tmp_path: Path) -> None:
-    """scripts/action_tables.py turns the two sources into [xid] and [dcgm_error] rows that
-    validate (a catalogue or DCGM release is a re-run, not a hand edit)."""
-    csv = tmp_path / "xid.csv"
-    csv.write_text(
-        "79,ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS,RESTART_BM,FATAL\n"
-        "154,GPU_RECOVERY_ACTION_CHANGED ,Follow guidance,NONFATAL\n"
+    """scripts/action_tables.py turns the sources (gpud's generated catalogue copy and SXid
+    transcription, DCGM's error table) into rows that validate: a catalogue or DCGM release is a
+    re-run, not a hand edit. The lines are in the form of leptonai/gpud 4a8de33's files."""
+    gpud = tmp_path / "gpud"
+    xid_dir = gpud / "components/accelerator/nvidia/xid"
+    sxid_dir = gpud / "components/accelerator/nvidia/sxid"
+    xid_dir.mkdir(parents=True)
+    sxid_dir.mkdir(parents=True)
+    (xid_dir / "catalog_generated.go").write_text(
+        "package xid\n"
+        '\t{Code: 79, Mnemonic: "ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS", Description: "GPU has '
+        'fallen off the bus", ImmediateResolution: "RESTART_BM", InvestigatoryResolution: '
+        '"CONTACT_SUPPORT"},\n'
+        '\t{Code: 154, Mnemonic: "GPU_RECOVERY_ACTION_CHANGED", Description: "GPU Recovery Action'
+        ' Changed", ImmediateResolution: "XID_154", InvestigatoryResolution: "N/A"},\n'
+        '\t{Xid: 150, Unit: "MSE_WATCHDOG", IntrinfoPatternV1: "------000000----------0000000000",'
+        ' IntrinfoPatternV2: "------000000-------------0000000", ErrorStatus: 0x00000000, '
+        'Resolution: "RESET_GPU", Investigatory: "CONTACT_SUPPORT", Severity: "Fatal", HwSw: "FW"},'
+        "\n"
+    )
+    (sxid_dir / "sxid.go").write_text(
+        "var details = map[int]Detail{\n"
+        "\t// Fatal NVSwitch SXid Errors\n"
+        "\t24007: {\n"
+        '\t\tName:        "sourcetrack timeout error",\n'
+        "\t\tEventType: apiv1.EventTypeFatal,\n"
+        "\t},\n"
     )
     dcgm = tmp_path / "dcgm"
     (dcgm / "dcgmlib" / "src").mkdir(parents=True)
@@ -50,17 +71,34 @@ def test_the_generator_writes_rows_the_tables_accept(tmp_path: Path) -> None:
         "x\n    DCGM_ERROR_TABLE_ENTRY(DCGM_FR_PCI_REPLAY_RATE, DCGM_ERROR_ISOLATE, EC),\n"
     )
     done = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "action_tables.py"), str(csv), str(dcgm)],
+        [sys.executable, str(REPO / "scripts" / "action_tables.py"), str(gpud), str(dcgm)],
         capture_output=True,
         text=True,
         check=True,
     )
+    decode = done.stdout.split("# nvlink5_decode.toml rules\n", 1)[1].split("\n[dcgm_error]")[0]
+    assert decode.strip().startswith('{ xid = 150, unit = "MSE_WATCHDOG"')
     rules_file = tmp_path / "generated.toml"
-    rules_file.write_text(done.stdout)
+    rules_file.write_text(done.stdout.replace(decode, "\n"))
     rules = load_rules(rules_file)
-    assert rules.xid["79"].action is Action.REBOOT_NODE
-    assert "154" not in rules.xid  # its action is the recovery action's, not a row
+    assert (rules.xid["79"].action, rules.xid["79"].line) == (Action.REBOOT_NODE, 2)
+    assert "\n154 = " not in done.stdout  # by hand: its action is the recovery action's
+    assert (rules.sxid["24007"].action, rules.sxid["24007"].class_) == (
+        Action.REBOOT_NODE,
+        "fatal",
+    )
     assert (rules.dcgm_error["3"].severity, rules.dcgm_error["3"].line) == ("ISOLATE", 2)
+
+
+def test_a_rules_key_that_cannot_match_is_refused_in_one_line(tmp_path: Path) -> None:
+    """Issue #49 §5: `accept --rules` with an XID outside the catalogue exits 2 naming it."""
+    bad = tmp_path / "rules.toml"
+    bad.write_text('[xid]\n"079" = { action = "drain" }\n')
+    base = ["accept", "--device", "cpu", "--no-history", "--only", "stack", "--json"]
+    refused = CliRunner().invoke(app, [*base, "--rules", str(bad)])
+    assert refused.exit_code == 2
+    assert "xid.'079': a key is a code" in refused.output
+    assert len(refused.output.strip().splitlines()) == 1
 
 
 def test_burnin_plans_with_the_sites_rules(tmp_path: Path) -> None:

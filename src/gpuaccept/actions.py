@@ -271,6 +271,9 @@ class ActionRules(_Table):
         """These rules with each row the site's file gives replaced by the site's: a new model,
         never a copy (a copy would carry this one's cached label)."""
         rows = {table: {**getattr(self, table), **getattr(site, table)} for table in _TABLES}
+        for table in ("xid", "sxid"):
+            for code, row in getattr(site, table).items():
+                rows[table][code] = _kept_departure(getattr(self, table).get(code), row)
         return ActionRules.model_validate({**rows, "origin": origin})
 
     @property
@@ -316,6 +319,18 @@ class ActionRules(_Table):
         every report read checks its plan's label against the built-in one."""
         digest = hashlib.sha256(self.model_dump_json(by_alias=True).encode()).hexdigest()
         return f"{self.origin} (sha256 {digest[:12]})"
+
+
+def _kept_departure(builtin: Any, site: Any) -> Any:
+    """A site's row whole, except that a built-in departure from the action's verdict (`judge`,
+    `why`: 94 fails though its bucket is RESTART_APP) stands while the site keeps the built-in
+    action and says no verdict of its own (a site that only adds a repeat rule to 94 still fails
+    it; one that gives 94 another action gets that action's verdict)."""
+    if builtin is None or site.judge is not None or builtin.judge is None:
+        return site
+    if site.action is not builtin.action:
+        return site
+    return site.model_copy(update={"judge": builtin.judge, "why": builtin.why})
 
 
 def _is_code(key: str) -> bool:
