@@ -18,25 +18,12 @@ import re
 import sys
 from pathlib import Path
 
-# The catalogue's immediate-action buckets as gpuaccept's actions (docs/actions.md says why); the
-# verdict follows from the action (gpuaccept.actions.judge_of): none ignores, monitor and rerun
-# warn, reset-gpu and above fail.
-BUCKETS = {
-    "IGNORE": "none",
-    "RESTART_APP": "rerun",
-    "CHECK_UVM": "rerun",
-    "WORKFLOW_XID_45": "none",
-    "RESET_GPU": "reset-gpu",
-    "WORKFLOW_XID_48": "reset-gpu",
-    "WORKFLOW_NVLINK_ERR": "reset-gpu",
-    "WORKFLOW_NVLINK5_ERR": "reset-gpu",
-    "RESTART_BM": "reboot-node",
-    "RESTART_VM": "reboot-node",
-    "UPDATE_SWFW": "drain",
-    "CHECK_MECHANICALS": "drain",
-    "UNEXPECTED_ERR_REPORT_ISSUE": "drain",
-    "CONTACT_SUPPORT": "replace",
-}
+from gpuaccept.actions import CATALOGUE_BUCKETS
+
+# The catalogue's immediate-action buckets as gpuaccept's actions; the verdict follows from the
+# action (gpuaccept.actions.judge_of): none ignores, monitor and rerun warn, reset-gpu and above
+# fail.
+BUCKETS = {bucket: action.value for bucket, action in CATALOGUE_BUCKETS.items()}
 
 _ENTRY = re.compile(
     r'\{Code: (\d+), Mnemonic: "((?:[^"\\]|\\.)*)", Description: "((?:[^"\\]|\\.)*)", '

@@ -60,6 +60,26 @@ CauseKind = Literal["xid", "sxid", "recovery-action", "dcgm-error", "cause"]
 
 Judge = Literal["fail", "warn", "ignore"]
 
+# NVIDIA's XID catalogue's immediate-action buckets as gpuaccept's actions (docs/actions.md says
+# why); scripts/action_tables.py writes the [xid] rows with it and
+# tests/conformance/test_xid_catalogue.py recomputes them
+CATALOGUE_BUCKETS: dict[str, Action] = {
+    "IGNORE": Action.NONE,
+    "RESTART_APP": Action.RERUN,
+    "CHECK_UVM": Action.RERUN,
+    "WORKFLOW_XID_45": Action.NONE,
+    "RESET_GPU": Action.RESET_GPU,
+    "WORKFLOW_XID_48": Action.RESET_GPU,
+    "WORKFLOW_NVLINK_ERR": Action.RESET_GPU,
+    "WORKFLOW_NVLINK5_ERR": Action.RESET_GPU,
+    "RESTART_BM": Action.REBOOT_NODE,
+    "RESTART_VM": Action.REBOOT_NODE,
+    "UPDATE_SWFW": Action.DRAIN,
+    "CHECK_MECHANICALS": Action.DRAIN,
+    "UNEXPECTED_ERR_REPORT_ISSUE": Action.DRAIN,
+    "CONTACT_SUPPORT": Action.REPLACE,
+}
+
 
 def judge_of(action: Action) -> Judge:
     """The verdict a row's action gives when the row says no other (issue #50 §1): an action that
