@@ -129,22 +129,28 @@ def pyproject() -> dict[str, Any]:
 def _no_history_of_the_user(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Module fixtures run before the per-test history below is set: without this, a run they
     start recorded into the user's own history (and compared itself with it)."""
-    kept = os.environ.get("GPUACCEPT_HISTORY")
-    os.environ["GPUACCEPT_HISTORY"] = str(tmp_path_factory.mktemp("session") / "history.sqlite")
+    session = tmp_path_factory.mktemp("session")
+    places = {"GPUACCEPT_HISTORY": "history.sqlite", "GPUACCEPT_ACT_STATE": "act-state.json"}
+    kept = {name: os.environ.get(name) for name in places}
+    for name, file in places.items():
+        os.environ[name] = str(session / file)
     yield
-    if kept is None:
-        os.environ.pop("GPUACCEPT_HISTORY", None)
-    else:
-        os.environ["GPUACCEPT_HISTORY"] = kept
+    for name, value in kept.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 @pytest.fixture(autouse=True)
 def _history_in_tmp(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
 ) -> Path:
-    """Runs under test record into a temporary history, never the user's own."""
+    """Runs under test record into a temporary history, never the user's own; `act` keeps its
+    records (the breaker's trip, held regressions) beside it, one per test."""
     path = tmp_path_factory.mktemp("history") / "history.sqlite"
     monkeypatch.setenv("GPUACCEPT_HISTORY", str(path))
+    monkeypatch.setenv("GPUACCEPT_ACT_STATE", str(path.with_name("act-state.json")))
     return path
 
 

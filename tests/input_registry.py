@@ -112,6 +112,9 @@ def _bench(name: str) -> list[Input]:
 
 
 MISSING_HISTORY = "a history that does not exist yet is created (or listed as empty)"
+NO_ACT_STATE = (
+    "no records yet: the breaker is not tripped and no stack is held (reset/clear say so)"
+)
 
 REGISTRY: list[Input] = [
     Input("accept", "--baseline", "reads", _accept("--baseline"), FILE_FORMS),
@@ -213,6 +216,82 @@ REGISTRY: list[Input] = [
         covered_by=(
             "tests/act/test_kubernetes_fleet.py::test_a_cluster_file_that_is_not_a_node_list_is_refused",
         ),
+    ),
+    # gpuaccept's own records of the breaker's trip and the regressions it holds (issue #49)
+    Input(
+        "act breaker status",
+        "--state",
+        "reads",
+        lambda path, _: ["act", "breaker", "status", "--state", path],
+        FILE_FORMS[1:],
+        allowed={"missing": NO_ACT_STATE},
+    ),
+    *(
+        Input(command, "--state", "reads", argv, FILE_FORMS[1:], allowed={"missing": NO_ACT_STATE})
+        for command, argv in (
+            (
+                "act slurm",
+                lambda path, scratch: [
+                    "act",
+                    "slurm",
+                    _failed_report(scratch),
+                    "--node",
+                    "n1",
+                    "--state",
+                    path,
+                ],
+            ),
+            (
+                "node-verdict",
+                lambda path, scratch: [
+                    "node-verdict",
+                    _failed_report(scratch),
+                    "--act",
+                    "shadow",
+                    "--cluster",
+                    str(scratch / "no-cluster.json"),
+                    "--state",
+                    path,
+                ],
+            ),
+            (
+                "act breaker reset",
+                lambda path, _: [
+                    "act",
+                    "breaker",
+                    "reset",
+                    "--by",
+                    "x",
+                    "--why",
+                    "y",
+                    "--state",
+                    path,
+                ],
+            ),
+            (
+                "act regression clear",
+                lambda path, _: [
+                    "act",
+                    "regression",
+                    "clear",
+                    "0123abcd",
+                    "--by",
+                    "x",
+                    "--why",
+                    "y",
+                    "--state",
+                    path,
+                ],
+            ),
+        )
+    ),
+    Input(
+        "act breaker status",
+        "GPUACCEPT_ACT_STATE",
+        "env",
+        lambda value, _: ["act", "breaker", "status"],
+        FILE_FORMS[1:],
+        allowed={"missing": NO_ACT_STATE},
     ),
     Input(
         "act slurm",

@@ -68,6 +68,7 @@ def test_act_slurm_records_a_drain_and_a_breaker_refusal(fleet: Path, tmp_path: 
     assert _samples(metrics, "gpuaccept_act_refused") == {
         ("gpu01", "breaker"): 1.0,
         ("gpu01", "regression"): 0.0,
+        ("gpu01", "not-ours"): 0.0,
     }
     decisions = _samples(metrics, "gpuaccept_act_decision")
     assert decisions[("gpu01", "refused")] == 1.0

@@ -115,8 +115,11 @@ def test_a_regression_on_every_node_at_once_taints_none_and_alerts_once(tmp_path
         "(gpu00, gpu01, gpu02, gpu03, gpu04, ...), none of them tainted for it; compare the "
         "stack with the last one that passed"
     )
+    # the first node's refusal found the regression and held the stack (issue #49 §3); the 49
+    # after it are refused as held
     notes = [line for line in result.stderr.splitlines() if "NOT drained: 49 other" in line]
-    assert len(notes) == 50
+    held = [line for line in result.stderr.splitlines() if "is held as a regression" in line]
+    assert (len(notes), len(held)) == (1, 49)
 
 
 def test_a_fault_on_every_node_on_different_stacks_taints_one_and_stops(tmp_path: Path) -> None:
@@ -178,7 +181,7 @@ def test_a_stack_regression_taints_no_more_and_names_the_stack(tmp_path: Path) -
     assert result.exit_code == 4
     assert (
         f"# gpu02: failed compute, NOT drained: 2 other node(s) on the same software "
-        f"stack ({_stack()}) failed the same in the last 60 min (gpu00, gpu01)" in result.stderr
+        f"stack ({_stack()}) failed alike in the last 60 min (gpu00, gpu01)" in result.stderr
     )
     assert f"node-verdict: a regression of the software stack {_stack()}: 1 node(s)" in (
         result.stderr
@@ -244,7 +247,10 @@ def test_only_gpuaccepts_taint_is_lifted_and_only_after_a_standard_pass(tmp_path
     ]
     # the administrator's cordon is not gpuaccept's to lift
     assert len(_commands(standard.stdout, "gpu02")) == 1  # the labels only
-    assert "drained by someone else (cordoned (spec.unschedulable))" in standard.stderr
+    assert (
+        "node-verdict: gpu02: passed; cordoned (spec.unschedulable): not gpuaccept's to change, "
+        "left as it is" in standard.stderr
+    )
     # gpuaccept's taint on a cordoned node is lifted; the cordon stays (no uncordon is printed)
     assert "kubectl taint node gpu03 gpuaccept.io/unfit:NoSchedule-" in standard.stdout
     assert "uncordon" not in standard.stdout
@@ -576,10 +582,11 @@ def test_each_decision_names_its_node(tmp_path: Path) -> None:
             load_report(_failing(tmp_path, "gpu03")),
         )
     ]
-    decided = decide_round(
+    decided, _ = decide_round(
         runs, [v for v, _ in runs], read_cluster_file(cluster), datetime.now(UTC), Guard()
     )
     assert [(d.decision.node, d.decision.action) for d in decided] == [
-        ("gpu02", "none"),
+        ("gpu02", "refused"),  # cordoned by someone else: not gpuaccept's (guard not-ours)
         ("gpu03", "drain"),
     ]
+    assert decided[0].decision.guard == "not-ours"

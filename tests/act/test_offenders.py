@@ -79,8 +79,12 @@ def test_three_incidents_in_seven_days_make_a_repeat_offender() -> None:
     # a week later the first incident has aged out
     later = _run("gpu01", 170, remap=True)
     assert offences(later, [*runs, now, _run("gpu01", 101, remap=False)]) != []
-    assert offences(later, runs[2:]) == []
-    assert offences(now, runs, limit=4) == []
+    # two incidents: one repair that did not hold, a person inspects before anything is replaced
+    # (issue #49 §4; gpud's DefaultRebootThreshold, act/offenders.py)
+    assert [o.escalation for o in offences(later, runs[2:])] == ["inspect", "inspect"]
+    assert offences(later, runs[2:], inspect_after=0) == []
+    assert [o.escalation for o in offences(now, runs, limit=4)] == ["inspect", "inspect"]
+    assert offences(now, runs, limit=4, inspect_after=4) == []
 
 
 def test_a_gpu_keeps_its_count_when_it_moves_to_another_host() -> None:
@@ -169,7 +173,8 @@ def test_act_drains_a_repeat_offender_for_replacement(fleet: Path, tmp_path: Pat
     assert "[ACT] gpu01: node gpu01 failed in 3 incidents within 7 days" in done.stdout
     reason = json.loads(fleet.read_text())["nodes"]["gpu01"]["reason"]
     assert reason.startswith("gpuaccept quick: replace: health [stack ")
-    # another node, whose earlier reports are not these: the report's own action (reset-gpu)
+    # another node, whose earlier reports are not these, with the same GPU moved into it: the
+    # GPU is followed by its UUID (issue #49 §4), its incidents on gpu01 count
     other = tmp_path / "other"
     other.mkdir()
     (other / "gpuaccept-accept-now.json").write_text(_run("gpu02", 100, True).model_dump_json())
@@ -189,7 +194,8 @@ def test_act_drains_a_repeat_offender_for_replacement(fleet: Path, tmp_path: Pat
     )
     assert plain.exit_code == 1
     reason = json.loads(fleet.read_text())["nodes"]["gpu02"]["reason"]
-    assert reason.startswith("gpuaccept quick: reset-gpu: health [stack ")
+    assert reason.startswith("gpuaccept quick: replace: health [stack ")
+    assert f"GPU {UUID} (on gpu01, gpu02) failed in" in plain.stdout
 
 
 def test_incidents_are_ordered_by_the_instant_not_the_text() -> None:
@@ -261,6 +267,8 @@ def test_the_nodes_past_says_replace_only_for_an_offender_within_its_days() -> N
     assert past.repeats == 1  # the run an hour before failed the same check
     assert [o.what for o in past.offences] == ["node gpu01", f"GPU {UUID}"]
     assert past.action("reset-gpu") == "replace"
-    never = node_past(now, runs, 24, 0, 7)  # --replace-after 0: never
+    inspect = node_past(now, runs, 24, 0, 7)  # --replace-after 0: inspection at most
+    assert inspect.action("reset-gpu") == "drain"
+    never = node_past(now, runs, 24, 0, 7, 0)  # and --inspect-after 0: never
     assert (never.offences, never.action("reset-gpu")) == ((), "reset-gpu")
     assert node_past(now, runs, 24, 3, 2).offences == ()  # two days hold one incident

@@ -68,7 +68,7 @@ def test_a_refusal_says_how_many_where_and_why() -> None:
     assert decision.why == (
         "failed, NOT drained: gpuaccept drained 1 of 50 node(s) in the last 60 min (n0), the "
         "breaker's limit is 1 (2%): a fault on this many nodes at once is more likely the stack "
-        "or the site than the hardware; look before draining more"
+        "or the site than the hardware; the breaker is tripped and holds until a person resets it"
     )
     many = fleet(50, 7)
     said = decide("fail", "quick", ["stack"], many[-1], many, NOW, Guard(share=0.1)).why
@@ -120,7 +120,7 @@ def test_a_drain_set_by_anyone_else_is_never_lifted() -> None:
     for reason in ("admin: fan", "gpuaccept: old style", "NHC: check_hw_ib failed", "gpuacceptx"):
         theirs = node("n1", reason)
         decision = decide("pass", "full", [], theirs, [theirs], NOW)
-        assert decision.action == "none", reason
+        assert (decision.action, decision.guard) == ("refused", "not-ours"), reason
         assert decision.why == (
             f"passed; drained by someone else ({reason}): not gpuaccept's drain to lift"
         )
@@ -159,7 +159,7 @@ def test_every_decision_names_its_node_and_a_drain_without_a_reason_is_said() ->
         "none",
         "refused",
         "none",
-        "none",
+        "refused",  # someone else's drain: the guard not-ours
         "none",
         "resume",
     ]
@@ -211,7 +211,7 @@ def test_the_third_node_on_one_stack_failing_the_same_checks_is_a_regression() -
     assert decision.node == "n9"
     assert decision.why == (
         "failed stack, NOT drained: 2 other node(s) on the same software stack (0123abcd) failed "
-        "the same in the last 60 min (a, b): a regression of the stack, not this node's "
+        "alike in the last 60 min (a, b): a regression of the stack, not this node's "
         "hardware; compare the stack with the last one that passed"
     )
     # one other node is no regression yet
@@ -329,7 +329,7 @@ def test_nodes_failing_alike_in_the_same_round_count_for_the_regression() -> Non
     )
     assert both.action == "refused"
     assert both.regression == "0123abcd"
-    assert "2 other node(s) on the same software stack (0123abcd) failed the same" in both.why
+    assert "2 other node(s) on the same software stack (0123abcd) failed alike" in both.why
     assert "(x, y)" in both.why
     mixed = decide(
         "fail",

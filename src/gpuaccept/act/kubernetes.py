@@ -10,6 +10,13 @@ LEVEL: ACTION: CHECKS [stack DIGEST]`: the regression rule reads its stack tag) 
 effect: kubernetes/api core/v1 types.go, Taint.TimeAdded). A node is out of service for the
 guards when it carries gpuaccept's taint (gpuaccept's, whatever the annotations say) or is
 cordoned (`spec.unschedulable`: someone else's; a pass never uncordons it).
+
+Only its own (issue #49 §1): a node that someone else took out of service, cordoned (NVSentinel
+cordons, so does `kubectl drain`), tainted NoExecute, or tainted by the node lifecycle controller,
+a cloud provider or the cluster autoscaler (`_takes_out_of_service`), is never tainted by
+gpuaccept nor re-reasoned; its labels still record the run (they are gpuaccept's, and change no
+scheduling). A pool's placement taints (NoSchedule, e.g. `nvidia.com/gpu`) do not hold a node.
+Where gpuaccept's own taint is there too, lifting it after a pass touches nothing of theirs.
 """
 
 from __future__ import annotations
@@ -20,9 +27,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from gpuaccept.act.offenders import DEFAULT_DAYS, DEFAULT_LIMIT, Offence
-from gpuaccept.act.policy import Decision, Guard, SchedNode, decide
+from gpuaccept.act import rounds
+from gpuaccept.act.ledger import Ledger
+from gpuaccept.act.offenders import DEFAULT_DAYS, DEFAULT_INSPECT, DEFAULT_LIMIT, Offence
+from gpuaccept.act.policy import Decision, Guard, SchedNode
 from gpuaccept.act.repeats import NodePast, node_past
+from gpuaccept.act.rounds import NodeRun
 from gpuaccept.errors import EnvironmentProblem, InputError
 from gpuaccept.record.environment import stack_sha256
 from gpuaccept.report.node_verdict import PREFIX, TAINT_KEY, NodeVerdict
@@ -34,6 +44,27 @@ TAINTED_AT_KEY = f"{PREFIX}/tainted-at"
 # their images lists; a file past this is not a node list
 MAX_CLUSTER_BYTES = 256 * 1024 * 1024
 CORDONED = "cordoned (spec.unschedulable)"
+# Taints that say someone else took the node out of service, as opposed to placement taints a
+# GPU pool carries for good (`nvidia.com/gpu=present:NoSchedule` keeps other pods off every
+# healthy GPU node of many clusters). Out of service: any NoExecute taint (it evicts running
+# pods), and the NoSchedule taints of the node lifecycle controller and cloud providers
+# (`node.kubernetes.io/*`: not-ready, unreachable, unschedulable, out-of-service, the pressure
+# conditions; `node.cloudprovider.kubernetes.io/*`: uninitialized, shutdown) and of the cluster
+# autoscaler draining a node (`ToBeDeletedByClusterAutoscaler`), as Kubernetes' "Well-Known
+# Labels, Annotations and Taints" reference lists them.
+OUT_OF_SERVICE_TAINT_PREFIXES = ("node.kubernetes.io/", "node.cloudprovider.kubernetes.io/")
+OUT_OF_SERVICE_TAINTS = frozenset({"ToBeDeletedByClusterAutoscaler"})
+
+
+def _takes_out_of_service(taint: dict[str, Any]) -> bool:
+    key = str(taint["key"])
+    if key == TAINT_KEY:
+        return False
+    if taint.get("effect") == "NoExecute":
+        return True
+    return taint.get("effect") == "NoSchedule" and (
+        key in OUT_OF_SERVICE_TAINTS or key.startswith(OUT_OF_SERVICE_TAINT_PREFIXES)
+    )
 
 
 @dataclass(frozen=True)
@@ -43,19 +74,26 @@ class KubeNode:
     annotations: dict[str, str]
     taints: tuple[str, ...]  # their keys
     unschedulable: bool
+    # the keys of others' taints that took the node out of service (_takes_out_of_service)
+    others: tuple[str, ...] = ()
 
     @property
     def tainted_by_gpuaccept(self) -> bool:
         return TAINT_KEY in self.taints
+
+    def held(self) -> str:
+        """Why someone else holds the node ("" when no one does)."""
+        if self.others:
+            return f"tainted by another controller ({', '.join(self.others[:3])})"
+        return CORDONED if self.unschedulable else ""
 
     def sched_node(self) -> SchedNode:
         """The node as the guards see it (act.policy's view of a Slurm node)."""
         if self.tainted_by_gpuaccept:
             said = self.annotations.get(REASON_KEY, "")
             return SchedNode(self.name, True, said, _when(self.annotations), ours=True)
-        return SchedNode(
-            self.name, self.unschedulable, CORDONED if self.unschedulable else "", None
-        )
+        held = self.held()
+        return SchedNode(self.name, bool(held), held, None, ours=False, held=held)
 
     def in_pool(self, selector: dict[str, str]) -> bool:
         return all(self.labels.get(key) == value for key, value in selector.items())
@@ -104,6 +142,7 @@ def _node(item: object, where: str) -> KubeNode:
         annotations=_strings(metadata.get("annotations"), f"{where} ({name}): annotations"),
         taints=tuple(t["key"] for t in taints),
         unschedulable=unschedulable,
+        others=tuple(t["key"] for t in taints if _takes_out_of_service(t)),
     )
 
 
@@ -212,21 +251,6 @@ def guarded(verdict: NodeVerdict, decision: Decision, now: datetime) -> NodeVerd
     return replace(verdict, taint=None, remove_taint=False)
 
 
-def after(node: KubeNode, decision: Decision) -> KubeNode:
-    """The node as the next decision of the same round sees it: the breaker counts the taints
-    this round set (undated, so counted as recent) and not those it lifted (a resumed node that
-    someone cordoned stays out). The regression rule counts the round's failures itself."""
-    if decision.action == "drain":
-        return replace(node, taints=(*node.taints, TAINT_KEY))
-    if decision.action == "resume":
-        return replace(node, taints=tuple(t for t in node.taints if t != TAINT_KEY))
-    return node
-
-
-def _cause(report: RunReport) -> tuple[tuple[str, ...], str]:
-    return tuple(report.verdict.failed_checks), stack_sha256(report.environment)
-
-
 @dataclass(frozen=True)
 class KubeAction:
     """What the guards decided for one node: the change to make, why, and the offences that made
@@ -246,55 +270,54 @@ def decide_round(
     pool: dict[str, str] | None = None,
     replace_after: int = DEFAULT_LIMIT,
     replace_days: float = DEFAULT_DAYS,
-) -> list[KubeAction]:
+    ledger: Ledger | None = None,
+    inspect_after: int = DEFAULT_INSPECT,
+) -> tuple[list[KubeAction], Ledger]:
     """The guarded change of each chosen verdict (the newest of its node), in order, against
-    the cluster's `nodes`: the breaker counts the nodes of the `pool` (labels that must match;
-    every node when None) and the drains this round made before; a node's other reports among
-    `runs` are its past (the debounce, repeat offenders)."""
+    the cluster's `nodes` and gpuaccept's records (act.rounds.decide_round, as for Slurm): the
+    breaker counts the nodes of the `pool` (labels that must match; every node when None) and
+    the drains this round made before; the other reports among `runs` are the past (the
+    debounce of the node's own, the escalation of its GPUs' on whichever host)."""
     state = {n.name: n for n in nodes}
     report_of = {id(verdict): report for verdict, report in runs}
-    # the round's failures by what failed and on which stack: alike on several nodes at once is
-    # the stack's regression, not each node's hardware
-    alike: dict[tuple[tuple[str, ...], str], list[str]] = {}
+    node_runs, pasts = [], []
     for verdict in chosen:
-        if verdict.verdict == "fail":
-            alike.setdefault(_cause(report_of[id(verdict)]), []).append(verdict.node)
-    decided = []
-    for verdict in chosen:
-        kube = state.get(verdict.node)
-        if kube is None:
+        if verdict.node not in state:
             raise InputError(
                 f"node {verdict.node} is not among the cluster's nodes: give --node, or the "
                 "cluster it is in"
             )
         report = report_of[id(verdict)]
-        partition = [n.sched_node() for n in state.values() if n.in_pool(pool or {}) or n is kube]
         past = NodePast()
         if verdict.verdict == "fail":
-            earlier = [r for v, r in runs if v.node == verdict.node and r is not report]
-            past = node_past(report, earlier, guard.debounce_hours, replace_after, replace_days)
-        action = past.action(report.action_plan.action.value)
-        others = alike.get(_cause(report), [])  # only failures are there
-        decision = decide(
-            verdict.verdict,  # type: ignore[arg-type]
-            report.level,
-            list(report.verdict.failed_checks),
-            kube.sched_node(),
-            partition,
-            now,
-            guard,
-            stack_sha256(report.environment),
-            action,
-            past.repeats,
-            tuple(name for name in others if name != verdict.node),
+            earlier = [r for _, r in runs if r is not report]
+            past = node_past(
+                report, earlier, guard.debounce_hours, replace_after, replace_days, inspect_after
+            )
+        pasts.append(past)
+        node_runs.append(
+            NodeRun(
+                verdict.node,
+                verdict.verdict,  # type: ignore[arg-type]
+                report.level,
+                tuple(report.verdict.failed_checks),
+                stack_sha256(report.environment),
+                past.action(report.action_plan.action.value),
+                past.repeats,
+            )
         )
+    in_pool = {n.name for n in nodes if n.in_pool(pool or {})}
+    done = rounds.decide_round(
+        node_runs, [n.sched_node() for n in nodes], ledger or Ledger(), now, guard, in_pool
+    )
+    decided = []
+    for verdict, run, past, decision in zip(chosen, node_runs, pasts, done.decisions, strict=True):
         labels = dict(verdict.labels)
         if f"{PREFIX}/action" in labels:
-            labels[f"{PREFIX}/action"] = action
+            labels[f"{PREFIX}/action"] = run.action
         change = guarded(replace(verdict, labels=labels), decision, now)
         decided.append(KubeAction(change, decision, past.offences))
-        state[verdict.node] = after(kube, decision)
-    return decided
+    return decided, done.ledger
 
 
 def regressions(decided: list[KubeAction]) -> dict[str, list[str]]:

@@ -1,19 +1,24 @@
-"""Repeat offenders (issue #31 §4): a GPU remediated again and again, or a node that keeps
-failing, is replaced, not repaired once more.
+"""Repeat offenders (issue #31 §4, #49 §4): a GPU or a node whose repairs do not hold is escalated,
+as the field does it: the repair its findings recommend first (reset the GPU, reboot the node),
+then a person's inspection, then replacement (RMA).
 
-- A GPU whose findings recommended a remediation (reset-gpu, reboot-node, drain, replace) in
-  `limit` incidents within `days` is replaced, on whichever host those were: it is followed by
-  its UUID, not its hostname.
-- A node that failed in `limit` incidents within `days` is replaced (its action says so in the
-  drain).
-
-An incident is a stretch of failing runs that a pass (or the start of the record) comes before:
-a drained node that fails its hourly re-validation until it is repaired is one incident, not
-one per hour.
-
-GPUd escalates a reboot to hardware inspection after repeated reboots the same way; 3 in 7 days
-is the issue's default: an hourly health check that failed three times in a week for the same
-board has had two repairs that did not hold.
+- An **incident** is a stretch of failing runs that a pass (or the start of the record) comes
+  before: a drained node that fails its hourly re-validation until it is repaired is one
+  incident, not one per hour.
+- A GPU is followed by its UUID on whichever host it is (`history gpu` reads the same): its
+  incidents are the runs whose findings named it for a remediation (reset-gpu, reboot-node,
+  drain, replace).
+- At `inspect_after` incidents within `days` (default 2: one repair that did not hold) the
+  action becomes `drain` for a person to inspect the hardware; at `replace_after` (default 3:
+  two that did not hold), `replace`. gpud escalates the same way: a reboot-recoverable XID seen
+  again after `DefaultRebootThreshold = 2` reboots asks for HARDWARE_INSPECTION instead of
+  another reboot (leptonai/gpud at 4a8de33a, components/accelerator/nvidia/xid/threshold.go:32,
+  health_state.go:92-98).
+- **A figure below its floor is never an RMA by itself**: a failure whose own recommended action
+  leaves the node in service (rerun, monitor: a slow figure, a check that could not complete)
+  escalates at most to inspection, and a node is replaced only for incidents whose failures took
+  it out of service. gpud keeps XID 94, an application's contained error, from escalating for
+  the same reason (threshold.go:37-46).
 """
 
 from __future__ import annotations
@@ -21,12 +26,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Literal
 
 from gpuaccept.actions import Action, most_severe
 from gpuaccept.results import RunReport
 from gpuaccept.verdict import ACCEPT, Outcome
 
 DEFAULT_LIMIT = 3
+DEFAULT_INSPECT = 2
 DEFAULT_DAYS = 7.0
 
 
@@ -64,13 +71,20 @@ def within(started_at: Iterable[str], newest: str, days: float) -> int:
     return sum(since <= datetime.fromisoformat(t) <= end for t in started_at)
 
 
-def node_incidents(reports: Iterable[RunReport]) -> list[str]:
+def node_incidents(reports: Iterable[RunReport], hard_only: bool = False) -> list[str]:
+    """Incidents of a node among its accept runs; `hard_only`: of the failures that took it out
+    of service (a soft failure is then passed over, as a run that judged nothing)."""
     from gpuaccept.report.node_verdict import fitness
 
     judged = {"pass": False, "fail": True}
-    return incidents(
-        (r.started_at, judged.get(fitness(r))) for r in reports if r.verdict.kind == ACCEPT
-    )
+
+    def failed(report: RunReport) -> bool | None:
+        verdict = judged.get(fitness(report))
+        if verdict and hard_only and not report.action_plan.action.takes_out_of_service:
+            return None
+        return verdict
+
+    return incidents((r.started_at, failed(r)) for r in reports if r.verdict.kind == ACCEPT)
 
 
 def gpu_incidents(uuid: str, reports: Iterable[RunReport]) -> list[str]:
@@ -88,20 +102,53 @@ def gpu_incidents(uuid: str, reports: Iterable[RunReport]) -> list[str]:
     )
 
 
+Escalation = Literal["inspect", "replace"]
+
+
 @dataclass(frozen=True)
 class Offence:
-    """Why a node or one of its GPUs is to be replaced."""
+    """Why a node or one of its GPUs is escalated: to a person's inspection, or replacement."""
 
     what: str  # "node gpu07" or "GPU GPU-..."
     count: int
     days: float
+    escalation: Escalation = "replace"
+    hosts: tuple[str, ...] = ()  # a GPU's hosts in its incidents, when more than one
 
     @property
     def said(self) -> str:
+        moved = f" (on {', '.join(self.hosts)})" if len(self.hosts) > 1 else ""
+        if self.escalation == "inspect":
+            return (
+                f"{self.what}{moved} failed in {self.count} incidents within {self.days:g} "
+                "days: its repair did not hold, drain it for a person to inspect the hardware"
+            )
         return (
-            f"{self.what} failed in {self.count} incidents within {self.days:g} days: a repeat "
-            "offender, replace it"
+            f"{self.what}{moved} failed in {self.count} incidents within {self.days:g} days: a "
+            "repeat offender, replace it"
         )
+
+
+def _escalation(count: int, inspect_after: int, replace_after: int) -> Escalation | None:
+    if replace_after and count >= replace_after:
+        return "replace"
+    if inspect_after and count >= inspect_after:
+        return "inspect"
+    return None
+
+
+def _hosts_of(uuid: str, reports: Iterable[RunReport]) -> tuple[str, ...]:
+    return tuple(
+        dict.fromkeys(
+            r.hostname
+            for r in sorted(reports, key=lambda r: datetime.fromisoformat(r.started_at))
+            if r.hostname
+            and any(
+                isinstance(g, dict) and g.get("uuid") == uuid
+                for g in r.environment.get("gpus") or []
+            )
+        )
+    )
 
 
 def offences(
@@ -109,19 +156,34 @@ def offences(
     earlier: list[RunReport],
     limit: int = DEFAULT_LIMIT,
     days: float = DEFAULT_DAYS,
+    inspect_after: int = DEFAULT_INSPECT,
 ) -> list[Offence]:
-    """The node's and its GPUs' offences as of `report` (which counts), from its earlier runs:
-    only what this run failed for is held against it."""
-    runs = [report, *earlier]
+    """The node's and its GPUs' offences as of `report` (which counts), from earlier runs (of
+    any host: the node's own are told by its name, its GPUs by their UUIDs): only what this run
+    failed for is held against it. `limit` is the replacement's count, `inspect_after` the
+    inspection's (0: never)."""
+    from gpuaccept.report.node_verdict import node_of
+
+    this = node_of(report)
+    own = [report, *(r for r in earlier if node_of(r) == this)]
+    everywhere = [report, *earlier]
+    hard = report.action_plan.action.takes_out_of_service
     found = []
     if report.verdict.outcome is Outcome.FAIL:
-        count = within(node_incidents(runs), report.started_at, days)
-        if count >= limit:
-            found.append(Offence(f"node {report.hostname or '(unnamed)'}", count, days))
+        any_kind = within(node_incidents(own), report.started_at, days)
+        took_out = within(node_incidents(own, hard_only=True), report.started_at, days)
+        # replaced only for incidents that took the node out of service, this one among them
+        step = _escalation(took_out, 0, limit) if hard else None
+        step = step or _escalation(any_kind, inspect_after, 0)
+        if step is not None:
+            count = took_out if step == "replace" else any_kind
+            found.append(Offence(f"node {this or '(unnamed)'}", count, days, step))
     for uuid in report.action_plan.out_of_service_uuids():
-        count = within(gpu_incidents(uuid, runs), report.started_at, days)
-        if count >= limit:
-            found.append(Offence(f"GPU {uuid}", count, days))
+        incidents_here = gpu_incidents(uuid, everywhere)
+        count = within(incidents_here, report.started_at, days)
+        step = _escalation(count, inspect_after, limit)
+        if step is not None:
+            found.append(Offence(f"GPU {uuid}", count, days, step, _hosts_of(uuid, everywhere)))
     return found
 
 

@@ -1,9 +1,19 @@
 """What to do with a node after a run, decided from its verdict and the scheduler's state
 (issue #31 §2, §3). Pure: `act.slurm` reads the state and carries the decision out.
 
+- **Only its own** (issue #49 §1): a node is touched only while the scheduler shows it in service,
+  or held by gpuaccept itself. A node that is DOWN, FAIL, in maintenance, reserved, rebooting, not
+  responding, or drained, cordoned or tainted by anyone else is `held` (SchedNode.held says by
+  what): it is never drained, resumed or re-reasoned, and the refusal is recorded under the guard
+  `not-ours` (NHC does the same: mej/nhc scripts/node-mark-offline "Not changing state of down
+  node", node-mark-online refuses `down*|fail*` nodes and notes not its own).
 - A failing node is drained, with a reason gpuaccept owns (`gpuaccept <level>: <checks>`), unless
-  it is drained already (by anyone: one cause is acted on once) or the **circuit breaker** holds:
-  gpuaccept drained `limit` nodes of the partition within the last `minutes` already.
+  it is drained already (one cause is acted on once) or the **circuit breaker** refuses:
+  gpuaccept drained `limit` nodes of the partition within the last `minutes` already. A refusal
+  **trips** the breaker, and a tripped breaker holds (no new drain anywhere) until a person
+  resets it (`act breaker reset`, act.ledger); it never holds back the return to service of a
+  node gpuaccept drained that passes (NVSentinel's breaker waits for a person too, and its users
+  complain that it also blocks uncordoning recovered nodes: NVIDIA/NVSentinel PR #1852).
 - A passing node that gpuaccept drained is resumed only after a pass at `resume_level` or above
   (default standard: the quick health check that drained it is not enough to return it). A drain
   with any other reason is not gpuaccept's to lift, whatever the run says.
@@ -14,8 +24,14 @@
   drains at once. One slow run is a rerun, not a repair ticket.
 - **A regression is not a hardware fault**: a drain's reason carries the software stack's digest
   (`record.environment.stack_sha256`, 8 hex digits); when `regression_nodes` other nodes on the
-  same stack failed the same checks within the window, this failure is the stack's, not this
-  node's: it is not drained, and the refusal names the stack (exit 4, as the breaker's).
+  same stack failed **alike** within the window, this failure is the stack's, not this node's: it
+  is not drained, and the refusal names the stack (exit 4, as the breaker's). Two failures are
+  alike when they share a failed check (`alike`): a broken driver or library fails the checks
+  that use it on every node, and each node may fail one more of its own (a slow link, a warm
+  GPU) beside it; equal sets would let that one extra check hide the regression. The debounce
+  counts a node's runs in a row the same way (act.repeats.consecutive_failures). A regression
+  found is **held** in gpuaccept's records (act.ledger) until a person clears it: a failure on
+  that stack alike to it is never drained, whatever the window; a new stack is not held.
 
 The breaker's default, 2% of the partition in 60 minutes (at least one node): Meta's Llama 3
 405B run on 16,384 H100s, 8 to a server (2,048 nodes), saw 419 unexpected interruptions in 54
@@ -32,6 +48,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
@@ -56,6 +73,10 @@ STACK_DIGITS = 8
 REASON_LIMIT = 200
 
 Action = Literal["drain", "resume", "none", "refused"]
+# the guards that refuse: the circuit breaker, the regression rule, a node that is not
+# gpuaccept's to change
+GuardName = Literal["breaker", "regression", "not-ours"]
+GUARDS: tuple[GuardName, ...] = ("breaker", "regression", "not-ours")
 # A failure whose recommended action (gpuaccept.actions) leaves the node in service: a figure
 # below its floor, a check that could not complete. It drains only when it repeats.
 SOFT_ACTIONS = frozenset(a.value for a in RecommendedAction if not a.takes_out_of_service)
@@ -87,17 +108,38 @@ class SchedNode:
     # whether gpuaccept set the drain, where the scheduler says so apart from the reason (a
     # Kubernetes taint is gpuaccept's by its key); None: read from the reason (Slurm)
     ours: bool | None = None
+    # why the node is not gpuaccept's to change ("" when it is in service or held by gpuaccept
+    # alone): a state or flag set by someone else (DOWN, FAIL, MAINTENANCE, a reservation, a
+    # reboot, not responding, another's drain, cordon or taint)
+    held: str = ""
 
     @property
     def drained_by_gpuaccept(self) -> bool:
+        if self.held:
+            return False
+        if self.ours is not None:
+            return self.drained and self.ours
+        return self.drained and bool(OWN_REASON.match(self.reason))
+
+    @property
+    def gpuaccepts_mark(self) -> bool:
+        """Whether gpuaccept's drain is on the node, whatever else holds it (the breaker counts
+        it: gpuaccept took the node out, even if someone else holds it now)."""
         if self.ours is not None:
             return self.drained and self.ours
         return self.drained and bool(OWN_REASON.match(self.reason))
 
     def cause(self) -> tuple[str, str | None] | None:
         """(failed checks, stack digest) of a drain gpuaccept set; None for any other."""
-        found = _REASON.match(self.reason) if self.drained_by_gpuaccept else None
+        found = _REASON.match(self.reason) if self.gpuaccepts_mark else None
         return (found.group("checks"), found.group("stack")) if found else None
+
+
+def alike(checks: str | tuple[str, ...] | list[str], others: str | tuple[str, ...]) -> bool:
+    """Whether two failures share a failed check (a drain's reason lists them joined by ", ")."""
+    mine = set(checks.split(", ") if isinstance(checks, str) else checks) - {""}
+    theirs = set(others.split(", ") if isinstance(others, str) else others) - {""}
+    return bool(mine & theirs)
 
 
 @dataclass(frozen=True)
@@ -107,6 +149,9 @@ class Decision:
     why: str  # for the operator, one line
     reason: str = ""  # the scheduler reason a drain sets
     regression: str | None = None  # the stack digest a refusal blames
+    guard: GuardName | None = None  # the guard that refused (action "refused")
+    trips: bool = False  # this refusal tripped the breaker
+    regression_checks: tuple[str, ...] = ()  # the failed checks a new regression holds
 
 
 def returns_to_service(level: str, resume_level: str) -> bool:
@@ -137,10 +182,23 @@ def recent_drains(nodes: list[SchedNode], now: datetime, guard: Guard) -> list[S
     that cannot tell errs on the side of draining less)."""
     since = now - timedelta(minutes=guard.minutes)
     return [
-        n
-        for n in nodes
-        if n.drained_by_gpuaccept and (n.reason_time is None or n.reason_time >= since)
+        n for n in nodes if n.gpuaccepts_mark and (n.reason_time is None or n.reason_time >= since)
     ]
+
+
+@dataclass(frozen=True)
+class Trip:
+    """The breaker tripped: when and why (it holds until a person resets it)."""
+
+    at: datetime
+    why: str
+
+
+def _breaker_holds(trip: Trip) -> str:
+    return (
+        f"the circuit breaker tripped at {trip.at.isoformat(timespec='seconds')} ({trip.why}) "
+        "and holds until a person resets it (gpuaccept act breaker reset --by NAME --why TEXT)"
+    )
 
 
 def decide(
@@ -155,17 +213,28 @@ def decide(
     action: str | None = None,
     repeats: int = 0,
     failing_now: tuple[str, ...] = (),
+    tripped: Trip | None = None,
+    held_regressions: Mapping[str, tuple[str, ...]] | None = None,
 ) -> Decision:
     """The action on `node` for a run of `level` with `verdict`; `partition`: every node the
     breaker counts (the node itself included); `stack`: the run's stack digest; `action`: the
     report's recommended action, said in the drain's reason; `repeats`: the node's failing runs
     just before this one (the debounce of a soft failure); `failing_now`: the other nodes whose
-    runs judged at the same time (one round of `node-verdict`) failed the same checks on the
-    same stack, which the regression rule counts beside the recent drains: a round in which
-    every node fails alike drains none."""
+    runs judged at the same time (one round) failed alike on the same stack, which the
+    regression rule counts beside the recent drains: a round in which every node fails alike
+    drains none; `tripped`: the breaker's trip, when it holds; `held_regressions`: the stacks
+    gpuaccept holds as regressed (digest -> the checks that failed alike)."""
     guard = guard or Guard()
     if verdict == "not-judged":
         return Decision("none", node.name, "the run judged nothing: nothing is changed")
+    if node.held:
+        return Decision(
+            "refused",
+            node.name,
+            f"{'failed' if verdict == 'fail' else 'passed'}; {node.held}: not gpuaccept's to "
+            "change, left as it is",
+            guard="not-ours",
+        )
     if verdict == "fail":
         if node.drained:
             return Decision(
@@ -182,21 +251,50 @@ def decide(
         recent = recent_drains(partition, now, guard)
         reason = drain_reason(level, failed_checks, stack, action)
         if stack is not None:
-            # this run's cause, read back as any drain's: the same cut checks, the same tag
-            cause = SchedNode("", True, reason, None).cause()
-            same = [n for n in recent if n.cause() == cause]  # never this node: not drained
-            alike = [n.name for n in same] + list(failing_now)
-            if len(alike) >= guard.regression_nodes:
+            digest = stack[:STACK_DIGITS]
+            held = (held_regressions or {}).get(digest)
+            if held is not None and alike(failed_checks, held):
                 return Decision(
                     "refused",
                     node.name,
-                    f"failed {', '.join(failed_checks)}, NOT drained: {len(alike)} "
-                    f"other node(s) on the same software stack ({stack[:STACK_DIGITS]}) failed "
-                    f"the same in the last {guard.minutes:g} min ({_named(alike)}): a "
+                    f"failed {', '.join(failed_checks)}, NOT drained: the software stack "
+                    f"{digest} is held as a regression of {', '.join(held)} until a person "
+                    f"clears it (gpuaccept act regression clear {digest} --by NAME --why TEXT) "
+                    "or the node runs another stack",
+                    regression=digest,
+                    guard="regression",
+                )
+            # this run's cause, read back as any drain's: the same cut checks, the same tag
+            cause = SchedNode("", True, reason, None).cause()
+            same = [
+                n
+                for n in recent
+                if (c := n.cause()) is not None
+                and cause is not None
+                and c[1] == cause[1]
+                and alike(c[0], cause[0])
+            ]  # never this node: not drained
+            others = list(dict.fromkeys([n.name for n in same] + list(failing_now)))
+            if len(others) >= guard.regression_nodes:
+                return Decision(
+                    "refused",
+                    node.name,
+                    f"failed {', '.join(failed_checks)}, NOT drained: {len(others)} "
+                    f"other node(s) on the same software stack ({digest}) failed "
+                    f"alike in the last {guard.minutes:g} min ({_named(others)}): a "
                     "regression of the stack, not this node's hardware; compare the stack with "
                     "the last one that passed",
-                    regression=stack[:STACK_DIGITS],
+                    regression=digest,
+                    guard="regression",
+                    regression_checks=tuple(failed_checks),
                 )
+        if tripped is not None:
+            return Decision(
+                "refused",
+                node.name,
+                f"failed, NOT drained: {_breaker_holds(tripped)}",
+                guard="breaker",
+            )
         limit = guard.limit(len(partition))
         drained = _named([n.name for n in recent])
         if len(recent) >= limit:
@@ -206,17 +304,21 @@ def decide(
                 f"failed, NOT drained: gpuaccept drained {len(recent)} of {len(partition)} "
                 f"node(s) in the last {guard.minutes:g} min ({drained}), the breaker's "
                 f"limit is {limit} ({guard.share:.0%}): a fault on this many nodes at once is more "
-                "likely the stack or the site than the hardware; look before draining more",
+                "likely the stack or the site than the hardware; the breaker is tripped and "
+                "holds until a person resets it",
+                guard="breaker",
+                trips=True,
             )
         return Decision("drain", node.name, f"failed: drained ({reason})", reason)
     if not node.drained:
         return Decision("none", node.name, "passed; in service")
     if not node.drained_by_gpuaccept:
         return Decision(
-            "none",
+            "refused",
             node.name,
             f"passed; drained by someone else ({node.reason or 'no reason'}): not gpuaccept's "
             "drain to lift",
+            guard="not-ours",
         )
     if not returns_to_service(level, guard.resume_level):
         return Decision(

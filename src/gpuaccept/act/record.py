@@ -2,7 +2,8 @@
 is loud on stderr, in a record, in a metric and in its own exit code).
 
 - `--record FILE`: one JSON document: when, the mode, and each node's verdict, recommended action,
-  decision (drain, resume, none, refused), the guard that refused it (breaker, regression) and
+  decision (drain, resume, none, refused), the guard that refused it (breaker, regression,
+  not-ours) and
   why, the reason a drain set.
 - `--prometheus FILE`: node_exporter textfile metrics (prometheus-client's exposition, written
   atomically): `gpuaccept_act_decision` and `gpuaccept_act_refused` as state sets (one series per
@@ -23,17 +24,17 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from gpuaccept.act.policy import Decision
+from gpuaccept.act.policy import GUARDS, Decision
 
 DECISIONS = ("drain", "resume", "none", "refused")
-GUARDS = ("breaker", "regression")
 
 
 def guard_of(decision: Decision) -> str | None:
-    """The guard that refused a drain: the regression rule (it names a stack) or the breaker."""
+    """The guard that refused: the breaker, the regression rule, or not-ours (someone else holds
+    the node)."""
     if decision.action != "refused":
         return None
-    return "regression" if decision.regression else "breaker"
+    return decision.guard or ("regression" if decision.regression else "breaker")
 
 
 @dataclass(frozen=True)
@@ -94,8 +95,10 @@ class _ActCollector(Collector):
         )
         refused = GaugeMetricFamily(
             "gpuaccept_act_refused",
-            "1 on the guard that refused to take the node out of service (breaker: too many "
-            "nodes at once; regression: several nodes on one software stack failed alike)",
+            "1 on the guard that refused to change the node (breaker: too many nodes at once; "
+            "regression: several nodes on one software stack failed alike; not-ours: someone "
+            "else holds the node: down, failed, in maintenance, reserved, rebooting, drained, "
+            "cordoned or tainted by another)",
             labels=[*labels, "guard"],
         )
         when = GaugeMetricFamily(

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from gpuaccept.act.offenders import Offence, offences
-from gpuaccept.actions import Action
+from gpuaccept.act.offenders import DEFAULT_INSPECT, Offence, offences
+from gpuaccept.actions import Action, most_severe
 from gpuaccept.errors import InputError
 from gpuaccept.results import RunReport
 from gpuaccept.verdict import ACCEPT
@@ -29,16 +29,18 @@ REPORT_PREFIX = "gpuaccept-accept-"
 
 def consecutive_failures(report: RunReport, earlier: Iterable[RunReport], hours: float) -> int:
     """The failing runs of the node just before `report` within `hours`, each sharing a failed
-    check with it."""
-    from gpuaccept.report.node_verdict import fitness
+    check with it (another node's runs among `earlier` are not its)."""
+    from gpuaccept.report.node_verdict import fitness, node_of
 
     start = datetime.fromisoformat(report.started_at)
     since = start - timedelta(hours=hours)
+    this = node_of(report)
     runs = sorted(
         (
             run
             for run in earlier
             if run.verdict.kind == ACCEPT
+            and node_of(run) == this
             and since <= datetime.fromisoformat(run.started_at) < start
         ),
         key=lambda run: datetime.fromisoformat(run.started_at),
@@ -57,11 +59,17 @@ def consecutive_failures(report: RunReport, earlier: Iterable[RunReport], hours:
 
 
 def earlier_reports(
-    directory: Path, node: str, this: Path, limit: int = EARLIER_FILES_READ
+    directory: Path,
+    node: str,
+    this: Path,
+    limit: int = EARLIER_FILES_READ,
+    gpus: frozenset[str] = frozenset(),
 ) -> tuple[list[RunReport], list[str]]:
-    """The accept reports of `node` among the newest `limit` regular `gpuaccept-accept-*.json`
-    files of `directory` (this report left out), and what could not be read, one line each: a
-    damaged neighbour is said, never a reason to act differently on this node."""
+    """The accept reports of `node`, and of any host where one of the GPUs `gpus` (UUIDs) ran (a
+    GPU moved between hosts is followed), among the newest `limit` regular
+    `gpuaccept-accept-*.json` files of `directory` (this report left out), and what could not be
+    read, one line each: a damaged neighbour is said, never a reason to act differently on this
+    node."""
     from gpuaccept.report.node_verdict import node_of
     from gpuaccept.report.reading import load_report
 
@@ -85,9 +93,22 @@ def earlier_reports(
         except InputError as error:
             unreadable.append(str(error))
             continue
-        if report.verdict.kind == ACCEPT and node_of(report) == node:
+        if report.verdict.kind == ACCEPT and (node_of(report) == node or gpus & _uuids(report)):
             reports.append(report)
     return reports, unreadable
+
+
+def _uuids(report: RunReport) -> set[str]:
+    return {
+        str(g["uuid"])
+        for g in report.environment.get("gpus") or []
+        if isinstance(g, dict) and g.get("uuid")
+    }
+
+
+def gpu_uuids(report: RunReport) -> frozenset[str]:
+    """The UUIDs of the GPUs a run saw (act follows them to other hosts' reports)."""
+    return frozenset(_uuids(report))
 
 
 @dataclass(frozen=True)
@@ -99,9 +120,13 @@ class NodePast:
     offences: tuple[Offence, ...] = ()
 
     def action(self, recommended: str) -> str:
-        """The action to say in the drain: a repeat offender is replaced (a repair that did not
-        hold is not tried once more), anything else as its report recommends."""
-        return Action.REPLACE.value if self.offences else recommended
+        """The action to say in the drain: escalated by the offences (a repair that did not hold
+        is not tried once more: inspection, then replacement), never below what the report
+        recommends."""
+        steps = [Action(recommended)]
+        for offence in self.offences:
+            steps.append(Action.REPLACE if offence.escalation == "replace" else Action.DRAIN)
+        return most_severe(steps).value
 
 
 def node_past(
@@ -110,7 +135,9 @@ def node_past(
     debounce_hours: float,
     replace_after: int,
     replace_days: float,
+    inspect_after: int = DEFAULT_INSPECT,
 ) -> NodePast:
-    """The node's past as of a failing `report`; `replace_after` 0 looks for no offender."""
-    found = offences(report, earlier, replace_after, replace_days) if replace_after else []
+    """The node's past as of a failing `report` (`earlier`: its own runs and its GPUs' on other
+    hosts); `replace_after` and `inspect_after` 0 look for no offender."""
+    found = offences(report, earlier, replace_after, replace_days, inspect_after)
     return NodePast(consecutive_failures(report, earlier, debounce_hours), tuple(found))

@@ -8,13 +8,27 @@ import os
 import shutil
 import subprocess
 from datetime import datetime
+from pathlib import Path
 
-from gpuaccept.act.policy import Decision, SchedNode
+from gpuaccept.act.policy import OWN_REASON, Decision, Guard, SchedNode
+from gpuaccept.act.rounds import NodeRun
 from gpuaccept.errors import EnvironmentProblem
 
 TIMEOUT_SECONDS = 60.0
-# %E last: a reason may hold any character but a newline; %H: when the reason was set
-_FORMAT = "%N|%T|%H|%E"
+# `sinfo -O` fields (long format). StateComplete is the base state and every flag, as
+# `scontrol show node` prints it (SchedMD/slurm at 284c3b95, src/sinfo/print.c:1097
+# _print_state_complete -> src/common/slurm_protocol_defs.c:3648 node_state_string_complete);
+# `%T` (node_state_string, :3685) folds flags away: a DOWN node with DRAIN reads "drained" and
+# a drained node in maintenance "drained$". Reason last: it may hold any character but a newline.
+# Each field is padded to its width and ended by "|".
+_FORMAT = "NodeList:256|,StateComplete:256|,Timestamp:64|,Reason:1024"
+# The base states (slurm_protocol_defs.c:121-129 node_states[]) in which a node serves jobs
+IN_SERVICE_BASES = frozenset({"idle", "mixed", "allocated"})
+# Flags (slurm_protocol_defs.c:131-153 node_state_flags[]) that leave a node in service: a job
+# completing, a cloud or dynamic node's nature, a planned backfill. Every other flag (FAIL,
+# MAINTENANCE, RESERVED, REBOOT_REQUESTED/ISSUED, NOT_RESPONDING, the POWER_* ones, INVALID_REG,
+# BLOCKED, ...), known today or added later, means someone else holds the node.
+TOLERATED_FLAGS = frozenset({"completing", "cloud", "dynamic_norm", "planned"})
 
 
 def _run(command: list[str]) -> str:
@@ -41,11 +55,26 @@ def _run(command: list[str]) -> str:
     return done.stdout
 
 
+def held_by(state: str, drained: bool, reason: str) -> str:
+    """Why a node in `state` (StateComplete: `base+flag+...`, lower case; a trailing `*` is
+    NOT_RESPONDING) is not gpuaccept's to change; "" when it is in service or gpuaccept's drain."""
+    words = state.strip().lower().split("+")
+    base, flags = words[0], set(words[1:])
+    if base.endswith("*"):
+        base, flags = base[:-1], flags | {"not_responding"}
+    others = sorted(flags - TOLERATED_FLAGS - {"drain"})
+    if base not in IN_SERVICE_BASES or others:
+        return f"Slurm shows it {state.strip().upper()}"
+    if drained and not OWN_REASON.match(reason):
+        return f"drained by someone else ({reason or 'no reason'})"
+    return ""
+
+
 def parse_sinfo(text: str) -> list[SchedNode]:
-    """Nodes from `sinfo -h -N -o '%N|%T|%H|%E'` (a node in several partitions once)."""
+    """Nodes from `sinfo -h -N -O` with _FORMAT (a node in several partitions once)."""
     nodes: dict[str, SchedNode] = {}
     for line in text.splitlines():
-        parts = line.split("|", 3)
+        parts = [part.strip() for part in line.split("|", 3)]
         if len(parts) != 4 or not parts[0]:
             continue
         name, state, stamp, reason = parts
@@ -53,18 +82,34 @@ def parse_sinfo(text: str) -> list[SchedNode]:
             when: datetime | None = datetime.fromisoformat(stamp)
         except ValueError:  # "Unknown", "n/a": no reason set
             when = None
-        reason = "" if reason.strip() == "none" else reason.strip()
-        # "drained", "draining", "drain", "drained*"; DRAIN on a down node shows as "down*+drain"
-        drained = "drain" in state.lower()
-        nodes.setdefault(name, SchedNode(name, drained, reason, when))
+        reason = "" if reason == "none" else reason
+        drained = "drain" in state.lower().split("+")
+        held = held_by(state, drained, reason)
+        nodes.setdefault(name, SchedNode(name, drained, reason, when, held=held))
     return list(nodes.values())
 
 
-def read_nodes(partition: str | None = None) -> list[SchedNode]:
-    command = ["sinfo", "-h", "-N", "-o", _FORMAT]
+def read_nodes(partition: str | None = None, node: str | None = None) -> list[SchedNode]:
+    command = ["sinfo", "-h", "-N", "-O", _FORMAT]
     if partition:
         command += ["-p", partition]
+    if node:
+        command += ["-n", node]
     return parse_sinfo(_run(command))
+
+
+def still_as_decided(decision: Decision) -> str:
+    """ "" when the node is still as the decision found it, read again just before acting (an
+    administrator may have taken it down since); else what changed."""
+    found = [n for n in read_nodes(node=decision.node) if n.name == decision.node]
+    if not found:
+        return "Slurm no longer lists it"
+    now = found[0]
+    if decision.action == "drain" and (now.drained or now.held):
+        return now.held or f"drained meanwhile ({now.reason or 'no reason'})"
+    if decision.action == "resume" and not now.drained_by_gpuaccept:
+        return now.held or "no longer drained by gpuaccept"
+    return ""
 
 
 def carry_out(decision: Decision) -> None:
@@ -81,3 +126,45 @@ def carry_out(decision: Decision) -> None:
         )
     elif decision.action == "resume":
         _run(["scontrol", "update", f"NodeName={decision.node}", "State=RESUME"])
+
+
+def act_on_node(
+    run: NodeRun,
+    guard: Guard,
+    state: Path,
+    mode: str,
+    partition: str | None = None,
+) -> tuple[Decision, str]:
+    """One node's round against Slurm and gpuaccept's records (act.rounds): `shadow` decides and
+    changes nothing; `enforce` decides, carries the decision out and keeps the records, under
+    the records' lock. Returns the decision and, where the node changed between the decision and
+    the act (re-read just before: an administrator took it down), what changed: then nothing is
+    done."""
+    from gpuaccept.act.ledger import load_ledger, lock_ledger, save_ledger
+    from gpuaccept.act.rounds import decide_round
+
+    if mode != "enforce":
+        nodes = read_nodes(partition)
+        _known(run.node, nodes, partition)
+        done = decide_round([run], nodes, load_ledger(state), datetime.now(), guard)
+        return done.decisions[0], ""
+    with lock_ledger(state):
+        ledger = load_ledger(state)
+        nodes = read_nodes(partition)
+        _known(run.node, nodes, partition)
+        done = decide_round([run], nodes, ledger, datetime.now(), guard)
+        decision = done.decisions[0]
+        changed = still_as_decided(decision) if decision.action in ("drain", "resume") else ""
+        if not changed:
+            carry_out(decision)
+        if done.ledger != ledger:
+            save_ledger(state, done.ledger)
+    return decision, changed
+
+
+def _known(name: str, nodes: list[SchedNode], partition: str | None) -> None:
+    from gpuaccept.errors import InputError
+
+    if not any(n.name == name for n in nodes):
+        where = f" in partition {partition}" if partition else ""
+        raise InputError(f"node {name} is not among Slurm's nodes{where}: give --node")

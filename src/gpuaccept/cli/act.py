@@ -17,6 +17,15 @@ REFUSED_EXIT = 4
 MODES = ("report", "shadow", "enforce")
 
 
+def state_path(state: Path | None) -> Path:
+    """The records' file the option names, else the default; checked (InputError)."""
+    from gpuaccept.act.ledger import check_state_path, default_state
+
+    path = state or default_state()
+    check_state_path(path)
+    return path
+
+
 def _verdict(
     report_path: Path,
 ) -> tuple[RunReport, Verdict, str, list[str], str | None, str, str]:
@@ -42,12 +51,17 @@ def _verdict(
     return report, verdict, report.level, failed, node_of(report), stack, action
 
 
-def _earlier(path: Path, earlier: Path | None, node: str) -> list[RunReport]:
-    """The node's earlier accept reports; what could not be read is said on stderr (a damaged
-    neighbour never changes what is done to this node beyond not counting)."""
-    from gpuaccept.act.repeats import earlier_reports
+def _earlier(
+    path: Path, earlier: Path | None, node: str, gpus: frozenset[str] = frozenset()
+) -> list[RunReport]:
+    """The node's earlier accept reports, and other hosts' where its GPUs ran; what could not be
+    read is said on stderr (a damaged neighbour never changes what is done to this node beyond
+    not counting)."""
+    from gpuaccept.act.repeats import EARLIER_FILES_READ, earlier_reports
 
-    reports, unreadable = earlier_reports(earlier or path.parent, node, path)
+    reports, unreadable = earlier_reports(
+        earlier or path.parent, node, path, EARLIER_FILES_READ, gpus
+    )
     for line in unreadable[:3]:
         typer.echo(f"act: not counted: {line}", err=True)
     if len(unreadable) > 3:
@@ -95,6 +109,24 @@ REPLACE_AFTER = typer.Option(
 )
 REPLACE_DAYS = typer.Option(
     7.0, "--replace-days", metavar="DAYS", help="The repeat offenders' window."
+)
+INSPECT_AFTER = typer.Option(
+    2,
+    "--inspect-after",
+    min=0,
+    max=100,
+    metavar="N",
+    help="A node, or a GPU by its UUID, failing in N incidents within --replace-days is drained "
+    "for a person to inspect it (its repair did not hold), before --replace-after makes it "
+    "replace (0: never). A failure that only a rerun was recommended for is never replaced.",
+)
+STATE = typer.Option(
+    None,
+    "--state",
+    metavar="FILE",
+    help="gpuaccept's records of the breaker's trip and the regressions it holds (JSON; default "
+    "$GPUACCEPT_ACT_STATE, else the data directory beside the history). Share one file between "
+    "every node's health check (shared storage) so that the breaker counts the whole cluster.",
 )
 
 RECORD = typer.Option(
@@ -195,6 +227,8 @@ def slurm(
     ),
     replace_after: int = REPLACE_AFTER,
     replace_days: float = REPLACE_DAYS,
+    inspect_after: int = INSPECT_AFTER,
+    state: Path | None = STATE,
     record: Path | None = RECORD,
     prometheus: Path | None = PROMETHEUS,
 ) -> None:
@@ -211,11 +245,10 @@ def slurm(
     nothing changes nothing. Exit: 0 in service or resumed; 1 the node failed; 4 the breaker
     refused the drain.
     """
-    from datetime import datetime
-
-    from gpuaccept.act.policy import Decision, decide
-    from gpuaccept.act.repeats import NodePast, node_past
-    from gpuaccept.act.slurm import carry_out, read_nodes
+    from gpuaccept.act.policy import Decision
+    from gpuaccept.act.repeats import NodePast, gpu_uuids, node_past
+    from gpuaccept.act.rounds import NodeRun
+    from gpuaccept.act.slurm import act_on_node
     from gpuaccept.errors import InputError
     from gpuaccept.suite.selection import LEVELS
 
@@ -225,13 +258,14 @@ def slurm(
     if earlier is not None and not earlier.is_dir():
         raise InputError(f"--earlier {earlier}: not a directory of reports")
     check_outputs(record, prometheus)
+    records = state_path(state) if act != "report" else None
     run, verdict, level, failed, named, stack, action = _verdict(report)
     name = node or named
     if not name:
         raise InputError(f"report {report}: names no node: give --node")
     if level not in LEVELS:
         raise InputError(f"report {report}: level {level!r} is not one of {', '.join(LEVELS)}")
-    if act == "report":
+    if act == "report" or records is None:
         checks = f" ({', '.join(failed)})" if failed else ""
         typer.echo(
             f"[ACT] report: {name}: {verdict} at {level}{checks}, recommended action {action} "
@@ -240,40 +274,33 @@ def slurm(
         nothing = Decision("none", name, "nothing acted on: --act report")
         _write(name, verdict, level, action, nothing, act, record, prometheus)
         raise typer.Exit(1 if verdict == "fail" else 0)
-    nodes = read_nodes(partition)
-    this = next((n for n in nodes if n.name == name), None)
-    if this is None:
-        where = f" in partition {partition}" if partition else ""
-        raise InputError(f"node {name} is not among Slurm's nodes{where}: give --node")
     past = NodePast()
     if verdict == "fail":
-        earlier_runs = _earlier(report, earlier, named or name)
-        past = node_past(run, earlier_runs, debounce_hours, replace_after, replace_days)
+        earlier_runs = _earlier(report, earlier, named or name, gpu_uuids(run))
+        past = node_past(
+            run, earlier_runs, debounce_hours, replace_after, replace_days, inspect_after
+        )
     for offence in past.offences:
         typer.echo(f"[ACT] {name}: {offence.said}")
-    decision = decide(
-        verdict,
-        level,
-        failed,
-        this,
-        nodes,
-        datetime.now(),
-        guard,
-        stack,
-        past.action(action),
-        past.repeats,
+    node_run = NodeRun(
+        name, verdict, level, tuple(failed), stack, past.action(action), past.repeats
     )
+    decision, changed = act_on_node(node_run, guard, records, act, partition)
     if act == "enforce":
-        carry_out(decision)
-        typer.echo(f"[ACT] {name}: {decision.why}")
+        if changed:
+            typer.echo(f"[ACT] {name}: NOT acted on: it changed since it was read ({changed})")
+        else:
+            typer.echo(f"[ACT] {name}: {decision.why}")
     else:
         would = {"drain": "would drain", "resume": "would resume"}.get(decision.action)
         said = f"{would}: {decision.why}" if would else decision.why
         typer.echo(f"[ACT] shadow: {name}: {said} (nothing changed: --act shadow)")
     _write(name, verdict, level, past.action(action), decision, act, record, prometheus)
-    if decision.action == "refused":
+    if decision.action == "refused" and decision.guard != "not-ours":
         typer.echo(f"act: {name}: {decision.why}", err=True)
         raise typer.Exit(REFUSED_EXIT)
+    if decision.action == "refused":
+        typer.echo(f"act: {name}: {decision.why}", err=True)
     if verdict == "fail":
         raise typer.Exit(1)
 
@@ -294,3 +321,88 @@ def _write(
 
     done = [acted(node, verdict, level, recommended, decision)]
     write_outputs(done, "act slurm", mode, datetime.now().astimezone(), record, prometheus)
+
+
+breaker_app = typer.Typer(
+    no_args_is_help=True,
+    help="The circuit breaker: once tripped it holds until a person resets it.",
+)
+regression_app = typer.Typer(
+    no_args_is_help=True,
+    help="Software stacks held as regressed: no node failing alike on them is drained.",
+)
+app.add_typer(breaker_app, name="breaker")
+app.add_typer(regression_app, name="regression")
+
+BY = typer.Option(..., "--by", metavar="NAME", help="Who does it (recorded).")
+WHY = typer.Option(..., "--why", metavar="TEXT", help="Why (recorded).")
+
+
+def _person(by: str, why: str) -> tuple[str, str]:
+    from gpuaccept.errors import InputError
+
+    for flag, value in (("--by", by), ("--why", why)):
+        if not value.strip() or not value.isprintable() or len(value) > 500:
+            raise InputError(f"{flag}: give a line of printable text (500 characters at most)")
+    return by.strip(), why.strip()
+
+
+@breaker_app.command("status")
+def breaker_status(state: Path | None = STATE) -> None:
+    """Say whether the breaker is tripped, the stacks held as regressed, and the last changes."""
+    from gpuaccept.act.ledger import load_ledger
+
+    path = state_path(state)
+    ledger = load_ledger(path)
+    trip = ledger.tripped
+    if trip is None:
+        typer.echo(f"breaker: not tripped ({path})")
+    else:
+        typer.echo(f"breaker: TRIPPED at {trip.at.isoformat(timespec='seconds')}: {trip.why}")
+    for held in ledger.regressions:
+        typer.echo(
+            f"regression: stack {held.stack} held since {held.since.isoformat(timespec='seconds')}"
+            f" ({', '.join(held.checks)}; {', '.join(held.nodes[:5])})"
+        )
+    for event in ledger.events[-5:]:
+        stack = f" stack {event.stack}" if event.stack else ""
+        typer.echo(
+            f"  {event.at.isoformat(timespec='seconds')} {event.event}{stack} by {event.by}: "
+            f"{event.why}"
+        )
+
+
+@breaker_app.command("reset")
+def breaker_reset(by: str = BY, why: str = WHY, state: Path | None = STATE) -> None:
+    """Reset a tripped breaker (who and why are recorded); drains may start again."""
+    from gpuaccept.act.ledger import load_ledger, lock_ledger, now_utc, save_ledger
+
+    who, reason = _person(by, why)
+    path = state_path(state)
+    with lock_ledger(path):
+        ledger = load_ledger(path).reset(now_utc(), who, reason)
+        save_ledger(path, ledger)
+    typer.echo(f"breaker: reset by {who}: {reason}")
+
+
+@regression_app.command("clear")
+def regression_clear(
+    stack: str = typer.Argument(..., metavar="STACK", help="The stack's 8-digit digest."),
+    by: str = BY,
+    why: str = WHY,
+    state: Path | None = STATE,
+) -> None:
+    """Stop holding a stack as regressed (who and why are recorded)."""
+    import re
+
+    from gpuaccept.act.ledger import load_ledger, lock_ledger, now_utc, save_ledger
+    from gpuaccept.errors import InputError
+
+    if not re.fullmatch(r"[0-9a-f]{8}", stack):
+        raise InputError(f"STACK {stack!r}: give the 8 hex digits a drain's [stack ...] shows")
+    who, reason = _person(by, why)
+    path = state_path(state)
+    with lock_ledger(path):
+        ledger = load_ledger(path).clear_regression(now_utc(), stack, who, reason)
+        save_ledger(path, ledger)
+    typer.echo(f"regression: stack {stack} cleared by {who}: {reason}")

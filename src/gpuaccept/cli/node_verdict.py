@@ -14,14 +14,17 @@ from gpuaccept.cli.act import (
     BREAKER_SHARE,
     DEBOUNCE,
     DEBOUNCE_HOURS,
+    INSPECT_AFTER,
     PROMETHEUS,
     RECORD,
     REFUSED_EXIT,
     REPLACE_AFTER,
     REPLACE_DAYS,
     RESUME_LEVEL,
+    STATE,
     check_outputs,
     checked_guard,
+    state_path,
 )
 
 if TYPE_CHECKING:
@@ -116,6 +119,8 @@ def node_verdict(
     debounce_hours: float = DEBOUNCE_HOURS,
     replace_after: int = REPLACE_AFTER,
     replace_days: float = REPLACE_DAYS,
+    inspect_after: int = INSPECT_AFTER,
+    state: Path | None = STATE,
     record: Path | None = RECORD,
     prometheus: Path | None = PROMETHEUS,
 ) -> None:
@@ -133,9 +138,12 @@ def node_verdict(
     taint when two other nodes on the same software stack were tainted for the same checks in
     the last --breaker-minutes (a regression of the stack) or when gpuaccept tainted
     --breaker-share of the pool in that time (the breaker); only gpuaccept's own taint is
-    lifted; a cordon is never lifted. The taint's reason and time are kept in the annotations
-    gpuaccept.io/reason and gpuaccept.io/tainted-at. Exit: 0; 2 a wrong input, nothing changed;
-    3 the Kubernetes API missing or not answering; 4 a guard refused a taint.
+    lifted; a cordon is never lifted, and a node cordoned or tainted NoSchedule/NoExecute by
+    anyone else is never tainted (refused, guard not-ours). A refusal by the breaker trips it
+    until a person resets it (`gpuaccept act breaker reset`, --state); a regression found is
+    held until `gpuaccept act regression clear`. The taint's reason and time are kept in the
+    annotations gpuaccept.io/reason and gpuaccept.io/tainted-at. Exit: 0; 2 a wrong input,
+    nothing changed; 3 the Kubernetes API missing or not answering; 4 a guard refused a taint.
     """
     from datetime import UTC, datetime
 
@@ -161,6 +169,7 @@ def node_verdict(
         )
     selector = _selector(pool)
     check_outputs(record, prometheus)
+    records = state_path(state) if mode != "report" else None
     runs = _read(reports, node, guard.resume_level)
     verdicts = [verdict for verdict, _ in runs]
     for chosen, other in tied(verdicts):
@@ -184,18 +193,41 @@ def node_verdict(
                 typer.echo(shlex.join(command))
         _write(runs, newest, None, mode, record, prometheus)
         return
-    from gpuaccept.act.kubernetes import (
-        apply_verdict,
-        decide_round,
-        read_cluster_api,
-        read_cluster_file,
-        regressions,
-    )
+    from contextlib import nullcontext
 
-    nodes = read_cluster_file(cluster) if cluster is not None else read_cluster_api()
-    decided = decide_round(
-        runs, newest, nodes, datetime.now(UTC), guard, selector, replace_after, replace_days
-    )
+    from gpuaccept.act.kubernetes import decide_round, read_cluster_api, read_cluster_file
+    from gpuaccept.act.ledger import load_ledger, lock_ledger, save_ledger
+
+    assert records is not None  # not report mode
+    with lock_ledger(records) if mode == "enforce" else nullcontext():
+        ledger = load_ledger(records)
+        nodes = read_cluster_file(cluster) if cluster is not None else read_cluster_api()
+        decided, kept = decide_round(
+            runs,
+            newest,
+            nodes,
+            datetime.now(UTC),
+            guard,
+            selector,
+            replace_after,
+            replace_days,
+            ledger,
+            inspect_after,
+        )
+        refused = _carry_out(decided, mode, apply)
+        if mode == "enforce" and kept != ledger:
+            save_ledger(records, kept)
+    _write(runs, newest, decided, mode, record, prometheus)
+    if refused:
+        raise typer.Exit(REFUSED_EXIT)
+
+
+def _carry_out(decided: list[KubeAction], mode: str, apply: bool) -> bool:
+    """Say and make (or print) each change; whether a guard refused a taint of a failing node
+    that stays in service (the breaker, the regression rule)."""
+    from gpuaccept.act.kubernetes import apply_verdict, regressions
+    from gpuaccept.report.node_verdict import kubectl_commands
+
     refused = False
     for stack, names in regressions(decided).items():
         shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
@@ -210,7 +242,7 @@ def node_verdict(
         for offence in done.offences:
             typer.echo(f"# {name}: {offence.said}", err=True)
         if decision.action == "refused":
-            refused = True
+            refused = refused or decision.guard != "not-ours"
             # a regression is said once above; each node's own line is a note
             head = "#" if decision.regression else "node-verdict:"
             typer.echo(f"{head} {name}: {decision.why}", err=True)
@@ -227,9 +259,7 @@ def node_verdict(
                 typer.echo(f"# {name}: {decision.why}", err=True)
             for command in kubectl_commands(done.change):
                 typer.echo(shlex.join(command))
-    _write(runs, newest, decided, mode, record, prometheus)
-    if refused:
-        raise typer.Exit(REFUSED_EXIT)
+    return refused
 
 
 def _write(
