@@ -125,3 +125,55 @@ def test_a_sysfs_root_that_holds_no_sys_is_refused_not_read_as_zero_ports(
     assert result.exit_code == 2, result.output
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith(f"gpuaccept {command[0]}: error: GPUACCEPT_SYSFS_ROOT={root}: ")
+
+
+def test_a_probe_reads_inline_in_one_watched_thread_and_a_wedge_restarts_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue #50 §7: a thread per read timed out a node of 20,008 ports. A whole probe reads in
+    one watched thread; a read wedged past READ_SECONDS marks its directory, the thread is left
+    (and unwinds when its read returns, reading nothing more), and the probe runs again."""
+    import threading
+
+    root = hgx_tree(tmp_path)
+    wedged = port_dir(root, 3)
+    release = threading.Event()
+    readers: set[str] = set()
+    real = sysfs._read_now
+
+    def blocking(path: Path) -> tuple[str | None, str | None]:
+        readers.add(threading.current_thread().name)
+        if path.parent == wedged:
+            release.wait(10)  # a driver's show() that does not return
+        return real(path)
+
+    monkeypatch.setattr(sysfs, "_read_now", blocking)
+    monkeypatch.setattr(sysfs, "READ_SECONDS", 0.3)
+    started = time.monotonic()
+    inventory = read_inventory(root)
+    assert time.monotonic() - started < 3
+    assert readers == {"gpuaccept-sysfs"}  # never a thread per read
+    ports = {p.name: p for p in inventory.ports}
+    assert ports["mlx5_3:1"].state is None
+    assert ports["mlx5_3:1"].firmware == "28.39.1002"  # the device's own directory answered
+    assert [ports[f"mlx5_{i}:1"].state for i in (0, 7)] == ["ACTIVE", "ACTIVE"]
+    assert "did not answer within 0.3 s" in sysfs.problems()[str(wedged / "state")]
+    left = [t for t in threading.enumerate() if t.name == "gpuaccept-sysfs"]
+    release.set()
+    for thread in left:
+        thread.join(2)
+    assert not any(thread.is_alive() for thread in left)
+
+
+def test_a_probes_error_reaches_its_caller_and_a_nested_probe_runs_inline() -> None:
+    from gpuaccept.errors import InputError
+
+    def refused() -> None:
+        raise InputError("said in the probe")
+
+    with pytest.raises(InputError, match="said in the probe"):
+        sysfs.watched(refused)
+    import threading
+
+    outer = sysfs.watched(lambda: sysfs.watched(lambda: threading.current_thread().name))
+    assert outer == "gpuaccept-sysfs"

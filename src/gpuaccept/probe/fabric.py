@@ -29,6 +29,7 @@ from gpuaccept.probe.sysfs import (
     read_attribute,
     read_int,
     sysfs_root,
+    watched,
 )
 
 # The PortCounters the run judges (Documentation/ABI/stable/sysfs-class-infiniband), with their
@@ -215,7 +216,10 @@ def read_ib_ports(root: Path) -> list[IbPort]:
 def read_port_counters(root: Path | None = None) -> dict[str, dict[str, int | None]]:
     """Every port's error counters now ('mlx5_0:1' -> counter -> value; None: not readable):
     the PortCounters, and the Q counters of its hw_counters where the driver exposes them."""
-    root = root or sysfs_root()
+    return watched(lambda: _read_port_counters(root or sysfs_root()))
+
+
+def _read_port_counters(root: Path) -> dict[str, dict[str, int | None]]:
     base = root / "sys" / "class" / "infiniband"
     found: dict[str, dict[str, int | None]] = {}
     for device_dir in list_directory(base):
@@ -232,8 +236,12 @@ def read_port_counters(root: Path | None = None) -> dict[str, dict[str, int | No
 
 
 def read_inventory(root: Path | None = None) -> NodeInventory:
-    """The node as sysfs describes it under `root` (default: `sysfs_root()`)."""
-    root = root or sysfs_root()
+    """The node as sysfs describes it under `root` (default: `sysfs_root()`), read as one
+    bounded probe (`probe.sysfs.watched`)."""
+    return watched(lambda: _read_inventory(root or sysfs_root()))
+
+
+def _read_inventory(root: Path) -> NodeInventory:
     net_base = root / "sys" / "class" / "net"
     interfaces = []
     for if_dir in list_directory(net_base):
