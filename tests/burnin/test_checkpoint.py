@@ -367,3 +367,40 @@ def test_the_cli_hands_its_rules_to_the_windows(tmp_path: Path) -> None:
     assert job.settings.rules is not None
     assert job.settings.rules.limit_of("nvlink_crc_per_second") == 1
     assert job.settings.binding.rules is job.settings.rules
+
+
+def test_figures_above_the_models_physical_peak_are_refused(tmp_path: Path) -> None:
+    """Issue #50 §7: every window's figures edited to 1e6 TFLOPS resumed and passed: equal to
+    each other (no straggler) and above every floor. No H100 runs above its peak (989 TFLOPS
+    bf16 dense, references.toml), so such a file was written by a hand."""
+    import dataclasses
+
+    from gpuaccept.burnin.floors import reference_floors
+    from gpuaccept.references import load_shipped_references
+
+    floors = reference_floors(
+        load_shipped_references(), [(d, "NVIDIA H100 80GB HBM3", None) for d in DEVICES]
+    )
+    bound = dataclasses.replace(BOUND, floors=floors)
+    path = tmp_path / "burnin.json"
+    _save(path, [_healthy(0), _healthy(1)], bound)
+    assert resume(path, bound).next_window == 2  # 800 TFLOPS, 800 GB/s: below every peak
+
+    def everything_a_million(data: Any) -> None:
+        for window in data["windows"]:
+            for work in window["devices"].values():
+                work["throughput"] = 1e6
+
+    _edited(path, everything_a_million)
+    with pytest.raises(InputError) as refused:
+        resume(path, bound)
+    assert str(refused.value) == (
+        f"--checkpoint {path}: window 1: gpu0 ran 1e+06 TFLOPS, above the H100 SXM's peak 989 "
+        "TFLOPS (bf16_tflops, references.toml): no GPU measures that, the file was edited or "
+        "damaged; give another checkpoint file"
+    )
+    _edited(path, _set(["windows", 0, "devices", "gpu0", "throughput"], 989.0))  # at the peak
+    _edited(path, _set(["windows", 0, "devices", "gpu1", "throughput"], 989.0))
+    _edited(path, _set(["windows", 0, "devices", "gpu2", "throughput"], 989.0))
+    with pytest.raises(InputError, match="window 2: gpu0 ran 1e\\+06 TFLOPS, above the H100"):
+        resume(path, bound)  # the hbm window, held to the memory's peak

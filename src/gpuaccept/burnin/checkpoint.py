@@ -259,6 +259,21 @@ def _refuse_impossible_windows(
                 f"{where} accounts for {', '.join(sorted(named)) or 'no device'}, this burn-in "
                 f"runs on {', '.join(binding.devices)}, each either measured or lost"
             )
+        _refuse_beyond_peak(where, record, binding.floors.get(record.stressor, {}))
+
+
+def _refuse_beyond_peak(where: str, record: WindowRecord, floors: Mapping[str, RateFloor]) -> None:
+    """No GPU runs above its model's physical peak (references.toml `peaks`): a stored figure
+    above it was written by a hand, not a GPU (issue #50 §7: windows edited to 1e6 TFLOPS
+    resumed and passed, held only to floors and to each other)."""
+    for device, work in sorted(record.devices.items()):
+        floor = floors.get(device)
+        if floor is not None and floor.peak is not None and work.throughput > floor.peak:
+            raise InputError(
+                f"{where}: {device} ran {work.throughput:.4g} {work.unit}, above "
+                f"{floor.peak_said}: no GPU measures that, the file was edited or damaged; give "
+                "another checkpoint file"
+            )
 
 
 class CheckpointLock:

@@ -24,10 +24,24 @@ STRESSOR_METRICS = {
 }
 
 
+# The model's physical peak for each stressor's work (references.toml `peaks`, vendor dense
+# figures): the fp32 GEMM runs with TF32 off (burnin/stress.py), so its peak is fp32's; the copy
+# is counted read + write, which the memory's one bandwidth bounds.
+STRESSOR_PEAKS = {
+    "gemm-bf16": "bf16_tflops",
+    "gemm-fp32": "fp32_tflops",
+    "hbm": "membw_gbps",
+}
+
+
 @dataclass(frozen=True)
 class RateFloor:
     value: float
     said: str  # where it comes from, in the words a finding uses
+    # the most the model can do at this work (None: references.toml gives no peak); a figure
+    # above it is not a measurement (a checkpoint edited by hand, a broken timer)
+    peak: float | None = None
+    peak_said: str = ""
 
 
 def reference_floors(
@@ -45,10 +59,17 @@ def reference_floors(
             reference = model.metrics.get(metric)
             if reference is None:
                 continue
+            peak_key = STRESSOR_PEAKS.get(stressor)
+            peak = model.peaks.get(peak_key) if peak_key is not None else None
             floors.setdefault(stressor, {})[label] = RateFloor(
                 reference.floor,
                 f"{reference.lower_fraction:g} x the {model.display} reference "
                 f"{reference.value:g} {reference.unit} ({metric}, references.toml)",
+                peak,
+                f"the {model.display}'s peak {peak:g} {reference.unit} ({peak_key}, "
+                "references.toml)"
+                if peak is not None
+                else "",
             )
     return floors
 
