@@ -391,6 +391,27 @@ REGISTRY: list[Input] = [
         lambda value, _: ["accept", "--device", "cpu", "--no-history", "--only", "stack"],
         ENV_DIR_FORMS,
     ),
+    # issue #50 §7: the node's key for the checkpoint's keyed digest, read before a window runs
+    Input(
+        "burnin",
+        "GPUACCEPT_CHECKPOINT_KEY",
+        "env",
+        lambda value, scratch: [
+            "burnin",
+            "--duration",
+            "2s",
+            "--device",
+            "cpu",
+            "--no-history",
+            "--checkpoint",
+            str(scratch / "burnin-checkpoint.json"),
+        ],
+        (*ENV_FILE_FORMS, "empty"),
+        covered_by=(
+            "tests/burnin/test_checkpoint.py::"
+            "test_a_node_that_keeps_a_key_refuses_a_checkpoint_changed_within_physics",
+        ),
+    ),
     Input(
         "burnin",
         "GPUACCEPT_SYSFS_ROOT",

@@ -404,3 +404,56 @@ def test_figures_above_the_models_physical_peak_are_refused(tmp_path: Path) -> N
     _edited(path, _set(["windows", 0, "devices", "gpu2", "throughput"], 989.0))
     with pytest.raises(InputError, match="window 2: gpu0 ran 1e\\+06 TFLOPS, above the H100"):
         resume(path, bound)  # the hbm window, held to the memory's peak
+
+
+def test_a_node_that_keeps_a_key_refuses_a_checkpoint_changed_within_physics(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue #50 §7: below the peak, an edit (a slow GPU's figure raised to its peers') is a
+    believable figure. With the node's key (GPUACCEPT_CHECKPOINT_KEY), every file carries a
+    keyed digest of what it holds: any change, a missing digest, or a digest without the key
+    to check it refuses the file."""
+    key = tmp_path / "node.key"
+    key.write_text("c2VjcmV0LW9mLXRoaXMtbm9kZS1vbmx5LTMyYnl0ZXM=\n")
+    monkeypatch.setenv("GPUACCEPT_CHECKPOINT_KEY", str(key))
+    path = tmp_path / "burnin.json"
+    slow = record(PLAN, 0, {"gpu0": device(500.0), "gpu1": device(800.0), "gpu2": device(799.0)})
+    _save(path, [slow, _healthy(1)])
+    assert resume(path, BOUND).windows[0].stragglers  # as written: gpu0 is slow
+    data = json.loads(path.read_text())
+    path.write_text(json.dumps(data, indent=2, sort_keys=True))  # re-encoded, not changed
+    assert resume(path, BOUND).next_window == 2
+
+    def refused(change: Any) -> str:
+        path.write_text(json.dumps(data))
+        _edited(path, change)
+        with pytest.raises(InputError) as said:
+            resume(path, BOUND)
+        return str(said.value)
+
+    assert refused(_set(["windows", 0, "devices", "gpu0", "throughput"], 800.0)) == (
+        f"--checkpoint {path}: its keyed digest does not match what it holds: changed after it "
+        "was written, or written with another key; give another checkpoint file"
+    )
+    assert "carries no keyed digest and this node keeps a key" in refused(
+        lambda d: d.pop("windows_hmac")
+    )
+    monkeypatch.delenv("GPUACCEPT_CHECKPOINT_KEY")
+    assert "written with the node's key and GPUACCEPT_CHECKPOINT_KEY is not set" in refused(
+        lambda d: None
+    )
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [("short\n", "holds 5 bytes of key, at least 16"), (None, "no such file")],
+)
+def test_a_key_file_that_is_not_one_stops_the_burn_in_before_a_window(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, content: str | None, says: str
+) -> None:
+    key = tmp_path / "node.key"
+    if content is not None:
+        key.write_text(content)
+    monkeypatch.setenv("GPUACCEPT_CHECKPOINT_KEY", str(key))
+    with pytest.raises(InputError, match=says):
+        resume(tmp_path / "not-yet.json", BOUND)  # even with no checkpoint to resume yet

@@ -9,6 +9,13 @@ deleted from the file come back, and a window the plan could not have run (beyon
 another stressor, another length, another seed, a device the run does not have) refuses the
 file. Read as every user-handed file is: regular files only, size capped before reading.
 
+A figure above the model's physical peak (references.toml `peaks`) refuses the file: no GPU
+measures it. Where the node keeps a key (`GPUACCEPT_CHECKPOINT_KEY` names its file, which the
+burn-in's account reads and its users do not), every checkpoint carries an HMAC-SHA256 of its
+contents under that key, and a file whose digest is missing or does not match is refused: an
+edit that stays within physics (a slow GPU's 500 made 800) is caught too. Without a key, a
+checkpoint that carries a digest is refused (the key is the node's policy, not the file's).
+
 Two burn-ins writing one checkpoint would interleave windows of two runs: the file is locked
 for the run (an flock on `<checkpoint>.lock`, which names the holder's pid; the lock is the
 kernel's, so a holder that dies releases it, and the stale file is harmless).
@@ -19,6 +26,8 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import hashlib
+import hmac
 import json
 import math
 import os
@@ -46,6 +55,9 @@ SCHEMA_VERSION: Literal[2] = 2
 # 180 MiB, 360 MiB on sixteen GPUs. A file past this cap is not a checkpoint this version writes.
 MAX_CHECKPOINT_BYTES = 1024 * 1024 * 1024
 FLAG = "--checkpoint"
+KEY_ENV = "GPUACCEPT_CHECKPOINT_KEY"
+MAX_KEY_BYTES = 4096
+MIN_KEY_BYTES = 16  # 128 bits: HMAC's key should be at least the length of half its output
 RUN_SECONDS_FLOOR = 0.9  # of the stored windows' load: less than this, the file is not honest
 
 
@@ -71,6 +83,58 @@ class CheckpointFile(BaseModel):
     # run for its windows' load seconds)
     started_at: AwareDatetime | None = None
     run_seconds: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+    # HMAC-SHA256 of the rest under the node's key (`GPUACCEPT_CHECKPOINT_KEY`), when it has one
+    windows_hmac: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+
+
+_keys: dict[str, bytes] = {}  # key file -> key, read once a process (a run keeps its key)
+
+
+def checkpoint_key() -> bytes | None:
+    """The node's checkpoint key, from the file `GPUACCEPT_CHECKPOINT_KEY` names (None when it
+    is not set); InputError, one line, for a file that is not one or holds too short a key."""
+    from gpuaccept.input_files import read_input_bytes
+
+    value = os.environ.get(KEY_ENV)
+    if not value:
+        return None
+    if value not in _keys:
+        key = read_input_bytes(Path(value), KEY_ENV, MAX_KEY_BYTES).strip()
+        if len(key) < MIN_KEY_BYTES:
+            raise InputError(
+                f"{KEY_ENV}={value}: holds {len(key)} bytes of key, at least {MIN_KEY_BYTES} "
+                "are needed (e.g. head -c 32 /dev/urandom | base64 > FILE)"
+            )
+        _keys[value] = key
+    return _keys[value]
+
+
+def _windows_hmac(key: bytes, saved: CheckpointFile) -> str:
+    """The keyed digest of everything the file says, in one canonical JSON form (sorted keys),
+    so a file re-encoded without a change still matches and any change does not."""
+    body = saved.model_dump(mode="json", exclude={"windows_hmac"})
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"))
+    return hmac.new(key, text.encode(), hashlib.sha256).hexdigest()
+
+
+def _refuse_unkeyed(shown: str, saved: CheckpointFile, key: bytes | None) -> None:
+    if key is None:
+        if saved.windows_hmac is not None:
+            raise InputError(
+                f"{shown}: written with the node's key and {KEY_ENV} is not set: set it to the "
+                "key file to resume, or give another checkpoint file"
+            )
+        return
+    if saved.windows_hmac is None:
+        raise InputError(
+            f"{shown}: carries no keyed digest and this node keeps a key ({KEY_ENV}): not a "
+            "checkpoint this node wrote; give another checkpoint file"
+        )
+    if not hmac.compare_digest(saved.windows_hmac, _windows_hmac(key, saved)):
+        raise InputError(
+            f"{shown}: its keyed digest does not match what it holds: changed after it was "
+            "written, or written with another key; give another checkpoint file"
+        )
 
 
 @dataclass(frozen=True)
@@ -108,6 +172,9 @@ def save_checkpoint(path: Path, progress: BurnInProgress, binding: RunBinding) -
         started_at=progress.started_at,
         run_seconds=progress.run_seconds(),
     )
+    key = checkpoint_key()
+    if key is not None:
+        saved.windows_hmac = _windows_hmac(key, saved)
     write_text_atomically(path, saved.model_dump_json() + "\n")
 
 
@@ -118,6 +185,7 @@ def resume(path: Path, binding: RunBinding) -> BurnInProgress:
     from gpuaccept.input_files import first_validation_error, read_input_bytes
 
     fresh = BurnInProgress(plan=binding.plan.fingerprint(), devices=list(binding.devices))
+    key = checkpoint_key()  # read before the first window: a bad key file stops the run now
     if not path.exists() and not path.is_symlink():
         return fresh
     data = read_input_bytes(path, FLAG, MAX_CHECKPOINT_BYTES)
@@ -141,6 +209,7 @@ def resume(path: Path, binding: RunBinding) -> BurnInProgress:
         raise InputError(
             f"{shown}: not a burn-in checkpoint ({first_validation_error(error)})"
         ) from None
+    _refuse_unkeyed(shown, saved, key)
     _refuse_another_run(shown, saved, binding)
     records = saved.windows
     _refuse_impossible_windows(shown, records, binding)
