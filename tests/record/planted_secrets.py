@@ -218,4 +218,8 @@ DIAGNOSTICS: list[str] = [
     "eth0 inet 10.12.0.7/16 brd 10.12.255.255",
     "https://docs.nvidia.com/deploy/xid-errors/index.html",
     "nvidia-bug-report.sh Version: 1",
+    '      "sha": "8e449bb5f0c2d7a1e3b4c6d8f0a2b4c6d8e0f1a3",',
+    '    "lock_sha256": "2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae",',
+    '        "version": "0.11.0.1",',
+    "cuDNN Version: 9.10.2.21",
 ]

@@ -302,10 +302,10 @@ def test_a_tool_that_refuses_is_said_not_raised(tmp_path: Path) -> None:
     tools = _tools(
         tmp_path / "bin", 'echo "ERROR: Please run nvidia-bug-report.sh as root."\nexit 1\n'
     )
-    out, why = run_tool([str(tools / "nvidia-bug-report.sh")], 10)
-    assert out == b""
-    assert why.endswith("exited 1: ERROR: Please run nvidia-bug-report.sh as root.")
-    assert run_tool(["no-such-tool-here"], 10) == (b"", "no-such-tool-here not found")
+    ran = run_tool([str(tools / "nvidia-bug-report.sh")], 10)
+    assert ran.data == b""
+    assert ran.why.endswith("exited 1: ERROR: Please run nvidia-bug-report.sh as root.")
+    assert run_tool(["no-such-tool-here"], 10).why == "no-such-tool-here not found"
 
 
 def test_the_archive_is_written_whole_or_not_at_all(tmp_path: Path) -> None:

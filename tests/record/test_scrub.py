@@ -4,6 +4,7 @@ knows and every form issue #49 planted is taken out with its value, and what a v
 
 from __future__ import annotations
 
+import json
 import socket
 from typing import Any
 
@@ -129,3 +130,27 @@ def test_nothing_leaves_the_node(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(socket.socket, "connect", refuse)
     text = "\n".join(line for line, _ in DETECTOR_SAMPLES.values())
     assert scrub(text).count >= len(DETECTOR_SAMPLES)
+
+
+def test_a_private_key_quoted_in_json_goes_with_its_body() -> None:
+    """In JSON a key is one line (`\\n` escaped): its body goes up to the END marker, the rest of
+    the line stays."""
+    text = json.dumps(
+        {
+            "key": "-----BEGIN RSA PRIVATE KEY-----\nMIIEbody\n-----END RSA PRIVATE KEY-----",
+            "serial": "1652823051234",
+        }
+    )
+    clean, count = scrub_text(text)
+    assert "MIIEbody" not in clean
+    assert '"serial": "1652823051234"' in clean
+    assert count == 1
+
+
+def test_digests_and_versions_named_so_stay() -> None:
+    """A git commit and a 4-part version are detect-secrets guesses (hex entropy, a public IP);
+    named as a digest or a version on their line, they stay; the same values alone go."""
+    kept = ['"sha": "8e449bb5f0c2d7a1e3b4c6d8f0a2b4c6d8e0f1a3"', '"version": "34.117.59.81"']
+    assert scrub_text("\n".join(kept)) == ("\n".join(kept), 0)
+    gone = ['"note": "8e449bb5f0c2d7a1e3b4c6d8f0a2b4c6d8e0f1a3"', "peer 34.117.59.81"]
+    assert scrub_text("\n".join(gone))[1] == 2

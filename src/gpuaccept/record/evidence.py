@@ -42,40 +42,134 @@ import subprocess
 import tarfile
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gpuaccept.probe.pci_address import match_gpu, parse_pci_address
-from gpuaccept.record.scrub import scrub_text
+from gpuaccept.record.scrub import REDACTED, detector, plugin_types, scrub
 from gpuaccept.results import RunReport
 from gpuaccept.verdict import Outcome
 
 SMI_SECONDS = 60.0
 BUG_REPORT_SECONDS = 300.0  # the script's own note: "It may take several seconds", or hang
-MAX_TOOL_BYTES = 64 * 1024 * 1024
-MAX_BUG_REPORT_BYTES = 256 * 1024 * 1024  # decompressed
+MIB = 1024 * 1024
+MAX_MEMBER_BYTES = 64 * MIB  # any member: `nvidia-smi -q` of a full node is well under 1 MiB
+MAX_BUG_REPORT_BYTES = 256 * MIB  # decompressed: the one member that is large by nature
+MAX_ARCHIVE_BYTES = 384 * MIB  # the members together, before compression
+# Scrubbing reads every line with ~35 detectors (about 60-150 us a line on one core): a 256 MiB
+# bug report would take minutes, so the archive has a budget, and a member not scrubbed within
+# it is cut at its last scrubbed line (record.scrub.scrub) and said so.
+SCRUB_SECONDS = 300.0
 CONTEXT_LINES = 20  # kernel-log lines kept before and after each XID line
 MAX_XID_LINES = 20_000
 _NAME_PART = re.compile(r"[^A-Za-z0-9_.-]+")
+_CUT_MARK = "[gpuaccept: the rest was cut; MANIFEST.json says why]\n"
+
+
+def _mib(size: int) -> str:
+    return f"{size / MIB:g} MiB"
+
+
+def _whole_lines(data: bytes, bound: int) -> bytes:
+    """`data` within `bound` bytes, cut after its last whole line: a line cut in two could leave
+    half a credential that no detector recognises."""
+    if len(data) <= bound:
+        return data
+    return data[: data.rfind(b"\n", 0, bound) + 1]
 
 
 @dataclass
 class Collected:
-    """The archive's members so far, and what could not be collected (member -> why)."""
+    """The archive's members so far (each scrubbed, each within its bound and the archive's),
+    what could not be collected (member -> why) and what was cut (member -> where and why)."""
 
     members: dict[str, bytes] = field(default_factory=dict)
     missing: dict[str, str] = field(default_factory=dict)
+    cut: dict[str, str] = field(default_factory=dict)
     scrubbed: int = 0
+    kinds: Counter[str] = field(default_factory=Counter)
+    archive_bytes: int = MAX_ARCHIVE_BYTES
+    scrub_seconds: float = SCRUB_SECONDS
 
-    def text(self, name: str, text: str) -> None:
-        clean, count = scrub_text(text)
-        self.scrubbed += count
-        self.members[name] = clean.encode("utf-8")
+    def skip(self, name: str, why: str) -> None:
+        """A member not collected, and why (scrubbed too: a tool's last line is quoted)."""
+        self.missing[name] = scrub(why).text
 
-    def json(self, name: str, value: Any) -> None:
-        self.text(name, json.dumps(value, indent=2, sort_keys=True, default=str) + "\n")
+    def text(
+        self, name: str, text: str, limit: int | None = None, cut_from: int | None = None
+    ) -> None:
+        """`text`, scrubbed, as member `name`, within `limit` and the room the archive has left;
+        `cut_from` is the size of what `text` was read from, when its reader cut it at `limit`
+        (-1: larger, by how much unknown)."""
+        limit = MAX_MEMBER_BYTES if limit is None else limit
+        raw = text.encode("utf-8")
+        room = self.archive_bytes - sum(len(m) for m in self.members.values())
+        bound = min(limit, room) - len(_CUT_MARK)
+        whys = []
+        if cut_from is not None or len(raw) > limit:
+            whys.append(f"over the member's bound of {_mib(limit)}")
+        elif len(raw) > room:
+            whys.append(f"the archive's bound of {_mib(self.archive_bytes)} was reached")
+        kept = _whole_lines(raw, max(bound, 0)) if whys else raw
+        started = time.monotonic()
+        done = scrub(kept.decode("utf-8", "replace"), deadline=started + self.scrub_seconds)
+        self.scrub_seconds = max(0.0, self.scrub_seconds - (time.monotonic() - started))
+        if done.stopped_at is not None:
+            whys.append(f"scrubbing ran past the archive's {SCRUB_SECONDS:g} s for it")
+        data = done.text.encode("utf-8")
+        if not whys and len(data) > room:  # [REDACTED] is longer than what it replaced
+            whys.append(f"the archive's bound of {_mib(self.archive_bytes)} was reached")
+        if whys:
+            data = _whole_lines(data, max(bound, 0))
+        self.scrubbed += done.count
+        self.kinds.update(done.kinds)
+        if whys and not data:
+            self.skip(name, "not kept: " + "; ".join(whys))
+            return
+        if whys:
+            size = f"more than {len(raw)}" if cut_from == -1 else str(cut_from or len(raw))
+            self.cut[name] = f"cut at {len(data)} bytes of {size}: {'; '.join(whys)}"
+            data += _CUT_MARK.encode()
+        self.members[name] = data
+
+    def json(self, name: str, value: Any, sort_keys: bool = True) -> None:
+        """`value` as indented JSON, each string in it scrubbed first: a string's lines are one
+        line once JSON escapes them, where a detector sees `\\nAKIA...` and no line start; then
+        the text, one key and value to a line, for the credentials a key names."""
+        found = _ScrubbedStrings()
+        clean = found.walk(json.loads(json.dumps(value, default=str)))
+        self.scrubbed += found.count
+        self.kinds.update(found.kinds)
+        self.text(name, json.dumps(clean, indent=2, sort_keys=sort_keys, ensure_ascii=False) + "\n")
+
+
+@dataclass
+class _ScrubbedStrings:
+    """A JSON value with every string in it (keys too) scrubbed, and what was found."""
+
+    count: int = 0
+    kinds: Counter[str] = field(default_factory=Counter)
+
+    def string(self, text: str, key: str = "") -> str:
+        """A string scrubbed with its key before it, as its line in the dump reads (`"version":
+        "0.11.0.1"` is a version; alone, a dotted quad)."""
+        prefix = f"{json.dumps(key)}: " if key else ""
+        done = scrub(prefix + text)
+        self.count += done.count
+        self.kinds.update(done.kinds)
+        return done.text[len(prefix) :] if done.text.startswith(prefix) else REDACTED
+
+    def walk(self, value: Any, key: str = "") -> Any:
+        if isinstance(value, str):
+            return self.string(value, key)
+        if isinstance(value, list):
+            return [self.walk(v, key) for v in value]
+        if isinstance(value, dict):
+            return {self.string(str(k)): self.walk(v, str(k)) for k, v in value.items()}
+        return value
 
 
 @dataclass(frozen=True)
@@ -84,6 +178,7 @@ class Evidence:
     members: tuple[str, ...]
     missing: dict[str, str]
     scrubbed: int
+    cut: dict[str, str] = field(default_factory=dict)
 
 
 def wanted(report: RunReport) -> bool:
@@ -180,58 +275,73 @@ def _kernel_log() -> tuple[str | None, str]:
     return read_dmesg(), "dmesg"
 
 
-def run_tool(command: list[str], seconds: float, cwd: Path | None = None) -> tuple[bytes, str]:
-    """(stdout, "") of a command run bounded in time and output, or (b"", why not); on timeout
+@dataclass(frozen=True)
+class ToolOutput:
+    """What a tool printed (at most `limit` bytes of it), how much it printed in all, or why
+    nothing (`why`)."""
+
+    data: bytes
+    why: str = ""
+    total_bytes: int = 0
+
+
+def run_tool(
+    command: list[str], seconds: float, cwd: Path | None = None, limit: int | None = None
+) -> ToolOutput:
+    """A command run bounded in time and output: its stdout and stderr go to a scratch file, of
+    which `limit` bytes are read back (a tool printing gigabytes never fills memory); on timeout
     its whole process group is killed (a bug-report script starts many children)."""
     if shutil.which(command[0]) is None:
-        return b"", f"{command[0]} not found"
-    try:
-        process = subprocess.Popen(
-            command,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            cwd=cwd,
-            start_new_session=True,
-        )
-    except OSError as error:
-        return b"", f"{command[0]}: {error.strerror or error}"
-    try:
-        out, _ = process.communicate(timeout=seconds)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(OSError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.communicate()
-        return b"", f"{' '.join(command)} took over {seconds:g} s: stopped"
-    out = out[:MAX_TOOL_BYTES]
+        return ToolOutput(b"", f"{command[0]} not found")
+    with tempfile.TemporaryFile(prefix="gpuaccept-tool-") as sink:
+        try:
+            process = subprocess.Popen(
+                command,
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=cwd,
+                start_new_session=True,
+            )
+        except OSError as error:
+            return ToolOutput(b"", f"{command[0]}: {error.strerror or error}")
+        try:
+            process.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(OSError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            return ToolOutput(b"", f"{' '.join(command)} took over {seconds:g} s: stopped")
+        total = os.fstat(sink.fileno()).st_size
+        sink.seek(0)
+        out = sink.read(MAX_MEMBER_BYTES if limit is None else limit)
     if process.returncode != 0:
-        last = (out.decode("utf-8", "replace").strip().splitlines() or [""])[-1][:200]
-        return b"", f"{command[0]} exited {process.returncode}: {last}".rstrip(": ")
-    return out, ""
+        last = (out[-4096:].decode("utf-8", "replace").strip().splitlines() or [""])[-1][:200]
+        return ToolOutput(b"", f"{command[0]} exited {process.returncode}: {last}".rstrip(": "))
+    return ToolOutput(out, "", total)
 
 
-def _bug_report(seconds: float) -> tuple[str | None, str]:
+def _bug_report(seconds: float) -> tuple[str | None, str, bool]:
+    """(the log, "", whether it was cut at MAX_BUG_REPORT_BYTES) or (None, why not, False)."""
     with tempfile.TemporaryDirectory(prefix="gpuaccept-bug-report-") as scratch:
         base = Path(scratch) / "nvidia-bug-report.log"
-        _, why = run_tool(
+        ran = run_tool(
             ["nvidia-bug-report.sh", "--safe-mode", "--output-file", str(base)],
             seconds,
             cwd=Path(scratch),
         )
-        if why:
-            return None, why
+        if ran.why:
+            return None, ran.why, False
         for candidate, opener in ((base.with_suffix(".log.gz"), gzip.open), (base, open)):
             if candidate.is_file():
                 try:
                     with opener(candidate, "rb") as stream:
-                        data = stream.read(MAX_BUG_REPORT_BYTES + 1)
+                        data = stream.read(MAX_BUG_REPORT_BYTES + 1)  # decompressed, bounded
                 except (OSError, EOFError, gzip.BadGzipFile) as error:
-                    return None, f"nvidia-bug-report.sh's log unreadable: {error}"
-                cut = (
-                    "\n[cut by gpuaccept at 256 MiB]\n" if len(data) > MAX_BUG_REPORT_BYTES else ""
-                )
-                return data[:MAX_BUG_REPORT_BYTES].decode("utf-8", "replace") + cut, ""
-        return None, "nvidia-bug-report.sh wrote no log"
+                    return None, f"nvidia-bug-report.sh's log unreadable: {error}", False
+                cut = len(data) > MAX_BUG_REPORT_BYTES
+                return data[:MAX_BUG_REPORT_BYTES].decode("utf-8", "replace"), "", cut
+        return None, "nvidia-bug-report.sh wrote no log", False
 
 
 def _infiniband() -> dict[str, Any]:
@@ -262,30 +372,21 @@ def collect(
     bug_report_seconds: float = BUG_REPORT_SECONDS,
     kernel_log: Callable[[], tuple[str | None, str]] = _kernel_log,
 ) -> Collected:
-    """Everything the archive holds, each source bounded; none of them can fail the collection."""
+    """Everything the archive holds, each source bounded; none of them can fail the collection.
+    The small members come first, so the archive's bound cuts the large ones."""
     got = Collected()
-    got.text("report.json", report.model_dump_json(indent=2) + "\n")
+    got.json("report.json", report.model_dump(mode="json"), sort_keys=False)
     got.json("identity.json", identity(report, node))
     text, source = kernel_log()
     if text is None:
-        got.missing["kernel-xid.log"] = f"the kernel log could not be read ({source})"
+        got.skip("kernel-xid.log", f"the kernel log could not be read ({source})")
     elif "NVRM: Xid" not in text:
-        got.missing["kernel-xid.log"] = f"no NVRM: Xid line in the kernel log ({source})"
+        got.skip("kernel-xid.log", f"no NVRM: Xid line in the kernel log ({source})")
     else:
         got.text("kernel-xid.log", f"# from {source}\n" + xid_context(text))
-    out, why = run_tool(["nvidia-smi", "-q"], smi_seconds)
-    if why:
-        got.missing["nvidia-smi-q.txt"] = why
-    else:
-        got.text("nvidia-smi-q.txt", out.decode("utf-8", "replace"))
-    log, why = _bug_report(bug_report_seconds)
-    if log is None:
-        got.missing["nvidia-bug-report.log"] = why
-    else:
-        got.text("nvidia-bug-report.log", log)
     dcgm = next((c for c in report.checks if c.name == "dcgm"), None)
     if dcgm is None:
-        got.missing["dcgm.json"] = "the dcgm check was not part of this run"
+        got.skip("dcgm.json", "the dcgm check was not part of this run")
     else:
         got.json(
             "dcgm.json",
@@ -295,7 +396,21 @@ def collect(
     if ports:
         got.json("infiniband.json", ports)
     else:
-        got.missing["infiniband.json"] = "no InfiniBand device in sysfs"
+        got.skip("infiniband.json", "no InfiniBand device in sysfs")
+    smi = run_tool(["nvidia-smi", "-q"], smi_seconds)
+    if smi.why:
+        got.skip("nvidia-smi-q.txt", smi.why)
+    else:
+        got.text(
+            "nvidia-smi-q.txt",
+            smi.data.decode("utf-8", "replace"),
+            cut_from=smi.total_bytes if smi.total_bytes > len(smi.data) else None,
+        )
+    log, why, cut = _bug_report(bug_report_seconds)
+    if log is None:
+        got.skip("nvidia-bug-report.log", why)
+    else:
+        got.text("nvidia-bug-report.log", log, MAX_BUG_REPORT_BYTES, cut_from=-1 if cut else None)
     return got
 
 
@@ -308,7 +423,19 @@ def archive(got: Collected, when: float | None = None) -> bytes:
             for name, data in got.members.items()
         },
         "not_collected": got.missing,
+        "cut": got.cut,
         "credentials_scrubbed": got.scrubbed,
+        "credentials_by_kind": dict(sorted(got.kinds.items())),
+        "scrubber": {
+            "detector": detector(),
+            "plugins": plugin_types(),
+        },
+        "bounds": {
+            "member_bytes": MAX_MEMBER_BYTES,
+            "nvidia_bug_report_bytes": MAX_BUG_REPORT_BYTES,
+            "archive_bytes": got.archive_bytes,
+            "scrub_seconds": SCRUB_SECONDS,
+        },
         "tool": "gpuaccept",
     }
     files = {**got.members, "MANIFEST.json": (json.dumps(manifest, indent=2) + "\n").encode()}
@@ -328,4 +455,4 @@ def write_evidence(report: RunReport, node: str, directory: Path, **bounds: Any)
 
     got = collect(report, node, **bounds)
     path = write_new_bytes(directory, archive_name(report, node), archive(got), "--evidence")
-    return Evidence(path, tuple(got.members), dict(got.missing), got.scrubbed)
+    return Evidence(path, tuple(got.members), dict(got.missing), got.scrubbed, dict(got.cut))

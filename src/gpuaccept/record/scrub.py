@@ -22,10 +22,13 @@ queries), written as detect-secrets plugins. How it is used, and why:
 - The keyword plugin reads each line twice: as a config file (`key: value` unquoted) and as
   code (quoted values): its patterns depend on the file name's extension (plugins/keyword.py,
   `REGEX_BY_FILETYPE`), and a bug report is both.
-- detect-secrets' heuristic filters (docs/filters.md) are applied to the high-entropy plugins'
-  findings only, the guesses: `is_potential_uuid` (GPU-/MIG- UUIDs stay), `is_sequential_string`,
-  `is_likely_id_string` (`machine_id`, `uuid` fields stay), `is_not_alphanumeric_string`. A
-  finding of a named form (a keyword, a prefix, a format) goes whatever it looks like. Inline
+- detect-secrets' heuristic filters (docs/filters.md) are applied to its guesses only (the
+  high-entropy plugins' findings and public IP addresses): `is_potential_uuid` (GPU-/MIG- UUIDs
+  stay), `is_sequential_string`, `is_likely_id_string` (`machine_id`, `uuid` fields stay),
+  `is_not_alphanumeric_string`, and one of ours, a value its line names as a digest or a version
+  (a git commit, a lock file's sha256, a 4-part version such as `0.11.0.1`, which is a dotted
+  quad to the IP plugin). A finding of a named form (a keyword, a prefix, a format) goes
+  whatever it looks like. Inline
   allowlisting (`pragma: allowlist secret`) is not honoured: a file on the node cannot exempt
   itself from the vendor's copy.
 - A finding is removed where it stands in the line, widened to the whole token around it: the JWT
@@ -54,6 +57,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
+from importlib.metadata import version
 
 from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
 from detect_secrets.filters.heuristic import (
@@ -64,6 +68,7 @@ from detect_secrets.filters.heuristic import (
 )
 from detect_secrets.plugins.base import BasePlugin
 from detect_secrets.plugins.high_entropy_strings import HighEntropyStringsPlugin
+from detect_secrets.plugins.ip_public import IPPublicDetector
 from detect_secrets.plugins.keyword import KeywordDetector
 from detect_secrets.plugins.private_key import PrivateKeyDetector
 from detect_secrets.settings import transient_settings
@@ -75,7 +80,16 @@ REDACTED = "[REDACTED]"
 # dots, paths); `=`, `:`, `@` and quotes end it, so `KEY=` and `user:` stay.
 _TOKEN = re.compile(r"[A-Za-z0-9_\-.+/~%]*")
 _TOKEN_CHAR = re.compile(r"[A-Za-z0-9_\-.+/~%]")
+_KEY_START = re.compile(r"-*BEGIN [A-Z0-9 ]*PRIVATE KEY[A-Z ]*-*|PuTTY-User-Key-File-\d+")
 _KEY_END = re.compile(r"-----END [A-Z0-9 ]*-----|^Private-MAC:")
+_PRIVATE_KEY = PrivateKeyDetector.secret_type
+# A digest or a version named as such before the value: a git commit, a lock file's sha256,
+# `"version": "0.11.0.1"` (a 4-part version is a dotted quad to IPPublicDetector), `Driver
+# Version: ...`. Letters may not touch the word (`shared` is no `sha`).
+_NOT_SECRET = re.compile(
+    r"(?i)(?<![a-z])(?:sha(?:1|256|384|512)?|md5|digest|hash|checksum|version)(?![a-z])"
+)
+_GUESSES = (HighEntropyStringsPlugin, IPPublicDetector)
 _SHORT = 8
 _PREFIX = 3
 _CACHED_LINES = 100_000  # a log repeats itself: a line seen before costs a dictionary look-up
@@ -100,14 +114,23 @@ def _plugins() -> tuple[BasePlugin, ...]:
     return tuple(plugin() for plugin in (*shipped, *FORMS))
 
 
+def detector() -> str:
+    """The detector and its version, as the archive's manifest names it."""
+    return f"detect-secrets {version('detect-secrets')}"
+
+
 def plugin_types() -> list[str]:
     """The `secret_type` of every plugin the scrubber runs, in order (for the manifest)."""
     return [p.secret_type for p in _plugins()]
 
 
 def _guess_kept(secret: str, line: str, plugin: BasePlugin) -> bool:
-    """detect-secrets' heuristic filters, for its high-entropy guesses only."""
-    return (
+    """Whether a guess is no secret: a value its line names as a digest or a version before it
+    (ours), or, for a high-entropy string, detect-secrets' heuristic filters
+    (`is_not_alphanumeric_string` would keep every IP address: it asks for a letter)."""
+    if _NOT_SECRET.search(line, 0, max(line.find(secret), 0)):
+        return True
+    return isinstance(plugin, HighEntropyStringsPlugin) and (
         is_potential_uuid(secret)
         or is_sequential_string(secret)
         or is_not_alphanumeric_string(secret)
@@ -124,11 +147,9 @@ def _findings(line: str) -> list[tuple[str, str]]:
         for name in names:
             for secret in plugin.analyze_line(filename=name, line=line, line_number=0):
                 value = secret.secret_value
-                if not value:
-                    continue
-                if isinstance(plugin, HighEntropyStringsPlugin) and _guess_kept(
-                    value, line, plugin
-                ):
+                if not value or not value.replace(REDACTED, "").strip("\"' "):
+                    continue  # nothing, or what an earlier pass took out (`password: [REDACTED]`)
+                if isinstance(plugin, _GUESSES) and _guess_kept(value, line, plugin):
                     continue
                 found.append((plugin.secret_type, value))
     return found
@@ -171,6 +192,25 @@ def _redact(line: str, spans: list[tuple[int, int]]) -> str:
     return line
 
 
+def _clean_line(line: str) -> tuple[str, int, set[str], bool]:
+    """(the line without credentials, how many, of which kinds, whether a private key opened on
+    it goes on past it)."""
+    found = _findings(line)
+    spans = _spans(line, [value for _, value in found])
+    key_open = False
+    opened = _KEY_START.search(line) if any(k == _PRIVATE_KEY for k, _ in found) else None
+    if opened is not None:
+        # the key from its header to its end line, or on: a key quoted in JSON is one line
+        # (`"-----BEGIN ... KEY-----\\nMIIE...\\n-----END ... KEY-----"`)
+        closed = _KEY_END.search(line, opened.end())
+        key_open = closed is None
+        key = (opened.start(), closed.end() if closed else len(line))
+        spans = [s for s in spans if s[1] <= key[0] or s[0] >= key[1]]
+        spans = sorted([*spans, key])
+    kinds = {kind for kind, _ in found} if spans else set()
+    return _redact(line, spans), len(spans), kinds, key_open
+
+
 def scrub(
     text: str, deadline: float | None = None, clock: Callable[[], float] = time.monotonic
 ) -> Scrubbed:
@@ -178,7 +218,7 @@ def scrub(
     cut at the last line scrubbed (`stopped_at`): what was not read is never passed on."""
     out: list[str] = []
     result = Scrubbed("")
-    cache: dict[str, tuple[str, int, set[str]]] = {}
+    cache: dict[str, tuple[str, int, set[str], bool]] = {}
     in_key = False
     done = 0
     with transient_settings({"plugins_used": [], "filters_used": []}):
@@ -194,20 +234,12 @@ def scrub(
                 continue
             clean = cache.get(body)
             if clean is None:
-                found = _findings(body)
-                spans = _spans(body, [value for _, value in found])
-                clean = (
-                    _redact(body, spans),
-                    len(spans),
-                    {k for k, _ in found} if spans else set(),
-                )
+                clean = _clean_line(body)
                 if len(cache) < _CACHED_LINES:
                     cache[body] = clean
-            redacted, count, kinds = clean
+            redacted, count, kinds, in_key = clean
             result.count += count
             result.kinds.update(kinds)
-            if PrivateKeyDetector.secret_type in kinds:
-                in_key = not _KEY_END.search(body)
             out.append(redacted + line[len(body) :])
     result.text = "".join(out)
     return result
