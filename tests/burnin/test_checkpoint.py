@@ -396,8 +396,8 @@ def test_figures_above_the_models_physical_peak_are_refused(tmp_path: Path) -> N
         resume(path, bound)
     assert str(refused.value) == (
         f"--checkpoint {path}: window 1: gpu0 ran 1e+06 TFLOPS, above the H100 SXM's peak 989 "
-        "TFLOPS (bf16_tflops, references.toml): no GPU measures that, the file was edited or "
-        "damaged; give another checkpoint file"
+        "TFLOPS (bf16_tflops, references.toml): no device measures that, the file was edited "
+        "or damaged; give another checkpoint file"
     )
     _edited(path, _set(["windows", 0, "devices", "gpu0", "throughput"], 989.0))  # at the peak
     _edited(path, _set(["windows", 0, "devices", "gpu1", "throughput"], 989.0))
@@ -457,3 +457,24 @@ def test_a_key_file_that_is_not_one_stops_the_burn_in_before_a_window(
     monkeypatch.setenv("GPUACCEPT_CHECKPOINT_KEY", str(key))
     with pytest.raises(InputError, match=says):
         resume(tmp_path / "not-yet.json", BOUND)  # even with no checkpoint to resume yet
+
+
+def test_a_device_of_no_known_model_is_held_to_the_fastest_gpus_peak(tmp_path: Path) -> None:
+    """The CPU twin (or a GPU references.toml lacks) has no model peak: no device measures more
+    than the fastest GPU references.toml knows, so 1e6 TFLOPS is refused there too."""
+    from gpuaccept.burnin.checkpoint import fastest_peaks
+
+    fastest = fastest_peaks()
+    bf16, said = fastest["gemm-bf16"]
+    assert bf16 >= 2250  # B200's dense bf16 at least (FIELD-NOTES)
+    assert said.endswith("(bf16_tflops), the fastest GPU references.toml knows")
+    cpus = ["cpu0", "cpu1", "cpu2"]
+    bound = binding(PLAN, cpus)
+    path = tmp_path / "burnin.json"
+    _save(path, [record(PLAN, 0, {d: device(0.5) for d in cpus})], bound)
+    assert resume(path, bound).next_window == 1
+    _edited(path, _set(["windows", 0, "devices", "cpu1", "throughput"], 1e6))
+    with pytest.raises(InputError, match=r"window 1: cpu1 ran 1e\+06 TFLOPS, above the .*'s "):
+        resume(path, bound)
+    _edited(path, _set(["windows", 0, "devices", "cpu1", "throughput"], bf16))  # at it: kept
+    assert resume(path, bound).next_window == 1

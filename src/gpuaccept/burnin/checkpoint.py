@@ -302,6 +302,7 @@ def _refuse_impossible_windows(
     """A window this run's plan could not have produced refuses the file: a damaged or edited
     checkpoint is said to be one, never judged as if it were a burn-in."""
     plan, devices = binding.plan, set(binding.devices)
+    fastest = fastest_peaks()
     if len(records) > plan.window_count:
         raise InputError(
             f"{shown}: holds {len(records)} windows, the plan has {plan.window_count}: not "
@@ -328,20 +329,50 @@ def _refuse_impossible_windows(
                 f"{where} accounts for {', '.join(sorted(named)) or 'no device'}, this burn-in "
                 f"runs on {', '.join(binding.devices)}, each either measured or lost"
             )
-        _refuse_beyond_peak(where, record, binding.floors.get(record.stressor, {}))
+        _refuse_beyond_peak(where, record, binding.floors.get(record.stressor, {}), fastest)
 
 
-def _refuse_beyond_peak(where: str, record: WindowRecord, floors: Mapping[str, RateFloor]) -> None:
-    """No GPU runs above its model's physical peak (references.toml `peaks`): a stored figure
-    above it was written by a hand, not a GPU (issue #50 §7: windows edited to 1e6 TFLOPS
-    resumed and passed, held only to floors and to each other)."""
+def fastest_peaks() -> dict[str, tuple[float, str]]:
+    """stressor -> the highest peak any model in references.toml has for its work, and whose:
+    the ceiling for a device of no known model (the CPU twin, a GPU references.toml lacks)."""
+    from gpuaccept.burnin.floors import STRESSOR_PEAKS
+    from gpuaccept.references import load_shipped_references
+
+    found: dict[str, tuple[float, str]] = {}
+    for model in load_shipped_references().models.values():
+        for stressor, key in STRESSOR_PEAKS.items():
+            peak = model.peaks.get(key)
+            if peak is not None and peak > found.get(stressor, (0.0, ""))[0]:
+                found[stressor] = (peak, f"the {model.display}'s {peak:g} ({key})")
+    return {
+        stressor: (peak, f"{said}, the fastest GPU references.toml knows")
+        for stressor, (peak, said) in found.items()
+    }
+
+
+def _refuse_beyond_peak(
+    where: str,
+    record: WindowRecord,
+    floors: Mapping[str, RateFloor],
+    fastest: Mapping[str, tuple[float, str]],
+) -> None:
+    """No GPU runs above its model's physical peak (references.toml `peaks`), and no device
+    above the fastest model's: a stored figure above it was written by a hand, not measured
+    (issue #50 §7: windows edited to 1e6 TFLOPS resumed and passed, held only to floors and to
+    each other)."""
     for device, work in sorted(record.devices.items()):
         floor = floors.get(device)
-        if floor is not None and floor.peak is not None and work.throughput > floor.peak:
+        if floor is not None and floor.peak is not None:
+            peak, said = floor.peak, floor.peak_said
+        elif record.stressor in fastest:
+            peak, said = fastest[record.stressor]
+        else:
+            continue
+        if work.throughput > peak:
             raise InputError(
-                f"{where}: {device} ran {work.throughput:.4g} {work.unit}, above "
-                f"{floor.peak_said}: no GPU measures that, the file was edited or damaged; give "
-                "another checkpoint file"
+                f"{where}: {device} ran {work.throughput:.4g} {work.unit}, above {said}: no "
+                "device measures that, the file was edited or damaged; give another checkpoint "
+                "file"
             )
 
 
