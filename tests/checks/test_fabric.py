@@ -986,3 +986,10 @@ def test_a_node_without_numa_is_not_faulted_for_it(node: Path) -> None:
         "(numa_node -1 on a node of 2 NUMA nodes)"
     )
     assert fabric.run(_context()).status is Status.PASS  # the whole HGX tree, NUMA-less
+    # the ports say node 0, the GPUs -1: on one memory node, nothing is far
+    on_zero = dataclasses.replace(
+        off_switch, place=dataclasses.replace(off_switch.place, numa_node=0)
+    )
+    mixed = Findings("fabric", "FABRIC")
+    fabric.judge_topology(dataclasses.replace(lonely, ports=[on_zero]), mixed)
+    assert mixed.warnings == []

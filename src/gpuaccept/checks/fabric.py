@@ -300,12 +300,14 @@ def judge_topology(
         if row["via"] == "none"
     ]
     gpu_nodes = {g.place.numa_node for g in inventory.gpus}
+    # a GPU of unknown NUMA node (numa_node -1) may be on any: no port can be said to be alone
     findings.warnings += [
         f"{p.name} is on NUMA node {p.place.numa_node}, where no GPU is"
         for p in inventory.ports
         if p.place is not None
         and p.place.numa_node is not None
         and p.place.numa_node not in gpu_nodes
+        and None not in gpu_nodes
     ]
     if not inventory.peermem_loaded and dmabuf is not True:
         why = (
