@@ -5,7 +5,6 @@ manifest."""
 
 from __future__ import annotations
 
-import gzip
 import io
 import json
 import os
@@ -13,7 +12,9 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from gpuaccept.cli import app
 from gpuaccept.record import evidence
 from gpuaccept.record.evidence import Collected, archive, collect
 from gpuaccept.record.scrub import REDACTED
@@ -159,8 +160,6 @@ def test_a_bug_report_past_its_bound_is_cut_and_said_so(
     assert (
         " bytes of more than 2048: over the member's bound of " in got.cut["nvidia-bug-report.log"]
     )
-    with gzip.open(tmp_path / "unused.gz", "wb"):
-        pass  # the stand-in's gzip path is exercised above; nothing else to read
 
 
 def test_the_archive_bound_cuts_then_leaves_out_and_says_both() -> None:
@@ -183,3 +182,22 @@ def test_a_member_not_scrubbed_in_time_is_cut_never_passed_on() -> None:
     assert "slow.txt" not in got.members or b"password=1999" not in got.members["slow.txt"]
     said = got.cut.get("slow.txt") or got.missing["slow.txt"]
     assert "scrubbing ran past the archive's" in said
+
+
+def test_accept_says_what_it_cut(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """End to end: the console says the cut as the manifest does."""
+    monkeypatch.setattr(evidence, "MAX_MEMBER_BYTES", 4096)
+    smi = tmp_path / "smi.txt"
+    smi.write_text("".join(f"    Serial Number : {i:013d}\n" for i in range(1000)))
+    bug = tmp_path / "bug.log"
+    bug.write_text("short\n")
+    tools = _stand_ins(tmp_path / "bin", str(smi), str(bug))
+    monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
+    log = tmp_path / "kernel.log"
+    log.write_text(XID + "\n")
+    monkeypatch.setenv("GPUACCEPT_KERNEL_LOG", str(log))
+    argv = ["accept", "--device", "cpu", "--no-history", "--only", "events"]
+    result = CliRunner().invoke(app, [*argv, "--evidence", str(tmp_path / "e")])
+    assert result.exit_code == 1, result.output
+    said = next(line for line in result.output.splitlines() if line.startswith("[EVIDENCE] cut: "))
+    assert "nvidia-smi-q.txt: cut at " in said  # report.json too, at this bound

@@ -689,6 +689,8 @@ def _evidence(report: RunReport, directory: Path) -> None:
     typer.echo(f"[EVIDENCE] {found.path} ({len(found.members) + 1} files)")
     if missing:
         typer.echo(f"[EVIDENCE] not collected: {missing}")
+    if found.cut:
+        typer.echo("[EVIDENCE] cut: " + "; ".join(f"{n}: {w}" for n, w in found.cut.items()))
 
 
 def _write(
