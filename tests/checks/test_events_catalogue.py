@@ -228,3 +228,21 @@ def test_a_sites_row_keeps_a_builtin_departure_only_while_it_keeps_the_action(
     assert load_rules(site).xid["94"].verdict == "warn"  # the site's action, its verdict
     site.write_text('[xid]\n94 = { action = "rerun", judge = "ignore", why = "ours" }\n')
     assert not _judge(_xid_line(94), load_rules(site)).warnings
+
+
+def test_nvml_xid_events_follow_the_runs_rows(tmp_path: Path) -> None:
+    from gpuaccept.probe.nvml_events import GpuEvent
+
+    def event(xid: int) -> GpuEvent:
+        return GpuEvent("xid", "GPU-a", "2026-11-28T10:00:00+00:00", xid, "compute")
+
+    findings = Findings("events", "HEALTH")
+    ignored = events.judge_events([event(43), event(46), event(13)], findings)
+    assert [f.code for f in findings.failures] == ["46"]  # RESET_GPU
+    assert [w.code for w in findings.warnings] == ["13"]  # RESTART_APP
+    assert "XID 43" in ignored[0]  # IGNORE: said, never judged
+    site = tmp_path / "rules.toml"
+    site.write_text('[xid]\n13 = { action = "drain" }\n')
+    findings = Findings("events", "HEALTH")
+    events.judge_events([event(13)], findings, load_rules(site))
+    assert [f.code for f in findings.failures] == ["13"]
