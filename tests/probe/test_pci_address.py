@@ -57,3 +57,29 @@ def test_an_address_without_a_domain_matches_only_when_one_gpu_has_it() -> None:
     assert match_gpu(bare, tray) is None  # four GPUs have bus 01 device 00: none is guessed
     assert match_gpu(bare, [parse_pci_address("00000000:cb:00.0"), tray[2]]) == 1
     assert match_gpu(bare, [None, parse_pci_address("garbage")]) is None
+
+
+def test_the_network_check_finds_each_ports_gpu_by_its_whole_address(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """checks.network matched torch's and sysfs's spellings by their last 12 characters, which
+    drops a domain's digits past four: VMD's domain 10000 and domain 0 were one GPU."""
+    import gpuaccept.probe.hardware
+    from gpuaccept.checks import network
+    from gpuaccept.probe.fabric import NodeInventory
+    from gpuaccept.probe.hardware import GpuInfo
+
+    def gpu(index: int, bus_id: str) -> GpuInfo:
+        return GpuInfo(index, "GPU", (10, 0), 2**30, 1, f"GPU-{index}", bus_id)
+
+    cuda = [gpu(0, "00000000:01:00.0"), gpu(1, "00010000:01:00.0"), gpu(2, "00000018:01:00.0")]
+    rows = [
+        {"gpu": "10000:01:00.0", "nics": ["mlx5_1"]},
+        {"gpu": "0000:01:00.0", "nics": ["mlx5_0"]},
+        {"gpu": "0018:01:00.0", "nics": ["mlx5_2"]},
+        {"gpu": "0019:01:00.0", "nics": ["mlx5_3"]},  # no CUDA GPU there: no port named for one
+    ]
+    monkeypatch.setattr(gpuaccept.probe.hardware, "list_cuda_gpus", lambda: cuda)
+    monkeypatch.setattr(network, "affinity_map", lambda inventory: rows)
+    nearest = network._nearest_cuda(NodeInventory(), cpu_mode=False)
+    assert nearest == {"mlx5_1": 1, "mlx5_0": 0, "mlx5_2": 2}

@@ -25,6 +25,7 @@ from gpuaccept.checks.fabric import affinity_map
 from gpuaccept.checks.judging import Findings
 from gpuaccept.measure.perftest import PerftestError, ib_write_bw_path, loopback
 from gpuaccept.probe.fabric import IbPort, NodeInventory, read_inventory
+from gpuaccept.probe.pci_address import match_gpu, parse_pci_address
 from gpuaccept.results import CheckResult, Status
 
 LINE_RATE_FRACTION = 0.90
@@ -36,12 +37,18 @@ def _nearest_cuda(inventory: NodeInventory, cpu_mode: bool) -> dict[str, int]:
         return {}
     from gpuaccept.probe.hardware import list_cuda_gpus
 
-    by_address = {(gpu.pci_bus_id or "").lower()[-12:]: gpu.index for gpu in list_cuda_gpus()}
+    # by domain, bus and device, the domain as a number (probe.pci_address): torch's 8-digit
+    # domain and sysfs's 4-digit one name one GPU, and domains past ffff (VMD's 10000:...) stay
+    # apart, which the last 12 characters of each spelling did not keep
+    cuda = list_cuda_gpus()
+    addresses = [parse_pci_address(gpu.pci_bus_id or "") for gpu in cuda]
     nearest: dict[str, int] = {}
     for row in affinity_map(inventory):
-        index = by_address.get(str(row["gpu"]).lower()[-12:])
-        for port in row["nics"] if index is not None else []:
-            nearest.setdefault(port, index)  # type: ignore[arg-type]
+        address = parse_pci_address(str(row["gpu"]))
+        found = match_gpu(address, addresses) if address is not None else None
+        if found is not None:
+            for port in row["nics"]:
+                nearest.setdefault(port, cuda[found].index)
     return nearest
 
 
