@@ -187,6 +187,7 @@ MORE_FORMS: list[tuple[str, str, str]] = [
         "Zx8Yw7Vu6Ts5Rq4Po3",
     ),
     ("JSON password", '  "password": "Js0nPa55word",', "Js0nPa55word"),
+    ("a Ruby or PHP hash", 'db_password => "Rb9Lm2Qr77"', "Rb9Lm2Qr77"),
     (
         "allow-listed by pragma",
         'key = "AKIAZ3Q7XW4RT2LMNPQT"  # pragma: allowlist secret',
@@ -222,4 +223,5 @@ DIAGNOSTICS: list[str] = [
     '    "lock_sha256": "2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae",',
     '        "version": "0.11.0.1",',
     "cuDNN Version: 9.10.2.21",
+    '  "alphabet": "0123456789abcdef",',
 ]

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+from detect_secrets.settings import transient_settings
 
 from gpuaccept.record.scrub import REDACTED, plugin_types, scrub, scrub_text
 from tests.record.planted_secrets import DETECTOR_SAMPLES, DIAGNOSTICS, MORE_FORMS, TWELVE_FORMS
@@ -121,15 +122,34 @@ def test_scrubbing_past_its_deadline_cuts_the_text_at_the_last_line_it_read() ->
 
 
 def test_nothing_leaves_the_node(monkeypatch: pytest.MonkeyPatch) -> None:
-    """detect-secrets can verify a secret against its service (Slack, Stripe, ...): never here."""
+    """detect-secrets verifies a secret against its service (Slack, Stripe, ...) whenever its
+    verification filter is configured, as its command line does: even then, never here."""
 
     def refuse(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("the scrubber opened a connection")
 
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)  # before any connection: the name
     monkeypatch.setattr(socket, "create_connection", refuse)
     monkeypatch.setattr(socket.socket, "connect", refuse)
     text = "\n".join(line for line, _ in DETECTOR_SAMPLES.values())
-    assert scrub(text).count >= len(DETECTOR_SAMPLES)
+    verifying = {
+        "plugins_used": [],
+        "filters_used": [
+            {"path": "detect_secrets.filters.common.is_ignored_due_to_verification_policies"}
+        ],
+    }
+    with transient_settings(verifying):
+        assert scrub(text).count >= len(DETECTOR_SAMPLES)
+
+
+def test_scrubbing_twice_finds_nothing_more() -> None:
+    """What a pass took out is not found again (`"password": "[REDACTED]"` is no new secret):
+    the count is of credentials, not of passes."""
+    text = "\n".join([*(line for line, _ in DETECTOR_SAMPLES.values()), *DIAGNOSTICS])
+    once = scrub(text)
+    twice = scrub(once.text)
+    assert twice.text == once.text
+    assert twice.count == 0
 
 
 def test_a_private_key_quoted_in_json_goes_with_its_body() -> None:
