@@ -890,6 +890,18 @@ def test_an_unreadable_counter_is_not_a_clean_one(node: Path) -> None:
     )
     (port_dir(node, 1) / "counters" / "link_downed").write_text("1\n")  # still judged beside
     assert fabric.run_errors(_context(start_fabric_counters=start)).status is Status.FAIL
+    # ports with no counter at all (EFA: no PMA) are said once, together
+    blind = Findings("fabric-errors", "FABRIC")
+    none = dict.fromkeys(("symbol_error", "link_downed"))
+    fabric.judge_counter_growth(
+        {f"rdmap{i}s0:1": none for i in range(32)},
+        {f"rdmap{i}s0:1": none for i in range(32)},
+        blind,
+    )
+    assert blind.warnings == [
+        "32 port(s) without a readable error counter (no PMA), their errors not judged: "
+        "rdmap0s0:1, rdmap10s0:1, rdmap11s0:1, rdmap12s0:1 and 28 more"
+    ]
     # unreadable at the start alone is the same unknown
     findings = Findings("fabric-errors", "FABRIC")
     fabric.judge_counter_growth(

@@ -469,9 +469,26 @@ def judge_counter_growth(
     (issue #50 §7). Not a failure, since an unreadable attribute is the reader's or the driver's
     trouble and never a hardware verdict (probe/sysfs.py); not silence either, since "no counter
     grew" would then claim what was never seen. A Q counter the driver exposes at neither end
-    is simply not there (an older driver), and is not listed."""
+    is simply not there (an older driver), and is not listed. Ports with no readable counter at
+    all (no PMA: an EFA device) are said once, together, not once each: a burn-in judges every
+    window with this, and a p5's 32 EFA devices would fill each window with 32 lines."""
     growth = []
+    blind = [
+        port
+        for port, before in sorted(start.items())
+        if port in end
+        and all(v is None for v in before.values())
+        and all(v is None for v in end[port].values())
+    ]
+    if blind:
+        shown = ", ".join(blind[:4]) + (f" and {len(blind) - 4} more" if len(blind) > 4 else "")
+        findings.warnings.append(
+            f"{len(blind)} port(s) without a readable error counter (no PMA), their errors not "
+            f"judged: {shown}"
+        )
     for port, before in sorted(start.items()):
+        if port in blind:
+            continue
         after = end.get(port)
         if after is None:
             findings.failures.append(
