@@ -256,11 +256,12 @@ def _same_switch(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
 def affinity_map(inventory: NodeInventory) -> list[dict[str, Any]]:
     """Each GPU's nearest RDMA port: on its PCIe switch, else on its NUMA node, else none.
 
-    A node of one NUMA node (or none in sysfs) has every device local to its one memory: the
-    kernel writes `numa_node` -1 for a device when the firmware gives no proximity domain
-    (Documentation/ABI/testing/sysfs-bus-pci, numa_node), as on a single-socket node, so -1
-    there is not "far" (issue #50 §7: a single-socket node warned on every GPU). With several
-    NUMA nodes, -1 on a GPU leaves its locality unknown, and that is what is said."""
+    A node of one NUMA node (or none in sysfs) has every device local to its one memory. The
+    kernel shows `numa_node` -1 (NUMA_NO_NODE: "we don't know what node this is on", torvalds/
+    linux 8a3d01c) where the firmware gives a device no proximity domain ("many BIOSes don't
+    implement _PXM", 63692df, which made the file writable), as single-socket nodes commonly
+    do, so -1 there is not "far" (issue #50 §7: a single-socket node warned on every GPU).
+    With several NUMA nodes, -1 on a GPU leaves its locality unknown, and that is said."""
     rows = []
     one_memory = len(inventory.numa_cpus) <= 1
     ports = [(p, p.place) for p in inventory.ports if p.place is not None]

@@ -15,8 +15,9 @@ _BUS_ID = re.compile(
 )
 
 
-# The most CPUs a cpulist may name: the kernel's NR_CPUS is at most 8192 (arch/x86/Kconfig,
-# MAXSMP) and 4096 on arm64; 65536 leaves room and keeps a hostile `0-999999999` from building a
+# The most CPUs a cpulist may name: a kernel's NR_CPUS is a few thousand at most (arm64's
+# Kconfig offers "range 2 4096", torvalds/linux 846a415; x86's MAXSMP sets the largest, in the
+# thousands too); 65536 leaves room and keeps a hostile `0-999999999` from building a
 # billion-element set.
 MAX_CPU = 1 << 16
 _CPU_RANGE = re.compile(r"(\d{1,6})(?:-(\d{1,6}))?")
