@@ -12,12 +12,15 @@ support case asks for, collected at the moment of the failure, before a reset or
   user may run it (root);
 - `dcgm.json`: the DCGM check's results and findings, when it ran;
 - `infiniband.json`: every InfiniBand port's state, rate and error counters (sysfs);
-- `MANIFEST.json`: each member's sha256 and size, what was not collected and why, how many
-  credentials were scrubbed.
+- `MANIFEST.json`: each member's sha256 and size, what was not collected and why, what was cut
+  and why, how many credentials were scrubbed and of which kinds, the detector and its plugins.
 
-Every text member passes `record.scrub.scrub_text` first. Each tool runs bounded in time (a sick
-GPU is where tools hang) and size; what is missing is said in the manifest, never a reason to
-fail the run or to change its verdict. The archive is named by node and GPU serial
+Every member passes `record.scrub` (detect-secrets and the forms it lacks; issue #49 §7) first,
+a JSON member string by string and then line by line, the manifest's reasons too. Each tool runs
+bounded in time (a sick GPU is where tools hang) and size; each member is bounded, and so is the
+archive (`Collected.text`), every cut said in the manifest. What is missing is said there too,
+never a reason to fail the run or to change its verdict. A GPU a finding names by its PCI address
+is found by domain, bus and device (issue #50 §5). The archive is named by node and GPU serial
 (`gpuaccept-evidence-NODE-SERIAL-STARTED.tar.gz`) and written whole or not at all.
 
 nvidia-bug-report.sh (the driver's script; read in the 390.48 driver's copy kept in
