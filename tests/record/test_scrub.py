@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
 from detect_secrets.settings import transient_settings
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpuaccept.record.scrub import REDACTED, plugin_types, scrub, scrub_text
 from tests.record.planted_secrets import DETECTOR_SAMPLES, DIAGNOSTICS, MORE_FORMS, TWELVE_FORMS
@@ -174,3 +176,22 @@ def test_digests_and_versions_named_so_stay() -> None:
     assert scrub_text("\n".join(kept)) == ("\n".join(kept), 0)
     gone = ['"note": "8e449bb5f0c2d7a1e3b4c6d8f0a2b4c6d8e0f1a3"', "peer 34.117.59.81"]
     assert scrub_text("\n".join(gone))[1] == 2
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.text(max_size=80),
+            st.sampled_from([line for line, _ in DETECTOR_SAMPLES.values()] + DIAGNOSTICS),
+        ),
+        max_size=12,
+    )
+)
+def test_any_text_keeps_its_lines_and_never_raises(lines: list[str]) -> None:
+    """Whatever a tool prints: one line out for each line in (a vendor reads the log by its
+    lines), line ends kept, nothing raised."""
+    text = "\n".join(lines)
+    done = scrub(text)
+    assert len(done.text.splitlines()) == len(text.splitlines())
+    assert done.stopped_at is None
