@@ -187,6 +187,12 @@ MORE_FORMS: list[tuple[str, str, str]] = [
         "Zx8Yw7Vu6Ts5Rq4Po3",
     ),
     ("JSON password", '  "password": "Js0nPa55word",', "Js0nPa55word"),
+    (
+        "API key on a kernel-log line, no separator",
+        "[  101.600000] mlx5_core: using api key 3q2x7WkLm9Qv5Rt8Yp1Z",
+        "3q2x7WkLm9Qv5Rt8Yp1Z",
+    ),
+    ("a token after its name", "[  7.1] agent: token is Zx8Yw7Vu6Ts5", "Zx8Yw7Vu6Ts5"),
     ("a Ruby or PHP hash", 'db_password => "Rb9Lm2Qr77"', "Rb9Lm2Qr77"),
     (
         "allow-listed by pragma",
@@ -214,6 +220,7 @@ DIAGNOSTICS: list[str] = [
     '  "pci_bus_id": "00000008:01:00.0",',
     '  "machine_id": "4c3b2a1f0e9d8c7b6a5f4e3d2c1b0a9f",',
     "tokens_per_second 25000",
+    "[    5.000000] tpm tpm0: token ring ready, secret area of 4096 bytes",
     '  "tokens_per_second": 25000.0,',
     "NVIDIA-SMI 580.159.04   Driver Version: 580.159.04   CUDA Version: 13.0",
     "eth0 inet 10.12.0.7/16 brd 10.12.255.255",

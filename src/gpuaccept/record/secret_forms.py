@@ -22,6 +22,8 @@ Each form, and where it is written down:
 - a key named for a credential with a value (`MY_TOKEN=abc`, `X-API-Key: abc`, `api key: abc`):
   detect-secrets' KeywordDetector has no `token`, `auth` or spaced `api key` in its DENYLIST
   (plugins/keyword.py); the key must end in the word, so `tokens_per_second: 25000` stays.
+- the same keys followed by a value with only white space between (`api key 3q2x...`), the value
+  holding letters and digits, 8 characters or more.
 - an HTTP `Authorization:` header's credentials (RFC 9110 §11.6.2) and a bearer token
   (RFC 6750 §2.1: `b64token`).
 - a URL's query (`?access_token=`, Azure's `sig=`): detect-secrets' BasicAuthDetector takes the
@@ -85,6 +87,20 @@ class CredentialAssignment(RegexBasedDetector):
     )
 
 
+class SpacedCredential(RegexBasedDetector):
+    """`api key 3q2x7WkL...`, `token Zx8Yw7...`: a key and its value with only white space
+    between, as a log line prints them; the value must look like one (8 characters or more,
+    letters and digits both), so `token ring` in prose stays."""
+
+    secret_type = "Credential after its name"
+    denylist = (
+        re.compile(
+            r"(?i)\b(?:api[ _-]?key|access[ _-]?key|secret[ _-]?key|token|secret|passphrase)"
+            r"[ \t]+(?:is[ \t]+)?((?=[^\s\"',;]*\d)(?=[^\s\"',;]*[A-Za-z])[^\s\"',;]{8,})"
+        ),
+    )
+
+
 class AuthorizationHeader(RegexBasedDetector):
     secret_type = "Authorization header"
     denylist = (
@@ -105,6 +121,7 @@ FORMS: tuple[type[RegexBasedDetector], ...] = (
     HuggingFaceToken,
     CommandLineSecret,
     CredentialAssignment,
+    SpacedCredential,
     AuthorizationHeader,
     UrlQuery,
 )
