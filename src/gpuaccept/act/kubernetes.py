@@ -16,7 +16,8 @@ cordons, so does `kubectl drain`), tainted NoExecute, or tainted by the node lif
 a cloud provider or the cluster autoscaler (`_takes_out_of_service`), is never tainted by
 gpuaccept nor re-reasoned; its labels still record the run (they are gpuaccept's, and change no
 scheduling). A pool's placement taints (NoSchedule, e.g. `nvidia.com/gpu`) do not hold a node.
-Where gpuaccept's own taint is there too, lifting it after a pass touches nothing of theirs.
+Where gpuaccept's own taint is there too, it stays until they release the node (a pass then lifts
+it), as it does under Slurm's DOWN: the two schedulers are decided alike (act.rounds).
 """
 
 from __future__ import annotations
@@ -89,10 +90,13 @@ class KubeNode:
 
     def sched_node(self) -> SchedNode:
         """The node as the guards see it (act.policy's view of a Slurm node)."""
-        if self.tainted_by_gpuaccept:
-            said = self.annotations.get(REASON_KEY, "")
-            return SchedNode(self.name, True, said, _when(self.annotations), ours=True)
         held = self.held()
+        if self.tainted_by_gpuaccept:
+            # someone else holding it too (a cordon, their taint) holds it whole: gpuaccept's
+            # taint stays until they release it, as Slurm's DOWN over gpuaccept's DRAIN does
+            said = self.annotations.get(REASON_KEY, "")
+            when = _when(self.annotations)
+            return SchedNode(self.name, True, said, when, ours=True, held=held)
         return SchedNode(self.name, bool(held), held, None, ours=False, held=held)
 
     def in_pool(self, selector: dict[str, str]) -> bool:

@@ -19,7 +19,7 @@ import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Literal
 
@@ -31,6 +31,8 @@ STATE_ENV = "GPUACCEPT_ACT_STATE"
 # a year of hourly trips and resets is under 20,000 events; the file stays small to read at
 # every health check
 EVENTS_KEPT = 1000
+# the longest breaker window `act` takes (--breaker-minutes: a week)
+DRAINS_KEPT = timedelta(days=7)
 MAX_STATE_BYTES = 16 * 1024 * 1024
 LOCK_SECONDS = 60.0
 
@@ -53,6 +55,11 @@ class RegressionRecord(_Frozen):
     since: datetime
 
 
+class DrainRecord(_Frozen):
+    node: str
+    at: datetime
+
+
 class LedgerEvent(_Frozen):
     at: datetime
     event: Event
@@ -65,10 +72,24 @@ class Ledger(_Frozen):
     version: Literal[1] = 1
     tripped: TripRecord | None = None
     regressions: tuple[RegressionRecord, ...] = ()
+    # the drains gpuaccept made, for the breaker: a drain an administrator lifted since still
+    # counts in its window (the scheduler's state no longer shows it)
+    drains: tuple[DrainRecord, ...] = ()
     events: tuple[LedgerEvent, ...] = ()
 
     def held_regressions(self) -> dict[str, tuple[str, ...]]:
         return {r.stack: r.checks for r in self.regressions}
+
+    def drained(self, now: datetime, node: str) -> Ledger:
+        """A drain made now (those older than the longest breaker window are let go)."""
+        at = _aware(now)
+        kept = tuple(d for d in self.drains if d.at >= at - DRAINS_KEPT)
+        return self.model_copy(update={"drains": (*kept, DrainRecord(node=node, at=at))})
+
+    def drains_since(self, since: datetime) -> list[str]:
+        """The nodes of the drains made at `since` or later, one per drain."""
+        start = _aware(since)
+        return [d.node for d in self.drains if d.at >= start]
 
     def _with_event(self, event: LedgerEvent, **changes: object) -> Ledger:
         events = (*self.events, event)[-EVENTS_KEPT:]

@@ -215,6 +215,7 @@ def decide(
     failing_now: tuple[str, ...] = (),
     tripped: Trip | None = None,
     held_regressions: Mapping[str, tuple[str, ...]] | None = None,
+    counted: list[str] | None = None,
 ) -> Decision:
     """The action on `node` for a run of `level` with `verdict`; `partition`: every node the
     breaker counts (the node itself included); `stack`: the run's stack digest; `action`: the
@@ -223,7 +224,9 @@ def decide(
     runs judged at the same time (one round) failed alike on the same stack, which the
     regression rule counts beside the recent drains: a round in which every node fails alike
     drains none; `tripped`: the breaker's trip, when it holds; `held_regressions`: the stacks
-    gpuaccept holds as regressed (digest -> the checks that failed alike)."""
+    gpuaccept holds as regressed (digest -> the checks that failed alike); `counted`: the drains
+    the breaker counts (node names, one per drain within the window, from gpuaccept's records
+    and the scheduler's), else the scheduler's recent drains alone."""
     guard = guard or Guard()
     if verdict == "not-judged":
         return Decision("none", node.name, "the run judged nothing: nothing is changed")
@@ -296,12 +299,13 @@ def decide(
                 guard="breaker",
             )
         limit = guard.limit(len(partition))
-        drained = _named([n.name for n in recent])
-        if len(recent) >= limit:
+        names = [n.name for n in recent] if counted is None else counted
+        drained = _named(list(dict.fromkeys(names)))
+        if len(names) >= limit:
             return Decision(
                 "refused",
                 node.name,
-                f"failed, NOT drained: gpuaccept drained {len(recent)} of {len(partition)} "
+                f"failed, NOT drained: gpuaccept drained {len(names)} of {len(partition)} "
                 f"node(s) in the last {guard.minutes:g} min ({drained}), the breaker's "
                 f"limit is {limit} ({guard.share:.0%}): a fault on this many nodes at once is more "
                 "likely the stack or the site than the hardware; the breaker is tripped and "

@@ -6,7 +6,8 @@ sequences of rounds, nodes and operator actions):
 1. A node that is not gpuaccept's (held by someone else: a state, a flag, another's drain, cordon
    or taint) is never drained, resumed or re-reasoned.
 2. Within any window of the breaker's minutes gpuaccept drains at most the breaker's limit of
-   the pool, and none while the breaker is tripped.
+   the pool (counted from its own records: a drain an administrator lifted still counts), and
+   none while the breaker is tripped.
 3. A tripped breaker is reset only by a person (`Ledger.reset`); no round resets it.
 4. The decisions are the same for Slurm and Kubernetes given the same state.
 5. Replaying a round on the state it left changes nothing.
@@ -17,7 +18,7 @@ sequences of rounds, nodes and operator actions):
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from gpuaccept.act.ledger import Ledger
 from gpuaccept.act.policy import (
@@ -28,6 +29,7 @@ from gpuaccept.act.policy import (
     Verdict,
     alike,
     decide,
+    recent_drains,
 )
 
 
@@ -89,10 +91,19 @@ def decide_round(
     records as they stand after them (a trip, a regression found)."""
     state = {n.name: n for n in nodes}
     failing = [r for r in runs if r.verdict == "fail"]
+    since = now - timedelta(minutes=guard.minutes)
     decisions = []
     for run in runs:
         node = state[run.node]
         partition = [n for n in state.values() if pool is None or n.name in pool or n is node]
+        members = {n.name for n in partition}
+        # the breaker counts every drain gpuaccept made in the window (its records: one an
+        # administrator lifted since still counts) and the scheduler's recent gpuaccept drains
+        # its records do not hold (made before them)
+        recorded = [name for name in ledger.drains_since(since) if name in members]
+        counted = recorded + [
+            n.name for n in recent_drains(partition, now, guard) if n.name not in recorded
+        ]
         trip = ledger.tripped
         decision = decide(
             run.verdict,
@@ -108,7 +119,10 @@ def decide_round(
             _failing_alike(run, failing) if run.verdict == "fail" else (),
             Trip(trip.at, trip.why) if trip is not None else None,
             ledger.held_regressions(),
+            counted,
         )
+        if decision.action == "drain":
+            ledger = ledger.drained(now, run.node)
         if decision.trips:
             ledger = ledger.trip(now, f"a drain of {run.node} was refused: {decision.why}")
         if decision.regression and decision.regression_checks:
