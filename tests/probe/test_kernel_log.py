@@ -174,3 +174,60 @@ def test_dmesg_is_dated_from_the_boot(monkeypatch: pytest.MonkeyPatch) -> None:
     assert scan.boot_at == pytest.approx(NOW - 100_060.0)
     assert scan.xids[0].at == pytest.approx(AT)
     assert scan.undated == 0
+
+
+# A GB200 tray: each GPU in its own PCI domain (FIELD-NOTES 2026-11-28), and VMD's 5-digit one
+GB200 = ("0008:01:00", "0009:01:00", "0018:01:00", "0019:01:00")
+
+
+def test_gb200_domains_and_a_five_digit_domain_are_kept_in_every_line_form() -> None:
+    log = (
+        f"NVRM: Xid (PCI:{GB200[0]}): 79, pid=1, GPU has fallen off the bus.\n"
+        f"NVRM: GPU {GB200[1]}.0: GPU has fallen off the bus.\n"
+        f"NVRM: The NVIDIA GPU {GB200[2]}.0\n"
+        "NVRM: (PCI ID: 10de:2941) installed in this system has\n"
+        "NVRM: fallen off the bus and is not responding to commands.\n"
+        f"NVRM: Xid (PCI:{GB200[3]}): 48, pid=1, DBE\n"
+        "NVRM: GPU 10000:01:00.0: GPU has fallen off the bus.\n"
+        "NVRM: The NVIDIA GPU 10001:01:00.0\n"
+        "NVRM: fallen off the bus and is not responding to commands.\n"
+    )
+    found = [(x.xid, x.pci_bus_id) for x in parse_kernel_log(log)]
+    assert sorted(found) == sorted(
+        [
+            *((79, pci) for pci in GB200[:3]),
+            (48, GB200[3]),
+            (79, "10000:01:00"),
+            (79, "10001:01:00"),
+        ]
+    )
+
+
+def test_an_address_printed_without_a_domain_gets_none_it_did_not_have() -> None:
+    # gpud's normalizePCIBDF makes `18:00.0` 0000:18:00: on a GB200 tray that is another GPU
+    (found,) = parse_kernel_log("NVRM: GPU 01:00.0: GPU has fallen off the bus.\n")
+    assert found.pci_bus_id == "01:00"
+    # NVML's 8-digit spelling of the domain is the driver's 4-digit one
+    (nvml,) = parse_kernel_log("NVRM: Xid (PCI:00000008:01:00.0): 79, pid=1, off the bus\n")
+    assert nvml.pci_bus_id == "0008:01:00"
+
+
+def test_a_fallen_line_beside_another_domains_xid_79_is_its_own_gpu() -> None:
+    # the same bus and device in another domain is another GPU: its fallen line is kept
+    log = (
+        "NVRM: Xid (PCI:0008:01:00): 79, pid=1, GPU has fallen off the bus.\n"
+        "NVRM: GPU 0009:01:00.0: GPU has fallen off the bus.\n"
+        "NVRM: GPU 00000008:01:00.0: GPU has fallen off the bus.\n"  # 0008's, said again
+    )
+    assert [(x.pci_bus_id, x.without_xid) for x in parse_kernel_log(log)] == [
+        ("0008:01:00", False),
+        ("0009:01:00", True),
+    ]
+    # without a domain it is the one GPU at 01:00 when one only has an Xid 79, else its own
+    one = (
+        "NVRM: Xid (PCI:0008:01:00): 79, pid=1, off\n"
+        "NVRM: GPU 01:00.0: GPU has fallen off the bus.\n"
+    )
+    assert len(parse_kernel_log(one)) == 1
+    two = one + "NVRM: Xid (PCI:0009:01:00): 79, pid=1, off\n"
+    assert [x.pci_bus_id for x in parse_kernel_log(two)] == ["0008:01:00", "0009:01:00", "01:00"]

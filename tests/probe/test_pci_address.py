@@ -83,3 +83,22 @@ def test_the_network_check_finds_each_ports_gpu_by_its_whole_address(
     monkeypatch.setattr(network, "affinity_map", lambda inventory: rows)
     nearest = network._nearest_cuda(NodeInventory(), cpu_mode=False)
     assert nearest == {"mlx5_1": 1, "mlx5_0": 0, "mlx5_2": 2}
+
+
+def test_one_name_per_gpu_joins_spellings_and_keeps_gb200_domains_apart() -> None:
+    from gpuaccept.probe.pci_address import one_name_per_gpu
+
+    named = one_name_per_gpu(
+        ["00000008:01:00.0", "0008:01:00", "0009:01:00", "0018:01:00", "10000:01:00", "cb:00.0"]
+    )
+    assert named == {
+        "00000008:01:00.0": "0008:01:00",  # NVML's spelling and the driver's: one GPU
+        "0008:01:00": "0008:01:00",
+        "0009:01:00": "0009:01:00",  # GB200: each GPU of the tray in its own domain
+        "0018:01:00": "0018:01:00",
+        "10000:01:00": "10000:01:00",  # VMD's 5-digit domain
+        "cb:00.0": "cb:00",  # no domain, and no GPU with one at cb:00
+    }
+    # an address without a domain joins the one GPU with its bus and device, never one of many
+    assert one_name_per_gpu(["0000:cb:00", "cb:00"])["cb:00"] == "0000:cb:00"
+    assert one_name_per_gpu(["0008:01:00", "0009:01:00", "01:00"])["01:00"] == "01:00"

@@ -14,6 +14,8 @@ import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from gpuaccept.probe.pci_address import match_gpu, parse_pci_address
+
 # NVRM: Xid (PCI:0000:cb:00): 79, pid=..., GPU has fallen off the bus.
 _XID_LINE = re.compile(
     r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9A-Fa-f:.]+)(?: [^)]*)?\): (?P<xid>\d+)\b(?P<rest>.*)"
@@ -31,12 +33,14 @@ _NVLINK5_REST = re.compile(
 _RECOVERY_CHANGE = re.compile(r"recovery action changed from .*? to (?P<value>0x[0-9a-fA-F]+|\d+)")
 # "GPU has fallen off the bus" without an Xid: NVRM's single line and its three-line form, which
 # gpud reads as XID 79 (RegexNVRMFallenOffBusSingleLine / ...Multiline, kmsg.go)
+# gpud's patterns take a 4-digit domain; the kernel prints "%04x" (at least 4 digits,
+# probe/pci_address.py), so VMD's domain 10000 would leave the line unread: 4 to 8 digits here.
 _FALLEN_SINGLE = re.compile(
-    r"NVRM:\s+GPU (?P<pci>(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2})\.\d:\s+GPU has fallen "
-    r"off the bus"
+    r"NVRM:\s+GPU (?P<pci>(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2})\.\d:\s+GPU has "
+    r"fallen off the bus"
 )
 _FALLEN_FIRST = re.compile(
-    r"NVRM:\s+The NVIDIA GPU (?P<pci>(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2})\.\d"
+    r"NVRM:\s+The NVIDIA GPU (?P<pci>(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2})\.\d"
 )
 _FALLEN_LAST = "fallen off the bus and is not responding to commands"
 # nvidia-nvswitch3: SXid (PCI:0000:05:00.0): 24007, Fatal, Link 30 sourcetrack timeout error
@@ -53,7 +57,9 @@ _MAX_BYTES = 64 * 1024 * 1024  # a kernel log larger than this is cut: only its 
 @dataclass(frozen=True)
 class KernelXid:
     xid: int
-    pci_bus_id: str  # domain:bus:device, e.g. 0000:cb:00 (as the driver prints it)
+    # domain:bus:device as the kernel spells it (0000:cb:00, 0008:01:00, 10000:01:00); bus:device
+    # alone when the line gave no domain
+    pci_bus_id: str
     line: str
     seconds_since_boot: float | None = None  # dmesg's [12345.678] stamp, when the line has one
     at: float | None = None  # the line's time, seconds since the epoch, when it can be known
@@ -172,12 +178,12 @@ def _local_time(year: int, month: str, day: int, clock: str) -> float | None:
 
 
 def _pci(text: str) -> str:
-    """domain:bus:device, lower case: `18:00.0` -> `0000:18:00` (gpud's normalizePCIBDF)."""
-    address = text.lower().removeprefix("pci:")
-    if address.count(":") == 1:
-        address = "0000:" + address
-    head, _, function = address.rpartition(".")
-    return head if head and function.isdigit() and address.count(":") == 2 else address
+    """domain:bus:device in the kernel's spelling (`probe.pci_address`): `00000008:01:00.0` ->
+    `0008:01:00`. An address printed without a domain stays without one (`18:00.0` -> `18:00`):
+    gpud's normalizePCIBDF makes it `0000:18:00`, which names another GPU on a GB200 tray, where
+    each GPU has its own domain (`0008:01:00` ... `0019:01:00`)."""
+    address = parse_pci_address(text)
+    return text.lower().removeprefix("pci:") if address is None else str(address)
 
 
 def _recovery_action(rest: str) -> str | None:
@@ -281,10 +287,20 @@ def _parse_xids(lines: list[StampedLine]) -> list[KernelXid]:
             )
     with_xid79 = {x.pci_bus_id for x in found if x.xid == 79}
     for xid in fallen:
-        if xid.pci_bus_id not in with_xid79:
+        if not _named_among(xid.pci_bus_id, with_xid79):
             found.append(xid)
             with_xid79.add(xid.pci_bus_id)
     return found
+
+
+def _named_among(pci: str, addresses: set[str]) -> bool:
+    """Whether `pci` names one of `addresses`' GPUs: domain compared as a number; an address
+    without a domain only where a single one of them has its bus and device."""
+    address = parse_pci_address(pci)
+    if address is None:
+        return pci in addresses
+    known = sorted(addresses)
+    return match_gpu(address, [parse_pci_address(a) for a in known]) is not None
 
 
 def parse_sxids(

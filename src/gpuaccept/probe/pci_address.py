@@ -19,7 +19,7 @@ matches a GPU only when no other GPU has that bus and device.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 # The last address in the text: `PCI 0000:cb:00`, `NVRM: Xid (PCI:0008:01:00)`, `00000008:01:00.0`
@@ -68,3 +68,22 @@ def match_gpu(address: PciAddress, candidates: Sequence[PciAddress | None]) -> i
         if same:
             return same[0]
     return hits[0] if len(hits) == 1 else None
+
+
+def one_name_per_gpu(printed: Iterable[str]) -> dict[str, str]:
+    """Each printed address (any spelling) as the one name its GPU goes by, so that one GPU's
+    lines and findings count together: NVML's `00000008:01:00.0` and the driver's `0008:01:00`
+    are both `0008:01:00`, and GB200's `0008:01:00` and `0009:01:00` stay two. An address
+    without a domain takes the name of the one GPU with its bus and device, and keeps its own
+    where several have them; text that is no address keeps its text."""
+    parsed = {text: parse_pci_address(text) for text in printed}
+    full = sorted({str(a) for a in parsed.values() if a is not None and a.domain is not None})
+    candidates: list[PciAddress | None] = [parse_pci_address(text) for text in full]
+    named: dict[str, str] = {}
+    for text, address in parsed.items():
+        if address is None:
+            named[text] = text
+            continue
+        index = match_gpu(address, candidates) if address.domain is None else None
+        named[text] = full[index] if index is not None else str(address)
+    return named
