@@ -787,3 +787,32 @@ def test_a_run_of_a_minute_or_less_counts_as_one_minute_at_any_link() -> None:
     assert findings.warnings == [
         f"NVML GPU 0 ({UUID}): 63 PCIe replays in the run, above DCGM's 62/min for Gen6 x16"
     ]
+
+
+def test_one_gpu_spelled_two_ways_is_one_finding_and_gb200_domains_are_four() -> None:
+    """Issue #50 §5: XIDs are grouped by domain:bus:device, the domain a number."""
+    from gpuaccept.probe.kernel_log import KernelXid
+
+    line = "NVRM: Xid (PCI:0008:01:00): 79, pid=1, GPU has fallen off the bus."
+    spelled = (
+        KernelXid(79, "0008:01:00", line),
+        KernelXid(79, "00000008:01:00.0", line),  # NVML's busId of the same GPU
+    )
+    findings = Findings("events", "HEALTH")
+    events.judge_kernel_log(KernelLogScan(True, "saved.log", spelled), findings)
+    (only,) = findings.failures
+    assert "PCI 0008:01:00" in only
+    assert "2 times" in only
+    assert getattr(only, "gpu", None) == "PCI 0008:01:00"
+    tray = "".join(
+        f"NVRM: Xid (PCI:{pci}): 79, pid=1, GPU has fallen off the bus.\n"
+        for pci in ("0008:01:00", "0009:01:00", "0018:01:00", "0019:01:00")
+    )
+    findings = Findings("events", "HEALTH")
+    events.judge_kernel_log(KernelLogScan(True, "x", tuple(parse_kernel_log(tray))), findings)
+    assert sorted(getattr(f, "gpu", None) for f in findings.failures) == [
+        "PCI 0008:01:00",
+        "PCI 0009:01:00",
+        "PCI 0018:01:00",
+        "PCI 0019:01:00",
+    ]

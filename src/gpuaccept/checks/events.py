@@ -37,6 +37,7 @@ from gpuaccept.probe.hardware import nvml_missing_reason
 from gpuaccept.probe.kernel_log import KernelLogScan, KernelSxid, KernelXid, scan_kernel_log
 from gpuaccept.probe.nvml_events import GpuEvent
 from gpuaccept.probe.nvml_health import CounterSnapshot, ErrorCounters, read_snapshot
+from gpuaccept.probe.pci_address import one_name_per_gpu
 from gpuaccept.probe.xid import (
     FAILING_RECOVERY_ACTIONS,
     XID_SOURCE,
@@ -193,9 +194,10 @@ def judge_kernel_log(
     rules = rules or builtin_rules()
     now = time.time() if now is None else now
     groups: dict[tuple[str, int, _LineVerdict], list[KernelXid]] = {}
+    gpu_of = one_name_per_gpu([found.pci_bus_id for found in scan.xids])
     for found in scan.xids:
         judged = _xid_line_verdict(found, rules)
-        groups.setdefault((found.pci_bus_id, found.xid, judged), []).append(found)
+        groups.setdefault((gpu_of[found.pci_bus_id], found.xid, judged), []).append(found)
     ignored: list[str] = []
     for (pci, xid, judged), lines in sorted(groups.items(), key=lambda item: item[0][:2]):
         count = len(lines)
