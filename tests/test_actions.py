@@ -443,3 +443,41 @@ def test_a_repeat_rule_is_an_xids_and_no_other_causes(tmp_path: Path) -> None:
     )
     assert plan_actions([dcgm], load_rules(path)).action is not Action.REPLACE
     assert plan_actions([check], load_rules(path)).action is Action.REPLACE
+
+
+def _named(*gpus: str) -> ActionPlan:
+    """A plan whose findings take out of service the GPUs named, in order."""
+    recommendations = [
+        {
+            "check": "events",
+            "status": "fail",
+            "action": "drain",
+            "cause": "c",
+            "finding": "f",
+            "gpu": gpu,
+        }
+        for gpu in gpus
+    ]
+    return ActionPlan.model_validate(
+        {"action": "drain", "rules": "built-in", "recommendations": recommendations}
+    )
+
+
+def test_a_gpu_is_counted_once_however_the_findings_name_it() -> None:
+    """Issue #50 §5: by UUID and by PCI address, in the driver's and NVML's spelling."""
+    tray = [
+        {"uuid": f"GPU-{n}", "pci_bus_id": f"000000{d}:01:00.0"}
+        for n, d in ((0, "08"), (1, "09"), (2, "18"), (3, "19"))
+    ]
+    plan = _named("GPU-1", "PCI 0009:01:00", "PCI 0018:01:00", "PCI 00000018:01:00.0", "GPU-3")
+    # the run's GPUs known: a PCI address one of them has is its UUID
+    assert plan.out_of_service_gpus(tray) == ["GPU-1", "GPU-2", "GPU-3"]
+    assert plan.out_of_service_uuids(tray) == ["GPU-1", "GPU-2", "GPU-3"]
+    # unknown: the two spellings of 0018:01:00 are one GPU, GB200's domains stay apart
+    assert plan.out_of_service_gpus() == ["GPU-1", "PCI 0009:01:00", "PCI 0018:01:00", "GPU-3"]
+    # an address without a domain is not the GPU of one of several domains with its bus
+    assert _named("PCI 01:00").out_of_service_gpus(tray) == ["PCI 01:00"]
+    assert _named("PCI 0008:01:00", "PCI 10000:01:00").out_of_service_gpus(tray) == [
+        "GPU-0",
+        "PCI 10000:01:00",  # VMD's domain 10000 is not domain 0
+    ]

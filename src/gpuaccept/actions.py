@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import tomllib
+from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from functools import cache, cached_property
 from importlib.resources import files
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, model_validator
 
 from gpuaccept.errors import InputError
+from gpuaccept.probe.pci_address import match_gpu, one_name_per_gpu, parse_pci_address
 from gpuaccept.verdict import Status
 
 if TYPE_CHECKING:
@@ -475,19 +477,38 @@ class ActionPlan(BaseModel):
     def for_check(self, check: str) -> Action:
         return most_severe([r.action for r in self.recommendations if r.check == check])
 
-    def out_of_service_gpus(self) -> list[str]:
+    def out_of_service_gpus(self, gpus: Sequence[Mapping[str, Any]] = ()) -> list[str]:
         """The GPUs a finding names with an action that takes them out of service (reset-gpu,
-        reboot-node, drain, replace), each once, in the findings' order: as the findings name
-        them (a UUID, or the PCI address of a kernel-log XID)."""
+        reboot-node, drain, replace), each once, in the findings' order, as the findings name
+        them: a UUID, or `PCI domain:bus:device` (a kernel-log XID).
+
+        One GPU is one entry however it is named (issue #50 §5): PCI addresses are compared by
+        domain:bus:device, the domain as a number (`probe.pci_address`); and given the run's
+        GPUs (the environment's `gpus`: `uuid`, `pci_bus_id`), a PCI address one of them has is
+        that GPU's UUID, so a GPU named by an NVML event and by its kernel-log line counts once.
+        """
+        out = [r.gpu for r in self.recommendations if r.gpu and r.action.takes_out_of_service]
+        pci = one_name_per_gpu(g.removeprefix("PCI ") for g in out if g.startswith("PCI "))
+        uuids = [str(g.get("uuid") or "") for g in gpus]
+        addresses = [parse_pci_address(str(g.get("pci_bus_id") or "")) for g in gpus]
         named: list[str] = []
-        for r in self.recommendations:
-            if r.gpu and r.action.takes_out_of_service and r.gpu not in named:
-                named.append(r.gpu)
+        seen: set[str] = set()
+        for gpu in out:
+            key = gpu
+            if gpu.startswith("PCI "):
+                key = "PCI " + pci[gpu.removeprefix("PCI ")]
+                address = parse_pci_address(key)
+                index = None if address is None else match_gpu(address, addresses)
+                if index is not None and uuids[index]:
+                    key = gpu = uuids[index]
+            if key not in seen:
+                seen.add(key)
+                named.append(gpu)
         return named
 
-    def out_of_service_uuids(self) -> list[str]:
+    def out_of_service_uuids(self, gpus: Sequence[Mapping[str, Any]] = ()) -> list[str]:
         """`out_of_service_gpus` that are GPU UUIDs, sorted: a GPU's identity across hosts."""
-        return sorted(g for g in self.out_of_service_gpus() if g.startswith("GPU-"))
+        return sorted(g for g in self.out_of_service_gpus(gpus) if g.startswith("GPU-"))
 
     @property
     def sentence(self) -> str:
