@@ -44,8 +44,15 @@ def _why_no_slurm() -> str | None:
     return None
 
 
+@pytest.fixture
+def slurm(cluster: dict[str, str], tmp_path: Path) -> dict[str, str]:
+    """The cluster's environment with gpuaccept's act records of this test alone: a breaker one
+    test tripped (it holds until a person resets it) must not hold in the next."""
+    return cluster | {"GPUACCEPT_ACT_STATE": str(tmp_path / "act-state.json")}
+
+
 @pytest.fixture(scope="module")
-def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     """A running one-node cluster; the environment jobs are submitted with."""
     why = _why_no_slurm()
     if why:
@@ -491,7 +498,65 @@ def test_act_returns_only_its_own_drain_and_only_after_a_standard_pass(
         theirs = _act(slurm, tmp_path, passed=True, level="full")
         assert theirs.returncode == 0, theirs.stdout + theirs.stderr
         assert "drained by someone else (admin: fan)" in theirs.stdout
+        assert "not gpuaccept's to change" in theirs.stdout
         assert _node_state(slurm)[1] == "admin: fan"
+    finally:
+        _resume_and_wait(slurm)
+
+
+def _scontrol(env: dict[str, str], *fields: str) -> None:
+    subprocess.run(
+        ["scontrol", "update", f"NodeName={_node()}", *fields],
+        env=env,
+        check=True,
+        timeout=STEP_TIMEOUT,
+    )
+
+
+def _complete_state(env: dict[str, str]) -> tuple[str, str]:
+    """(StateComplete, reason) as `act` reads them."""
+    shown = subprocess.run(
+        ["sinfo", "-h", "-N", "-n", _node(), "-O", "StateComplete:100|,Reason:200"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=STEP_TIMEOUT,
+    ).stdout
+    state, _, reason = shown.partition("|")
+    return state.strip(), reason.strip()
+
+
+def test_act_leaves_an_administrators_down_node_and_follows_their_resume(
+    slurm: dict[str, str], tmp_path: Path
+) -> None:
+    """Issue #49 §1 on the real Slurm: a node an administrator took DOWN is neither drained over
+    (its reason would have become gpuaccept's) nor returned to service by a passing run; once
+    the administrator resumes it, gpuaccept drains it on a failure; DOWN set over gpuaccept's
+    own drain holds it whole: a pass does not resume it (RESUME would have cleared DOWN too)."""
+    try:
+        _scontrol(slurm, "State=DOWN", "Reason=admin: bad PSU")
+        failed = _act(slurm, tmp_path, passed=False, level="quick")
+        assert failed.returncode == 1, failed.stdout + failed.stderr
+        assert "Slurm shows it DOWN" in failed.stdout
+        assert "not gpuaccept's to change, left as it is" in failed.stdout
+        assert _complete_state(slurm) == ("down", "admin: bad PSU")
+        passed = _act(slurm, tmp_path, passed=True, level="full")
+        assert passed.returncode == 0, passed.stdout + passed.stderr
+        assert _complete_state(slurm) == ("down", "admin: bad PSU")
+        # the administrator resumes it between rounds: in service, gpuaccept's to drain
+        _resume_and_wait(slurm)
+        failed = _act(slurm, tmp_path, passed=False, level="quick")
+        assert failed.returncode == 1, failed.stdout + failed.stderr
+        state, reason = _complete_state(slurm)
+        assert state == "idle+drain"
+        assert reason.startswith("gpuaccept quick: drain: compute [stack ")
+        # the administrator takes the drained node DOWN: it is theirs until they resume it
+        _scontrol(slurm, "State=DOWN", "Reason=admin: reseat GPU")
+        standard = _act(slurm, tmp_path, passed=True, level="standard")
+        assert standard.returncode == 0, standard.stdout + standard.stderr
+        assert "resumed" not in standard.stdout
+        assert _complete_state(slurm)[0].startswith("down")
+        assert _complete_state(slurm)[1] == "admin: reseat GPU"
     finally:
         _resume_and_wait(slurm)
 
