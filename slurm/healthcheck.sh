@@ -2,11 +2,16 @@
 # Slurm HealthCheckProgram (or Prolog): a quick acceptance of this node, and the verdict acted on
 # through `gpuaccept act slurm` (docs/actions.md), which guards every drain:
 # - a failing node is drained with the reason "gpuaccept quick: ACTION: CHECKS", unless the circuit
-#   breaker holds (gpuaccept drained 2% of the nodes in the last hour: exit 4, not drained), or
-#   its failure is soft (recommended action: rerun, e.g. a figure below its floor) and it has not
-#   failed two runs in a row yet (counted from the earlier reports in $GPUACCEPT_RESULTS);
+#   breaker refuses (gpuaccept drained 2% of the nodes in the last hour: exit 4, not drained, and
+#   the breaker stays tripped until `gpuaccept act breaker reset --by NAME --why TEXT`), the
+#   stack is a regression, or its failure is soft (recommended action: rerun, e.g. a figure
+#   below its floor) and it has not failed two runs in a row yet (counted from the earlier
+#   reports in $GPUACCEPT_RESULTS);
 # - a node gpuaccept drained is checked at $GPUACCEPT_RESUME_LEVEL (default standard) instead,
-#   and resumed when it passes; a drain set by anyone else is never lifted here.
+#   and resumed when it passes; a node DOWN, FAIL, in maintenance, reserved, rebooting, or
+#   drained by anyone else is never changed here.
+# gpuaccept's records (the breaker's trip, held regressions) are $GPUACCEPT_ACT_STATE: set it to
+# one file on shared storage for every node, so that the breaker counts the whole cluster.
 #
 #   slurm.conf:  HealthCheckProgram=/opt/gpuaccept/slurm/healthcheck.sh
 #                HealthCheckInterval=3600
