@@ -340,3 +340,26 @@ def test_act_slurm_while_tripped_exits_4_and_says_how_to_reset(fleet: Path, tmp_
     back = _act(_report(tmp_path, "gpu00", passed=True, level="standard"), "gpu00")
     assert back.exit_code == 0
     assert "resumed" in back.stdout
+
+
+def test_a_node_flapping_below_its_floor_is_inspected_never_sent_to_rma() -> None:
+    """The issue's finding: a node failing below-floor figures three incidents in a week was sent
+    to RMA (`replace`). gpud escalates a reboot to a hardware inspection, and never a figure:
+    here the third incident is an inspection (drain), and a hard fault is what replaces."""
+    from gpuaccept.act.repeats import node_past
+    from tests.run_reports import soft_failure
+
+    runs = [
+        soft_failure("gpu01", 0),
+        soft_failure("gpu01", 1, passed=True),
+        soft_failure("gpu01", 50),
+        soft_failure("gpu01", 51, passed=True),
+    ]
+    now = soft_failure("gpu01", 100)
+    assert now.action_plan.action.value == "rerun"
+    past = node_past(now, runs, 24, 3, 7)
+    assert [(o.what, o.count, o.escalation) for o in past.offences] == [
+        ("node gpu01", 3, "inspect")
+    ]
+    assert past.action("rerun") == "drain"
+    assert "drain it for a person to inspect the hardware" in past.offences[0].said
