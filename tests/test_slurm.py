@@ -500,6 +500,11 @@ def test_act_returns_only_its_own_drain_and_only_after_a_standard_pass(
         assert "drained by someone else (admin: fan)" in theirs.stdout
         assert "not gpuaccept's to change" in theirs.stdout
         assert _node_state(slurm)[1] == "admin: fan"
+        # failing, it is not drained over: the administrator's reason stays (issue #49 §1)
+        failing = _act(slurm, tmp_path, passed=False, level="quick")
+        assert failing.returncode == 1, failing.stdout + failing.stderr
+        assert "drained by someone else (admin: fan)" in failing.stdout
+        assert _node_state(slurm)[1] == "admin: fan"
     finally:
         _resume_and_wait(slurm)
 

@@ -18,6 +18,7 @@ from gpuaccept.act.policy import Guard, SchedNode
 from gpuaccept.act.rounds import NodeRun, Round, decide_round
 from gpuaccept.act.slurm import parse_sinfo
 from gpuaccept.cli import app
+from tests.act.test_act_record import _samples
 from tests.act.test_fleet import _act, _report
 
 T0 = datetime(2026, 11, 28, 1, 0, 0)
@@ -304,9 +305,21 @@ def test_act_slurm_leaves_a_down_node_and_an_admins_drain_as_they_are(
     state["nodes"]["gpu04"] = {"state": "idle+drain", "reason": "admin: DIMM swap", "since": ""}
     fleet.write_text(json.dumps(state))
     for node in ("gpu03", "gpu04"):
-        failed = _act(_report(tmp_path, node, passed=False), node)
+        record, metrics = tmp_path / f"{node}.json", tmp_path / f"{node}.prom"
+        failed = _act(
+            _report(tmp_path, node, passed=False),
+            node,
+            "--record",
+            str(record),
+            "--prometheus",
+            str(metrics),
+        )
         assert failed.exit_code == 1, failed.output  # the node failed; no guard held a drain back
         assert "not gpuaccept's to change, left as it is" in failed.stdout
+        # reported like every other guard: the record and the metric
+        (decided,) = json.loads(record.read_text())["decisions"]
+        assert (decided["decision"], decided["guard"]) == ("refused", "not-ours")
+        assert _samples(metrics, "gpuaccept_act_refused")[(node, "not-ours")] == 1.0
         passed = _act(_report(tmp_path, node, passed=True, level="full"), node)
         assert passed.exit_code == 0
         assert "not gpuaccept's to change" in passed.stdout
