@@ -193,10 +193,20 @@ class SxidRow(_Table):
         return self.judge or judge_of(self.action)
 
 
+DcgmSeverity = Literal["NONE", "MONITOR", "ISOLATE", "UNKNOWN", "TRIAGE", "CONFIG", "RESET"]
+
+
 class DcgmErrorRow(_Table):
-    name: str
-    severity: Literal["NONE", "MONITOR", "ISOLATE", "UNKNOWN", "TRIAGE", "CONFIG", "RESET"]
+    """A DCGM_FR_* code: its name and DCGM's severity (dcgm_errors.c), whose action
+    `[dcgm_severity]` gives; a site may give the code an action of its own, and a verdict other
+    than that action's (`judge`, with its `why`), as an XID row does."""
+
+    name: str = ""
+    severity: DcgmSeverity = "UNKNOWN"
     line: StrictInt = 0
+    action: Action | None = None
+    judge: Judge | None = None
+    why: str = ""
 
 
 class CauseRow(_Table):
@@ -296,6 +306,13 @@ class ActionRules(_Table):
         for table in ("xid", "sxid"):
             for code, row in getattr(site, table).items():
                 rows[table][code] = _kept_departure(getattr(self, table).get(code), row)
+        for code, error in site.dcgm_error.items():
+            # a code's name and severity are DCGM's: a site row that changes only its action or
+            # verdict (`42 = { judge = "fail" }`) keeps them
+            builtin_error = self.dcgm_error.get(code)
+            if builtin_error is not None:
+                given = error.model_dump(exclude_unset=True)
+                rows["dcgm_error"][code] = builtin_error.model_copy(update=given)
         return ActionRules.model_validate({**rows, "origin": origin})
 
     @property
@@ -321,9 +338,12 @@ class ActionRules(_Table):
             return self.recovery_action[code], f"NVML recovery action {code!r}"
         if kind == "dcgm-error" and code in self.dcgm_error:
             error = self.dcgm_error[code]
-            action = self.dcgm_severity.get(error.severity)
+            action = dcgm_error_action(self, code)
             if action is not None:
-                return action, f"{error.name}: DCGM severity {error.severity}"
+                said = f"DCGM severity {error.severity}"
+                if self.origin != "built-in" and error != builtin_rules().dcgm_error.get(code):
+                    said = self.origin
+                return action, f"{error.name or 'DCGM error ' + code}: {said}"
         if kind == "cause" and code in self.cause:
             return self.cause[code].action, self.cause[code].source
         return None
@@ -380,6 +400,30 @@ def sxid_verdict(rules: ActionRules, sxid: int) -> Judge:
 
 def sxid_row_is_builtin(rules: ActionRules, sxid: int) -> bool:
     return rules.sxid.get(str(sxid)) == builtin_rules().sxid.get(str(sxid))
+
+
+def dcgm_error_action(rules: ActionRules, code: int | str) -> Action | None:
+    """A DCGM_FR_* code's action: its row's own, else its severity's (`[dcgm_severity]`)."""
+    row = rules.dcgm_error.get(str(code))
+    if row is None:
+        return None
+    return row.action or rules.dcgm_severity.get(row.severity)
+
+
+def dcgm_error_verdict(rules: ActionRules, code: int | str) -> Judge | None:
+    """Fail, warn or ignore for a DCGM_FR_* code, from its row as for an XID (`judge_of` its
+    action, or the row's `judge`); None where no row judges it: a code with no row, or one DCGM
+    classes UNKNOWN ("This error code is not recognized", dcgmlib/dcgm_errors.h:182 at
+    NVIDIA/DCGM@72fa3fe) without an action of its own. There DCGM's own status stands."""
+    row = rules.dcgm_error.get(str(code))
+    if row is None:
+        return None
+    if row.judge is not None:
+        return row.judge
+    if row.severity == "UNKNOWN" and row.action is None:
+        return None
+    action = dcgm_error_action(rules, code)
+    return None if action is None else judge_of(action)
 
 
 @cache

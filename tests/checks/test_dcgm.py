@@ -20,8 +20,11 @@ from gpuaccept.results import Status
 from tests.checks.conftest import cpu_context, gpu_context
 
 
-def _gpu_result(gpu: int, status: str, warning: str | None = None) -> dict[str, Any]:
-    """One entity's result as dcgmi 4.6 writes it (Diag.cpp HelperJsonAddResult)."""
+def _gpu_result(
+    gpu: int, status: str, warning: str | None = None, error_id: int = 50
+) -> dict[str, Any]:
+    """One entity's result as dcgmi 4.6 writes it (Diag.cpp HelperJsonAddResult); its error
+    DCGM_FR_STRESS_LEVEL (50, TRIAGE) unless told."""
     result: dict[str, Any] = {
         "entity_group": "GPU",
         "entity_group_id": 1,
@@ -30,7 +33,7 @@ def _gpu_result(gpu: int, status: str, warning: str | None = None) -> dict[str, 
     }
     if warning:
         result["warnings"] = [
-            {"warning": warning, "error_id": 50, "error_category": 4, "error_severity": 2}
+            {"warning": warning, "error_id": error_id, "error_category": 4, "error_severity": 2}
         ]
     return result
 
@@ -296,8 +299,14 @@ def test_a_warn_status_warns_where_a_dcgmi_prints_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """dcgmi's JSON prints warnings as Fail today; one that prints "Warn" (its display path,
-    DDR_DISPLAY_WARN) is judged a warning, not a pass and not a failure."""
-    _dcgmi_on_path(tmp_path, monkeypatch, json.dumps(dcgm4("Warn", "slow")), 0)
+    DDR_DISPLAY_WARN) is judged a warning, not a pass and not a failure, where no row of its
+    code says otherwise (here none: it names no code)."""
+    diag = dcgm4("Warn", "slow")
+    diag["DCGM Diagnostic"]["test_categories"][1]["tests"][0]["results"][1].pop("warnings")
+    diag["DCGM Diagnostic"]["test_categories"][1]["tests"][0]["results"][1]["warnings"] = [
+        {"warning": "slow"}
+    ]
+    _dcgmi_on_path(tmp_path, monkeypatch, json.dumps(diag), 0)
     result = dcgm.run(replace(gpu_context(), dcgm_level=1))
     assert result.status is Status.WARN
     assert "memory on NVML GPU 1: warn (slow)" in result.message
@@ -314,7 +323,14 @@ def _whole(result: Any) -> dict[str, Any]:
     }
 
 
-_TABLE_KEYS = ["columns", "dcgm_level", "dcgm_version", "dcgmi_fail_includes_warnings", "rows"]
+_TABLE_KEYS = [
+    "columns",
+    "dcgm_level",
+    "dcgm_version",
+    "dcgmi_fail_includes_warnings",
+    "ignored",
+    "rows",
+]
 
 
 def test_every_skip_says_why_in_full(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -530,3 +546,105 @@ def test_a_dcgmi_wrapper_that_double_forks_is_ended_at_its_timeout_with_its_gran
     while not gone(daemon) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert gone(daemon)
+
+
+def _memory_gpu1(status: str, *error_ids: int) -> dict[str, Any]:
+    """dcgm4 whose memory result on GPU 1 carries these DCGM_FR_* codes."""
+    diag = dcgm4(status, "said")
+    result = diag["DCGM Diagnostic"]["test_categories"][1]["tests"][0]["results"][1]
+    result["warnings"] = [
+        {"warning": f"error {code}", "error_id": code, "error_category": 4, "error_severity": 1}
+        for code in error_ids
+    ]
+    return diag
+
+
+def _judge(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, diag: dict[str, Any], rules: Any = None
+) -> Any:
+    _dcgmi_on_path(tmp_path, monkeypatch, json.dumps(diag), 226)
+    return dcgm.run(replace(gpu_context(), dcgm_level=2, action_rules=rules))
+
+
+@pytest.mark.parametrize(
+    ("status", "codes", "verdict", "cause"),
+    [
+        # DCGM_FR_TEMP_VIOLATION (42) is MONITOR (dcgm_errors.c:66): a warning dcgmi prints as Fail
+        ("Fail", (42,), Status.WARN, "42"),
+        # DCGM_FR_FAULTY_MEMORY (52) is ISOLATE (dcgm_errors.c:76): dcgmi's Fail, and the row's
+        ("Fail", (52,), Status.FAIL, "52"),
+        # the most severe row of several decides, and is the cause
+        ("Fail", (42, 52), Status.FAIL, "52"),
+        # a Warn whose code DCGM classes TRIAGE (DCGM_FR_XID_ERROR, 101) fails by its row
+        ("Warn", (101,), Status.FAIL, "101"),
+        # DCGM_FR_UNKNOWN (1) is UNKNOWN: no verdict of the row, dcgmi's Fail stands
+        ("Fail", (1,), Status.FAIL, "1"),
+        # a code no row has (a newer DCGM's): dcgmi's Fail stands
+        ("Fail", (9999,), Status.FAIL, "9999"),
+    ],
+)
+def test_a_result_is_judged_by_the_rows_of_its_codes(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    status: str,
+    codes: tuple[int, ...],
+    verdict: Status,
+    cause: str,
+) -> None:
+    """Issue #50 §1: fail vs warn follows from the [dcgm_error] row, as for an XID."""
+    result = _judge(tmp_path, monkeypatch, _memory_gpu1(status, *codes))
+    assert result.status is verdict, result.message
+    (found,) = [f for f in result.details["findings"] if f["gpu"] == "NVML GPU 1"]
+    assert (found["kind"], found["code"]) == ("dcgm-error", cause)
+
+
+def test_a_row_that_changes_dcgmi_s_verdict_says_so_and_the_plan_follows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    result = _judge(tmp_path, monkeypatch, _memory_gpu1("Fail", 42))
+    assert result.message == (
+        "DCGM memory on NVML GPU 1: fail (error 42); DCGM_FR_TEMP_VIOLATION: DCGM severity "
+        "MONITOR: judged a warning"
+    )
+    plan = plan_actions([result])
+    assert plan.action is Action.MONITOR
+
+
+def test_a_sites_rules_change_a_dcgm_code_s_verdict_either_way(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gpuaccept.actions import load_rules
+
+    site = tmp_path / "rules.toml"
+    site.write_text(
+        "[dcgm_error]\n"
+        '42 = { action = "drain" }\n'  # a temperature violation drains here
+        '52 = { action = "drain", judge = "warn", why = "our RMA runs memtest itself" }\n'
+        '101 = { severity = "NONE" }\n'
+    )
+    rules = load_rules(site)
+    assert rules.dcgm_error["42"].name == "DCGM_FR_TEMP_VIOLATION"  # DCGM's name kept
+    hot = _judge(tmp_path / "a", monkeypatch, _memory_gpu1("Fail", 42), rules)
+    assert hot.status is Status.FAIL
+    assert plan_actions([hot], rules).action is Action.DRAIN
+    memory = _judge(tmp_path / "b", monkeypatch, _memory_gpu1("Fail", 52), rules)
+    assert memory.status is Status.WARN
+    assert "our RMA runs memtest itself: judged a warning" in memory.message
+    xid = _judge(tmp_path / "c", monkeypatch, _memory_gpu1("Fail", 101), rules)
+    assert xid.status is Status.PASS
+    assert xid.details["ignored"] == [
+        "DCGM memory on NVML GPU 1: fail (error 101); DCGM_FR_XID_ERROR: DCGM severity NONE: "
+        "judged no fault"
+    ]
+
+
+def test_a_summary_failure_naming_no_gpu_follows_its_codes_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    summary = {
+        "status": "Fail",
+        "warnings": [{"warning": "hot", "error_id": 42, "error_category": 5, "error_severity": 1}],
+    }
+    result = _judge(tmp_path, monkeypatch, dcgm4(summary=summary))
+    assert result.status is Status.WARN
+    assert "(test summary, no GPU named): fail (hot); DCGM_FR_TEMP_VIOLATION" in result.message
