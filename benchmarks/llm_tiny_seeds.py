@@ -12,6 +12,7 @@ healthy node must pass on every seed with room to spare.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 import time
@@ -38,6 +39,11 @@ def main() -> None:
     parser.add_argument("--ranks", type=int)
     parser.add_argument("--seeds", default="0-7")
     parser.add_argument("--json", type=Path)
+    parser.add_argument(
+        "--steps",
+        type=int,
+        help="steps of each run (default: the preset's 500; accept's CPU standard runs 150)",
+    )
     args = parser.parse_args()
 
     import torch
@@ -53,6 +59,8 @@ def main() -> None:
     rows = []
     for seed in _seeds(args.seeds):
         spec = llm_spec("tiny", "bf16" if gpu else "fp32", seed=seed)
+        if args.steps:
+            spec = dataclasses.replace(spec, steps=args.steps)
         started = time.perf_counter()
         records = run_ranks(train_rank, ranks, spec, 900, backend)
         figures = compute_figures(spec, records, peak_tflops=None)
@@ -61,6 +69,7 @@ def main() -> None:
             "ranks": ranks,
             "local_batch": records[0].spec.local_batch,
             "final_loss": round(figures.final_loss, 4),
+            "first_order_entropy": round(figures.first_order_entropy, 4),
             "limit": round(figures.convergence_limit, 4),
             "crossed_at_step": crossing(figures.losses, figures.convergence_limit),
             "steps": spec.steps,

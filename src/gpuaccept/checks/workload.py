@@ -33,8 +33,10 @@ def preset_of(spec: LlmSpec) -> str:
 
 def spec_for(context: CheckContext, world_size: int) -> LlmSpec:
     """What accept runs on this job. Inside the process group every rank must agree (FSDP over
-    differing shapes would hang), so the job's memory is the smallest GPU's, all ranks asked,
-    times the ranks: the same figure on every rank, every node included."""
+    differing shapes would hang), so the plan is made for the smallest GPU, all ranks asked (the
+    same figure on every rank, every node included), sharded over one node's ranks: across
+    nodes, each node first trains alone (the scaling yardstick), where FSDP2 shards over its
+    ranks only."""
     if context.cpu_mode:
         return accept_spec(context.level, True)
     import torch
@@ -45,7 +47,8 @@ def spec_for(context: CheckContext, world_size: int) -> LlmSpec:
         smallest = torch.tensor([local], dtype=torch.int64, device="cuda")
         dist.all_reduce(smallest, op=dist.ReduceOp.MIN)
         local = int(smallest.item())
-    return accept_spec(context.level, False, local * world_size)
+    shards = world_size // nodes_of_launch(world_size)
+    return accept_spec(context.level, False, local, shards)
 
 
 def nodes_of_launch(world_size: int) -> int:
@@ -121,25 +124,38 @@ def judge(
         "precision": spec.precision,
         "checkpointing": spec.checkpointing,
         "compile": spec.compile,
+        "convergence_judged": spec.judge_convergence,
+        "plan": spec.plan,
     }
     if outcome.values is None:
         error = outcome.error or "no rank returned"
         findings.failures.append(_failure_of(f"the {preset} model", error, outcome.world_size))
         return None
     figures = compute_figures(spec, outcome.values, peak_bf16_tflops(context, target))
-    judged = preset != "custom"
     prefix = f"llm_{preset}"
-    rate, tflops = figures.tokens_per_second_per_gpu, figures.tflops_per_gpu
-    if judged:
-        findings.judge(context, target, f"{prefix}_tokens_per_second_per_gpu", rate, "tokens/s")
-        findings.judge(context, target, f"{prefix}_tflops_per_gpu", tflops, "TFLOPS")
-        if figures.mfu is not None:
-            findings.judge(context, target, f"{prefix}_mfu", figures.mfu, "ratio")
-    else:
-        findings.record(target, f"{prefix}_tokens_per_second_per_gpu", rate, "tokens/s")
-        findings.record(target, f"{prefix}_tflops_per_gpu", tflops, "TFLOPS")
-        if figures.mfu is not None:
-            findings.record(target, f"{prefix}_mfu", figures.mfu, "ratio")
+    speed = [
+        (f"{prefix}_tokens_per_second_per_gpu", figures.tokens_per_second_per_gpu, "tokens/s"),
+        (f"{prefix}_tflops_per_gpu", figures.tflops_per_gpu, "TFLOPS"),
+    ]
+    if figures.mfu is not None:
+        speed.append((f"{prefix}_mfu", figures.mfu, "ratio"))
+    reasons: list[str] = []
+    judged_speed = False
+    for metric, value, unit in speed:
+        why = _floor_missing(context, target, spec, preset, metric)
+        if why is None:
+            findings.judge(context, target, metric, value, unit)
+            judged_speed = True
+        else:
+            findings.record(target, metric, value, unit)
+            if metric.endswith("tokens_per_second_per_gpu"):
+                reasons.append(why)
+    findings.details["speed_judged"] = judged_speed
+    if not judged_speed:
+        findings.details["speed_not_judged"] = "; ".join(reasons)
+        if not context.cpu_mode:
+            # no floor is no pass: the check says it did not judge the speed (issue #52)
+            findings.warnings.append(f"speed NOT JUDGED: {'; '.join(reasons)}")
     findings.record_node("llm_goodput", figures.goodput, "ratio")
     findings.record_node("llm_median_step_seconds", figures.median_step_seconds, "s")
     findings.record_node("llm_final_loss", figures.final_loss, "nats")
@@ -169,6 +185,36 @@ def judge(
     return figures
 
 
+def _floor_missing(
+    context: CheckContext, target: Target, spec: LlmSpec, preset: str, metric: str
+) -> str | None:
+    """Why `metric` is not judged against a floor on this run (None: it is)."""
+    from gpuaccept.checks.judging import target_model
+    from gpuaccept.llm.floors import FLOOR_CONFIGURATIONS
+    from gpuaccept.references import load_shipped_references
+
+    if context.cpu_mode:
+        return "the CPU twin's speed says nothing of a GPU: no floor by design"
+    if preset == "custom":
+        return (
+            "a changed run (its shapes or batch are not a preset's) is never held to a "
+            "preset's floor"
+        )
+    model = target_model(context, target)
+    reference = context.references.lookup(model, metric)
+    if reference is None:
+        return (
+            f"no {preset} floor for {target.name} ({model or 'an unknown model'}): nothing "
+            "measured on this GPU model at this configuration yet"
+        )
+    shipped = load_shipped_references().lookup(model, metric)
+    configuration = FLOOR_CONFIGURATIONS.get((model or "", metric))
+    if reference != shipped or configuration is None:
+        return None  # a baseline the operator recorded on their own node: its run's own
+    mismatch = configuration.mismatch(spec)
+    return f"the {model} {metric} floor does not apply: {mismatch}" if mismatch else None
+
+
 def _failure_of(what: str, error: str, ranks: int) -> str:
     marker = "WorkloadOutOfMemory: "
     if marker in error:
@@ -182,6 +228,8 @@ def _judge_training(spec: LlmSpec, figures: LlmFigures, findings: Findings, cpu_
     if figures.non_finite is not None:
         rank, step = figures.non_finite
         findings.failures.append(f"the loss was NaN or Inf at step {step} on rank {rank}")
+    elif not spec.judge_convergence:
+        pass  # said in the details and the message: a changed run has no calibrated limit
     elif not figures.final_loss <= figures.convergence_limit:
         findings.failures.append(
             f"the loss ended at {figures.final_loss:.3f} nats, above "
@@ -229,13 +277,36 @@ def _concluded(context: CheckContext, spec: LlmSpec | None, outcome: RanksOutcom
     if figures is None or not outcome.values:
         return findings.conclude("")
     spec = outcome.values[0].spec
-    mfu = f", MFU {figures.mfu:.1%}" if figures.mfu is not None else ""
-    return findings.conclude(
-        f"{preset_of(spec)} on {outcome.world_size} {outcome.backend} rank(s): "
-        f"{figures.tokens_per_second_per_gpu:,.0f} tokens/s per GPU, "
-        f"{figures.tflops_per_gpu:.1f} TFLOPS per GPU{mfu}; loss {figures.final_loss:.3f} below "
-        f"{figures.convergence_limit:.3f}, first {spec.determinism_steps} losses bit-identical "
-        "on a rerun"
+    return findings.conclude(_summary(context, spec, figures, outcome))
+
+
+def _summary(
+    context: CheckContext, spec: LlmSpec, figures: LlmFigures, outcome: RanksOutcome
+) -> str:
+    """The passing check's message: what ran, its figures, and what was not judged."""
+    if context.cpu_mode:
+        # no GPU, so no peak to take a share of, and each rank is a process on shared cores
+        speed = (
+            f"{figures.tokens_per_second_per_gpu:,.0f} tokens/s per rank, "
+            f"{figures.tflops_per_gpu:.2f} TFLOPS per rank (CPU twin: no MFU, no GPU peak; "
+            "speed not judged)"
+        )
+    else:
+        mfu = f", MFU {figures.mfu:.1%}" if figures.mfu is not None else ", no MFU (peak unknown)"
+        speed = (
+            f"{figures.tokens_per_second_per_gpu:,.0f} tokens/s per GPU, "
+            f"{figures.tflops_per_gpu:.1f} TFLOPS per GPU{mfu}"
+        )
+    if spec.judge_convergence:
+        loss = f"loss {figures.final_loss:.3f} below {figures.convergence_limit:.3f}"
+    else:
+        loss = (
+            f"loss {figures.final_loss:.3f}, convergence NOT JUDGED (a changed run: fewer "
+            "steps or tokens, another learning rate or shape than the preset's limit was set on)"
+        )
+    return (
+        f"{preset_of(spec)} on {outcome.world_size} {outcome.backend} rank(s): {speed}; {loss}, "
+        f"first {spec.determinism_steps} losses bit-identical on a rerun"
     )
 
 
@@ -264,4 +335,4 @@ def _spec_outside_a_group(context: CheckContext) -> LlmSpec:
 
     count = torch.cuda.device_count()
     smallest = min(torch.cuda.get_device_properties(i).total_memory for i in range(count))
-    return accept_spec(context.level, False, smallest * count)
+    return accept_spec(context.level, False, smallest, count)

@@ -145,6 +145,8 @@ class Attention(nn.Module):
         self.wk = nn.Linear(shape.dim, shape.kv_heads * shape.head_dim, bias=False)
         self.wv = nn.Linear(shape.dim, shape.kv_heads * shape.head_dim, bias=False)
         self.wo = nn.Linear(shape.heads * shape.head_dim, shape.dim, bias=False)
+        # fault injection (the tests' model that ignores its context): each token sees itself
+        self.self_only = False
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         batch, seq, _ = x.shape
@@ -156,9 +158,15 @@ class Attention(nn.Module):
         # see plain multi-head shapes)
         repeat = self.heads // self.kv_heads
         k, v = k.repeat_interleave(repeat, dim=2), v.repeat_interleave(repeat, dim=2)
-        out = F.scaled_dot_product_attention(
-            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True
-        )
+        if self.self_only:
+            alone = torch.eye(seq, dtype=torch.bool, device=x.device)
+            out = F.scaled_dot_product_attention(
+                q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), attn_mask=alone
+            )
+        else:
+            out = F.scaled_dot_product_attention(
+                q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True
+            )
         projected: torch.Tensor = self.wo(out.transpose(1, 2).reshape(batch, seq, -1))
         return projected
 

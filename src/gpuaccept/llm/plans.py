@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from gpuaccept.errors import InputError
-from gpuaccept.llm.model import PRESETS, ModelShape, model_shape
+from gpuaccept.llm.memory import MEMORY_MARGIN, estimate_memory, usable_bytes
+from gpuaccept.llm.model import PRESETS, model_shape
 from gpuaccept.llm.train import Checkpointing, LlmSpec, Precision
 
 GiB = 1024**3
@@ -40,10 +41,6 @@ PRESET_RUNS: dict[str, PresetRun] = {
 # every step's tokens are drawn before the first step (llm/tokens.py): int64 tokens and fp32
 # draws, 12 bytes a token per rank; past this a run is refused rather than left to exhaust memory
 MAX_TOKENS_PER_RANK = 1 << 28
-
-# parameters x (fp32 weight, gradient and two AdamW moments) plus a quarter for activations and
-# the allocator: the smallest total GPU memory an 8b run is started on
-_BYTES_PER_PARAMETER = 16 * 1.25
 
 
 @dataclass(frozen=True)
@@ -87,8 +84,17 @@ def llm_spec(
     rate = run.learning_rate if given.learning_rate is None else given.learning_rate
     if not 0 < rate < 1:
         raise InputError(f"--lr must be in (0, 1) (got {rate:g})")
+    # the limit is calibrated on the preset's run: one that trains at least its tokens, at its
+    # learning rate, on its shapes, is held to it; `--steps 30` is not (docs/llm.md)
+    calibrated = (
+        shape == PRESETS[preset]
+        and steps >= run.steps
+        and rate == run.learning_rate
+        and (given.batch is None or batch >= (run.global_batch or run.local_batch))
+    )
     return LlmSpec(
         shape=shape,
+        judge_convergence=calibrated,
         steps=steps,
         local_batch=batch,
         warmup_steps=warmup,
@@ -112,25 +118,81 @@ def is_preset_shape(spec: LlmSpec, preset: str) -> bool:
     return spec.global_batch is None and spec.local_batch == run.local_batch
 
 
-def fits_8b(total_gpu_memory_bytes: int) -> bool:
-    """Whether the GPUs of a job hold an 8b run (FSDP shards its states over all of them)."""
-    from gpuaccept.llm.flops import shape_matmul_parameters
+@dataclass(frozen=True)
+class MemoryPlan:
+    """A configuration of a preset chosen to fit each GPU, and why (None: nothing fits)."""
 
-    shape: ModelShape = PRESETS["8b"]
-    parameters = shape_matmul_parameters(shape) + shape.vocab * shape.dim
-    return total_gpu_memory_bytes >= parameters * _BYTES_PER_PARAMETER
+    checkpointing: Checkpointing | None
+    local_batch: int | None
+    peak_bytes: int | None
+    reason: str
+
+    @property
+    def fits(self) -> bool:
+        return self.checkpointing is not None
 
 
-def accept_spec(level: str, cpu: bool, total_gpu_memory_bytes: int = 0) -> LlmSpec:
-    """What accept's workload check runs: the tiny twin on the CPU (shorter at standard, judged to
-    the first-order entropy); 1b on GPUs at standard; 8b at full where the job's GPUs hold it."""
+def plan_memory(preset: str, gpu_memory_bytes: int, shards: int) -> MemoryPlan:
+    """The largest configuration of the preset's shapes whose predicted per-GPU peak
+    (llm.memory) leaves `MEMORY_MARGIN` of the smallest GPU free: the most tokens a step first
+    (the preset's batch down to 1), then the least recomputation (checkpointing none, selective,
+    full). `shards`: the ranks FSDP2 shards over (one node's, where a node trains alone)."""
+    shape = PRESETS[preset]
+    usable = usable_bytes(gpu_memory_bytes)
+    modes: tuple[Checkpointing, ...] = ("none", "selective", "full")
+    tried: list[str] = []
+    for batch in range(PRESET_RUNS[preset].local_batch, 0, -1):
+        for mode in modes:
+            estimate = estimate_memory(shape, batch, mode, shards)
+            if estimate.peak_bytes <= usable:
+                larger = f"; larger ones do not fit: {', '.join(tried)}" if tried else ""
+                reason = (
+                    f"{preset} at batch {batch} per GPU, checkpointing {mode}: "
+                    f"{estimate.peak_gib:.1f} GiB per GPU predicted (at {estimate.peak_at}, "
+                    f"FSDP2 over {shards} rank(s)) of {usable / GiB:.1f} usable "
+                    f"({1 - MEMORY_MARGIN:.0%} of {gpu_memory_bytes / GiB:.1f}){larger}"
+                )
+                return MemoryPlan(mode, batch, estimate.peak_bytes, reason)
+            tried.append(f"batch {batch} {mode} {estimate.peak_gib:.1f} GiB")
+    return MemoryPlan(
+        None,
+        None,
+        None,
+        f"{preset} does not fit {shards} GPU(s) of {gpu_memory_bytes / GiB:.1f} GiB "
+        f"({usable / GiB:.1f} usable): {', '.join(tried)} predicted per GPU",
+    )
+
+
+def accept_spec(level: str, cpu: bool, gpu_memory_bytes: int = 0, shards: int = 1) -> LlmSpec:
+    """What accept's workload check runs: the tiny twin on the CPU (shorter at standard); 1b on
+    GPUs at standard; at full, 8b in the largest configuration that fits each GPU (the smallest
+    GPU's `gpu_memory_bytes`, FSDP2 over `shards` ranks), else 1b for twice the steps. The
+    spec's `plan` says which and why."""
     if cpu:
         spec = llm_spec("tiny", "fp32")
         if level == "standard":
             return replace(spec, steps=150, warmup_steps=5, convergence_margin=1.05)
         return spec
-    if level == "full" and fits_8b(total_gpu_memory_bytes):
-        return llm_spec("8b", "bf16")
-    if level == "full":  # longer than standard where 8b does not fit: twice the steps
-        return llm_spec("1b", "bf16", Overrides(steps=2 * PRESET_RUNS["1b"].steps))
-    return llm_spec("1b", "bf16")
+    if level == "full":
+        big = plan_memory("8b", gpu_memory_bytes, shards)
+        if big.fits:
+            spec = llm_spec(
+                "8b", "bf16", Overrides(batch=big.local_batch, checkpointing=big.checkpointing)
+            )
+            return replace(spec, plan=big.reason)
+        # longer than standard where 8b does not fit: twice the steps
+        spec = llm_spec("1b", "bf16", Overrides(steps=2 * PRESET_RUNS["1b"].steps))
+        return replace(spec, plan=f"{big.reason}; 1b for {spec.steps} steps instead")
+    spec = llm_spec("1b", "bf16")
+    shipped = estimate_memory(spec.shape, spec.local_batch, spec.checkpointing, shards)
+    usable = usable_bytes(gpu_memory_bytes)
+    verdict = (
+        "fits"
+        if shipped.peak_bytes <= usable
+        else "may not fit (started as shipped: an out-of-memory is named with its figures)"
+    )
+    return replace(
+        spec,
+        plan=f"1b as shipped: {shipped.peak_gib:.1f} GiB per GPU predicted (FSDP2 over {shards} "
+        f"rank(s)) of {usable / GiB:.1f} usable: {verdict}",
+    )

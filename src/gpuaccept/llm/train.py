@@ -54,6 +54,13 @@ class LlmSpec:
     # the tokens seen, so one GPU with half of two ranks' batch failed healthy nodes on some
     # seeds); None: local_batch is per rank whatever the ranks (the 1b/8b presets, --batch)
     global_batch: int | None = None
+    # whether the loss is held to the limit: a run that trains fewer tokens than its preset, or
+    # at another learning rate or shape, was never calibrated (`plans.llm_spec` decides)
+    judge_convergence: bool = True
+    # fault injection: every token attends to itself alone (a model that ignores its context)
+    self_attention_only: bool = False
+    # why accept chose this configuration (llm.plans, its memory model); "" when a person did
+    plan: str = ""
 
     @property
     def timed_steps(self) -> int:
@@ -164,6 +171,7 @@ def build_model(spec: LlmSpec, device: torch.device, mesh: Any = None) -> Decode
         block.checkpointed = spec.checkpointing == "full" or (
             spec.checkpointing == "selective" and index % 2 == 0
         )
+        block.attention.self_only = spec.self_attention_only
         if spec.compile:
             block.compile()  # per block, as torchtitan compiles
     if spec.precision == "bf16":
