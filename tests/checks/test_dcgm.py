@@ -648,3 +648,41 @@ def test_a_summary_failure_naming_no_gpu_follows_its_codes_row(
     result = _judge(tmp_path, monkeypatch, dcgm4(summary=summary))
     assert result.status is Status.WARN
     assert "(test summary, no GPU named): fail (hot); DCGM_FR_TEMP_VIOLATION" in result.message
+
+
+def test_a_run_whose_only_result_a_row_made_a_warning_warns_not_skips(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hot = {
+        "DCGM Diagnostic": {
+            "test_categories": [
+                {
+                    "category": "Stress",
+                    "tests": [
+                        {
+                            "name": "targeted_stress",
+                            "results": [
+                                {
+                                    "entity_group": "GPU",
+                                    "entity_group_id": 1,
+                                    "entity_id": 0,
+                                    "status": "Fail",
+                                    "warnings": [
+                                        {
+                                            "warning": "hot",
+                                            "error_id": 42,
+                                            "error_category": 9,
+                                            "error_severity": 1,
+                                        }
+                                    ],
+                                }
+                            ],
+                            "test_summary": {"status": "Fail"},
+                        }
+                    ],
+                }
+            ]
+        }
+    }
+    result = _judge(tmp_path, monkeypatch, hot)
+    assert result.status is Status.WARN, result.message

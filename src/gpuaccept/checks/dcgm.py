@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from typing import Any
 
 from gpuaccept.actions import (
     ActionRules,
@@ -28,7 +29,7 @@ from gpuaccept.actions import (
 )
 from gpuaccept.checks.context import CheckContext
 from gpuaccept.checks.judging import Findings
-from gpuaccept.probe.dcgm import DcgmError, DcgmResult, dcgmi_path, run_diag
+from gpuaccept.probe.dcgm import DcgmDiag, DcgmError, DcgmResult, dcgmi_path, run_diag
 from gpuaccept.results import CheckResult, Status
 
 DEFAULT_FULL_LEVEL = 3
@@ -99,35 +100,14 @@ def _file(
         (findings.failures if judged.verdict == "fail" else findings.warnings).append(caused)
 
 
-def level_for(context: CheckContext) -> int:
-    """The -r level to run: the one asked for, else 3 at level full, else 0 (not run)."""
-    if context.dcgm_level is not None:
-        return context.dcgm_level
-    return DEFAULT_FULL_LEVEL if context.level == "full" else 0
-
-
-def _skip(message: str) -> CheckResult:
-    return CheckResult(name="dcgm", area="HEALTH", status=Status.SKIP, message=message)
-
-
-def run(context: CheckContext) -> CheckResult:
-    level = level_for(context)
-    if level == 0:
-        return _skip("not asked for (accept --dcgm 1|2|3; level full runs -r 3)")
-    if context.cpu_mode:
-        return _skip("CPU mode: DCGM diagnoses GPUs")
-    if dcgmi_path() is None:
-        return _skip("DCGM is not installed here: dcgmi is not on PATH")
-    findings = Findings("dcgm", "HEALTH")
-    try:
-        diag = run_diag(level)
-    except DcgmError as error:
-        return CheckResult(
-            name="dcgm", area="HEALTH", status=Status.ERROR, message=f"dcgmi diag: {error}"
-        )
-    rules = context.action_rules or builtin_rules()
+def judge_diag(
+    diag: DcgmDiag, findings: Findings, rules: ActionRules | None = None
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """Each result of a diag into `findings` (see the module); the table's rows and the results
+    their codes' rows ignore."""
+    rules = rules or builtin_rules()
     ignored: list[str] = []
-    rows = []
+    rows: list[dict[str, Any]] = []
     failed_tests = {
         (r.category, r.test) for r in diag.results if not r.summary and r.status == "fail"
     }
@@ -169,6 +149,36 @@ def run(context: CheckContext) -> CheckResult:
             # a status this reader does not know ("FAILED", "Error", a new one) could be a
             # failure: it is never read as a pass
             findings.failures.append(f"{text}: a DCGM status gpuaccept does not know")
+    return rows, ignored
+
+
+def level_for(context: CheckContext) -> int:
+    """The -r level to run: the one asked for, else 3 at level full, else 0 (not run)."""
+    if context.dcgm_level is not None:
+        return context.dcgm_level
+    return DEFAULT_FULL_LEVEL if context.level == "full" else 0
+
+
+def _skip(message: str) -> CheckResult:
+    return CheckResult(name="dcgm", area="HEALTH", status=Status.SKIP, message=message)
+
+
+def run(context: CheckContext) -> CheckResult:
+    level = level_for(context)
+    if level == 0:
+        return _skip("not asked for (accept --dcgm 1|2|3; level full runs -r 3)")
+    if context.cpu_mode:
+        return _skip("CPU mode: DCGM diagnoses GPUs")
+    if dcgmi_path() is None:
+        return _skip("DCGM is not installed here: dcgmi is not on PATH")
+    findings = Findings("dcgm", "HEALTH")
+    try:
+        diag = run_diag(level)
+    except DcgmError as error:
+        return CheckResult(
+            name="dcgm", area="HEALTH", status=Status.ERROR, message=f"dcgmi diag: {error}"
+        )
+    rows, ignored = judge_diag(diag, findings, context.action_rules)
     if diag.runtime_error:
         findings.failures.append(f"DCGM runtime error: {diag.runtime_error}")
 
@@ -185,7 +195,9 @@ def run(context: CheckContext) -> CheckResult:
         "ignored": ignored,
     }
     counts = Counter(result.status for result in diag.results if not result.summary)
-    if not findings.failures and not counts.get("pass"):
+    # a result dcgmi did not pass is judged even where its row made it a warning or nothing
+    judged = any(result.status in ("fail", "warn") for result in diag.results)
+    if not findings.failures and not judged and not counts.get("pass"):
         concluded = findings.conclude("")
         return concluded.model_copy(
             update={"status": Status.SKIP, "message": f"dcgmi diag -r {level} passed no test"}
