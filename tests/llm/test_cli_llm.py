@@ -72,3 +72,27 @@ def test_under_torchrun_it_refuses_to_start_ranks_of_its_own() -> None:
         "train", "llm", "--device", "cpu", "--no-history", extra_env={"WORLD_SIZE": "2"}
     )
     one_line_error(done, 2, "train llm starts one rank per GPU", "WORLD_SIZE=2", "--only workload")
+
+
+def test_a_short_run_logs_its_steps_is_timed_and_is_not_failed_for_convergence() -> None:
+    """Issue #52's small things: `--steps 30` failed 'did not learn what a healthy node learns',
+    the check showed (0.0 s), and nothing was said between the header and the summary."""
+    with cpu_turn():
+        done = gpuaccept(
+            "train", "llm", "--device", "cpu", "--no-history", "--steps", "30",
+            "--log-every", "10", timeout=600,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    steps = [line for line in done.stdout.splitlines() if line.startswith("[TRAIN] step ")]
+    assert [line.split(":")[0] for line in steps] == [
+        "[TRAIN] step 10/30",
+        "[TRAIN] step 20/30",
+        "[TRAIN] step 30/30",
+    ]
+    assert "tokens/s per rank" in steps[0]
+    assert "(CPU twin: no GPU peak, no MFU)" in steps[0]
+    assert "memory not tracked on the CPU" in steps[0]
+    assert "grad norm" in steps[0]
+    assert "convergence not judged: a changed run" in done.stdout
+    assert "convergence NOT JUDGED" in done.stdout
+    assert "(0.0 s)" not in done.stdout

@@ -316,6 +316,9 @@ def run(
     """The workload outside the suite (`train llm`, or the check on its own): its ranks started
     here, one per GPU (2 gloo ranks on the CPU). `spec`: what to run (default: accept's for the
     level); `timeout_seconds`: for every rank's work (default: the level's)."""
+    import time
+
+    started = time.monotonic()
     ranks, backend, _ = world(context)
     spec = spec or _spec_outside_a_group(context)
     timeout = timeout_seconds or context.settings.workload_timeout_seconds
@@ -325,7 +328,9 @@ def run(
         # ranks the same signal ended (a scheduler signals the whole job) are no failure
         raise_if_interrupted()
         outcome = RanksOutcome(ranks, backend, None, str(error))
-    return _concluded(context, spec, outcome)
+    # outside the suite no runner times the check: `train llm` showed "(0.0 s)"
+    result = _concluded(context, spec, outcome)
+    return result.model_copy(update={"duration_seconds": time.monotonic() - started})
 
 
 def _spec_outside_a_group(context: CheckContext) -> LlmSpec:

@@ -3,9 +3,11 @@ gpuaccept.llm and its judging in gpuaccept.checks.workload."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import signal
+import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,6 +30,7 @@ from gpuaccept.cli.recording import (
 from gpuaccept.errors import InputError, Interrupted
 
 if TYPE_CHECKING:
+    from gpuaccept.checks.context import CheckContext
     from gpuaccept.llm.train import LlmSpec
     from gpuaccept.record.history import HistoryLocation
     from gpuaccept.results import CheckResult
@@ -76,6 +79,15 @@ def llm(
         "auto", "--precision", metavar="[auto|bf16|fp32]", help="auto: bf16 on GPUs, fp32 on CPU."
     ),
     seed: int = typer.Option(0, "--seed", min=0, max=2**31 - 1, help="Seed of model and data."),
+    log_every: int = typer.Option(
+        10,
+        "--log-every",
+        min=0,
+        max=1_000_000,
+        metavar="STEPS",
+        help="A training-log line every STEPS steps (loss, grad norm, tokens/s, TFLOPS, MFU, "
+        "memory, step-time spread); 0: none.",
+    ),
     device: str = typer.Option(
         "auto", "--device", metavar="[auto|cuda|cpu]", help="auto (GPU when usable), cuda or cpu."
     ),
@@ -145,7 +157,7 @@ def llm(
 
     try:
         with interrupts_as_exceptions():
-            result = _run(spec, mode)
+            result = _run(spec, mode, log_every)
     except (Interrupted, KeyboardInterrupt) as error:
         # SIGTERM (preemption, scancel, an eviction) or Ctrl-C: the ranks are ended (run_ranks),
         # and the run is recorded as interrupted, never as a failure of the node
@@ -158,7 +170,7 @@ def llm(
     _report(result, mode, started, clock, report_dir, history_path, drop)
 
 
-def _run(spec: LlmSpec, mode: str) -> CheckResult:
+def _run(spec: LlmSpec, mode: str, log_every: int) -> CheckResult:
     from gpuaccept.checks import workload
     from gpuaccept.checks.collectives import world
     from gpuaccept.checks.context import CheckContext
@@ -182,14 +194,71 @@ def _run(spec: LlmSpec, mode: str) -> CheckResult:
         f"{spec.checkpointing}{', compiled' if spec.compile else ''}; {ranks} {backend} rank(s)"
     )
     # the model build, every step and the rerun, with room for a slow first compile
-    result = workload.run(context, spec, timeout_seconds=600.0 + 30.0 * spec.steps)
-    line = _figures_line(result)
+    timeout = 600.0 + 30.0 * spec.steps
+    if not log_every:
+        result = workload.run(context, spec, timeout_seconds=timeout)
+    else:
+        with _TrainingLog(context, spec, log_every) as logged:
+            result = workload.run(context, logged, timeout_seconds=timeout)
+    line = _figures_line(result, context.cpu_mode)
     if line:
         typer.echo(line)
     return result
 
 
-def _figures_line(result: CheckResult) -> str | None:
+class _TrainingLog:
+    """Shows rank 0's step log (llm.train writes it to a file) while the ranks train: a thread
+    reads the lines as they come and echoes them with their units."""
+
+    def __init__(self, context: CheckContext, spec: LlmSpec, every: int) -> None:
+        import tempfile
+
+        from gpuaccept.checks.workload import peak_bf16_tflops
+        from gpuaccept.llm.flops import flops_per_token
+
+        self._directory = tempfile.TemporaryDirectory(prefix="gpuaccept-llm-log-")
+        self.path = Path(self._directory.name) / "steps.jsonl"
+        self.path.touch()
+        self.spec = dataclasses.replace(spec, log_every=every, log_file=str(self.path))
+        self.flops = flops_per_token(spec.shape)
+        self.cpu = context.cpu_mode
+        self.peak = None
+        if not self.cpu:
+            from gpuaccept.checks.judging import measurement_targets
+
+            targets = measurement_targets(context)
+            self.peak = peak_bf16_tflops(context, targets[0]) if targets else None
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._follow, daemon=True)
+
+    def __enter__(self) -> LlmSpec:
+        self._thread.start()
+        return self.spec
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._thread.join(timeout=5)
+        self._directory.cleanup()
+
+    def _follow(self) -> None:
+        from gpuaccept.llm.progress import progress_line
+
+        with open(self.path, encoding="utf-8") as log:
+            pending = ""
+            while True:
+                finished = self._done.is_set()
+                pending += log.read()
+                *lines, pending = pending.split("\n")
+                for raw in lines:
+                    line = progress_line(raw, self.flops, self.peak, self.cpu)
+                    if line:
+                        typer.echo(line)
+                if finished:
+                    return
+                self._done.wait(0.5)
+
+
+def _figures_line(result: CheckResult, cpu: bool = False) -> str | None:
     """The run's figures in one line, read from the check (None when no rank finished)."""
     figures = {m.name.removeprefix("llm_"): m.value for m in result.measurements}
     rate = next((v for k, v in figures.items() if k.endswith("tokens_per_second_per_gpu")), None)
@@ -199,12 +268,26 @@ def _figures_line(result: CheckResult) -> str | None:
     mfu = next((v for k, v in figures.items() if k.endswith("_mfu")), None)
     memory = figures.get("peak_memory_gib")
     details = result.details
+    if cpu:
+        # a CPU rank is a process on shared cores, and a CPU has no bf16 peak to take a share of
+        speed = (
+            f"{rate:,.0f} tokens/s per rank, {tflops:.2f} TFLOPS per rank (CPU twin: no GPU "
+            "peak, so no MFU)"
+        )
+    else:
+        speed = f"{rate:,.0f} tokens/s per GPU, {tflops:.2f} TFLOPS per GPU" + (
+            f", MFU {mfu:.1%}" if mfu is not None else ", no MFU (no peak for this GPU)"
+        )
+    limit = (
+        f"limit {details['convergence_limit']:.3f}"
+        if details.get("convergence_judged", True)
+        else "convergence not judged: a changed run"
+    )
     return (
-        f"[TRAIN] {rate:,.0f} tokens/s per GPU, {tflops:.2f} TFLOPS per GPU"
-        f"{f', MFU {mfu:.1%}' if mfu is not None else ''}; goodput {figures['goodput']:.2f}"
+        f"[TRAIN] {speed}; goodput {figures['goodput']:.2f}"
         f"{f', peak memory {memory:.1f} GiB' if memory is not None else ''}; loss "
         f"{details['losses'][0]:.3f} -> {figures['final_loss']:.3f} (floor "
-        f"{details['entropy_rate']:.3f}, limit {details['convergence_limit']:.3f})"
+        f"{details['entropy_rate']:.3f}, {limit})"
     )
 
 

@@ -59,6 +59,10 @@ class LlmSpec:
     judge_convergence: bool = True
     # fault injection: every token attends to itself alone (a model that ignores its context)
     self_attention_only: bool = False
+    # every this many steps rank 0 appends a JSON line of the step's figures to log_file (the
+    # training log `train llm` shows; llm.progress formats it); 0: none
+    log_every: int = 0
+    log_file: str | None = None
     # why accept chose this configuration (llm.plans, its memory model); "" when a person did
     plan: str = ""
 
@@ -210,6 +214,46 @@ def _memory_message(step: int, device: torch.device) -> str:
     )
 
 
+class _StepLog:
+    """Rank 0's training log: every `log_every` steps (and the last), a JSON line of the step's
+    figures appended to `log_file`, which the command that started the ranks shows."""
+
+    def __init__(self, spec: LlmSpec, device: torch.device) -> None:
+        self.every = spec.log_every if spec.log_file and _rank() == 0 else 0
+        self.path = spec.log_file
+        self.device = device
+        self.tokens = spec.local_batch * spec.shape.seq_len
+
+    def step(
+        self, step: int, steps: int, loss: float, norm: torch.Tensor, seconds: list[float]
+    ) -> None:
+        if not self.every or self.path is None or ((step + 1) % self.every and step + 1 < steps):
+            return
+        import json
+
+        from torch.distributed.tensor import DTensor
+
+        # every rank holds the same total norm (FSDP2's is a replicated DTensor): read locally,
+        # never a collective that rank 0 alone would enter
+        whole = norm.to_local() if isinstance(norm, DTensor) else norm
+        recent = seconds[-self.every :]
+        line: dict[str, Any] = {
+            "step": step,
+            "steps": steps,
+            "loss": loss,
+            "grad_norm": float(whole.item()),
+            "tokens_per_second": self.tokens / seconds[-1] if seconds[-1] > 0 else None,
+            "step_seconds_min": min(recent),
+            "step_seconds_median": sorted(recent)[len(recent) // 2],
+            "step_seconds_max": max(recent),
+        }
+        if self.device.type == "cuda":
+            line["memory_active_bytes"] = torch.cuda.memory_allocated(self.device)
+            line["memory_reserved_bytes"] = torch.cuda.memory_reserved(self.device)
+        with open(self.path, "a", encoding="utf-8") as out:
+            out.write(json.dumps(line) + "\n")
+
+
 def _train(
     spec: LlmSpec,
     device: torch.device,
@@ -231,9 +275,12 @@ def _train(
     step_seconds: list[float] = []
     compute: list[float] = []
     non_finite: int | None = None
+    log = _StepLog(spec, device) if timer_wanted else None
     for step in range(steps):
         try:
-            value, seconds, forward = _step(spec, model, optimizer, timer, batches[step], step)
+            value, seconds, forward, norm = _step(
+                spec, model, optimizer, timer, batches[step], step
+            )
         except torch.OutOfMemoryError:
             message = _memory_message(step, device)
             del model, optimizer
@@ -242,6 +289,8 @@ def _train(
         step_seconds.append(seconds)
         compute.append(forward)
         losses.append(value)
+        if log is not None:
+            log.step(step, steps, value, norm, step_seconds)
         if not math.isfinite(value):
             non_finite = step
             break
@@ -257,8 +306,8 @@ def _step(
     timer: _ComputeTimer | None,
     tokens: torch.Tensor,
     step: int,
-) -> tuple[float, float, float]:
-    """(loss, seconds, forward compute seconds) of one optimizer step."""
+) -> tuple[float, float, float, torch.Tensor]:
+    """(loss, seconds, forward compute seconds, gradient norm before clipping) of one step."""
     device = tokens.device
     step_start = time.perf_counter()
     if spec.poison_step is not None and step == spec.poison_step:
@@ -273,12 +322,12 @@ def _step(
         timer.active = False
     loss = F.cross_entropy(logits.flatten(0, 1).float(), tokens[:, 1:].flatten())
     loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=device.type == "cuda")
+    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=device.type == "cuda")
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     value = loss.item()  # synchronises the device: the step is done
     _sync(device)
-    return value, time.perf_counter() - step_start, timer.take() if timer else 0.0
+    return value, time.perf_counter() - step_start, timer.take() if timer else 0.0, norm
 
 
 def _determinism_probe(
