@@ -108,7 +108,7 @@ def test_a_1b_run_below_its_floor_fails_the_check() -> None:
 
 def test_accept_runs_the_twin_on_cpu_and_8b_only_where_each_gpu_holds_it() -> None:
     h200, h100 = 150_109_880_320, 85_017_493_504  # as torch reported them (tests/llm/test_memory)
-    assert accept_spec("standard", cpu=True).steps == 150
+    assert accept_spec("standard", cpu=True).steps == 500
     assert accept_spec("full", cpu=True).steps == 500
     assert accept_spec("standard", cpu=False).shape.dim == 2048
     # one H200: measured out of memory; 8 x H100: a plan of the memory model (test_memory.py)
@@ -604,3 +604,21 @@ def test_the_token_cap_counts_the_global_batch_that_one_rank_may_train_alone() -
     # 2^28 tokens: 32 sequences x 65 tokens x 130,000 steps pass per rank of 2 but not alone
     with pytest.raises(InputError, match="tokens per rank"):
         llm_spec("tiny", "bf16", Overrides(steps=130_000))
+
+
+def test_the_tiny_limit_needs_the_context_and_1b_says_it_does_not_judge_it() -> None:
+    """A loss at the first-order entropy (what a last-token model reaches) fails the tiny preset
+    as accept runs it on the CPU; 1b's limit is above it and the message says so."""
+    tiny = accept_spec("standard", cpu=True)
+    _, figures = judged(tiny, [record()])
+    assert figures is not None
+    last_token = [figures.first_order_entropy] * 4
+    findings, _ = judged(tiny, [record(losses=last_token)])
+    assert any("did not learn" in f for f in findings.failures)
+    assert findings.details["context_judged"] is True
+    one_b = llm_spec("1b", "bf16")
+    findings, figures = judged(one_b, [record(losses=[3.3] * 4)], mode="cpu")
+    assert figures is not None
+    assert findings.details["context_judged"] is False
+    message = workload._summary(context("cpu"), one_b, figures, RanksOutcome(1, "gloo", []))
+    assert "whether it used its context is NOT JUDGED" in message

@@ -173,6 +173,9 @@ def judge(
             "entropy_rate": figures.entropy_rate,
             "first_order_entropy": figures.first_order_entropy,
             "convergence_limit": figures.convergence_limit,
+            # whether the limit needs the context (below what a last-token model reaches)
+            "context_judged": spec.judge_convergence
+            and figures.convergence_limit < figures.first_order_entropy,
             "flops_per_token": figures.flops_per_token,
             "setup_seconds": figures.setup_seconds,
             "straggler_scores": figures.straggler_scores,
@@ -297,8 +300,18 @@ def _summary(
             f"{figures.tokens_per_second_per_gpu:,.0f} tokens/s per GPU, "
             f"{figures.tflops_per_gpu:.1f} TFLOPS per GPU{mfu}"
         )
-    if spec.judge_convergence:
-        loss = f"loss {figures.final_loss:.3f} below {figures.convergence_limit:.3f}"
+    if spec.judge_convergence and figures.convergence_limit < figures.first_order_entropy:
+        loss = (
+            f"loss {figures.final_loss:.3f} below {figures.convergence_limit:.3f} (the model "
+            f"used its context: a last-token model stays above {figures.first_order_entropy:.3f})"
+        )
+    elif spec.judge_convergence:
+        loss = (
+            f"loss {figures.final_loss:.3f} below {figures.convergence_limit:.3f} (it learned; "
+            f"whether it used its context is NOT JUDGED: the limit is above the first-order "
+            f"entropy {figures.first_order_entropy:.3f}, which this preset's short run does not "
+            "pass on a healthy GPU)"
+        )
     else:
         loss = (
             f"loss {figures.final_loss:.3f}, convergence NOT JUDGED (a changed run: fewer "
