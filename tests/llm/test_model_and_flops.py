@@ -16,7 +16,8 @@ from gpuaccept.llm.model import PRESETS, Decoder, model_shape
 
 def test_the_presets_have_torchtitans_llama3_shapes() -> None:
     eight, one = PRESETS["8b"], PRESETS["1b"]
-    # torchtitan/models/llama3/__init__.py _8b and _1b, compute_ffn_hidden_dim at b5bcd76
+    # torchtitan/models/llama3/__init__.py _8b and _1b, compute_ffn_hidden_dim at b5bcd76;
+    # 8b is Llama 3.1 8B, 1b is NOT Llama 3.2 1B (FFN 8192 and a tied output there: model.py)
     assert (eight.dim, eight.layers, eight.heads, eight.kv_heads, eight.ffn_dim) == (
         4096,
         32,
@@ -26,6 +27,7 @@ def test_the_presets_have_torchtitans_llama3_shapes() -> None:
     )
     assert eight.vocab == one.vocab == 128256
     assert (one.dim, one.layers, one.heads, one.kv_heads, one.ffn_dim) == (2048, 16, 32, 8, 6144)
+    assert one.ffn_dim != 8192, "Llama 3.2 1B's width: the 1b floors were measured at 6144"
     # Llama 3.1 8B: 8.03 billion parameters, of which the token embedding is 0.525 billion
     total = shape_matmul_parameters(eight) + eight.vocab * eight.dim
     assert 8.0e9 < total + eight.layers * 2 * eight.dim + eight.dim < 8.05e9
