@@ -466,6 +466,19 @@ REGISTRY: list[Input] = [
             "tests/test_multinode.py::"
             "test_a_node_name_that_is_not_a_host_name_is_refused_before_any_work",
             "tests/test_multinode.py::test_two_nodes_of_one_name_are_refused_at_once",
+            "tests/record/test_identity.py::test_every_writer_names_the_node_by_its_one_name",
+        ),
+    ),
+    Input(
+        "accept",
+        # the Kubernetes node's name (k8s/ sets it from spec.nodeName): the report's node name
+        # where neither the operator nor Slurm names the node (record/identity.py)
+        "GPUACCEPT_K8S_NODE_NAME",
+        "env",
+        covered_by=(
+            "tests/record/test_identity.py::test_the_capture_records_the_name_once",
+            "tests/record/test_identity.py::"
+            "test_the_kubernetes_manifests_set_the_kubernetes_source_from_the_node",
         ),
     ),
     *(

@@ -78,6 +78,7 @@ def _as_node(real_report: Path, node: str, into: Path, hours: float = 0.0) -> Pa
     environment = document["environment"]
     environment["system"]["hostname"] = node
     environment["scheduler"] = {**(environment.get("scheduler") or {}), "node_name": node}
+    environment["node"] = {"name": node, "source": "GPUACCEPT_NODE_NAME"}  # its one name
     into.mkdir(parents=True, exist_ok=True)
     path = into / f"gpuaccept-accept-{node}-{start:%Y%m%dT%H%M%S}.json"
     path.write_text(json.dumps(document))

@@ -19,7 +19,7 @@ from tests.run_reports import judged_report
 
 SECTIONS = {
     "git", "cuda", "gpus", "python", "torch", "system", "pixi", "packages", "container",
-    "scheduler", "nccl_env",
+    "scheduler", "nccl_env", "node",
 }  # fmt: skip
 PLACEHOLDERS = {"", "unknown", "n/a", "na", "none", "null", "?", "-", "undefined"}
 HOSTILE = 'n"o\\de\n\t☃ Ünïcødé <b>&</b> \udcff'

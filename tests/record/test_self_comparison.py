@@ -254,7 +254,7 @@ def test_nothing_to_compare_says_why(tmp_path: Path) -> None:
     path = _history(tmp_path, *_past())
     no_host = rejudged(gpu_report("n1", [800.0], hours=10), environment={})
     assert _compare(path, no_host).nothing_to_compare == (
-        "the run captured no hostname: no history of this node to compare with"
+        "the run captured no node name: no history of this node to compare with"
     )
     other_figures = rejudged(
         gpu_report("n1", [800.0], hours=10),

@@ -147,11 +147,16 @@ def record_run(report: RunReport, target: HistoryLocation | None) -> None:
     if target is None:
         return
     from gpuaccept.record.history import History, HistoryUnreachable
+    from gpuaccept.record.identity import identity_changes
     from gpuaccept.record.spool import deliver, spool_report
 
     try:
         with History.open(target) as history:
             delivery = deliver(history)
+            # said before it is stored (its own run would answer the lookups): a name that
+            # moved to another machine, or a machine under a new name, is neither merged nor
+            # split without a word
+            changes = identity_changes(history, report)
             [(run_id, _)] = history.append([(report, "run")])
     except HistoryUnreachable as error:
         kept = spool_report(report)
@@ -162,6 +167,8 @@ def record_run(report: RunReport, target: HistoryLocation | None) -> None:
         return
     for line in delivery.lines():
         typer.echo(f"[HISTORY] {line}")
+    for change in changes:
+        typer.echo(f"[HISTORY] warning: {change}")
     typer.echo(f"[HISTORY] run {run_id} recorded in {target}")
 
 

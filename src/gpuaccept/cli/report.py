@@ -22,6 +22,7 @@ def _trends(
     """This node's stored points for each figure of the report, from runs of the same command and
     level only (like with like); the report's own points when it is not stored."""
     from gpuaccept.record.history import History, history_location, report_points
+    from gpuaccept.record.identity import node_name_of
 
     own = report_points(report, run_id or 0)
     trends: dict[str, list[MetricPoint]] = {point.metric: [] for point in own}
@@ -30,7 +31,7 @@ def _trends(
         with History.open(location, create=False) as store:
             for metric in trends:
                 trends[metric] = store.points(
-                    metric, node=report.hostname, command=report.command, level=report.level
+                    metric, node=node_name_of(report), command=report.command, level=report.level
                 )
     for point in own:
         if run_id is None or not any(p.run_id == run_id for p in trends[point.metric]):

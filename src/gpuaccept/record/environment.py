@@ -495,9 +495,6 @@ def scheduler_ids(environ: Mapping[str, str]) -> dict[str, Any]:
         "htcondor": condor,
         "slurm": slurm,
         "cuda_visible_devices": _or_none(environ.get("CUDA_VISIBLE_DEVICES")),
-        # the scheduler's name for this node (Kubernetes' spec.nodeName, Slurm's node), when the
-        # job says it: the hostname inside a pod is the pod's
-        "node_name": _or_none(environ.get("GPUACCEPT_NODE_NAME") or environ.get("SLURMD_NODENAME")),
     }
 
 
@@ -519,14 +516,20 @@ def json_safe(value: Any) -> Any:
 
 def capture_environment() -> dict[str, Any]:
     """A JSON-ready description of this process's stack and place."""
+    from gpuaccept.record.identity import resolve_node_name
+
     scheduler = _probe(lambda: scheduler_ids(os.environ))
+    system = _system()
     capture = {
+        # the node's one name (record/identity.py), resolved here once: every writer and reader
+        # of the report takes it from here
+        "node": resolve_node_name(os.environ, system.get("hostname")),
         "git": _probe(_git),
         "cuda": _probe(_cuda),
         "gpus": _probe(_gpus),
         "python": {"version": platform.python_version(), "executable": sys.executable or None},
         "torch": _probe(_torch),
-        "system": _system(),
+        "system": system,
         "pixi": _probe(_pixi),
         "packages": _probe(_packages),
         "container": _probe(lambda: _container(scheduler)),

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuaccept.record.history import History
+from gpuaccept.record.identity import node_name_of
 from gpuaccept.results import CheckResult, RunReport, Status
 from gpuaccept.verdict import Outcome
 
@@ -57,7 +58,7 @@ def compare_with_fleet(
     """The run's per-GPU burn-in figures against the same model on other nodes."""
     if report.device_mode == "cpu":
         return _skip("CPU mode: the twin's figures are the machine's, not a GPU model's")
-    host = report.hostname
+    host = node_name_of(report)
     # CPU twins' figures name no GPU model: the model match below leaves them out
     # this run's own GPUs are no peers of themselves, wherever their older figures were measured
     own = {
@@ -173,7 +174,7 @@ def compare_bits(report: RunReport, history: History) -> BitComparison:
 
     result = BitComparison()
     mine = _window_digests(report)
-    stack, host = stack_sha256(report.environment), report.hostname
+    stack, host = stack_sha256(report.environment), node_name_of(report)
     theirs: dict[tuple[Any, Any], dict[str, str]] = {}
     seen_hosts: set[Any] = set()
     for row in history.list_runs(command=_COMMAND, limit=_RUNS_READ):

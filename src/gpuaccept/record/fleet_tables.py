@@ -25,6 +25,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from gpuaccept.record.identity import node_name_of
+
 if TYPE_CHECKING:
     # annotations only: `history list` and `history gpu` never build a report, and the report
     # models' import is a fifth of their start-up (benchmarks/history_scale.py)
@@ -261,7 +263,7 @@ def timeline_run(report: RunReport, run_id: int, started: Any, fitness: str) -> 
             serials[uuid] = min(filter(None, (held, serial)), default=None)
     return TimelineRun(
         run_id,
-        report.hostname or "",
+        node_name_of(report) or "",
         started,
         fitness,
         plan.action.value if plan is not None else "",

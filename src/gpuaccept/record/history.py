@@ -49,6 +49,7 @@ from gpuaccept.record.fleet_tables import (
     tables,
     timeline_run,
 )
+from gpuaccept.record.identity import node_name_of
 from gpuaccept.verdict import RunVerdict
 
 if TYPE_CHECKING:
@@ -374,7 +375,7 @@ def run_values(report: RunReport, digest: str, recorded_at: str, source: str) ->
         int(report.verdict.passed),
         ",".join(report.verdict.failed_checks),
         report.verdict.model_dump_json(),
-        report.hostname,
+        node_name_of(report),
         report.tool_version,
         recorded_at,
         source,
@@ -392,7 +393,7 @@ def run_started(started_at: str) -> datetime:
 
 def latest_key(report: RunReport) -> tuple[str, str, str]:
     """A run's row in latest_runs: (node, command, level), '' for a run without a hostname."""
-    return (report.hostname or "", report.command, report.level)
+    return (node_name_of(report) or "", report.command, report.level)
 
 
 def fleet_columns(report: RunReport) -> tuple[str, str, str | None]:
@@ -783,7 +784,7 @@ class History(ABC):
             latest_key(report),
             started,
             report.started_at,
-            report.hostname,
+            node_name_of(report),
             measurements,
             timeline,
         )
@@ -1274,7 +1275,7 @@ def report_points(report: RunReport, run_id: int) -> list[MetricPoint]:
         MetricPoint(
             run_id=run_id,
             started_at=report.started_at,
-            hostname=report.hostname,
+            hostname=node_name_of(report),
             check_name=check.name,
             name=m.name,
             value=m.value,

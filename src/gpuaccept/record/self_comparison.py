@@ -11,7 +11,7 @@ query (node, command, level, mode, passed), so a health check's hourly quick run
 standard runs out of the scan; ordered by their start as an instant; and a run dated after now
 (beyond a few minutes of skew) is no part of the past. A non-finite figure is never compared.
 
-Comparable runs (all must hold): same node (the hostname the history records), same command and
+Comparable runs (all must hold): same node (its one name, record/identity.py), same command and
 level (a quick accept is not a standard one; a matmul benchmark is not an n-body one), same mode
 (GPU or CPU twins), same software stack and GPU models (`stack_sha256`: python, torch, CUDA
 runtime and driver, pixi lock, GPU names), and a PASS verdict: a run that failed or was
@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 from gpuaccept.record.comparison import higher_is_better
 from gpuaccept.record.environment import stack_sha256
 from gpuaccept.record.history import History
+from gpuaccept.record.identity import node_name_of
 from gpuaccept.results import CheckResult, RunReport, device_label
 from gpuaccept.verdict import Outcome, Status
 
@@ -261,9 +262,9 @@ def compare_with_own_history(
     def nothing(why: str) -> SelfComparison:
         return SelfComparison(tolerance_percent, [], [], why)
 
-    node = report.hostname
+    node = node_name_of(report)
     if node is None:
-        return nothing("the run captured no hostname: no history of this node to compare with")
+        return nothing("the run captured no node name: no history of this node to compare with")
     kind = f"{report.command} {report.level} ({report.verdict.mode.upper()} mode)"
 
     def runs(oldest_first: bool) -> list[Any]:

@@ -25,6 +25,7 @@ from gpuaccept.naming import (
 )
 from gpuaccept.record.comparison import higher_is_better
 from gpuaccept.record.history import MetricPoint
+from gpuaccept.record.identity import node_title
 from gpuaccept.report.charts import drawn, load_chart_png, series_chart_png, trend_chart_png
 from gpuaccept.results import CheckResult, Outcome, RunReport, device_label
 
@@ -94,7 +95,7 @@ def _environment(report: RunReport) -> str:
         return f"{_text(first)} / {_text(second)}"
 
     rows = [
-        ("node", _text(get("system", "hostname"))),
+        ("node", _text(node_title(report))),
         ("os / kernel", pair(get("system", "os"), get("system", "kernel"))),
         ("cpu", _text(get("system", "cpu_model"))),
         ("python", _text(get("python", "version"))),

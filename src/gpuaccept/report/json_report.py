@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuaccept.output_files import write_new_file
+from gpuaccept.record.identity import node_name_of
 from gpuaccept.results import RunReport
 
 
@@ -26,7 +27,7 @@ def run_identity(environ: Mapping[str, str] | None = None) -> str:
 
 
 def report_filename(report: RunReport, environ: Mapping[str, str] | None = None) -> str:
-    host = _safe(report.hostname or "unknown-host")
+    host = _safe(node_name_of(report) or "unknown-host")
     stamp = report.started_at.replace(":", "").replace("-", "").split(".")[0]
     return f"gpuaccept-{report.command}-{host}-{stamp}-{run_identity(environ)}.json"
 

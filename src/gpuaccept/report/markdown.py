@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpuaccept.naming import floor_verdict_text, run_title
+from gpuaccept.record.identity import node_title
 from gpuaccept.results import RunReport, device_label
 
 # Markdown renders inline HTML, so report text (a check message, a level, a host name) could hide
@@ -41,7 +42,6 @@ def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
 
 def render_markdown(report: RunReport) -> str:
     env = report.environment
-    system = env.get("system") or {}
     torch_info = env.get("torch") or {}
     cuda = env.get("cuda") or {}
     gpus = env.get("gpus") or []
@@ -51,7 +51,7 @@ def render_markdown(report: RunReport) -> str:
         f"**[RESULT] {_inline(report.verdict.sentence)}**",
         "",
         f"- recommended action: **{_inline(report.action_plan.sentence)}**",
-        f"- node: {_known(system.get('hostname'))}, started {report.started_at}, "
+        f"- node: {_known(node_title(report))}, started {report.started_at}, "
         f"{report.duration_seconds:.1f} s, gpuaccept {report.tool_version}",
         f"- torch {_known(torch_info.get('version'))}, CUDA runtime "
         f"{_known(cuda.get('runtime'))}, driver {_known(cuda.get('driver_version'))}",

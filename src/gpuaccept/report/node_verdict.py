@@ -43,14 +43,10 @@ class NodeVerdict:
 
 
 def node_of(report: RunReport) -> str | None:
-    """The scheduler's name for the node a report is from, else its hostname."""
-    launch = report.environment.get("launch")
-    if isinstance(launch, dict) and launch.get("node"):
-        return str(launch["node"])
-    scheduler = report.environment.get("scheduler")
-    if isinstance(scheduler, dict) and scheduler.get("node_name"):
-        return str(scheduler["node_name"])
-    return report.hostname
+    """The node a report is from: its one name (record/identity.py)."""
+    from gpuaccept.record.identity import node_name_of
+
+    return node_name_of(report)
 
 
 def _label_value(text: str) -> str:

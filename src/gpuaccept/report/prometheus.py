@@ -12,6 +12,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from gpuaccept.actions import Action
 from gpuaccept.output_files import write_bytes_atomically
+from gpuaccept.record.identity import node_name_of
 from gpuaccept.results import Outcome, RunReport, Status, Verdict
 
 
@@ -25,7 +26,7 @@ class _RunCollector(Collector):
         # alerts and graphs stay continuous.
         report = self.report
         verdict = report.verdict
-        node = report.hostname or ""
+        node = node_name_of(report) or ""
         run = {"command": report.command, "level": report.level, "mode": report.device_mode}
         run_labels = [*run, "node"]
         run_values = [*run.values(), node]
