@@ -79,18 +79,44 @@ gpuaccept_take_report() {
 # When FILE is missing, write a valid gpuaccept report with one ERROR check saying why, so the
 # results directory and `gpuaccept history import` show the failure instead of a gap.
 gpuaccept_ensure_report() {
-  local file=$1 command=$2 code=$3 why=${4:-} version host
+  local file=$1 command=$2 code=$3 why=${4:-} version host name source
   [[ -s "$file" ]] && return 0
   why=${why:-gpuaccept $command exited $code without writing a report}
   version=$(gpuaccept --version 2>/dev/null | awk '{print $2}') || true
-  host=$(hostname 2>/dev/null | tr -c 'A-Za-z0-9._-' '_' | cut -c1-200) || true
+  # $(hostname) drops the name's newline; piping hostname into tr would turn it into a `_`
+  # (a node "vm_" that does not exist)
+  host=$(hostname 2>/dev/null) || true
+  host=$(gpuaccept_json_name "$host")
+  # the node's one name, as gpuaccept resolves it (src/gpuaccept/record/identity.py): the
+  # operator's, Slurm's, the Kubernetes node's, then the host's
+  name= source=hostname
+  for source in GPUACCEPT_NODE_NAME SLURMD_NODENAME GPUACCEPT_K8S_NODE_NAME hostname; do
+    [[ $source == hostname ]] && { name=$host; break; }
+    name=$(gpuaccept_json_name "${!source:-}")
+    [[ -n $name ]] && break
+  done
   printf '{"schema_version": 1, "tool": "gpuaccept", "tool_version": "%s", "command": "%s",
  "level": "job", "device_mode": "cuda", "started_at": "%s", "finished_at": "%s",
  "duration_seconds": 0.0, "checks": [{"name": "job", "area": "JOB", "status": "error",
  "message": "%s; see the job error log"}],
- "environment": {"system": {"hostname": %s}}}\n' \
+ "environment": {"system": {"hostname": %s}, "node": {"name": %s, "source": "%s"}}}\n' \
     "${version:-0}" "$command" "$job_started_at" "$(date -u +%Y-%m-%dT%H:%M:%S+00:00)" \
-    "$why" "$( [[ -n "$host" ]] && printf '"%s"' "$host" || printf null)" >"$file"
+    "$why" "$(gpuaccept_json_or_null "$host")" "$(gpuaccept_json_or_null "$name")" \
+    "$source" >"$file"
+}
+
+# A name as a JSON string's content: surrounding blanks dropped, any character outside
+# [A-Za-z0-9._-] a `_` (nothing to escape), at most 200 characters.
+gpuaccept_json_name() {
+  local text=$1
+  text=${text#"${text%%[![:space:]]*}"}
+  text=${text%"${text##*[![:space:]]}"}
+  printf '%s' "$text" | tr -c 'A-Za-z0-9._-' '_' | cut -c1-200
+}
+
+# "TEXT" in quotes, or null when TEXT is empty.
+gpuaccept_json_or_null() {
+  if [[ -n $1 ]]; then printf '"%s"' "$1"; else printf null; fi
 }
 
 # Slurm jobs: this node's report path, $GPUACCEPT_RESULTS (default results/) as

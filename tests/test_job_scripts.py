@@ -496,3 +496,47 @@ def test_a_slurm_job_whose_results_cannot_be_written_says_so_as_an_input_error(
     assert done.stderr.strip().splitlines() == [
         f"job: GPUACCEPT_RESULTS={blocker / 'results'} is not a directory this user can write"
     ]
+
+
+@pytest.mark.parametrize(
+    "source", ["GPUACCEPT_NODE_NAME", "SLURMD_NODENAME", "GPUACCEPT_K8S_NODE_NAME", "hostname"]
+)
+def test_a_placeholder_report_names_the_node_as_gpuaccept_would(
+    tmp_path: Path, source: str
+) -> None:
+    """Issue #53 §5: the placeholder named the node `vm_` (hostname's newline turned into `_`),
+    which node-verdict refused and `history import` filed under a node that does not exist."""
+    import socket
+
+    from gpuaccept.record.identity import node_name_of, resolve_node_name
+    from gpuaccept.report.node_verdict import node_verdict
+
+    env = {} if source == "hostname" else {source: "gpu-17"}
+    report_file = tmp_path / "report.json"
+    done = subprocess.run(
+        [
+            "bash",
+            "-c",
+            'set -euo pipefail; source "$1"; gpuaccept_ensure_report "$2" accept 3',
+            "-",
+            str(REPO / "tasks" / "job-lib.sh"),
+            str(report_file),
+        ],
+        env={"PATH": "/usr/bin:/bin", **env},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    report = load_report(report_file)
+    host = socket.gethostname()
+    assert report.hostname == host  # no `_` where the newline was
+    assert report.environment["node"] == resolve_node_name(env, host)
+    assert node_verdict(report).node == node_name_of(report) == env.get(source, host)
+    history = tmp_path / "h.sqlite"
+    result = CliRunner().invoke(
+        app, ["history", "import", str(report_file), "--history", str(history)]
+    )
+    assert result.exit_code == 0, result.output
+    listed = CliRunner().invoke(app, ["history", "list", "--history", str(history), "--json"])
+    assert [run["node"] for run in json.loads(listed.stdout)] == [env.get(source, host)]

@@ -138,7 +138,12 @@ def test_history_gpu_follows_the_gpu_across_hosts(tmp_path: Path) -> None:
         3,
     )
     none = CliRunner().invoke(app, ["history", "gpu", "GPU-99999999-0000", "--history", str(path)])
-    assert none.stdout.strip() == "no run recorded with GPU GPU-99999999-0000"
+    assert none.exit_code == 2  # issue #53 §5: an unknown GPU is an input error, not a clean life
+    assert none.output.strip().splitlines() == [
+        f"gpuaccept history gpu: error: history {path}: no run recorded with GPU "
+        "GPU-99999999-0000 (check the UUID against "
+        "`nvidia-smi -L` on its node, and that its runs went to this history)"
+    ]
     bad = CliRunner().invoke(app, ["history", "gpu", "0; DROP TABLE runs", "--history", str(path)])
     assert bad.exit_code == 2
     assert "is not a GPU UUID" in bad.output

@@ -13,11 +13,12 @@ from typer.testing import CliRunner
 
 from gpuaccept.cli import app
 from gpuaccept.errors import InputError
-from gpuaccept.record.fleet import check_window, fleet_state
+from gpuaccept.record.fleet import JUDGED_RUNS, check_window, fleet_state
 from gpuaccept.record.history import History
 from tests.act.test_offenders import UUID, _run
 from tests.record.test_fleet_comparison import burnin_report
 from tests.record.test_history_stores import _corpus
+from tests.run_reports import gpu_report, history_with, rejudged
 
 
 def test_a_nodes_newest_burn_in_that_found_sdc_is_named_and_fails_the_fleet(
@@ -100,6 +101,7 @@ def test_a_history_with_no_run_yet_has_an_empty_fleet(tmp_path: Path) -> None:
         "since": "",
         "until": "",
         "fleet_mean_hours_between_incidents_per_node": None,
+        "runs_counted": JUDGED_RUNS,
         "nodes": [],
         "gpus": [],
     }
@@ -226,3 +228,31 @@ def test_the_gpus_incidents_are_read_beside_the_rest_and_alone_where_that_cannot
         assert read_by == [threading.current_thread().name]
         assert fallback.mtbi == alone
         assert fallback.view == beside.view
+
+
+def test_a_node_whose_runs_judged_no_gpu_counts_0_runs_and_says_why(tmp_path: Path) -> None:
+    """Issue #53 §5: a node that passed in CPU mode read "runs 0" beside nodes with incidents,
+    unexplained."""
+    cpu_pass = [rejudged(gpu_report("node-c", [800.0], hours=h), device_mode="cpu") for h in (1, 2)]
+    path = history_with(
+        tmp_path / "h.sqlite",
+        gpu_report("node-a", [500.0], hours=0, passed=False),
+        gpu_report("node-a", [800.0], hours=3),
+        *cpu_pass,
+    )
+    said = CliRunner().invoke(app, ["history", "fleet", "--history", str(path), "--json"])
+    mtbi = json.loads(said.stdout)["mtbi"]
+    assert {n["node"]: n["runs"] for n in mtbi["nodes"]} == {"node-a": 2, "node-c": 0}
+    assert mtbi["runs_counted"] == JUDGED_RUNS
+    assert "a pass in CPU mode or a run that judged nothing counts for neither" in JUDGED_RUNS
+    table = CliRunner().invoke(app, ["history", "fleet", "--history", str(path)]).stdout
+    [header] = [line for line in table.splitlines() if line.startswith("node ") and "MTBI" in line]
+    assert "judged runs" in header
+    assert f"(judged {JUDGED_RUNS})" in table
+    page = tmp_path / "fleet.html"
+    drawn = CliRunner().invoke(
+        app, ["report", "--fleet", "--html", str(page), "--history", str(path)]
+    )
+    assert drawn.exit_code == 0, drawn.output
+    assert '<th data-key="runs">judged runs</th>' in page.read_text()
+    assert "a pass in CPU mode or a run that judged nothing counts for neither" in page.read_text()

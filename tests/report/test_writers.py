@@ -161,3 +161,21 @@ def test_every_writer_shows_the_recommended_action() -> None:
     assert [line for line in ddp if line.endswith(" 1.0")] == [
         line for line in ddp if 'action="rerun"' in line
     ]
+
+
+def test_an_action_line_is_cut_where_a_word_ends_and_says_so() -> None:
+    """Issue #53 §5: the [ACTION] line was cut inside a figure ("... floor 640.0...")."""
+    figures = ", ".join(
+        f"gpu{i} matmul_bf16_tflops {500.25 + i:.2f} TFLOPS below floor 595.88" for i in range(8)
+    )
+    report = sample_report()
+    slow = report.checks[1].model_copy(update={"message": figures, "details": {}})
+    line = console.action_lines(rejudged(report, checks=[slow]))[1]
+    assert line.startswith("[ACTION]   drain <- compute: gpu0 matmul_bf16_tflops 500.25")
+    assert console.CUT in line
+    kept = line.split(": ", 1)[1].split(console.CUT)[0]
+    words = figures.split()
+    assert kept.split() == words[: len(kept.split())]  # whole words only, the last one too
+    assert len(kept) <= 160
+    assert console.clipped("short", 160) == "short"
+    assert console.clipped("x" * 200, 160) == "x" * 160 + console.CUT  # no word end to cut at

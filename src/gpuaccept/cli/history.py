@@ -179,6 +179,13 @@ def gpu(
     with _open(history) as store:
         found = store.gpu_runs(uuid, limit)
         reports = {row.id: store.report(row.id) for row, _, _ in found}
+        if not found:
+            # an input that names nothing stored, as `history show` of an unknown run: exit 2,
+            # so a script never reads "no such GPU" as a GPU with a clean life
+            raise InputError(
+                f"history {store.path}: no run recorded with GPU {uuid} (check the UUID "
+                "against `nvidia-smi -L` on its node, and that its runs went to this history)"
+            )
     rows = [
         (row.id, row.started_at, row.hostname, row.command, row.verdict.label, index, serial)
         for row, index, serial in found
@@ -186,9 +193,6 @@ def gpu(
     life = gpu_life(uuid, rows, reports)
     if as_json:
         typer.echo(json.dumps({**asdict(life), "said": life.said}, indent=2, default=str))
-        return
-    if not life.runs:
-        typer.echo(f"no run recorded with GPU {uuid}")
         return
     _echo_table(
         ["run", "started (UTC)", "host", "index", "command", "result", "action for it"],
@@ -216,6 +220,7 @@ def show(
 ) -> None:
     """One run: its checks and figures (or the whole report with --json)."""
     from gpuaccept.naming import floor_verdict_text
+    from gpuaccept.record.identity import node_name_of
     from gpuaccept.report.console import action_lines, check_line, result_line
     from gpuaccept.results import device_label
 
@@ -226,7 +231,7 @@ def show(
         return
     typer.echo(
         f"run {run}: gpuaccept {report.command} --level {report.level} ({report.device_mode}) "
-        f"on {report.hostname}, started {report.started_at}, {report.duration_seconds:.1f} s"
+        f"on {node_name_of(report)}, started {report.started_at}, {report.duration_seconds:.1f} s"
     )
     for check in report.checks:
         typer.echo(check_line(check))
@@ -573,6 +578,8 @@ def _hours(value: float | None) -> str:
 
 
 def _echo_mtbi(mtbi: FleetMtbi) -> None:
+    from gpuaccept.record.fleet import JUDGED_RUNS
+
     if not mtbi.nodes:
         return
     hit = [m for m in mtbi.nodes if m.incidents]
@@ -583,12 +590,13 @@ def _echo_mtbi(mtbi: FleetMtbi) -> None:
     )
     if hit:
         _echo_table(
-            ["node", "incidents", "observed", "runs", "MTBI"],
+            ["node", "incidents", "observed", "judged runs", "MTBI"],
             [
                 [m.what, str(m.incidents), _hours(m.hours), str(m.runs), _hours(m.mean_hours)]
                 for m in hit
             ],
         )
+        typer.echo(f"(judged {JUDGED_RUNS})")
     if mtbi.gpus:
         typer.echo("GPUs a run named for a remediation:")
         _echo_table(

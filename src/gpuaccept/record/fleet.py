@@ -33,6 +33,15 @@ from gpuaccept.results import CheckResult
 SDC_CHECK = "burnin-correctness"
 
 
+# what an MTBI row's `runs` counts (issue #53 §5: a node whose runs all passed in CPU mode read
+# "runs 0", unexplained), said wherever the count is shown
+JUDGED_RUNS = (
+    "runs: the node's accepts in the window that judged its GPUs (passed or failed on them); "
+    "a pass in CPU mode or a run that judged nothing counts for neither, so a node with only "
+    "those shows 0"
+)
+
+
 @dataclass(frozen=True)
 class FleetMtbi:
     since: str
@@ -60,6 +69,7 @@ class FleetMtbi:
             "since": self.since,
             "until": self.until,
             "fleet_mean_hours_between_incidents_per_node": self.fleet_hours(),
+            "runs_counted": JUDGED_RUNS,
             "nodes": [{"node": m.what, **entry(m)} for m in self.nodes],
             "gpus": [
                 {"uuid": m.what, "serial": m.serial, "hosts": list(m.hosts), **entry(m)}

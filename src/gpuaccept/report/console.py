@@ -6,7 +6,6 @@ from typing import Any
 
 from rich.table import Table
 
-from gpuaccept.actions import shortened
 from gpuaccept.naming import figure_text, run_title
 from gpuaccept.results import CheckResult, RunReport, Status
 
@@ -51,6 +50,21 @@ def result_line(report: RunReport) -> str:
 ACTION_LINES_SHOWN = 8
 
 
+CUT = " ... (cut: the JSON report has it whole)"
+
+
+def clipped(text: str, limit: int) -> str:
+    """`text` within about `limit` characters, cut where a word ends (never inside a figure:
+    "534.2 TFLOPS" is not shown as "534."), saying that it was cut."""
+    if len(text) <= limit:
+        return text
+    head = text[: limit + 1]
+    end = head.rfind(" ")
+    # one word longer than the line: nothing to cut at, so it is cut where it must be
+    head = head[:end] if end > 0 else text[:limit]
+    return head.rstrip(" ,;:") + CUT
+
+
 def action_lines(report: RunReport) -> list[str]:
     """The node's recommended action, then each finding's (`[ACTION] ...`): what to do, said
     before the verdict's last line."""
@@ -63,7 +77,7 @@ def action_lines(report: RunReport) -> list[str]:
     ]
     for r in plan.recommendations[:ACTION_LINES_SHOWN]:
         gpu = f" [{r.gpu}]" if r.gpu else ""
-        finding, cause = shortened(r.finding, 160), shortened(r.cause, 100)
+        finding, cause = clipped(r.finding, 160), clipped(r.cause, 100)
         lines.append(f"[ACTION]   {r.action.value} <- {r.check}{gpu}: {finding} ({cause})")
     more = len(plan.recommendations) - ACTION_LINES_SHOWN
     if more > 0:

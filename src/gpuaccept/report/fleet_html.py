@@ -18,7 +18,7 @@ from html import escape
 
 from gpuaccept.naming import format_number
 from gpuaccept.record.comparison import FleetFigure
-from gpuaccept.record.fleet import FleetState
+from gpuaccept.record.fleet import JUDGED_RUNS, FleetState
 from gpuaccept.results import device_label
 
 BINS = 40
@@ -332,6 +332,7 @@ def render_fleet_html(state: FleetState, *, source: str, generated_at: str) -> s
         else "<p>No node's newest burn-in found GPUs disagreeing bit for bit.</p>",
         f"<h2>Mean time between incidents ({escape(mtbi.since[:10])} to "
         f"{escape(mtbi.until[:10])})</h2>",
+        f"<p>{escape(JUDGED_RUNS[0].upper() + JUDGED_RUNS[1:])}.</p>",
         _table(
             "mtbi",
             [
@@ -339,7 +340,7 @@ def render_fleet_html(state: FleetState, *, source: str, generated_at: str) -> s
                 ("incidents", "incidents"),
                 ("hours", "hours observed"),
                 ("mean", "mean hours between"),
-                ("runs", "runs"),
+                ("runs", "judged runs"),
             ],
             mtbi_rows,
             len(mtbi_rows),
