@@ -108,3 +108,23 @@ def test_standard_says_whether_1b_fits() -> None:
     assert spec.plan.endswith("fits")
     small = accept_spec("standard", cpu=False, gpu_memory_bytes=24 * GiB, shards=1)
     assert "may not fit" in small.plan
+
+
+def test_train_llm_says_its_prediction_before_a_gpu_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    import types
+
+    import torch
+
+    from gpuaccept.cli.train_llm import _memory_line
+    from gpuaccept.llm.plans import llm_spec
+
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(
+        torch.cuda,
+        "get_device_properties",
+        lambda _: types.SimpleNamespace(total_memory=H200_BYTES),
+    )
+    whole = _memory_line(llm_spec("8b", "bf16"), 2, 1)
+    assert whole.startswith("[TRAIN] memory: ")
+    assert whole.endswith("of 125.8 usable: may NOT fit")
+    assert _memory_line(llm_spec("1b", "bf16"), 2, 1).endswith("fits")

@@ -193,6 +193,8 @@ def _run(spec: LlmSpec, mode: str, log_every: int) -> CheckResult:
         f"{per_rank} per rank, {spec.steps} steps, {spec.precision}, checkpointing "
         f"{spec.checkpointing}{', compiled' if spec.compile else ''}; {ranks} {backend} rank(s)"
     )
+    if not context.cpu_mode and spec.precision == "bf16":
+        typer.echo(_memory_line(spec, per_rank, ranks))
     # the model build, every step and the rerun, with room for a slow first compile
     timeout = 600.0 + 30.0 * spec.steps
     if not log_every:
@@ -204,6 +206,25 @@ def _run(spec: LlmSpec, mode: str, log_every: int) -> CheckResult:
     if line:
         typer.echo(line)
     return result
+
+
+def _memory_line(spec: LlmSpec, per_rank: int, ranks: int) -> str:
+    """The memory model's prediction for this run against the smallest GPU (llm.memory): said
+    before the run, so an out-of-memory that follows is no surprise."""
+    import torch
+
+    from gpuaccept.llm.memory import GiB, estimate_memory, usable_bytes
+
+    smallest = min(
+        torch.cuda.get_device_properties(i).total_memory for i in range(torch.cuda.device_count())
+    )
+    estimate = estimate_memory(spec.shape, per_rank, spec.checkpointing, ranks)
+    usable = usable_bytes(smallest)
+    said = "fits" if estimate.peak_bytes <= usable else "may NOT fit"
+    return (
+        f"[TRAIN] memory: {estimate.peak_gib:.1f} GiB per GPU predicted at {estimate.peak_at} "
+        f"(llm/memory.py, measured on one GPU only) of {usable / GiB:.1f} usable: {said}"
+    )
 
 
 class _TrainingLog:
