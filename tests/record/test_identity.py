@@ -115,12 +115,25 @@ def test_every_writer_names_the_node_by_its_one_name(source: str) -> None:
         assert f"{name} (host {POD})" in render_markdown(report)
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return str(tmp_path / "h.sqlite")
+    return str(request.getfixturevalue("pg_history"))
+
+
+def _stored(location: str, *reports: RunReport) -> str:
+    with History.open(location) as history:
+        history.append([(report, "test") for report in reports])
+    return location
+
+
 @pytest.mark.parametrize("source", SOURCES)
 def test_the_history_and_its_readers_know_the_node_by_its_one_name(
-    source: str, tmp_path: Path
+    source: str, store: str, tmp_path: Path
 ) -> None:
     name = _expected(source)
-    path = history_with(tmp_path / "h.sqlite", *(_report(source, hours=i) for i in range(3)))
+    path = _stored(store, *(_report(source, hours=i) for i in range(3)))
     with History.open(path) as history:
         assert [r.hostname for r in history.list_runs()] == [name] * 3
         assert [r.hostname for r in history.newest_runs("accept")] == [name]
@@ -150,8 +163,8 @@ def test_a_report_written_before_the_name_was_recorded_reads_as_it_did() -> None
     assert node_name_of(named) == "gpu07"
 
 
-def test_a_name_on_another_machine_is_said(tmp_path: Path) -> None:
-    path = history_with(tmp_path / "h.sqlite", _report("GPUACCEPT_NODE_NAME", machine=MACHINE_A))
+def test_a_name_on_another_machine_is_said(store: str) -> None:
+    path = _stored(store, _report("GPUACCEPT_NODE_NAME", machine=MACHINE_A))
     # the board was replaced (new GPUs too), the name kept
     now = _report("GPUACCEPT_NODE_NAME", hours=1, machine=MACHINE_B)
     now = rejudged(now, environment={**now.environment, "gpus": []})
@@ -161,8 +174,8 @@ def test_a_name_on_another_machine_is_said(tmp_path: Path) -> None:
     assert "another machine under the same name" in said
 
 
-def test_a_machine_under_a_new_name_is_said(tmp_path: Path) -> None:
-    path = history_with(tmp_path / "h.sqlite", _report("hostname"))  # recorded as the pod
+def test_a_machine_under_a_new_name_is_said(store: str) -> None:
+    path = _stored(store, _report("hostname"))  # recorded as the pod
     renamed = _report("GPUACCEPT_NODE_NAME", hours=1)  # the same machine and GPUs, now gpu02
     with History.open(path) as history:
         [said] = identity_changes(history, renamed)

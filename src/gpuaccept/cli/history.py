@@ -50,7 +50,7 @@ FLEET_MTBI_DAYS = typer.Option(
     "incidents per node and per GPU.",
 )
 COMMANDS = ("accept", "bench", "train-mnist", "burnin")  # what the history records runs of
-NODE = typer.Option(None, "--node", metavar="NODE", help="Only this node (hostname as recorded).")
+NODE = typer.Option(None, "--node", metavar="NODE", help="Only this node (its name as recorded).")
 AS_JSON = typer.Option(False, "--json", help="Print it as JSON on stdout (for scripts).")
 COMMAND = typer.Option(
     None,
