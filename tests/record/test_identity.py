@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from gpuaccept.cli import app
 from gpuaccept.cli.recording import record_run
 from gpuaccept.record import environment, evidence
+from gpuaccept.record.fleet_comparison import compare_with_fleet
 from gpuaccept.record.history import History
 from gpuaccept.record.identity import (
     K8S_NODE_NAME_ENV,
@@ -29,6 +30,7 @@ from gpuaccept.report.markdown import render_markdown
 from gpuaccept.report.node_verdict import node_of, node_verdict
 from gpuaccept.report.prometheus import render_prometheus
 from gpuaccept.results import RunReport
+from tests.record.test_fleet_comparison import burnin_report
 from tests.run_reports import gpu_report, history_with, rejudged
 
 runner = CliRunner()
@@ -47,14 +49,23 @@ def _environ(source: str) -> dict[str, str]:
 
 
 def _report(
-    source: str, hours: float = 0.0, tflops: float = 800.0, machine: str = MACHINE_A, **kw: Any
+    source: str,
+    hours: float = 0.0,
+    tflops: float = 800.0,
+    machine: str = MACHINE_A,
+    pod: str = POD,
+    **kw: Any,
 ) -> RunReport:
-    """An accept run in a pod (host name POD) whose name came from `source`."""
-    report = gpu_report(POD, [tflops], hours=hours, **kw)
+    """An accept run in a pod (host name `pod`) whose name came from `source`."""
+    return _named(gpu_report(POD, [tflops], hours=hours, **kw), source, pod, machine)
+
+
+def _named(report: RunReport, source: str, pod: str = POD, machine: str = MACHINE_A) -> RunReport:
+    """`report` as captured in `pod`, its name from `source`."""
     env = {
         **report.environment,
-        "node": resolve_node_name(_environ(source), POD),
-        "system": {"hostname": POD, "machine_id": machine},
+        "node": resolve_node_name(_environ(source), pod),
+        "system": {"hostname": pod, "machine_id": machine},
     }
     return rejudged(report, environment=env)
 
@@ -133,7 +144,9 @@ def test_the_history_and_its_readers_know_the_node_by_its_one_name(
     source: str, store: str, tmp_path: Path
 ) -> None:
     name = _expected(source)
-    path = _stored(store, *(_report(source, hours=i) for i in range(3)))
+    # each run in a pod of its own (as a Job's runs are), where the name is not the host's
+    pods = [POD] * 3 if source == "hostname" else [f"{POD}-{i}" for i in range(3)]
+    path = _stored(store, *(_report(source, hours=i, pod=pod) for i, pod in enumerate(pods)))
     with History.open(path) as history:
         assert [r.hostname for r in history.list_runs()] == [name] * 3
         assert [r.hostname for r in history.newest_runs("accept")] == [name]
@@ -199,3 +212,20 @@ def test_the_change_is_said_when_the_run_is_recorded(
     assert "[HISTORY] run 2 recorded in" in out
     record_run(_report("SLURMD_NODENAME", hours=2), path)  # the same name again: nothing said
     assert "warning" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_the_fleet_comparison_leaves_out_the_nodes_own_runs_from_any_pod(
+    source: str, tmp_path: Path
+) -> None:
+    """A burn-in's figures against other nodes': the node's own earlier run, in another pod, is
+    no other node (two peers and itself would make the three a comparison needs)."""
+    peers = [burnin_report(f"peer{i}", [800.0]) for i in range(2)]
+    pod = POD if source == "hostname" else f"{POD}-old"
+    own_before = _named(burnin_report(POD, [800.0]), source, pod)
+    path = history_with(tmp_path / "h.sqlite", *peers, own_before)
+    now = _named(burnin_report(POD, [800.0], hours=1), source)
+    with History.open(path) as history:
+        check = compare_with_fleet(now, history, tolerance_percent=10.0)
+    assert check.details["figures"] == [], check.message  # two peers: not compared
+    assert check.details["not_compared"] == ["NVIDIA H100 80GB HBM3"]
