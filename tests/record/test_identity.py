@@ -5,6 +5,7 @@ from there; a name that moves to another machine, or a machine that takes a new 
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -229,3 +230,16 @@ def test_the_fleet_comparison_leaves_out_the_nodes_own_runs_from_any_pod(
         check = compare_with_fleet(now, history, tolerance_percent=10.0)
     assert check.details["figures"] == [], check.message  # two peers: not compared
     assert check.details["not_compared"] == ["NVIDIA H100 80GB HBM3"]
+
+
+def test_a_damaged_past_run_is_said_and_the_run_still_recorded(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = history_with(tmp_path / "h.sqlite", _report("SLURMD_NODENAME"))
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE runs SET report_json = '{' WHERE id = 1")
+    record_run(_report("SLURMD_NODENAME", hours=1), path)
+    out = capsys.readouterr().out
+    assert "[HISTORY] warning: the node's earlier names were not checked: history " in out
+    assert "run 1's stored report is damaged" in out
+    assert "[HISTORY] run 2 recorded in" in out

@@ -146,7 +146,7 @@ def record_run(report: RunReport, target: HistoryLocation | None) -> None:
     keeps it in the spool instead, and says so."""
     if target is None:
         return
-    from gpuaccept.record.history import History, HistoryUnreachable
+    from gpuaccept.record.history import History, HistoryError, HistoryUnreachable
     from gpuaccept.record.identity import identity_changes
     from gpuaccept.record.spool import deliver, spool_report
 
@@ -156,7 +156,12 @@ def record_run(report: RunReport, target: HistoryLocation | None) -> None:
             # said before it is stored (its own run would answer the lookups): a name that
             # moved to another machine, or a machine under a new name, is neither merged nor
             # split without a word
-            changes = identity_changes(history, report)
+            try:
+                changes = identity_changes(history, report)
+            except HistoryUnreachable:
+                raise
+            except HistoryError as error:  # a damaged past run must not cost this run's record
+                changes = [f"the node's earlier names were not checked: {error}"]
             [(run_id, _)] = history.append([(report, "run")])
     except HistoryUnreachable as error:
         kept = spool_report(report)
