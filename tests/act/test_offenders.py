@@ -277,3 +277,42 @@ def test_the_nodes_past_says_replace_only_for_an_offender_within_its_days() -> N
     never = node_past(now, runs, 24, 0, 7, 0)  # and --inspect-after 0: never
     assert (never.offences, never.action("reset-gpu")) == ((), "reset-gpu")
     assert node_past(now, runs, 24, 3, 2).offences == ()  # two days hold one incident
+
+
+def test_a_gpu_a_kernel_log_xid_names_by_its_pci_address_is_followed_by_its_uuid() -> None:
+    """A kernel-log XID names the GPU by PCI domain:bus:device; the run's capture ties that
+    address to the GPU's UUID, so the GPU's incidents follow it to its next host (GB200's domain
+    `0008`, spelled as NVML and as the driver spell it)."""
+
+    def xid_run(host: str, hours: float, failed: bool) -> RunReport:
+        run = _run(host, hours, remap=False)
+        gpus = [{**run.environment["gpus"][0], "pci_bus_id": "00000008:01:00.0"}]
+        checks = list(run.checks)
+        if failed:
+            checks[0] = checks[0].model_copy(
+                update={
+                    "name": "events",
+                    "status": Status.FAIL,
+                    "message": "Xid 79 on PCI 0008:01:00",
+                    "details": {
+                        "findings": [
+                            {
+                                "status": "fail",
+                                "text": "PCI 0008:01:00: Xid 79: GPU has fallen off the bus",
+                                "kind": "xid",
+                                "code": "79",
+                                "gpu": "PCI 0008:01:00",
+                            }
+                        ]
+                    },
+                }
+            )
+        return rejudged(
+            run, checks=checks, environment={**run.environment, "gpus": gpus}, level="quick"
+        )
+
+    runs = [xid_run("gpu01", 0, True), xid_run("gpu01", 1, False), xid_run("gpu07", 50, False)]
+    now = xid_run("gpu07", 51, True)
+    assert now.action_plan.out_of_service_uuids(now.environment["gpus"]) == [UUID]
+    (gpu,) = [o for o in offences(now, runs) if o.what.startswith("GPU")]
+    assert (gpu.count, gpu.escalation, gpu.hosts) == (2, "inspect", ("gpu01", "gpu07"))
