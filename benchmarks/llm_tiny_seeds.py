@@ -44,6 +44,12 @@ def main() -> None:
         type=int,
         help="steps of each run (default: the preset's 500; accept's CPU standard runs 150)",
     )
+    parser.add_argument(
+        "--last-token-only",
+        action="store_true",
+        help="every token attends to itself alone: a model that ignores its context, which the "
+        "limit must fail",
+    )
     args = parser.parse_args()
 
     import torch
@@ -61,6 +67,8 @@ def main() -> None:
         spec = llm_spec("tiny", "bf16" if gpu else "fp32", seed=seed)
         if args.steps:
             spec = dataclasses.replace(spec, steps=args.steps)
+        if args.last_token_only:
+            spec = dataclasses.replace(spec, self_attention_only=True)
         started = time.perf_counter()
         records = run_ranks(train_rank, ranks, spec, 900, backend)
         figures = compute_figures(spec, records, peak_tflops=None)
@@ -73,6 +81,7 @@ def main() -> None:
             "limit": round(figures.convergence_limit, 4),
             "crossed_at_step": crossing(figures.losses, figures.convergence_limit),
             "steps": spec.steps,
+            "last_token_only": args.last_token_only,
             "seconds": round(time.perf_counter() - started, 1),
         }
         rows.append(row)
