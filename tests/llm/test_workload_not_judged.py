@@ -115,3 +115,14 @@ def test_a_run_shorter_than_its_preset_has_its_convergence_not_judged() -> None:
         RanksOutcome(1, "nccl", []),
     )
     assert message
+
+
+def test_the_pass_message_says_which_plan_ran_and_why() -> None:
+    from gpuaccept.llm.plans import accept_spec
+
+    spec = accept_spec("full", cpu=False, gpu_memory_bytes=85_017_493_504, shards=8)
+    ran = dataclasses.replace(record(), spec=spec)
+    figures = compute_figures(spec, [ran], 989.0)
+    message = workload._summary(context("cuda"), spec, figures, RanksOutcome(8, "nccl", [ran]))
+    assert message.endswith(f"; chosen as {spec.plan}")
+    assert "8b at batch 2 per GPU, checkpointing full" in message

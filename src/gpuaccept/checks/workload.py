@@ -317,9 +317,10 @@ def _summary(
             f"loss {figures.final_loss:.3f}, convergence NOT JUDGED (a changed run: fewer "
             "steps or tokens, another learning rate or shape than the preset's limit was set on)"
         )
+    plan = f"; chosen as {spec.plan}" if spec.plan else ""
     return (
         f"{preset_of(spec)} on {outcome.world_size} {outcome.backend} rank(s): {speed}; {loss}, "
-        f"first {spec.determinism_steps} losses bit-identical on a rerun"
+        f"first {spec.determinism_steps} losses bit-identical on a rerun{plan}"
     )
 
 
