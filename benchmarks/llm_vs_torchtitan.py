@@ -110,7 +110,26 @@ def run_ours(flags: list[str], device: str, work: Path, limit: float) -> dict[st
         record["figures"] = {m["name"]: m["value"] for m in check["measurements"]}
         record["details"] = {k: v for k, v in check["details"].items() if k != "losses"}
         record["losses"] = check["details"].get("losses")
+        record["predicted_peak_gib"] = _predicted_peak_gib(flags, device, record["details"])
     return record
+
+
+def _predicted_peak_gib(flags: list[str], device: str, details: dict[str, Any]) -> float | None:
+    """The memory model's per-GPU peak for the run that was made (gpuaccept/llm/memory.py),
+    beside the measured one: what the next GPU session checks it against."""
+    from gpuaccept.llm.memory import estimate_memory
+    from gpuaccept.llm.model import model_shape
+
+    if device != "cuda" or "layers" not in details:
+        return None
+    preset, overrides = _overrides(flags)
+    shape = model_shape(
+        "1b" if preset == "auto" else preset, overrides.layers, overrides.dim, overrides.seq_len
+    )
+    estimate = estimate_memory(
+        shape, int(details["local_batch"]), details["checkpointing"], int(details["ranks"])
+    )
+    return estimate.peak_gib
 
 
 def main() -> None:
@@ -174,9 +193,9 @@ def main() -> None:
         "Written by `python benchmarks/llm_vs_torchtitan.py`; every figure measured in this run.",
         f"torch {record['torch']}; torchtitan: {record['torchtitan']}.",
         "",
-        "| run | status | tokens/s/GPU | TFLOPS/GPU | MFU | goodput | peak GiB | loss | plain "
-        "loop tokens/s | ours / plain |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| run | status | tokens/s/GPU | TFLOPS/GPU | MFU | goodput | peak GiB | predicted GiB "
+        "| loss | plain loop tokens/s | ours / plain |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for entry in record["runs"]:
         ours, figures = entry["ours"], entry["ours"].get("figures", {})
@@ -193,7 +212,8 @@ def main() -> None:
             f"{fmt(pick('tokens_per_second_per_gpu'), ',.0f')} | "
             f"{fmt(pick('tflops_per_gpu'), '.1f')} | {fmt(pick('_mfu'), '.1%')} | "
             f"{fmt(figures.get('llm_goodput'), '.2f')} | "
-            f"{fmt(pick('peak_memory_gib'), '.1f')} | {fmt(figures.get('llm_final_loss'), '.3f')} "
+            f"{fmt(pick('peak_memory_gib'), '.1f')} | {fmt(ours.get('predicted_peak_gib'), '.1f')} "
+            f"| {fmt(figures.get('llm_final_loss'), '.3f')} "
             f"| {fmt(plain.get('tokens_per_second'), ',.0f')} | "
             f"{fmt(entry.get('ours_over_plain'), '.2f')} |"
         )
