@@ -29,7 +29,7 @@ NODE_NAME_SOURCES: tuple[tuple[str, str], ...] = (
     ("SLURMD_NODENAME", "Slurm"),
     (K8S_NODE_NAME_ENV, "Kubernetes"),
 )
-HOSTNAME_SOURCE = "hostname"
+HOSTNAME_SOURCE = "hostname"  # the source of a name that no variable gave
 
 
 def resolve_node_name(environ: Mapping[str, str], hostname: str | None) -> dict[str, str | None]:
@@ -41,7 +41,7 @@ def resolve_node_name(environ: Mapping[str, str], hostname: str | None) -> dict[
             return {"name": value, "source": variable}
     return {
         "name": hostname.strip() if hostname and hostname.strip() else None,
-        "source": "hostname",
+        "source": HOSTNAME_SOURCE,
     }
 
 
