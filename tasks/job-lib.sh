@@ -89,7 +89,6 @@ gpuaccept_ensure_report() {
   host=$(gpuaccept_json_name "$host")
   # the node's one name, as gpuaccept resolves it (src/gpuaccept/record/identity.py): the
   # operator's, Slurm's, the Kubernetes node's, then the host's
-  name= source=hostname
   for source in GPUACCEPT_NODE_NAME SLURMD_NODENAME GPUACCEPT_K8S_NODE_NAME hostname; do
     [[ $source == hostname ]] && { name=$host; break; }
     name=$(gpuaccept_json_name "${!source:-}")
