@@ -113,8 +113,12 @@ def test_the_capture_records_the_name_once(
 
 
 @pytest.mark.parametrize("source", SOURCES)
-def test_every_writer_names_the_node_by_its_one_name(source: str) -> None:
+def test_every_writer_names_the_node_by_its_one_name(source: str, tmp_path: Path) -> None:
     report, name = _report(source), _expected(source)
+    saved = tmp_path / report_filename(report)
+    saved.write_text(report.model_dump_json())
+    labels = runner.invoke(app, ["node-verdict", str(saved)])
+    assert labels.stdout.startswith(f"kubectl label node {name} "), labels.output
     assert node_name_of(report) == name
     assert f"-{name}-" in report_filename(report)
     assert f'node="{name}"' in render_prometheus(report)
@@ -161,6 +165,11 @@ def test_the_history_and_its_readers_know_the_node_by_its_one_name(
     assert listed.output.count(name) == 3, listed.output
     fleet = runner.invoke(app, ["history", "fleet", "--history", str(path), "--json"])
     assert [n["node"] for n in json.loads(fleet.stdout)["nodes"]] == [name], fleet.output
+    # the run's own page draws the node's trend from the runs of every pod it ran in
+    own = tmp_path / "run.html"
+    shown = runner.invoke(app, ["report", "3", "--html", str(own), "--history", str(path)])
+    assert shown.exit_code == 0, shown.output
+    assert "First run of its kind on this node" not in own.read_text()
     page = tmp_path / "fleet.html"
     drawn = runner.invoke(app, ["report", "--fleet", "--html", str(page), "--history", str(path)])
     assert drawn.exit_code == 0, drawn.output
