@@ -73,6 +73,7 @@ def test_eight_h100s_get_a_plan_that_fits_and_say_which_and_why() -> None:
     assert (plan.local_batch, plan.checkpointing) == (2, "full")
     assert "batch 2 selective 103.3 GiB" in plan.reason
     assert "8b at batch 2 per GPU, checkpointing full" in plan.reason
+    assert plan.reason.endswith("(the memory model was measured on a world of one GPU only)")
     spec = accept_spec("full", cpu=False, gpu_memory_bytes=H100_BYTES, shards=8)
     assert (spec.shape, spec.local_batch, spec.checkpointing) == (PRESETS["8b"], 2, "full")
     assert spec.plan == plan.reason

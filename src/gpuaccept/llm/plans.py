@@ -146,6 +146,8 @@ def plan_memory(preset: str, gpu_memory_bytes: int, shards: int) -> MemoryPlan:
             estimate = estimate_memory(shape, batch, mode, shards)
             if estimate.peak_bytes <= usable:
                 larger = f"; larger ones do not fit: {', '.join(tried)}" if tried else ""
+                if shards > 1:
+                    larger += " (the memory model was measured on a world of one GPU only)"
                 reason = (
                     f"{preset} at batch {batch} per GPU, checkpointing {mode}: "
                     f"{estimate.peak_gib:.1f} GiB per GPU predicted (at {estimate.peak_at}, "
