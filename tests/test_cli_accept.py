@@ -406,6 +406,41 @@ def test_json_gives_an_interrupted_report_for_a_signal_before_the_run() -> None:
     assert report.verdict.interrupted_by == "SIGTERM"
 
 
+@pytest.mark.parametrize("when", ["caught", 1.0, 2.0])
+def test_report_dir_gets_an_interrupted_report_from_the_first_moment_it_can(
+    tmp_path: Path, when: str | float
+) -> None:
+    """Issue #50 §7: SIGTERM one second after `accept --report-dir` started left no report (the
+    handler came after the plan, and the suite's imports and workers were not covered)."""
+    import signal
+    import time
+
+    from tests.signal_runs import start_cli
+
+    process = start_cli("accept", "--device", "cpu", "--no-history", "--report-dir", str(tmp_path))
+    if when == "caught":  # as soon as gpuaccept catches SIGTERM
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            status = Path(f"/proc/{process.pid}/status").read_text()
+            caught = int(
+                next(line for line in status.splitlines() if line.startswith("SigCgt:")).split()[1],
+                16,
+            )
+            if caught & (1 << (signal.SIGTERM - 1)):
+                break
+            time.sleep(0.01)
+    else:
+        time.sleep(float(when))
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 143, stderr
+    assert "Traceback" not in stderr
+    (path,) = tmp_path.glob("gpuaccept-accept-*.json")
+    report = RunReport.model_validate_json(path.read_text())
+    assert report.verdict.outcome == "interrupted"
+    assert report.verdict.interrupted_by == "SIGTERM"
+
+
 def test_the_other_collectives_floors_reach_the_collectives_check(tmp_path: Path) -> None:
     """`accept --min-alltoall-busbw` (and all-gather's) judges the ranks' all-to-all: a floor no
     CPU reaches fails the run, naming the collective and the option, and the report keeps the

@@ -299,7 +299,27 @@ def accept(
     """
 
     def body(report_out: list[RunReport] | None) -> None:
-        plan = _plan(
+        from gpuaccept.cli.signals import interrupts_as_exceptions
+
+        # from the first moment accept can be signalled, a signal leaves a report (issue #50 §7):
+        # stopped before the run's own report was written (planning, importing the suite, starting
+        # its workers), the INTERRUPTED report of a run that ran no check is written instead
+        written: list[RunReport] = report_out if report_out is not None else []
+        one_node = True
+        with interrupts_as_exceptions():
+            started, clock = datetime.now(UTC), time.monotonic()
+            try:
+                plan = _planned()
+                one_node = plan.launch is None
+                _carried_out(plan, report_out, written)
+            except Interrupted as error:
+                if report_out is None and report_dir is not None and one_node and not written:
+                    early = _interrupted_early(level.value, device.value, started, clock, error)
+                    _write_early(early, report_dir)
+                raise
+
+    def _planned() -> AcceptPlan:
+        return _plan(
             level=level.value,
             only=only,
             skip=skip,
@@ -333,6 +353,10 @@ def accept(
             rules=rules,
             evidence=evidence,
         )
+
+    def _carried_out(
+        plan: AcceptPlan, report_out: list[RunReport] | None, written: list[RunReport]
+    ) -> None:
         if plan.launch is not None and report_out is not None:
             raise InputError(
                 f"--json is for one node: under {plan.launch.launcher} each node writes its own "
@@ -360,13 +384,9 @@ def accept(
                 rules=plan.rules,
             )
             return
-        from gpuaccept.cli.signals import interrupts_as_exceptions
-
         # with --json the report (failed or interrupted too) is left in report_out to print
-        written: list[RunReport] = report_out if report_out is not None else []
-        with interrupts_as_exceptions():
-            reports, interrupted = _run(plan)
-            _write(plan, reports, interrupted, written)
+        reports, interrupted = _run(plan)
+        _write(plan, reports, interrupted, written)
 
     if as_json:
         with _json_on_stdout(level.value, device.value) as report_out:
@@ -407,6 +427,20 @@ def _json_on_stdout(level: str, device: str) -> Iterator[list[RunReport]]:
         if report_out:
             sys.stdout.write(report_out[-1].model_dump_json(indent=2) + "\n")
             sys.stdout.flush()
+
+
+def _write_early(report: RunReport, report_dir: Path) -> None:
+    """The INTERRUPTED report of a run stopped while it was being planned, in --report-dir (a
+    directory that cannot take it is said; the exit is the signal's all the same)."""
+    from gpuaccept.errors import GpuacceptError
+    from gpuaccept.report.json_report import write_json_report
+
+    try:
+        typer.echo(f"[REPORT] {write_json_report(report, report_dir)}")
+    except GpuacceptError as error:
+        typer.echo(
+            f"gpuaccept accept: the interrupted run's report was not written: {error}", err=True
+        )
 
 
 def _interrupted_early(
