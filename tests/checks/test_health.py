@@ -539,3 +539,32 @@ def test_any_volatile_uncorrectable_ecc_error_fails_below_every_location_limit(
     assert _health(fake_gpus, h100_sxm(ecc=_ecc(aggregate_uncorrected_dram=1))).status is (
         Status.PASS
     )
+
+
+@pytest.mark.parametrize(
+    ("action", "row", "status"),
+    [
+        (3, "reset-gpu", Status.FAIL),  # drain P2P: DCGM warns; a site that takes it out fails it
+        (1, "monitor", Status.WARN),  # GPU reset: a site that only watches it warns
+        (1, "none", Status.PASS),  # ... or ignores it
+        (1, "reset-gpu", Status.FAIL),  # the built-in row, set again: the built-in verdict
+        (3, "drain", Status.WARN),  # drain P2P's built-in row: DCGM's verdict stays
+    ],
+)
+def test_a_sites_recovery_action_row_decides_fail_or_warn(
+    fake_gpus: Any, action: int, row: str, status: Status
+) -> None:
+    """Issue #50 §1: `--rules` overrides any row, fail vs warn included; the NVML recovery
+    action's verdict was a fixed list whatever the site's [recovery_action] row said."""
+    from dataclasses import replace
+
+    from gpuaccept.actions import Action, builtin_rules
+
+    names = {1: "GPU reset", 3: "drain P2P"}
+    base = builtin_rules()
+    rules = base.model_copy(
+        update={"recovery_action": {**base.recovery_action, names[action]: Action(row)}}
+    )
+    fake_gpus({"gpus": [h100_sxm(recovery_action=action), h100_sxm(1)]})
+    result = health.run(replace(gpu_context(), action_rules=rules))
+    assert result.status is status, result.message

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from gpuaccept.actions import ActionRules, Cause, builtin_rules
+from gpuaccept.actions import ActionRules, Cause, builtin_rules, judge_of
 from gpuaccept.checks.context import CheckContext
 from gpuaccept.checks.judging import Findings, measurement_targets
 from gpuaccept.probe.hardware import load_nvml, nvml_missing_reason
@@ -156,6 +156,19 @@ def _fabric_findings(
     return [_caused(health, text, "nvswitch-fabric")], []
 
 
+def _recovery_verdict(action: str | None, rules: ActionRules | None) -> str:
+    """fail, warn or ignore for the recovery action the driver asks for. The built-in verdict is
+    DCGM's (reset and reboot fail: DcgmHealthWatch, FIELD-NOTES); a site's `[recovery_action]`
+    row that sets another action decides it as any row does (issue #50 §1: fail from reset-gpu
+    up, ignore at none, warn between)."""
+    if action in (None, "none"):
+        return "ignore"
+    row = (rules or builtin_rules()).recovery_action.get(str(action))
+    if row is not None and row != builtin_rules().recovery_action.get(str(action)):
+        return judge_of(row)
+    return "fail" if action in FAILING_RECOVERY_ACTIONS else "warn"
+
+
 def judge_health(
     health: GpuHealth,
     model: ModelReferences | None = None,
@@ -191,21 +204,22 @@ def judge_health(
             _caused(health, f"{tag}: row remapping pending (reset the GPU)", "remap-pending")
         )
     action = health.recovery_action
-    if action in FAILING_RECOVERY_ACTIONS:
+    verdict = _recovery_verdict(action, rules)
+    if verdict == "fail":
         failures.append(
             Cause(
                 f"{tag}: the driver asks for a {action} (NVML recovery action)",
                 "recovery-action",
-                action,
+                str(action),
                 health.uuid,
             )
         )
-    elif action not in (None, "none"):
+    elif verdict == "warn":
         warnings.append(
             Cause(
                 f"{tag}: the driver asks for {action} (NVML recovery action)",
                 "recovery-action",
-                action,
+                str(action),
                 health.uuid,
             )
         )
