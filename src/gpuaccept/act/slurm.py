@@ -157,7 +157,8 @@ def act_on_node(
         changed = still_as_decided(decision) if decision.action in ("drain", "resume") else ""
         if not changed:
             carry_out(decision)
-        if done.ledger != ledger:
+        # a drain not made is not recorded as made (the breaker would count it)
+        if not changed and done.ledger != ledger:
             save_ledger(state, done.ledger)
     return decision, changed
 
