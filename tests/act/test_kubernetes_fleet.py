@@ -251,7 +251,7 @@ def test_only_gpuaccepts_taint_is_lifted_and_only_after_a_standard_pass(tmp_path
     # the administrator's cordon is not gpuaccept's to lift
     assert len(_commands(standard.stdout, "gpu02")) == 1  # the labels only
     assert (
-        "node-verdict: gpu02: passed; cordoned (spec.unschedulable): not gpuaccept's to change, "
+        "# gpu02: passed; cordoned (spec.unschedulable): not gpuaccept's to change, "
         "left as it is" in standard.stderr
     )
     # gpuaccept's taint on a node someone cordoned since stays until they release it (issue #49
@@ -259,7 +259,7 @@ def test_only_gpuaccepts_taint_is_lifted_and_only_after_a_standard_pass(tmp_path
     # gpuaccept's DRAIN is the same), and nothing of theirs is touched
     assert not [c for c in _commands(standard.stdout, "gpu03") if "taint" in c]
     assert "uncordon" not in standard.stdout
-    assert "node-verdict: gpu03: passed; cordoned (spec.unschedulable)" in standard.stderr
+    assert "# gpu03: passed; cordoned (spec.unschedulable)" in standard.stderr
 
 
 def test_report_mode_is_todays_output_without_guards(tmp_path: Path) -> None:
@@ -475,7 +475,9 @@ def test_a_taint_lifted_in_a_round_no_longer_counts_and_its_taints_do(tmp_path: 
     """One call: gpu01 (gpuaccept's taint, 10 minutes old) passes standard and is lifted; gpu02
     then fails and is tainted, the breaker no longer counting gpu01; gpu03 failing on another
     stack is refused: the breaker counts gpu02's taint of this round."""
-    cluster = _cluster(tmp_path, _tainted("gpu01", "gpuaccept standard: drain: memory", 10))
+    # tainted for compute: the passing run ran compute (a pass returns a node only when it ran
+    # the checks it was taken out for)
+    cluster = _cluster(tmp_path, _tainted("gpu01", "gpuaccept standard: drain: compute", 10))
     result = _verdict(
         _passing(tmp_path, "gpu01"),
         _failing(tmp_path, "gpu02"),
@@ -592,7 +594,6 @@ def test_each_decision_names_its_node(tmp_path: Path) -> None:
         runs, [v for v, _ in runs], read_cluster_file(cluster), datetime.now(UTC), Guard()
     )
     assert [(d.decision.node, d.decision.action) for d in decided] == [
-        ("gpu02", "refused"),  # cordoned by someone else: not gpuaccept's (guard not-ours)
+        ("gpu02", "none"),  # cordoned by someone else: a pass changes nothing of theirs
         ("gpu03", "drain"),
     ]
-    assert decided[0].decision.guard == "not-ours"

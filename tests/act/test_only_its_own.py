@@ -65,8 +65,11 @@ def test_slurm_states_are_read_as_slurm_defines_them(state: str, reason: str, he
     for verdict, level in (("fail", "quick"), ("pass", "full")):
         done = _one(verdict, level, [node])
         if held:
-            # never drained, resumed or re-reasoned; the refusal says why
-            assert (done.action, done.guard) == ("refused", "not-ours")
+            # never drained, resumed or re-reasoned, and it says why; a failure it would have
+            # drained is a refusal (recorded, exported); a pass would have changed nothing of
+            # theirs: no refusal to alert on
+            expected = ("refused", "not-ours") if verdict == "fail" else ("none", None)
+            assert (done.action, done.guard) == expected
             assert node.held in done.why
 
 
@@ -376,3 +379,60 @@ def test_a_node_flapping_below_its_floor_is_inspected_never_sent_to_rma() -> Non
     ]
     assert past.action("rerun") == "drain"
     assert "drain it for a person to inspect the hardware" in past.offences[0].said
+
+
+def test_a_pass_returns_a_node_only_when_it_ran_the_checks_it_was_drained_for() -> None:
+    """Operator review: a node drained for compute came back on a `--only train` pass at
+    standard (the level alone was looked at)."""
+    drained = (
+        "idle+drain",
+        "gpuaccept standard: drain: compute, memory [stack aaaaaaaa]",
+        "Unknown",
+    )
+    without = NodeRun("n0", "pass", "standard", (), "aaaaaaaa", "none", ran=("train",))
+    nodes = {"n0": drained}
+    done = _fleet_round(nodes, [without], Ledger(), T0, Guard())
+    assert done.decisions[0].action == "none"
+    assert "without compute, memory, which it was drained for" in done.decisions[0].why
+    part = NodeRun("n0", "pass", "standard", (), "aaaaaaaa", "none", ran=("compute", "train"))
+    assert _fleet_round(nodes, [part], Ledger(), T0, Guard()).decisions[0].action == "none"
+    whole = NodeRun("n0", "pass", "standard", (), "aaaaaaaa", "none", ran=("compute", "memory"))
+    assert _fleet_round(nodes, [whole], Ledger(), T0, Guard()).decisions[0].action == "resume"
+
+
+@pytest.mark.parametrize(
+    ("reason", "ours"),
+    [
+        ("gpuaccept standard: drain: compute [stack aaaaaaaa]", True),
+        ("gpuaccept quick: health", True),  # before actions existed
+        ("gpuaccept quick: reboot-node: events, fabric-errors, health, inventory, sta", True),
+        ("gpuaccept standard: HOLD for NVIDIA RMA case 4411, do not resume (alice)", False),
+        ("gpuaccept standard: do not touch", False),
+        ("gpuaccept: old style", False),
+    ],
+)
+def test_a_drain_is_gpuaccepts_only_when_its_whole_reason_is_in_gpuaccepts_form(
+    reason: str, ours: bool
+) -> None:
+    """Operator review: a person's note that starts like gpuaccept's ("gpuaccept standard: HOLD
+    ... do not resume") was read as gpuaccept's drain and lifted by a pass."""
+    (node,) = parse_sinfo(_line("n1", "idle+drain", reason))
+    assert node.drained_by_gpuaccept is ours
+    done = _one("pass", "full", [node])
+    assert done.action == ("resume" if ours else "none")
+
+
+def test_a_person_resetting_the_breaker_starts_its_count_afresh() -> None:
+    """Operator review: after `act breaker reset`, the drains already in the window re-tripped it
+    at the next failure; the person who reset it vouched for them."""
+    nodes = {f"n{i}": ("idle", "none", "Unknown") for i in range(10)}
+    first = _fleet_round(nodes, [_failing("n0", stack="00000000")], Ledger(), T0, Guard())
+    refused = _fleet_round(nodes, [_failing("n1", stack="11111111")], first.ledger, T0, Guard())
+    assert refused.ledger.tripped is not None
+    later = T0 + timedelta(minutes=5)
+    reset = refused.ledger.reset(later, "alice", "n0's PSU was the fault")
+    after = _fleet_round(nodes, [_failing("n2", stack="22222222")], reset, later, Guard())
+    assert after.decisions[0].action == "drain"
+    # and the count holds again from there
+    again = _fleet_round(nodes, [_failing("n3", stack="33333333")], after.ledger, later, Guard())
+    assert (again.decisions[0].action, again.decisions[0].guard) == ("refused", "breaker")

@@ -308,6 +308,7 @@ def decide_round(
                 stack_sha256(report.environment),
                 past.action(report.action_plan.action.value),
                 past.repeats,
+                rounds.checks_run(report),
             )
         )
     in_pool = {n.name for n in nodes if n.in_pool(pool or {})}

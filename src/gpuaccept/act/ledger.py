@@ -75,6 +75,8 @@ class Ledger(_Frozen):
     # the drains gpuaccept made, for the breaker: a drain an administrator lifted since still
     # counts in its window (the scheduler's state no longer shows it)
     drains: tuple[DrainRecord, ...] = ()
+    # a person's reset of the breaker: drains before it are no longer counted (they vouched)
+    counted_from: datetime | None = None
     events: tuple[LedgerEvent, ...] = ()
 
     def held_regressions(self) -> dict[str, tuple[str, ...]]:
@@ -90,6 +92,13 @@ class Ledger(_Frozen):
         """The nodes of the drains made at `since` or later, one per drain."""
         start = _aware(since)
         return [d.node for d in self.drains if d.at >= start]
+
+    def window_start(self, since: datetime) -> datetime:
+        """`since`, or the last reset when it is later (in `since`'s form: naive or aware)."""
+        if self.counted_from is None or _aware(since) >= self.counted_from:
+            return since
+        start = self.counted_from
+        return start if since.tzinfo is not None else start.astimezone().replace(tzinfo=None)
 
     def _with_event(self, event: LedgerEvent, **changes: object) -> Ledger:
         events = (*self.events, event)[-EVENTS_KEPT:]
@@ -109,8 +118,9 @@ class Ledger(_Frozen):
     def reset(self, now: datetime, by: str, why: str) -> Ledger:
         if self.tripped is None:
             raise InputError("the circuit breaker is not tripped: nothing to reset")
+        at = _aware(now)
         return self._with_event(
-            LedgerEvent(at=_aware(now), event="reset", by=by, why=why), tripped=None
+            LedgerEvent(at=at, event="reset", by=by, why=why), tripped=None, counted_from=at
         )
 
     def hold_regression(

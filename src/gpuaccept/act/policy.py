@@ -57,6 +57,8 @@ from gpuaccept.actions import Action as RecommendedAction
 from gpuaccept.suite.selection import LEVELS
 
 OWN_REASON = re.compile(r"^gpuaccept (quick|standard|full): ")
+# a check's name as reports write it (the suite's and the multi-node ones')
+_CHECK_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 # a failure's recommended action, as a drain's reason says it (never `none`: a failure is at
 # least a rerun)
 _ACTIONS_SAID = "|".join(
@@ -119,7 +121,7 @@ class SchedNode:
             return False
         if self.ours is not None:
             return self.drained and self.ours
-        return self.drained and bool(OWN_REASON.match(self.reason))
+        return self.drained and is_own_reason(self.reason)
 
     @property
     def gpuaccepts_mark(self) -> bool:
@@ -127,12 +129,23 @@ class SchedNode:
         it: gpuaccept took the node out, even if someone else holds it now)."""
         if self.ours is not None:
             return self.drained and self.ours
-        return self.drained and bool(OWN_REASON.match(self.reason))
+        return self.drained and is_own_reason(self.reason)
 
     def cause(self) -> tuple[str, str | None] | None:
         """(failed checks, stack digest) of a drain gpuaccept set; None for any other."""
         found = _REASON.match(self.reason) if self.gpuaccepts_mark else None
         return (found.group("checks"), found.group("stack")) if found else None
+
+
+def is_own_reason(reason: str) -> bool:
+    """Whether a drain's reason is one gpuaccept writes, whole: `gpuaccept LEVEL: [ACTION: ]
+    CHECKS[ [stack DIGEST]]`, CHECKS check names (the last may be cut). A person's note that
+    starts the same way ("gpuaccept standard: HOLD for RMA case 4411, do not resume") is theirs."""
+    found = _REASON.match(reason)
+    if found is None or not OWN_REASON.match(reason):
+        return False
+    names = found.group("checks").split(", ")
+    return bool(names) and all(_CHECK_NAME.match(name) for name in names)
 
 
 def alike(checks: str | tuple[str, ...] | list[str], others: str | tuple[str, ...]) -> bool:
@@ -170,6 +183,12 @@ def drain_reason(
     said = f"{action}: " if action else ""
     head = f"gpuaccept {level}: {said}{', '.join(failed_checks)}"
     return head[: REASON_LIMIT - len(tag)] + tag
+
+
+def _drained_for(node: SchedNode) -> list[str]:
+    """The checks gpuaccept's drain names (a name cut at the reason's end is a prefix)."""
+    cause = node.cause()
+    return [c for c in cause[0].split(", ") if c] if cause else []
 
 
 def _named(names: list[str]) -> str:
@@ -216,6 +235,7 @@ def decide(
     tripped: Trip | None = None,
     held_regressions: Mapping[str, tuple[str, ...]] | None = None,
     counted: list[str] | None = None,
+    ran: tuple[str, ...] | None = None,
 ) -> Decision:
     """The action on `node` for a run of `level` with `verdict`; `partition`: every node the
     breaker counts (the node itself included); `stack`: the run's stack digest; `action`: the
@@ -226,16 +246,22 @@ def decide(
     drains none; `tripped`: the breaker's trip, when it holds; `held_regressions`: the stacks
     gpuaccept holds as regressed (digest -> the checks that failed alike); `counted`: the drains
     the breaker counts (node names, one per drain within the window, from gpuaccept's records
-    and the scheduler's), else the scheduler's recent drains alone."""
+    and the scheduler's), else the scheduler's recent drains alone; `ran`: the checks a passing
+    run ran (None: not known), which must include those the node was drained for."""
     guard = guard or Guard()
     if verdict == "not-judged":
         return Decision("none", node.name, "the run judged nothing: nothing is changed")
     if node.held:
+        # a failure gpuaccept would have drained is refused; a pass would have changed nothing
+        # of theirs (only gpuaccept's own drain is ever lifted): no refusal to alert on
+        if verdict == "pass":
+            return Decision(
+                "none", node.name, f"passed; {node.held}: not gpuaccept's to change, left as it is"
+            )
         return Decision(
             "refused",
             node.name,
-            f"{'failed' if verdict == 'fail' else 'passed'}; {node.held}: not gpuaccept's to "
-            "change, left as it is",
+            f"failed; {node.held}: not gpuaccept's to change, left as it is",
             guard="not-ours",
         )
     if verdict == "fail":
@@ -318,11 +344,10 @@ def decide(
         return Decision("none", node.name, "passed; in service")
     if not node.drained_by_gpuaccept:
         return Decision(
-            "refused",
+            "none",
             node.name,
             f"passed; drained by someone else ({node.reason or 'no reason'}): not gpuaccept's "
             "drain to lift",
-            guard="not-ours",
         )
     if not returns_to_service(level, guard.resume_level):
         return Decision(
@@ -330,6 +355,15 @@ def decide(
             node.name,
             f"passed {level}; a node gpuaccept drained returns after a passing "
             f"{guard.resume_level} run (or above)",
+        )
+    drained_for = _drained_for(node)
+    missing = [c for c in drained_for if ran is not None and not any(r.startswith(c) for r in ran)]
+    if missing:
+        return Decision(
+            "none",
+            node.name,
+            f"passed {level}, but without {', '.join(missing)}, which it was drained for: it "
+            "returns after a passing run of those checks",
         )
     return Decision(
         "resume", node.name, f"passed {level}: resumed (gpuaccept had drained it: {node.reason})"

@@ -31,6 +31,7 @@ from gpuaccept.act.policy import (
     decide,
     recent_drains,
 )
+from gpuaccept.results import RunReport
 
 
 @dataclass(frozen=True)
@@ -44,12 +45,22 @@ class NodeRun:
     stack: str | None
     action: str  # the recommended action, escalated by the node's past (act.repeats)
     repeats: int = 0  # failing runs just before this one (the debounce)
+    # the checks the run ran (None: not known): a pass returns a node only when it ran the
+    # checks the node was drained for
+    ran: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
 class Round:
     decisions: tuple[Decision, ...]
     ledger: Ledger
+
+
+def checks_run(report: RunReport) -> tuple[str, ...]:
+    """The checks a run ran and did not fail (passed or warned)."""
+    from gpuaccept.verdict import Status
+
+    return tuple(c.name for c in report.checks if c.status in (Status.PASS, Status.WARN))
 
 
 def after(node: SchedNode, decision: Decision, now: datetime) -> SchedNode:
@@ -100,10 +111,14 @@ def decide_round(
         # the breaker counts every drain gpuaccept made in the window (its records: one an
         # administrator lifted since still counts) and the scheduler's recent gpuaccept drains
         # its records do not hold (made before them)
-        recorded = [name for name in ledger.drains_since(since) if name in members]
-        counted = recorded + [
-            n.name for n in recent_drains(partition, now, guard) if n.name not in recorded
+        start = ledger.window_start(since)
+        recorded = [name for name in ledger.drains_since(start) if name in members]
+        scheduler = [
+            n
+            for n in recent_drains(partition, now, guard)
+            if n.reason_time is None or n.reason_time >= start or ledger.counted_from is None
         ]
+        counted = recorded + [n.name for n in scheduler if n.name not in recorded]
         trip = ledger.tripped
         decision = decide(
             run.verdict,
@@ -120,6 +135,7 @@ def decide_round(
             Trip(trip.at, trip.why) if trip is not None else None,
             ledger.held_regressions(),
             counted,
+            run.ran,
         )
         if decision.action == "drain":
             ledger = ledger.drained(now, run.node)

@@ -10,7 +10,7 @@ import subprocess
 from datetime import datetime
 from pathlib import Path
 
-from gpuaccept.act.policy import OWN_REASON, Decision, Guard, SchedNode
+from gpuaccept.act.policy import Decision, Guard, SchedNode, is_own_reason
 from gpuaccept.act.rounds import NodeRun
 from gpuaccept.errors import EnvironmentProblem
 
@@ -65,7 +65,7 @@ def held_by(state: str, drained: bool, reason: str) -> str:
     others = sorted(flags - TOLERATED_FLAGS - {"drain"})
     if base not in IN_SERVICE_BASES or others:
         return f"Slurm shows it {state.strip().upper()}"
-    if drained and not OWN_REASON.match(reason):
+    if drained and not is_own_reason(reason):
         return f"drained by someone else ({reason or 'no reason'})"
     return ""
 

@@ -247,7 +247,7 @@ def slurm(
     """
     from gpuaccept.act.policy import Decision
     from gpuaccept.act.repeats import NodePast, gpu_uuids, node_past
-    from gpuaccept.act.rounds import NodeRun
+    from gpuaccept.act.rounds import NodeRun, checks_run
     from gpuaccept.act.slurm import act_on_node
     from gpuaccept.errors import InputError
     from gpuaccept.suite.selection import LEVELS
@@ -282,10 +282,13 @@ def slurm(
         )
     for offence in past.offences:
         typer.echo(f"[ACT] {name}: {offence.said}")
+    escalated = past.action(action)
     node_run = NodeRun(
-        name, verdict, level, tuple(failed), stack, past.action(action), past.repeats
+        name, verdict, level, tuple(failed), stack, escalated, past.repeats, checks_run(run)
     )
     decision, changed = act_on_node(node_run, guard, records, act, partition)
+    if node and named and node != named:  # said once Slurm has answered for the node
+        typer.echo(f"act: note: the report is of {named}; acted on Slurm's node {node}", err=True)
     if act == "enforce":
         if changed:
             typer.echo(f"[ACT] {name}: NOT acted on: it changed since it was read ({changed})")
