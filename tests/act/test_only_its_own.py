@@ -113,6 +113,14 @@ def _kube(taints: list[dict[str, str]], unschedulable: bool = False) -> SchedNod
         ),
         ([{"key": "ToBeDeletedByClusterAutoscaler", "effect": "NoSchedule"}], False, True),
         ([{"key": "example.com/remediation", "effect": "NoExecute"}], False, True),
+        # NVSentinel's quarantine may taint without a cordon (operator review; its own e2e test
+        # tests/fault_quarantine_special_modes_test.go expects this taint after an XID 79)
+        ([{"key": "AggregatedNodeHealth", "value": "False", "effect": "NoSchedule"}], False, True),
+        (
+            [{"key": "AggregatedNodeHealth", "value": "False", "effect": "PreferNoSchedule"}],
+            False,
+            True,
+        ),
     ],
 )
 def test_kubernetes_holds_are_another_controllers_and_placement_taints_are_not(

@@ -55,13 +55,17 @@ CORDONED = "cordoned (spec.unschedulable)"
 # Labels, Annotations and Taints" reference lists them.
 OUT_OF_SERVICE_TAINT_PREFIXES = ("node.kubernetes.io/", "node.cloudprovider.kubernetes.io/")
 OUT_OF_SERVICE_TAINTS = frozenset({"ToBeDeletedByClusterAutoscaler"})
+# NVSentinel's fault-quarantine taint, whatever its effect: its quarantine may taint without a
+# cordon (its own tests expect `AggregatedNodeHealth=False:NoSchedule` after an XID 79:
+# NVIDIA/NVSentinel tests/fault_quarantine_special_modes_test.go at 4c391d36, TestDryRunMode)
+QUARANTINE_TAINTS = frozenset({"AggregatedNodeHealth"})
 
 
 def _takes_out_of_service(taint: dict[str, Any]) -> bool:
     key = str(taint["key"])
     if key == TAINT_KEY:
         return False
-    if taint.get("effect") == "NoExecute":
+    if taint.get("effect") == "NoExecute" or key in QUARANTINE_TAINTS:
         return True
     return taint.get("effect") == "NoSchedule" and (
         key in OUT_OF_SERVICE_TAINTS or key.startswith(OUT_OF_SERVICE_TAINT_PREFIXES)
