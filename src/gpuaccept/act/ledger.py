@@ -154,11 +154,9 @@ def _aware(moment: datetime) -> datetime:
 
 def default_state(environ: dict[str, str] | None = None) -> Path:
     """$GPUACCEPT_ACT_STATE, else the user's data directory (XDG), else ~/.local/share."""
-    env = dict(os.environ) if environ is None else environ
-    if env.get(STATE_ENV):
-        return Path(env[STATE_ENV])
-    data_home = env.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(data_home) / "gpuaccept" / "act-state.json"
+    from gpuaccept.data_home import user_data_path
+
+    return user_data_path(STATE_ENV, "act-state.json", environ)
 
 
 def load_ledger(path: Path) -> Ledger:

@@ -27,11 +27,9 @@ class SpoolError(InputError):
 
 def spool_dir(environ: dict[str, str] | None = None) -> Path:
     """$GPUACCEPT_SPOOL, else `gpuaccept/spool` in the user's data directory (XDG)."""
-    env = dict(os.environ) if environ is None else environ
-    if env.get(SPOOL_ENV):
-        return Path(env[SPOOL_ENV])
-    data_home = env.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(data_home) / "gpuaccept" / "spool"
+    from gpuaccept.data_home import user_data_path
+
+    return user_data_path(SPOOL_ENV, "spool", environ)
 
 
 def check_spool(directory: Path | None = None) -> Path:
