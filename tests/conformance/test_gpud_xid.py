@@ -157,6 +157,28 @@ CASES = [
         "ignore",
         "ignore",
     ),
+    Case(
+        "nvlink_logs_test.go:41 146 TLW_CTRL Fatal (status 4): gpud Fatal",
+        "NVRM: Xid (PCI:0000:04:00): 146, TLW_CTRL Fatal XC0 i0 Link 00 (0x00000009 0x00000004 "
+        "0x00000000 0x00000000)",
+        146,
+        "0000:04:00",
+        "fail",
+        "fail",
+    ),
+    Case(
+        "nvlink_logs_test.go:43 146 TLW_RX/TLW_RX_PIPE0 Fatal (status 4): gpud Warning",
+        "NVRM: Xid (PCI:0000:04:00): 146, TLW_RX/TLW_RX_PIPE0 Fatal XC0 i0 Link 00 (0x0000000a "
+        "0x00000004 0x00000000 0x00000000)",
+        146,
+        "0000:04:00",
+        "warn",
+        "fail",
+        "NVIDIA's XID 144-150 decode sheet gives TLW_RX/TLW_RX_PIPE0 with error status 4 the "
+        "bucket RESET_GPU, severity Fatal (data/nvlink5_decode.toml, the sheet's line 229), and "
+        "the line itself says Fatal; gpud's test expects a warning for it: where gpud and "
+        "NVIDIA's catalogue disagree we follow the catalogue (an operator's review, 2026-11-28)",
+    ),
 ]
 
 
