@@ -177,3 +177,48 @@ def test_a_ledger_file_that_is_not_one_is_refused_naming_the_file(tmp_path: Path
     with pytest.raises(InputError) as refused:
         load_ledger(path)
     assert str(refused.value).startswith(f"act state {path}: not gpuaccept's act state (version")
+
+
+def test_sinfo_lines_are_read_whole_whatever_the_reason_holds() -> None:
+    """A reason may hold '|' (it is the last field); a line that is not a node's is passed
+    over, not an end; Slurm's `none` is no reason."""
+    text = "\n".join(
+        [
+            "garbage without fields",
+            f"{'n1':<10}|{'idle+drain':<20}|{'2026-11-28T01:00:00':<20}|admin: a | b | c",
+            f"{'n2':<10}|{'idle':<20}|{'Unknown':<20}|none",
+        ]
+    )
+    n1, n2 = slurm.parse_sinfo(text)
+    assert (n1.name, n1.reason, n1.held) == (
+        "n1",
+        "admin: a | b | c",
+        "drained by someone else (admin: a | b | c)",
+    )
+    assert n1.reason_time == datetime(2026, 11, 28, 1, 0, 0)
+    assert (n2.name, n2.reason, n2.drained, n2.held) == ("n2", "", False, "")
+
+
+def test_a_resume_is_not_made_on_a_node_taken_down_since_it_was_read(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    ours = [SchedNode("n1", True, "gpuaccept quick: drain: compute", None)]
+    down = [SchedNode("n1", True, "gpuaccept quick: drain: compute", None, held="DOWN")]
+    reads = iter([ours, down])
+    monkeypatch.setattr(slurm, "read_nodes", lambda partition=None, node=None: next(reads))
+    done: list[Decision] = []
+    monkeypatch.setattr(slurm, "carry_out", done.append)
+    run = NodeRun("n1", "pass", "standard", (), "aaaaaaaa", "none", ran=("compute",))
+    decision, changed = slurm.act_on_node(run, Guard(), tmp_path / "state.json", "enforce")
+    assert (decision.action, changed, done) == ("resume", "DOWN", [])
+
+
+def test_the_records_keep_a_weeks_drains_and_let_older_ones_go() -> None:
+    from datetime import timedelta
+
+    ledger = Ledger().drained(T0, "old")
+    ledger = ledger.drained(T0 + timedelta(days=7), "edge")  # the old one is a week old: kept
+    assert [d.node for d in ledger.drains] == ["old", "edge"]
+    ledger = ledger.drained(T0 + timedelta(days=7, seconds=1), "new")
+    assert [d.node for d in ledger.drains] == ["edge", "new"]
+    assert ledger.drains_since(T0 + timedelta(days=7)) == ["edge", "new"]

@@ -141,8 +141,8 @@ def is_own_reason(reason: str) -> bool:
     """Whether a drain's reason is one gpuaccept writes, whole: `gpuaccept LEVEL: [ACTION: ]
     CHECKS[ [stack DIGEST]]`, CHECKS check names (the last may be cut). A person's note that
     starts the same way ("gpuaccept standard: HOLD for RMA case 4411, do not resume") is theirs."""
-    found = _REASON.match(reason)
-    if found is None or not OWN_REASON.match(reason):
+    found = _REASON.match(reason)  # its start is OWN_REASON's
+    if found is None:
         return False
     names = found.group("checks").split(", ")
     return bool(names) and all(_CHECK_NAME.match(name) for name in names)
