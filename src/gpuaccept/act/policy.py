@@ -5,8 +5,11 @@
   or held by gpuaccept itself. A node that is DOWN, FAIL, in maintenance, reserved, rebooting, not
   responding, or drained, cordoned or tainted by anyone else is `held` (SchedNode.held says by
   what): it is never drained, resumed or re-reasoned, and the refusal is recorded under the guard
-  `not-ours` (NHC does the same: mej/nhc scripts/node-mark-offline "Not changing state of down
-  node", node-mark-online refuses `down*|fail*` nodes and notes not its own).
+  `not-ours`. NHC (mej/nhc at 9c4a38c) leaves a DOWN node alone when marking offline
+  (helpers/node-mark-offline:91 "Not changing state of down node"), onlines a down, drained,
+  failed or maintenance node only when the note is its own (helpers/node-mark-online:68-76), and
+  ignores states it does not know (:65). gpuaccept is stricter on one point, on purpose: DOWN set
+  over its own drain holds the node (a RESUME would clear the DOWN too, which it did not set).
 - A failing node is drained, with a reason gpuaccept owns (`gpuaccept <level>: <checks>`), unless
   it is drained already (one cause is acted on once) or the **circuit breaker** refuses:
   gpuaccept drained `limit` nodes of the partition within the last `minutes` already. A refusal
