@@ -29,6 +29,7 @@ from typer.testing import CliRunner
 from gpuaccept.cli import app
 from gpuaccept.record.environment import stack_sha256
 from gpuaccept.report.reading import load_report
+from tests.kernel_stamps import recent
 
 XID = "[  100.000000] NVRM: Xid (PCI:0000:cb:00): {}, pid=4242, name=python3, injected by a test"
 
@@ -37,7 +38,7 @@ def _real_run(directory: Path, xid: int, monkeypatch: pytest.MonkeyPatch) -> Pat
     """`gpuaccept accept --level quick --only events` on the CPU with XID `xid` in the kernel
     log; the JSON report it wrote."""
     log = directory / f"kernel-{xid}.log"
-    log.write_text("[    0.000000] Linux version 6.1.0\n" + XID.format(xid) + "\n")
+    log.write_text("[    0.000000] Linux version 6.1.0\n" + recent(XID.format(xid)) + "\n")
     out = directory / f"reports-{xid}"
     monkeypatch.setenv("GPUACCEPT_KERNEL_LOG", str(log))
     result = CliRunner().invoke(

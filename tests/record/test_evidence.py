@@ -29,6 +29,7 @@ from gpuaccept.record.evidence import (
     xid_context,
 )
 from gpuaccept.results import RunReport, Status
+from tests.kernel_stamps import recent
 from tests.run_reports import gpu_report, rejudged, soft_failure
 
 XID_LINE = "[  100.000000] NVRM: Xid (PCI:0000:cb:00): 79, pid=1, GPU has fallen off the bus."
@@ -199,7 +200,7 @@ def test_accept_writes_the_archive_of_an_xid_failure(
     holds the report, the scrubbed kernel-log lines, nvidia-smi -q and the bug report, each
     member's digest in the manifest, and the run still exits 1 with its report."""
     log = tmp_path / "kernel.log"
-    log.write_text("boot\nexport PASSWORD=hunter2\n" + XID_LINE + "\nafter\n")
+    log.write_text("boot\nexport PASSWORD=hunter2\n" + recent(XID_LINE) + "\nafter\n")
     monkeypatch.setenv("GPUACCEPT_KERNEL_LOG", str(log))
     tools = _tools(tmp_path / "bin", WRITES_A_BUG_REPORT)
     monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
@@ -234,7 +235,7 @@ def test_accept_writes_the_archive_of_an_xid_failure(
     }
     assert json.loads(members["report.json"])["verdict"] == report["verdict"]
     kernel = members["kernel-xid.log"].decode()
-    assert XID_LINE in kernel
+    assert XID_LINE.partition("]")[2] in kernel  # the line, under today's stamp
     assert "hunter2" not in kernel
     assert b"MY_TOKEN=[REDACTED]" in members["nvidia-smi-q.txt"]
     assert b"1652823051234" in members["nvidia-smi-q.txt"]

@@ -18,6 +18,7 @@ from gpuaccept.cli import app
 from gpuaccept.record import evidence
 from gpuaccept.record.evidence import Collected, archive, collect
 from gpuaccept.record.scrub import REDACTED
+from tests.kernel_stamps import recent
 from tests.record.planted_secrets import DETECTOR_SAMPLES, DIAGNOSTICS, MORE_FORMS, TWELVE_FORMS
 from tests.record.test_evidence import _xid_failure
 from tests.run_reports import rejudged
@@ -194,7 +195,7 @@ def test_accept_says_what_it_cut(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     tools = _stand_ins(tmp_path / "bin", str(smi), str(bug))
     monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
     log = tmp_path / "kernel.log"
-    log.write_text(XID + "\n")
+    log.write_text(recent(XID) + "\n")
     monkeypatch.setenv("GPUACCEPT_KERNEL_LOG", str(log))
     argv = ["accept", "--device", "cpu", "--no-history", "--only", "events"]
     result = CliRunner().invoke(app, [*argv, "--evidence", str(tmp_path / "e")])
