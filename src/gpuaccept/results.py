@@ -325,6 +325,18 @@ class RunReport(_Frozen):
         )
 
     @property
+    def captured_gpus(self) -> list[dict[str, Any]]:
+        """The GPUs the run's capture lists (UUID, PCI address, serial...): what ties a finding
+        that names a PCI address (a kernel-log XID) to the GPU's UUID."""
+        gpus = self.environment.get("gpus")
+        return [g for g in gpus if isinstance(g, dict)] if isinstance(gpus, list) else []
+
+    @property
+    def out_of_service_uuids(self) -> list[str]:
+        """The UUIDs of the GPUs its findings named for a remediation, however they named them."""
+        return self.action_plan.out_of_service_uuids(self.captured_gpus)
+
+    @property
     def hostname(self) -> str | None:
         """The node the run captured, if its environment says."""
         system = self.environment.get("system")

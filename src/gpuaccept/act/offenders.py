@@ -37,12 +37,6 @@ DEFAULT_INSPECT = 2
 DEFAULT_DAYS = 7.0
 
 
-def _gpus(report: RunReport) -> list[dict[str, object]]:
-    """The run's GPUs as captured (a kernel-log XID names a PCI address: this turns it into the
-    GPU's UUID, actions.ActionPlan.out_of_service_gpus)."""
-    return [g for g in report.environment.get("gpus") or [] if isinstance(g, dict)]
-
-
 def remediated(uuid: str, reports: Iterable[RunReport]) -> set[str]:
     """The start times of the runs whose findings named this GPU, by its UUID or its PCI
     address, with an action that takes it out of service (reset-gpu, reboot-node, drain,
@@ -50,7 +44,7 @@ def remediated(uuid: str, reports: Iterable[RunReport]) -> set[str]:
     return {
         report.started_at
         for report in reports
-        if uuid in report.action_plan.out_of_service_gpus(_gpus(report))
+        if uuid in report.action_plan.out_of_service_gpus(report.captured_gpus)
     }
 
 
@@ -187,7 +181,7 @@ def offences(
         if step is not None:
             count = took_out if step == "replace" else any_kind
             found.append(Offence(f"node {this or '(unnamed)'}", count, days, step))
-    for uuid in report.action_plan.out_of_service_uuids(_gpus(report)):
+    for uuid in report.out_of_service_uuids:
         incidents_here = gpu_incidents(uuid, everywhere)
         count = within(incidents_here, report.started_at, days)
         step = _escalation(count, inspect_after, limit)

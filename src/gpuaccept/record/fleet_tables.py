@@ -253,7 +253,7 @@ def timeline_run(report: RunReport, run_id: int, started: Any, fitness: str) -> 
     """What the timelines keep of a stored accept run. A UUID a capture lists twice is one GPU
     there (its least serial)."""
     plan = failed_plan(report)
-    named = set(plan.out_of_service_uuids()) if plan is not None else set()
+    named = set(report.out_of_service_uuids) if plan is not None else set()
     serials: dict[str, str | None] = {}
     for gpu in report.environment.get("gpus") or []:
         if isinstance(gpu, dict) and isinstance(uuid := gpu.get("uuid"), str):

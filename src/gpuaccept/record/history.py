@@ -404,7 +404,7 @@ def fleet_columns(report: RunReport) -> tuple[str, str, str | None]:
     from gpuaccept.report.node_verdict import verdict_fitness
 
     plan = failed_plan(report) if report.command == "accept" else None
-    named = plan.out_of_service_uuids() if plan is not None else []
+    named = report.out_of_service_uuids if plan is not None else []
     drop = stored_drop(report)
     return (
         verdict_fitness(report.verdict),
@@ -1020,7 +1020,7 @@ class SqliteHistory(History):
                 "SELECT id, report_json FROM runs WHERE passed = 0 AND command = 'accept'"
             ).fetchall()
             for run_id, text in failed:
-                named = self._parsed_report(run_id, text).action_plan.out_of_service_uuids()
+                named = self._parsed_report(run_id, text).out_of_service_uuids
                 db.execute(
                     "UPDATE runs SET remediated = ? WHERE id = ?", (json.dumps(named), run_id)
                 )

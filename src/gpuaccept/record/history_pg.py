@@ -377,10 +377,10 @@ class PgHistory(History):
                     "SELECT id, report_json FROM runs WHERE passed = 0 AND command = 'accept'"
                 ).fetchall()
                 for run_id, text in failed:
-                    plan = self._parsed_report(int(run_id), text).action_plan
+                    named = self._parsed_report(int(run_id), text).out_of_service_uuids
                     self._connection.execute(
                         "UPDATE runs SET remediated = %s WHERE id = %s",
-                        (json.dumps(plan.out_of_service_uuids()), run_id),
+                        (json.dumps(named), run_id),
                     )
             if target == 6:
                 with self._connection.cursor() as cursor:
