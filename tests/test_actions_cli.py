@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from gpuaccept.actions import Action, load_rules
 from gpuaccept.cli import app
+from tests.kernel_stamps import recent
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -135,7 +136,13 @@ def test_a_sites_xid_repeat_rule_from_a_real_run(
     catalogue says rerun; a site's repeat rule (3 within 1 h: reset-gpu) escalates it."""
     line = "[{:>12.6f}] NVRM: Xid (PCI:0000:cb:00): 94, pid=1, Contained ECC error."
     log = tmp_path / "kernel.log"
-    log.write_text("\n".join(line.format(t) for t in (100.0, 1000.0, 1900.0)) + "\n")
+    # half an hour apart, the last a minute ago in this boot's seconds (a saved log's stamps are
+    # dated from this boot: fixed early stamps fall out of the 2-hour window on a machine up
+    # longer than that, tests/kernel_stamps.py)
+    stamps = [float(recent("[0.0]", ago).strip("[]")) for ago in (1860.0, 960.0, 60.0)]
+    if stamps[0] <= 1.0:  # a machine up less than half an hour: its first minutes are recent
+        stamps = [100.0, 1000.0, 1900.0]
+    log.write_text("\n".join(line.format(t) for t in stamps) + "\n")
     monkeypatch.setenv("GPUACCEPT_KERNEL_LOG", str(log))
     rules = tmp_path / "rules.toml"
     rules.write_text(
