@@ -185,6 +185,22 @@ def save_ledger(path: Path, ledger: Ledger) -> None:
     write_text_atomically(path, ledger.model_dump_json(indent=2) + "\n", "--state")
 
 
+def reset_breaker(path: Path, by: str, why: str) -> Ledger:
+    """A person's reset of the breaker, recorded under the records' lock."""
+    with lock_ledger(path):
+        ledger = load_ledger(path).reset(now_utc(), by, why)
+        save_ledger(path, ledger)
+    return ledger
+
+
+def clear_regression(path: Path, stack: str, by: str, why: str) -> Ledger:
+    """A person's clearing of a held stack, recorded under the records' lock."""
+    with lock_ledger(path):
+        ledger = load_ledger(path).clear_regression(now_utc(), stack, by, why)
+        save_ledger(path, ledger)
+    return ledger
+
+
 def check_state_path(path: Path) -> None:
     """Refuse, before anything is asked of the scheduler, a state file that cannot be kept."""
     from gpuaccept.output_files import check_output_file

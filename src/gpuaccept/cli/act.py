@@ -378,13 +378,10 @@ def breaker_status(state: Path | None = STATE) -> None:
 @breaker_app.command("reset")
 def breaker_reset(by: str = BY, why: str = WHY, state: Path | None = STATE) -> None:
     """Reset a tripped breaker (who and why are recorded); drains may start again."""
-    from gpuaccept.act.ledger import load_ledger, lock_ledger, now_utc, save_ledger
+    from gpuaccept.act.ledger import reset_breaker
 
     who, reason = _person(by, why)
-    path = state_path(state)
-    with lock_ledger(path):
-        ledger = load_ledger(path).reset(now_utc(), who, reason)
-        save_ledger(path, ledger)
+    reset_breaker(state_path(state), who, reason)
     typer.echo(f"breaker: reset by {who}: {reason}")
 
 
@@ -398,14 +395,11 @@ def regression_clear(
     """Stop holding a stack as regressed (who and why are recorded)."""
     import re
 
-    from gpuaccept.act.ledger import load_ledger, lock_ledger, now_utc, save_ledger
+    from gpuaccept.act.ledger import clear_regression
     from gpuaccept.errors import InputError
 
     if not re.fullmatch(r"[0-9a-f]{8}", stack):
         raise InputError(f"STACK {stack!r}: give the 8 hex digits a drain's [stack ...] shows")
     who, reason = _person(by, why)
-    path = state_path(state)
-    with lock_ledger(path):
-        ledger = load_ledger(path).clear_regression(now_utc(), stack, who, reason)
-        save_ledger(path, ledger)
+    clear_regression(state_path(state), stack, who, reason)
     typer.echo(f"regression: stack {stack} cleared by {who}: {reason}")
