@@ -2,7 +2,7 @@
 
 With PYTHONDONTWRITEBYTECODE set (the development machine sets it), a module edited since its
 .pyc was written is compiled from source in every process that imports it: about 9 ms for
-record/history.py, a cost an installed package (pip, pixi) never pays. compileall writes the
+store/history.py, a cost an installed package (pip, pixi) never pays. compileall writes the
 .pyc files whatever that variable says.
 """
 

@@ -121,7 +121,7 @@ def _report(node: int, gpus: int, run: int, at: datetime) -> object:
 
 
 def load(db: object, runs: int, nodes: int, gpus: int) -> float:
-    from gpuaccept.record.history import History
+    from gpuaccept.store.history import History
 
     start = datetime(2026, 10, 1, tzinfo=UTC)
     began = time.monotonic()
@@ -165,13 +165,13 @@ def timed(command: list[str]) -> tuple[float, float, int]:
 
 def queries(history: object, newest: int) -> None:
     """The store's own queries, in this process (what a command costs past its start-up)."""
-    from gpuaccept.record.history import History
+    from gpuaccept.store.history import History
 
     assert isinstance(history, History)
 
     def fleet() -> None:
         # what `history fleet` computes, with its defaults (10%, 3 GPUs, 30 days)
-        from gpuaccept.record.fleet import fleet_state
+        from gpuaccept.compare.fleet import fleet_state
 
         fleet_state(history, tolerance_percent=10.0, min_samples=3, mtbi_days=30.0)
 
@@ -195,7 +195,7 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="keep the database")
     args = parser.parse_args()
     scratch = tempfile.mkdtemp(prefix="gpuaccept-history-scale-")
-    from gpuaccept.record.history import History, PgLocation, as_location
+    from gpuaccept.store.history import History, PgLocation, as_location
 
     db = as_location(args.db or str(Path(scratch) / "history.sqlite"))
     existing = 0

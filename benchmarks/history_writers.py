@@ -24,7 +24,7 @@ def _writer(db: str, writer: int, seconds: float, start: Any) -> tuple[list[str]
     sys.path.insert(0, "benchmarks")
     from history_scale import _report
 
-    from gpuaccept.record.history import History
+    from gpuaccept.store.history import History
 
     base = datetime(2026, 11, 1, tzinfo=UTC)
     appended: list[str] = []
@@ -52,7 +52,7 @@ def main() -> int:
     parser.add_argument("--writers", type=int, default=64)
     parser.add_argument("--seconds", type=float, default=60.0)
     args = parser.parse_args()
-    from gpuaccept.record.history import History
+    from gpuaccept.store.history import History
 
     with History.open(args.db) as history:
         before = history.count()

@@ -129,7 +129,7 @@ REGISTRY: list[Input] = [
         "writes",
         _accept("--evidence"),
         ("a-file", "under-a-file"),
-        covered_by=("tests/record/test_evidence.py",),
+        covered_by=("tests/evidence/test_evidence.py",),
     ),
     Input("accept", "--junit", "writes", _accept("--junit"), OUTPUT_FORMS),
     Input(
@@ -361,8 +361,8 @@ REGISTRY: list[Input] = [
         "history push",
         "--history",
         "reads",
-        covered_by=("tests/record/test_spool.py",),
-        gap="attacked with a spooled run to deliver (tests/record/test_spool.py); with an empty "
+        covered_by=("tests/store/test_spool.py",),
+        gap="attacked with a spooled run to deliver (tests/store/test_spool.py); with an empty "
         "spool push opens no history",
     ),
     Input(
@@ -372,7 +372,7 @@ REGISTRY: list[Input] = [
         lambda value, scratch: ["history", "push", "--history", str(scratch / "new.sqlite")],
         ("a-file", "fifo", "dev-zero", "symlink-loop", "under-a-file"),
         allowed={"missing": "nothing was spooled yet: nothing to push"},
-        covered_by=("tests/record/test_spool.py",),
+        covered_by=("tests/store/test_spool.py",),
     ),
     Input("history import", "REPORTS", "reads", _reports(["history", "import"]), FILE_FORMS),
     Input("history import", "--history", "reads", covered_by=("tests/test_cli_history.py",)),

@@ -145,7 +145,7 @@ def measurement_count(report: RunReport) -> int:
 
 def history_with(path: Path, *reports: RunReport) -> Path:
     """A history database at `path` holding `reports` (imported as a test would)."""
-    from gpuaccept.record.history import History
+    from gpuaccept.store.history import History
 
     with History.open(path) as history:
         history.append([(report, "test") for report in reports])

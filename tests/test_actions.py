@@ -201,7 +201,7 @@ def test_a_plan_by_a_sites_tables_is_kept_as_it_was_made(tmp_path: Path) -> None
 
 
 def test_a_comparison_added_to_a_site_planned_run_needs_the_sites_rules(tmp_path: Path) -> None:
-    from gpuaccept.record.self_comparison import with_check
+    from gpuaccept.compare.self_comparison import with_check
 
     rules_file = tmp_path / "site.toml"
     rules_file.write_text('[check.history]\nwarn = "none"\n')

@@ -196,7 +196,7 @@ def test_listing_runs_reads_their_verdicts_without_the_report_models(tmp_path: P
     """`history list` lists from the verdicts stored beside the reports: the report models'
     import (results.py, actions.py) was a tenth of its start-up (benchmarks/history_scale.py,
     issue #33 §2: under 100 ms)."""
-    from gpuaccept.record.history import History
+    from gpuaccept.store.history import History
     from tests.run_reports import gpu_report
 
     path = tmp_path / "h.sqlite"

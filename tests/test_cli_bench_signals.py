@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuaccept.record.history import History
+from gpuaccept.store.history import History
 from tests.processes import gone, workers_of
 from tests.signal_runs import start_cli, stop_after
 

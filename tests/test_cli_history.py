@@ -11,7 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from typer.testing import CliRunner
 
 from gpuaccept.cli import app
-from gpuaccept.record.history import History
+from gpuaccept.store.history import History
 from tests.run_reports import gpu_report, rejudged
 
 runner = CliRunner()

@@ -1,6 +1,6 @@
 """`accept` against a crafted past of this very machine: the self-comparison end to end.
 
-Kept apart from tests/record/test_self_comparison.py, which the mutation tester runs: an
+Kept apart from tests/compare/test_self_comparison.py, which the mutation tester runs: an
 in-process `accept` there counted every mutant as killed (see pyproject.toml [tool.mutmut]).
 """
 
@@ -13,8 +13,8 @@ import pytest
 from typer.testing import CliRunner
 
 from gpuaccept.cli import app
-from gpuaccept.record.history import History
 from gpuaccept.results import Measurement, RunReport
+from gpuaccept.store.history import History
 from tests.run_reports import history_with, rejudged
 
 runner = CliRunner()
@@ -28,7 +28,7 @@ def _slowed(report: RunReport, factor: float) -> RunReport:
     """`report` as if every figure had been `factor` times better (a faster past)."""
 
     def better(m: Measurement) -> Measurement:
-        from gpuaccept.record.comparison import higher_is_better
+        from gpuaccept.compare.comparison import higher_is_better
 
         direction = higher_is_better(m.unit)
         if direction is None:

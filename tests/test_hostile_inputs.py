@@ -11,8 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from gpuaccept.cli import app
-from gpuaccept.record.history import History
 from gpuaccept.results import RunReport
+from gpuaccept.store.history import History
 from tests.run_reports import gpu_report
 
 runner = CliRunner()

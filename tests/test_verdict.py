@@ -15,13 +15,13 @@ from typer.testing import CliRunner
 
 from gpuaccept.cli import app
 from gpuaccept.errors import InputError
-from gpuaccept.record.history import SCHEMA_VERSION, History
 from gpuaccept.report.console import result_line
 from gpuaccept.report.html import render_html
 from gpuaccept.report.markdown import render_markdown
 from gpuaccept.report.node_verdict import kubectl_commands, newest_per_node, node_verdict
 from gpuaccept.report.prometheus import render_prometheus
 from gpuaccept.results import CheckResult, Outcome, RunReport, Status
+from gpuaccept.store.history import SCHEMA_VERSION, History
 from gpuaccept.verdict import judge_run
 from tests.run_reports import gpu_report, rejudged
 

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from gpuaccept.act.offenders import Mtbi, gpu_mtbi, node_mtbi
 from gpuaccept.cli import app
-from gpuaccept.record.history import History
+from gpuaccept.store.history import History
 from tests.act.test_offenders import UUID, _run
 
 T = "2026-11-0{}T{:02d}:00:00+00:00"

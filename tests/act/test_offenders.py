@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 
 from gpuaccept.act.offenders import gpu_incidents, incidents, node_incidents, offences
 from gpuaccept.cli import app
-from gpuaccept.record.history import History
 from gpuaccept.results import RunReport, Status
+from gpuaccept.store.history import History
 from tests.run_reports import gpu_report, rejudged
 
 UUID = "GPU-0b55801c-cc06-7e13-d5d1-f7b201b3c062"
@@ -315,7 +315,7 @@ def test_a_gpu_a_kernel_log_xid_names_by_its_pci_address_is_followed_by_its_uuid
     now = xid_run("gpu07", 51, True)
     assert now.action_plan.out_of_service_uuids(now.environment["gpus"]) == [UUID]
     # the history keeps the GPU by its UUID too (it kept none for a PCI-named finding)
-    from gpuaccept.record.history import fleet_columns
+    from gpuaccept.store.history import fleet_columns
 
     assert now.out_of_service_uuids == [UUID]
     assert json.loads(fleet_columns(now)[1]) == [UUID]

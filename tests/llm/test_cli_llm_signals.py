@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuaccept.record.history import History
+from gpuaccept.store.history import History
 from tests.cpu_turns import cpu_turn
 from tests.signal_runs import start_cli, stop_after
 

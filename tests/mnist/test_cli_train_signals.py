@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuaccept.record.history import History
+from gpuaccept.store.history import History
 from tests.signal_runs import start_cli, stop_after
 
 pytestmark = pytest.mark.slow

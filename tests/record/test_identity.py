@@ -14,9 +14,10 @@ from typer.testing import CliRunner
 
 from gpuaccept.cli import app
 from gpuaccept.cli.recording import record_run
-from gpuaccept.record import environment, evidence
-from gpuaccept.record.fleet_comparison import compare_with_fleet
-from gpuaccept.record.history import History
+from gpuaccept.compare.fleet_comparison import compare_with_fleet
+from gpuaccept.compare.self_comparison import compare_with_own_history
+from gpuaccept.evidence import bundle as evidence
+from gpuaccept.record import environment
 from gpuaccept.record.identity import (
     K8S_NODE_NAME_ENV,
     NODE_NAME_SOURCES,
@@ -24,14 +25,14 @@ from gpuaccept.record.identity import (
     node_name_of,
     resolve_node_name,
 )
-from gpuaccept.record.self_comparison import compare_with_own_history
 from gpuaccept.report.html import render_html
 from gpuaccept.report.json_report import report_filename
 from gpuaccept.report.markdown import render_markdown
 from gpuaccept.report.node_verdict import node_of, node_verdict
 from gpuaccept.report.prometheus import render_prometheus
 from gpuaccept.results import RunReport
-from tests.record.test_fleet_comparison import burnin_report
+from gpuaccept.store.history import History
+from tests.compare.test_fleet_comparison import burnin_report
 from tests.run_reports import gpu_report, history_with, rejudged
 
 runner = CliRunner()

@@ -15,11 +15,11 @@ import pytest
 from typer.testing import CliRunner
 
 from gpuaccept.cli import app
-from gpuaccept.record.fleet import fleet_state
-from gpuaccept.record.history import History
+from gpuaccept.compare.fleet import fleet_state
 from gpuaccept.report.fleet_html import render_fleet_html
-from tests.record.test_history_stores import _corpus
+from gpuaccept.store.history import History
 from tests.run_reports import gpu_report, rejudged
+from tests.store.test_history_stores import _corpus
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 needs_chromium = pytest.mark.skipif(

@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from gpuaccept.record.history import History
 from gpuaccept.report.html import render_html
 from gpuaccept.report.markdown import render_markdown
 from gpuaccept.report.prometheus import render_prometheus, write_prometheus
 from gpuaccept.results import RunReport
+from gpuaccept.store.history import History
 from tests.run_reports import gpu_report, rejudged
 
 HOSTILE_HOST = 'gpu"node\\7\n<script>alert(1)</script> ☃'

@@ -47,7 +47,7 @@ from gpuaccept.errors import InputError
 
 if TYPE_CHECKING:
     from gpuaccept.actions import ActionRules
-    from gpuaccept.record.history import HistoryLocation
+    from gpuaccept.store.history import HistoryLocation
 
 SCHEMA_VERSION: Literal[2] = 2
 # A window of eight GPUs with their NVLink counters and eight ports' counters is about 18 KB of
@@ -432,7 +432,7 @@ def refuse_a_reported_burnin(
     same PASS, a new date): InputError naming that run. A history that cannot be reached now
     has nothing to compare with (the run's report waits in the spool)."""
     from gpuaccept.burnin.checks import windows_digest
-    from gpuaccept.record.history import History, HistoryUnreachable
+    from gpuaccept.store.history import History, HistoryUnreachable
 
     digest = progress.records_sha256()
     try:

@@ -39,9 +39,9 @@ if TYPE_CHECKING:
     from gpuaccept.actions import ActionRules
     from gpuaccept.node_profile import NodeExpectation
     from gpuaccept.probe.hardware import ExpectedGpus
-    from gpuaccept.record.history import HistoryLocation
     from gpuaccept.references import ReferenceTable
     from gpuaccept.results import RunReport
+    from gpuaccept.store.history import HistoryLocation
     from gpuaccept.suite.multinode import Launch
 
 
@@ -708,7 +708,7 @@ def _evidence(report: RunReport, directory: Path) -> None:
     """The vendor archive of a failure that takes something out of service; a failure to write
     it is said and changes no verdict or exit (the report is written already)."""
     from gpuaccept.errors import GpuacceptError
-    from gpuaccept.record.evidence import wanted, write_evidence
+    from gpuaccept.evidence.bundle import wanted, write_evidence
     from gpuaccept.report.node_verdict import node_of
 
     if not wanted(report):

@@ -19,14 +19,14 @@ if TYPE_CHECKING:
     from gpuaccept.burnin.checkpoint import CheckpointLock
     from gpuaccept.burnin.plan import BurnInPlan, BurnInProgress, WindowFigures
     from gpuaccept.burnin.run import BurnInSettings
-    from gpuaccept.record.history import HistoryLocation
     from gpuaccept.results import RunReport
+    from gpuaccept.store.history import HistoryLocation
 
 _STRESSORS = "gemm-bf16, gemm-fp32, hbm, host-transfer, all-reduce"
 # The CPU twin's workers share the machine's cores and memory: equal workers measured ±15% apart
 # in the memory windows on the 2-core development machine (GEMMs within 2%), and 26.8% apart in
 # CI while the rest of the suite ran beside them, so its default tolerance is 50%, as the CPU
-# twins' drop tolerance against the history is (record/self_comparison.py).
+# twins' drop tolerance against the history is (compare/self_comparison.py).
 CPU_STRAGGLER_TOLERANCE_PERCENT = 50.0
 
 
@@ -286,7 +286,7 @@ def _plan(
     lock = None
     if checkpoint is not None:
         from gpuaccept.burnin.checkpoint import CheckpointLock, refuse_a_reported_burnin, resume
-        from gpuaccept.record.history import history_location
+        from gpuaccept.store.history import history_location
 
         lock = CheckpointLock(checkpoint).acquire()  # before reading: no one writes it meanwhile
         try:
@@ -466,10 +466,10 @@ def _write(job: BurnInJob, report: RunReport, stopped: Interrupted | None) -> No
 
 def _compared_with_fleet(report: RunReport, job: BurnInJob) -> RunReport:
     """The report with its GPUs held against the same model on other nodes (the history)."""
-    from gpuaccept.record.fleet_comparison import CHECK_NAME, compare_with_fleet
-    from gpuaccept.record.history import History, HistoryError
-    from gpuaccept.record.self_comparison import with_check
+    from gpuaccept.compare.fleet_comparison import CHECK_NAME, compare_with_fleet
+    from gpuaccept.compare.self_comparison import with_check
     from gpuaccept.results import CheckResult, Status
+    from gpuaccept.store.history import History, HistoryError
 
     assert job.history_path is not None
     try:

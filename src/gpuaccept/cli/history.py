@@ -14,8 +14,8 @@ import typer
 from gpuaccept.errors import InputError
 
 if TYPE_CHECKING:
-    from gpuaccept.record.fleet import FleetMtbi
-    from gpuaccept.record.history import History
+    from gpuaccept.compare.fleet import FleetMtbi
+    from gpuaccept.store.history import History
 
 app = typer.Typer(
     rich_markup_mode=None,
@@ -68,7 +68,7 @@ def _known_command(command: str | None) -> None:
 
 @contextmanager
 def _open(path: str | None, *, create: bool = False) -> Iterator[History]:
-    from gpuaccept.record.history import History, history_location
+    from gpuaccept.store.history import History, history_location
 
     with History.open(history_location(path), create=create) as history:
         yield history
@@ -99,7 +99,7 @@ def list_runs(
     as_json: bool = AS_JSON,
 ) -> None:
     """Recorded runs, newest first."""
-    from gpuaccept.record.history import history_location, local_file
+    from gpuaccept.store.history import history_location, local_file
 
     _known_command(command)
 
@@ -251,8 +251,8 @@ def compare(
     as_json: bool = AS_JSON,
 ) -> None:
     """Every figure of two runs side by side, with the change in percent (B against A)."""
+    from gpuaccept.compare.comparison import compare_reports
     from gpuaccept.naming import format_number, run_title
-    from gpuaccept.record.comparison import compare_reports
 
     with _open(history) as store:
         a, b = store.report(_run_id(run_a)), store.report(_run_id(run_b))
@@ -403,7 +403,7 @@ def import_reports(
     A report already in the history (same content) is not stored twice, so an import stopped
     part-way is finished by running it again.
     """
-    from gpuaccept.record.importing import check_reports, report_files, store_reports
+    from gpuaccept.store.importing import check_reports, report_files, store_reports
 
     found = report_files(reports)
     check_reports(found.reports)
@@ -429,7 +429,7 @@ def push(history: str | None = DATABASE) -> None:
     Exit 2 when the history cannot be reached (the spool keeps every run) or a spooled file is
     not a report (it is left in place, and said).
     """
-    from gpuaccept.record.spool import SpoolError, deliver, pending, spool_dir
+    from gpuaccept.store.spool import SpoolError, deliver, pending, spool_dir
 
     waiting = pending()  # a spool that cannot be read is refused before the history is opened
     if not waiting:
@@ -462,7 +462,7 @@ def fleet(
     interrupted), a GPU lags, or a node is slower than its own history; benchmark and training
     runs are not verdicts on a node.
     """
-    from gpuaccept.record.fleet import check_window, fleet_state
+    from gpuaccept.compare.fleet import check_window, fleet_state
     from gpuaccept.results import device_label
 
     check_window(mtbi_days)
@@ -578,7 +578,7 @@ def _hours(value: float | None) -> str:
 
 
 def _echo_mtbi(mtbi: FleetMtbi) -> None:
-    from gpuaccept.record.fleet import JUDGED_RUNS
+    from gpuaccept.compare.fleet import JUDGED_RUNS
 
     if not mtbi.nodes:
         return

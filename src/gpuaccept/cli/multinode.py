@@ -23,8 +23,8 @@ if TYPE_CHECKING:
     from gpuaccept.actions import ActionRules
     from gpuaccept.node_profile import NodeExpectation
     from gpuaccept.probe.hardware import ExpectedGpus
-    from gpuaccept.record.history import HistoryLocation
     from gpuaccept.references import ReferenceTable
+    from gpuaccept.store.history import HistoryLocation
     from gpuaccept.suite.multinode import Launch
     from gpuaccept.suite.selection import CheckSpec
 

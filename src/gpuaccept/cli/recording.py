@@ -1,73 +1,41 @@
-"""The --history / --no-history options every run command shares, and recording a finished run."""
+"""Temporary: the end-of-run calls on the console, for commands not yet moved to commands/.
+
+The library half lives in gpuaccept.commands.recording; the shared options in cli.options.
+"""
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 
-from gpuaccept.errors import InputError
+from gpuaccept.cli.options import DROP_TOLERANCE, FAIL_ON_DROP, HISTORY, NO_HISTORY
+from gpuaccept.cli.render import CONSOLE
+from gpuaccept.commands import recording as library
+from gpuaccept.commands.recording import DropPolicy, StoppedRun, drop_policy, history_path
 
 if TYPE_CHECKING:
     from gpuaccept.actions import ActionRules
     from gpuaccept.errors import Interrupted
-    from gpuaccept.record.history import HistoryLocation
     from gpuaccept.results import RunReport
+    from gpuaccept.store.history import HistoryLocation
 
-HISTORY = typer.Option(
-    None,
-    "--history",
-    metavar="FILE|postgresql://...",
-    help="History to record the run in: an SQLite file or a PostgreSQL URI (default: "
-    "$GPUACCEPT_HISTORY, else ~/.local/share/gpuaccept/history.sqlite). A server that cannot "
-    "be reached keeps the run in the spool ($GPUACCEPT_SPOOL) for `gpuaccept history push`.",
-    rich_help_panel="History",
-)
-NO_HISTORY = typer.Option(
-    False,
-    "--no-history",
-    help="Do not record this run in the history (nor compare it with the node's past).",
-    rich_help_panel="History",
-)
-DROP_TOLERANCE = typer.Option(
-    None,
-    "--drop-tolerance",
-    metavar="PERCENT",
-    show_default="20 on a GPU, 50 on the CPU twins",
-    help="Warn when a figure is more than PERCENT worse than the median of this node's last "
-    "comparable runs in the history (docs/accept.md, 'Slower than it was').",
-    rich_help_panel="History",
-)
-FAIL_ON_DROP = typer.Option(
-    False,
-    "--fail-on-drop",
-    help="Fail the run (exit 1), not only warn, when a figure dropped past --drop-tolerance.",
-    rich_help_panel="History",
-)
-
-
-@dataclass(frozen=True)
-class DropPolicy:
-    """How a run is held against the node's own history."""
-
-    tolerance_percent: float | None  # None: the default of the run's mode
-    fail: bool
-
-
-def drop_policy(tolerance_percent: float | None, fail: bool) -> DropPolicy:
-    """The policy the options give, refused unless the tolerance is a finite 0 < PERCENT <= 1000
-    (a time may well double: more than 100% is meaningful for figures where lower is better)."""
-    if tolerance_percent is not None and not (
-        math.isfinite(tolerance_percent) and 0 < tolerance_percent <= 1000
-    ):
-        raise InputError(
-            f"--drop-tolerance {tolerance_percent:g}: give a percentage above 0 and at most 1000"
-        )
-    return DropPolicy(tolerance_percent, fail)
+__all__ = [
+    "DROP_TOLERANCE",
+    "FAIL_ON_DROP",
+    "HISTORY",
+    "NO_HISTORY",
+    "DropPolicy",
+    "StoppedRun",
+    "compared_with_history",
+    "drop_policy",
+    "finish_interrupted",
+    "finish_run",
+    "history_path",
+    "history_target",
+    "record_run",
+]
 
 
 def compared_with_history(
@@ -76,139 +44,23 @@ def compared_with_history(
     policy: DropPolicy,
     rules: ActionRules | None = None,
 ) -> RunReport:
-    """`report` with a `history` check added: its figures against this node's own past runs
-    (none without a history, or for a run that judged nothing or was interrupted)."""
-    verdict = report.verdict
-    if target is None or not verdict.judged or verdict.interrupted_by is not None:
-        return report
-    from gpuaccept.record.history import History, HistoryError
-    from gpuaccept.record.self_comparison import (
-        CHECK_NAME,
-        compare_with_own_history,
-        with_check,
-    )
-    from gpuaccept.report.console import check_line
-    from gpuaccept.results import CheckResult, Status
-
-    try:
-        with History.open(target) as history:
-            comparison = compare_with_own_history(
-                report, history, tolerance_percent=policy.tolerance_percent
-            )
-        check = comparison.check(fail_on_drop=policy.fail)
-    except HistoryError as error:
-        # the run's own outputs matter more than the comparison: say why, write them all
-        check = CheckResult(
-            name=CHECK_NAME,
-            area="HISTORY",
-            status=Status.SKIP,
-            message=f"not compared with the node's past runs: {error}",
-        )
-    typer.echo(check_line(check))
-    return with_check(report, check, rules)
-
-
-def history_path(path: str | Path | None, disabled: bool) -> Path | None:
-    """The database file a run would be recorded in (not opened): for the collision checks
-    (None for a server's database, which no output file can overwrite)."""
-    if disabled:
-        return None
-    from gpuaccept.record.history import history_location, local_file
-
-    return local_file(history_location(path))
+    return library.compared_with_history(report, target, policy, CONSOLE, rules)
 
 
 def history_target(path: str | Path | None, disabled: bool) -> HistoryLocation | None:
-    """The history the run will be recorded in, opened (and so checked) before the run starts.
-
-    A corrupt or foreign database stops the command here, before minutes of measuring. A
-    PostgreSQL server that cannot be reached does not: the run goes on and its report waits in
-    the spool.
-    """
-    if disabled:
-        return None
-    from gpuaccept.record.history import History, HistoryUnreachable, history_location
-
-    target = history_location(path)
-    try:
-        with History.open(target) as history:
-            history.check_writable()
-    except HistoryUnreachable as error:
-        from gpuaccept.record.spool import check_spool
-
-        spool = check_spool()  # the record must have somewhere to wait
-        typer.echo(f"[HISTORY] {error}; the run goes on and its record will wait in {spool}")
-    return target
+    return library.history_target(path, disabled, CONSOLE)
 
 
 def record_run(report: RunReport, target: HistoryLocation | None) -> None:
-    """Store the run (first delivering what the spool holds); a server that cannot be reached
-    keeps it in the spool instead, and says so."""
-    if target is None:
-        return
-    from gpuaccept.record.history import History, HistoryError, HistoryUnreachable
-    from gpuaccept.record.identity import identity_changes
-    from gpuaccept.record.spool import deliver, spool_report
-
-    try:
-        with History.open(target) as history:
-            delivery = deliver(history)
-            # said before it is stored (its own run would answer the lookups): a name that
-            # moved to another machine, or a machine under a new name, is neither merged nor
-            # split without a word
-            try:
-                changes = identity_changes(history, report)
-            except HistoryUnreachable:
-                raise
-            except HistoryError as error:  # a damaged past run must not cost this run's record
-                changes = [f"the node's earlier names were not checked: {error}"]
-            [(run_id, _)] = history.append([(report, "run")])
-    except HistoryUnreachable as error:
-        kept = spool_report(report)
-        typer.echo(
-            f"[HISTORY] {error}; the run is kept in {kept} until a later run or "
-            "`gpuaccept history push` delivers it"
-        )
-        return
-    for line in delivery.lines():
-        typer.echo(f"[HISTORY] {line}")
-    for change in changes:
-        typer.echo(f"[HISTORY] warning: {change}")
-    typer.echo(f"[HISTORY] run {run_id} recorded in {target}")
+    library.record_run(report, target, CONSOLE)
 
 
 def finish_run(
-    report: RunReport,
-    history: HistoryLocation | None,
-    drop: DropPolicy,
-    report_dir: Path | None,
+    report: RunReport, history: HistoryLocation | None, drop: DropPolicy, report_dir: Path | None
 ) -> None:
-    """A training run's end: held against the node's past, written to --report-dir, recorded,
-    its verdict printed, and exit with the verdict's code."""
-    from gpuaccept.report.console import result_line
-
-    report = compared_with_history(report, history, drop)
-    if report_dir is not None:
-        from gpuaccept.report.json_report import write_json_report
-
-        typer.echo(f"[REPORT] {write_json_report(report, report_dir)}")
-    record_run(report, history)
-    typer.echo(result_line(report))
+    report = library.finish_run(report, history, drop, report_dir, CONSOLE)
     if report.verdict.exit_code:
         raise typer.Exit(report.verdict.exit_code)
-
-
-@dataclass(frozen=True)
-class StoppedRun:
-    """What a training command knows of its run when a signal stops it."""
-
-    command: str  # as the report names it: train-mnist, train-llm
-    level: str
-    check: str  # the one check it runs (mnist, workload), reported as the one interrupted
-    area: str
-    device_mode: str
-    started: datetime
-    monotonic_start: float
 
 
 def finish_interrupted(
@@ -220,38 +72,8 @@ def finish_interrupted(
     *,
     lead: bool = True,
 ) -> NoReturn:
-    """A training run stopped by SIGTERM (preemption, scancel, an eviction) or Ctrl-C: written
-    and recorded as INTERRUPTED (never a failure, never a pass), then exit 128 + the signal.
-    Only the lead rank writes; every rank exits the same way."""
-    import time
-
-    from gpuaccept.report.console import result_line
-    from gpuaccept.results import CheckResult, RunReport, Status
-
-    if lead:
-        typer.echo(f"[TRAIN] {stopped}: stopped, writing what finished")
-        check = CheckResult(
-            name=run.check,
-            area=run.area,
-            status=Status.ERROR,
-            message=str(stopped),
-            duration_seconds=time.monotonic() - run.monotonic_start,
+    raise typer.Exit(
+        library.finish_interrupted(
+            stopped, run, environment, report_dir, history, CONSOLE, lead=lead
         )
-        report = RunReport.completed(
-            command=run.command,
-            level=run.level,
-            device_mode=run.device_mode,
-            started=run.started,
-            monotonic_start=run.monotonic_start,
-            checks=[check],
-            environment=environment,
-            interrupted_by=stopped.signum,
-            interrupted_check=run.check,
-        )
-        if report_dir is not None:
-            from gpuaccept.report.json_report import write_json_report
-
-            typer.echo(f"[REPORT] {write_json_report(report, report_dir)}")
-        record_run(report, history)
-        typer.echo(result_line(report))
-    raise typer.Exit(stopped.exit_code)
+    )

@@ -12,8 +12,8 @@ from gpuaccept.cli.history import FLEET_MIN_GPUS, FLEET_MTBI_DAYS, FLEET_TOLERAN
 from gpuaccept.errors import InputError
 
 if TYPE_CHECKING:
-    from gpuaccept.record.history import HistoryLocation, MetricPoint
     from gpuaccept.results import RunReport
+    from gpuaccept.store.history import HistoryLocation, MetricPoint
 
 
 def _trends(
@@ -21,8 +21,8 @@ def _trends(
 ) -> dict[str, list[MetricPoint]]:
     """This node's stored points for each figure of the report, from runs of the same command and
     level only (like with like); the report's own points when it is not stored."""
-    from gpuaccept.record.history import History, history_location, report_points
     from gpuaccept.record.identity import node_name_of
+    from gpuaccept.store.history import History, history_location, report_points
 
     own = report_points(report, run_id or 0)
     trends: dict[str, list[MetricPoint]] = {point.metric: [] for point in own}
@@ -77,8 +77,8 @@ def report(
     """Render a run as HTML (with trend charts), Markdown or Prometheus metrics; with no output
     named, the Markdown summary on stdout. With --fleet, the fleet's page."""
     from gpuaccept.output_files import write_text_atomically
-    from gpuaccept.record.history import History, history_location, local_file
     from gpuaccept.report.reading import load_report
+    from gpuaccept.store.history import History, history_location, local_file
 
     location = history_location(history)
     if fleet:
@@ -144,10 +144,10 @@ def _fleet_page(
 ) -> None:
     from datetime import UTC, datetime
 
+    from gpuaccept.compare.fleet import fleet_state
     from gpuaccept.output_files import refuse_collisions, write_text_atomically
-    from gpuaccept.record.fleet import fleet_state
-    from gpuaccept.record.history import History, local_file
     from gpuaccept.report.fleet_html import render_fleet_html
+    from gpuaccept.store.history import History, local_file
 
     if source is not None:
         raise InputError(f"--fleet shows the whole fleet: name no run ({source!r})")

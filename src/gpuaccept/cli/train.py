@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from gpuaccept.mnist.data import MnistData
     from gpuaccept.mnist.recipes import Recipe
     from gpuaccept.mnist.train import EpochRecord
-    from gpuaccept.record.history import HistoryLocation
+    from gpuaccept.store.history import HistoryLocation
 
 TRAIN_PROGRESS_SECONDS = 10.0
 

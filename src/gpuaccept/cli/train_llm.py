@@ -32,8 +32,8 @@ from gpuaccept.errors import InputError, Interrupted
 if TYPE_CHECKING:
     from gpuaccept.checks.context import CheckContext
     from gpuaccept.llm.train import LlmSpec
-    from gpuaccept.record.history import HistoryLocation
     from gpuaccept.results import CheckResult
+    from gpuaccept.store.history import HistoryLocation
 
 
 def llm(

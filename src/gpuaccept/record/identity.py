@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from gpuaccept.record.history import History
     from gpuaccept.results import RunReport
+    from gpuaccept.store.history import History
 
 K8S_NODE_NAME_ENV = "GPUACCEPT_K8S_NODE_NAME"
 # (variable, who sets it), in the order they win

@@ -16,9 +16,9 @@ import statistics
 from collections import defaultdict
 from html import escape
 
+from gpuaccept.compare.comparison import FleetFigure
+from gpuaccept.compare.fleet import JUDGED_RUNS, FleetState
 from gpuaccept.naming import format_number
-from gpuaccept.record.comparison import FleetFigure
-from gpuaccept.record.fleet import JUDGED_RUNS, FleetState
 from gpuaccept.results import device_label
 
 BINS = 40

@@ -15,6 +15,7 @@ from datetime import datetime
 from html import escape
 from typing import Any
 
+from gpuaccept.compare.comparison import higher_is_better
 from gpuaccept.naming import (
     chart_title,
     detail_title,
@@ -23,11 +24,10 @@ from gpuaccept.naming import (
     metric_title,
     run_title,
 )
-from gpuaccept.record.comparison import higher_is_better
-from gpuaccept.record.history import MetricPoint
 from gpuaccept.record.identity import node_title
 from gpuaccept.report.charts import drawn, load_chart_png, series_chart_png, trend_chart_png
 from gpuaccept.results import CheckResult, Outcome, RunReport, device_label
+from gpuaccept.store.history import MetricPoint
 
 MAX_CHARTS = 12
 

@@ -23,8 +23,8 @@ from gpuaccept.errors import InputError, Interrupted
 if TYPE_CHECKING:
     import torch
 
-    from gpuaccept.record.history import HistoryLocation
     from gpuaccept.results import CheckResult
+    from gpuaccept.store.history import HistoryLocation
 
 DEVICE = typer.Option(
     "auto", "--device", metavar="[auto|cuda|cpu]", help="auto (GPU when usable), cuda or cpu."

@@ -1,0 +1,42 @@
+"""The console a command's library call writes through (commands.output.Output): lines to stdout
+and stderr, the suite's live progress and the summary table on a terminal, plain text in a log."""
+
+from __future__ import annotations
+
+import sys
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING
+
+import typer
+
+if TYPE_CHECKING:
+    from gpuaccept.results import RunReport
+    from gpuaccept.suite.runner import Observer
+
+
+class ConsoleOutput:
+    """commands.output.Output on this process's stdout and stderr."""
+
+    def line(self, text: str) -> None:
+        typer.echo(text)
+
+    def error(self, text: str) -> None:
+        typer.echo(text, err=True)
+
+    def summary(self, report: RunReport) -> None:
+        from gpuaccept.report.console import summary_table, summary_text
+
+        if sys.stdout.isatty():
+            from rich.console import Console
+
+            Console().print(summary_table(report))
+        else:  # a job log gets the same table, in plain ASCII
+            typer.echo(summary_text(report))
+
+    def suite_progress(self) -> AbstractContextManager[Observer]:
+        from gpuaccept.cli.progress import suite_display
+
+        return suite_display()
+
+
+CONSOLE = ConsoleOutput()

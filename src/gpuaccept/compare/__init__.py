@@ -1,0 +1,2 @@
+"""Comparisons over the history: a run against another, a node against its past, a GPU
+against its fleet."""
