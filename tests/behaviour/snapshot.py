@@ -205,7 +205,7 @@ def mask(text: str, work: Path) -> str:
 _SAME_UNDER_NOISE = (
     # a masked number is one '#' whatever its width or form (1.5, 1,024, 3.1e+05, a long fraction
     # once read as hex); a table's padding and rules widen with the figures in it
-    (re.compile(r"#(?:[.,#+-]|<hex>|e\+|e-)*"), "#"),
+    (re.compile(r"[+-]?#(?:[.,#+-]|<hex>|e\+|e-)*"), "#"),
     (re.compile(r"-{3,}"), "---"),
     (re.compile(r"[ \t]{2,}"), " "),
 )
