@@ -15,6 +15,10 @@ from gpuaccept.results import CheckResult, Status
 from gpuaccept.suite.isolation import round_ceiling
 from tests.test_multinode import check_of_every_node, run_nodes
 
+# a long end-to-end run (processes across stand-in nodes, real services): CI runs it in a step
+# of its own (pytest -m service); the everyday command leaves it out
+pytestmark = pytest.mark.service
+
 NAMES = [f"node-{c}" for c in "abcdefgh"]
 SLOW = {"SLOW_ALL_REDUCE_SECONDS": "0.25"}
 

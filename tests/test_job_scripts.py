@@ -17,6 +17,10 @@ from gpuaccept.report.reading import load_report
 from gpuaccept.results import Status
 from tests.job_scripts import REPO, activation_hook, run_job, sandbox, suite_settings
 
+# a long end-to-end run (processes across stand-in nodes, real services): CI runs it in a step
+# of its own (pytest -m service); the everyday command leaves it out
+pytestmark = pytest.mark.service
+
 
 def _multinode_step(
     tmp_path: Path, job_id: str, env: dict[str, str]

@@ -18,6 +18,10 @@ from gpuaccept.results import CheckResult, RunReport, Status
 from gpuaccept.suite.multinode import Launch, detect_launch, judge_pairs, pair_rounds
 from tests.cpu_turns import cpu_turn
 
+# a long end-to-end run (processes across stand-in nodes, real services): CI runs it in a step
+# of its own (pytest -m service); the everyday command leaves it out
+pytestmark = pytest.mark.service
+
 REPO = Path(__file__).resolve().parent.parent
 FAULTS = REPO / "tests" / "multinode_faults"
 

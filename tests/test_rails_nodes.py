@@ -15,6 +15,10 @@ from gpuaccept.cli import app
 from gpuaccept.results import CheckResult, Status
 from tests.test_multinode import check_of_every_node, run_nodes
 
+# a long end-to-end run (processes across stand-in nodes, real services): CI runs it in a step
+# of its own (pytest -m service); the everyday command leaves it out
+pytestmark = pytest.mark.service
+
 NAMES = ["node-a", "node-b", "node-c"]
 
 

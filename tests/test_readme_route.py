@@ -32,9 +32,13 @@ def test_the_development_route_installs_what_ci_installs() -> None:
     ci = (REPO / ".ci/run").read_text()
     run = _installs([line for line in ci.splitlines() if '"${pip[@]}" install' in line])
     assert documented == run == [["torch==2.13.0"], ["-e", ".[test,lint]"]]
-    # and the test command is the one CI runs
-    assert "python -m pytest" in _block_after(readme, "**To develop it**")
-    assert ci.rstrip().endswith('"$venv/bin/python" -m pytest')
+    # and the test commands are the ones CI runs: the everyday suite, then the long runs it
+    # leaves out (pyproject's addopts), so that no test is dropped from CI
+    block = _block_after(readme, "**To develop it**")
+    assert "python -m pytest" in block
+    assert "python -m pytest -m service" in block
+    steps = [line for line in ci.splitlines() if "-m pytest" in line and not line.startswith("#")]
+    assert steps == ['"$venv/bin/python" -m pytest', '"$venv/bin/python" -m pytest -m service']
 
 
 def test_the_use_route_pins_the_same_torch_and_needs_no_test_tools() -> None:

@@ -29,7 +29,8 @@ STEP_TIMEOUT = 30
 # One cluster, started by this module's fixture: pytest-xdist's `--dist loadfile` (pyproject's
 # addopts) runs every test of this file in the same worker.
 # A job here takes 10-20 s; a test that waits longer than this has found a fault, not a slow job.
-pytestmark = pytest.mark.timeout(240)
+# A real Slurm is a long end-to-end run: CI runs it in a step of its own (pytest -m service).
+pytestmark = [pytest.mark.timeout(240), pytest.mark.service]
 
 
 def _why_no_slurm() -> str | None:

@@ -17,6 +17,10 @@ import pytest
 from tests.pg_server import binaries, why_not
 from tests.run_reports import gpu_report
 
+# a long end-to-end run (processes across stand-in nodes, real services): CI runs it in a step
+# of its own (pytest -m service); the everyday command leaves it out
+pytestmark = pytest.mark.service
+
 REPO = Path(__file__).resolve().parent.parent
 PAGE = REPO / "docs" / "try-it-on-one-machine.md"
 
