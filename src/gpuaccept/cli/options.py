@@ -47,3 +47,78 @@ FAIL_ON_DROP = typer.Option(
     help="Fail the run (exit 1), not only warn, when a figure dropped past --drop-tolerance.",
     rich_help_panel="History",
 )
+
+# -- the guards of `act slurm` and `node-verdict` (one policy: act.policy), and where their
+# records and outputs go (the person's `act breaker` and `act regression` commands take --state)
+
+RESUME_LEVEL = typer.Option(
+    "standard",
+    "--resume-level",
+    metavar="LEVEL",
+    help="The level a node gpuaccept took out (drain, taint) must pass to return to service.",
+)
+BREAKER_SHARE = typer.Option(
+    0.02,
+    "--breaker-share",
+    metavar="FRACTION",
+    help="At most this share of the nodes (at least one) taken out by gpuaccept within "
+    "--breaker-minutes; past it a failing node is left in service and the exit is 4.",
+)
+BREAKER_MINUTES = typer.Option(
+    60.0, "--breaker-minutes", metavar="MINUTES", help="The breaker's window."
+)
+DEBOUNCE = typer.Option(
+    2,
+    "--debounce",
+    min=1,
+    max=20,
+    metavar="K",
+    help="A failure whose recommended action is only a rerun takes the node out when it failed "
+    "K runs in a row (1: at once); hard faults at once.",
+)
+DEBOUNCE_HOURS = typer.Option(
+    24.0, "--debounce-hours", metavar="HOURS", help="The runs in a row count within this."
+)
+REPLACE_AFTER = typer.Option(
+    3,
+    "--replace-after",
+    min=0,
+    max=100,
+    metavar="N",
+    help="A node, or a GPU by its UUID, failing in N incidents within --replace-days is a "
+    "repeat offender: its action becomes replace (0: never).",
+)
+REPLACE_DAYS = typer.Option(
+    7.0, "--replace-days", metavar="DAYS", help="The repeat offenders' window."
+)
+INSPECT_AFTER = typer.Option(
+    2,
+    "--inspect-after",
+    min=0,
+    max=100,
+    metavar="N",
+    help="A node, or a GPU by its UUID, failing in N incidents within --replace-days is drained "
+    "for a person to inspect it (its repair did not hold), before --replace-after makes it "
+    "replace (0: never). A failure that only a rerun was recommended for is never replaced.",
+)
+ACT_STATE = typer.Option(
+    None,
+    "--state",
+    metavar="FILE",
+    help="gpuaccept's records of the breaker's trip and the regressions it holds (JSON; default "
+    "$GPUACCEPT_ACT_STATE, else the data directory beside the history). Share one file between "
+    "every node's health check (shared storage) so that the breaker counts the whole cluster.",
+)
+ACT_RECORD = typer.Option(
+    None,
+    "--record",
+    metavar="FILE",
+    help="Write what was decided for each node, and why, as JSON (replaced atomically).",
+)
+ACT_PROMETHEUS = typer.Option(
+    None,
+    "--prometheus",
+    metavar="FILE",
+    help="Write the decisions as node_exporter textfile metrics: gpuaccept_act_decision, "
+    "gpuaccept_act_refused{guard=breaker|regression}.",
+)
