@@ -1,0 +1,82 @@
+"""`history list`: the recorded runs, newest first."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from gpuaccept.commands.history.common import known_command, opened, write_table
+
+if TYPE_CHECKING:
+    from gpuaccept.commands.output import Output
+    from gpuaccept.store.history import RunRow
+
+
+@dataclass(frozen=True)
+class ListRequest:
+    history: str | None = None  # --history: a file or a postgresql:// URI; None: the default
+    node: str | None = None
+    command: str | None = None
+    limit: int = 20
+    as_json: bool = False
+
+    def __post_init__(self) -> None:
+        known_command(self.command)
+
+
+@dataclass(frozen=True)
+class ListResult:
+    runs: list[RunRow] = field(default_factory=list)  # newest first
+    exit_code: int = 0
+
+
+def run(request: ListRequest, out: Output) -> ListResult:
+    """The runs, as a table or JSON. A history file not yet made is an empty list, not an error:
+    a new machine has none."""
+    from gpuaccept.store.history import history_location, local_file
+
+    path = local_file(history_location(request.history))
+    # a dangling link or a loop is opened, and refused
+    if path is not None and not path.exists() and not path.is_symlink():
+        out.line("[]" if request.as_json else f"no runs recorded (no history at {path} yet)")
+        return ListResult()
+    with opened(request.history) as store:
+        runs = store.list_runs(node=request.node, command=request.command, limit=request.limit)
+    if request.as_json:
+        out.line(json.dumps([_as_json(run) for run in runs], indent=2))
+    elif not runs:
+        out.line("no runs recorded" + (f" for node {request.node}" if request.node else ""))
+    else:
+        write_table(
+            out,
+            ["run", "started (UTC)", "node", "command", "level", "mode", "result", "seconds"],
+            [
+                [
+                    str(run.id),
+                    run.started_at[:19],
+                    str(run.hostname),
+                    run.command,
+                    run.level,
+                    run.device_mode,
+                    run.verdict.label,
+                    f"{run.duration_seconds:.1f}",
+                ]
+                for run in runs
+            ],
+        )
+    return ListResult(runs)
+
+
+def _as_json(run: RunRow) -> dict[str, object]:
+    return {
+        "run": run.id,
+        "started_at": run.started_at,
+        "node": run.hostname,
+        "command": run.command,
+        "level": run.level,
+        "device_mode": run.device_mode,
+        "verdict": run.verdict.model_dump(mode="json"),
+        "label": run.verdict.label,
+        "duration_seconds": run.duration_seconds,
+    }
