@@ -6,6 +6,8 @@ import math
 
 import typer
 
+from gpuaccept.commands.history import fleet as fleet_judging
+
 
 def finite_number(value: float | None) -> float | None:
     """Refuse inf and NaN (click's min= lets them through): an infinite floor fails everything,
@@ -121,4 +123,28 @@ ACT_PROMETHEUS = typer.Option(
     metavar="FILE",
     help="Write the decisions as node_exporter textfile metrics: gpuaccept_act_decision, "
     "gpuaccept_act_refused{guard=breaker|regression}.",
+)
+
+# -- how the fleet is judged: `history fleet` and `report --fleet` (commands.history.fleet)
+
+FLEET_TOLERANCE = typer.Option(
+    fleet_judging.TOLERANCE_PERCENT,
+    "--tolerance",
+    min=0,
+    max=100,
+    metavar="PERCENT",
+    help="Flag a GPU more than this many percent worse than its model's fleet median.",
+)
+FLEET_MIN_GPUS = typer.Option(
+    fleet_judging.MIN_GPUS,
+    "--min-gpus",
+    min=2,
+    help="GPUs of a model needed before its median is trusted.",
+)
+FLEET_MTBI_DAYS = typer.Option(
+    fleet_judging.MTBI_DAYS,
+    "--mtbi-days",
+    metavar="DAYS",
+    help="The window (ending at the history's newest run) of the mean time between "
+    "incidents per node and per GPU.",
 )
