@@ -354,7 +354,7 @@ def test_windows_are_held_to_the_sites_limits_live_and_resumed(tmp_path: Path) -
 
 
 def test_the_cli_hands_its_rules_to_the_windows(tmp_path: Path) -> None:
-    from gpuaccept.cli.burnin import _plan
+    from gpuaccept.commands.burnin.plan import plan_from as _plan
 
     rules = tmp_path / "strict.toml"
     rules.write_text('[limit]\nnvlink_crc_per_second = { value = 1, source = "ours" }\n')

@@ -1,33 +1,25 @@
-"""`gpuaccept burnin`: hours of load on every GPU of the node, judged window by window."""
+"""`gpuaccept burnin`: hours of load on every GPU of the node, judged window by window.
+
+The options and their help; the burn-in itself is `gpuaccept.commands.burnin`."""
 
 from __future__ import annotations
 
-import math
-import time
-from dataclasses import dataclass
+import sys
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import typer
 
 from gpuaccept.cli.accept import DeviceChoice
-from gpuaccept.cli.recording import HISTORY, NO_HISTORY, drop_policy, history_target
-from gpuaccept.errors import InputError, Interrupted
+from gpuaccept.cli.options import HISTORY, NO_HISTORY
 
 if TYPE_CHECKING:
-    from gpuaccept.actions import ActionRules
-    from gpuaccept.burnin.checkpoint import CheckpointLock
-    from gpuaccept.burnin.plan import BurnInPlan, BurnInProgress, WindowFigures
-    from gpuaccept.burnin.run import BurnInSettings
+    from gpuaccept.cli.render import ConsoleOutput
     from gpuaccept.results import RunReport
-    from gpuaccept.store.history import HistoryLocation
+    from gpuaccept.suite.runner import Observer
 
 _STRESSORS = "gemm-bf16, gemm-fp32, hbm, host-transfer, all-reduce"
-# The CPU twin's workers share the machine's cores and memory: equal workers measured ±15% apart
-# in the memory windows on the 2-core development machine (GEMMs within 2%), and 26.8% apart in
-# CI while the rest of the suite ran beside them, so its default tolerance is 50%, as the CPU
-# twins' drop tolerance against the history is (compare/self_comparison.py).
-CPU_STRAGGLER_TOLERANCE_PERCENT = 50.0
 
 
 def burnin(
@@ -141,9 +133,11 @@ def burnin(
     Exit 0: passed (warnings allowed); 1: a window failed; 2: bad input; 3: environment error;
     130/143: interrupted (the report says so; the checkpoint keeps the finished windows).
     """
+    from gpuaccept.cli.render import CONSOLE
     from gpuaccept.cli.signals import interrupts_as_exceptions
+    from gpuaccept.commands.burnin import BurnInRequest, run
 
-    job = _plan(
+    request = BurnInRequest(
         duration=duration,
         window=window,
         schedule=schedule,
@@ -156,330 +150,32 @@ def burnin(
         straggler_tolerance=straggler_tolerance,
         report_dir=report_dir,
         junit=junit,
+        rules=rules,
         history=history,
         no_history=no_history,
-        rules=rules,
     )
-    with interrupts_as_exceptions():
-        report, stop = _run(job)
-        if report is None:  # a scheduler's checkpoint, not an outcome: no report yet
-            assert job.checkpoint_exit_code is not None, "only --checkpoint-every stops early"
-            raise typer.Exit(job.checkpoint_exit_code)
-        _write(job, report, stop)
+    # planned before SIGINT/SIGTERM become Interrupted, as burnin always was
+    result = run(request, _TableInALogOnly(CONSOLE), signals=interrupts_as_exceptions)
+    if result.exit_code:
+        raise typer.Exit(result.exit_code)
 
 
-@dataclass(frozen=True)
-class BurnInJob:
-    """Everything a burn-in needs, checked before anything runs."""
+class _TableInALogOnly:
+    """The console as burnin has always used it: its summary table goes to a job log (plain
+    ASCII), never to a terminal, where the window lines have said it as it ran."""
 
-    settings: BurnInSettings
-    progress: BurnInProgress
-    names: dict[str, str]
-    report_dir: Path | None
-    junit: Path | None
-    history_path: HistoryLocation | None
-    checkpoint_exit_code: int | None = None
-    lock: CheckpointLock | None = None  # held until the process ends
-    rules: ActionRules | None = None  # the site's action tables (--rules); None: built-in
+    def __init__(self, console: ConsoleOutput) -> None:
+        self.console = console
 
+    def line(self, text: str) -> None:
+        self.console.line(text)
 
-def _plan(
-    *,
-    duration: str,
-    window: str | None,
-    schedule: str | None,
-    device: str,
-    cpu_devices: int,
-    seed: int,
-    checkpoint: Path | None,
-    checkpoint_every: int | None,
-    checkpoint_exit_code: int | None,
-    straggler_tolerance: float | None,
-    report_dir: Path | None,
-    junit: Path | None,
-    history: str | None,
-    no_history: bool,
-    rules: Path | None = None,
-) -> BurnInJob:
-    """Refuse every input that could be wrong, before any work (exit 2 with one line)."""
-    from gpuaccept.actions import load_rules
-    from gpuaccept.burnin.floors import reference_floors
-    from gpuaccept.burnin.judging import DEFAULT_STRAGGLER_TOLERANCE_PERCENT
-    from gpuaccept.burnin.plan import (
-        DEFAULT_WINDOW_SECONDS,
-        BurnInPlan,
-        BurnInProgress,
-        parse_duration,
-    )
-    from gpuaccept.burnin.run import BurnInSettings
-    from gpuaccept.cli.recording import history_path as recorded_in
-    from gpuaccept.output_files import check_output_directory, check_output_file, refuse_collisions
-    from gpuaccept.probe.hardware import (
-        check_nvml_init_timeout_setting,
-        list_cuda_gpus,
-        resolve_device_mode,
-    )
-    from gpuaccept.probe.sysfs import check_sysfs_root_setting
-    from gpuaccept.references import load_shipped_references
+    def error(self, text: str) -> None:
+        self.console.error(text)
 
-    check_sysfs_root_setting()  # the ports' counters are read around every window
-    check_nvml_init_timeout_setting()  # the GPUs' health is read around every window
-    duration_seconds = parse_duration(duration, "--duration")
-    window_seconds = (
-        min(DEFAULT_WINDOW_SECONDS, duration_seconds)
-        if window is None
-        else parse_duration(window, "--window")
-    )
-    rotation = None
-    if schedule is not None:
-        rotation = [name.strip() for name in schedule.split(",")]
-        if not all(rotation):
-            raise InputError(f"--schedule {schedule!r}: an empty stressor name")
-    if straggler_tolerance is not None and not (
-        math.isfinite(straggler_tolerance) and 0 < straggler_tolerance < 100
-    ):
-        raise InputError(
-            f"--straggler-tolerance {straggler_tolerance:g}: give a percentage above 0 and "
-            "below 100"
-        )
-    if checkpoint_exit_code is not None and checkpoint is None:
-        raise InputError("--checkpoint-exit-code needs --checkpoint")
-    if (checkpoint_every is None) != (checkpoint_exit_code is None):
-        raise InputError("--checkpoint-every and --checkpoint-exit-code go together")
-    if report_dir is not None:
-        check_output_directory(report_dir, "--report-dir")
-    if junit is not None:
-        check_output_file(junit, "--junit")
-    if checkpoint is not None:
-        check_output_file(checkpoint, "--checkpoint")
-    action_rules = load_rules(rules) if rules is not None else None
-    refuse_collisions(
-        {
-            "--history": recorded_in(history, no_history),
-            "--junit": junit,
-            "--checkpoint": checkpoint,
-        },
-        {"--rules": rules},
-    )
-    mode = resolve_device_mode(device)
-    gpus = list_cuda_gpus() if mode == "cuda" else []
-    plan = BurnInPlan.build(
-        duration_seconds, window_seconds, len(gpus) if mode == "cuda" else cpu_devices, rotation
-    )
-    tolerance = straggler_tolerance or (
-        CPU_STRAGGLER_TOLERANCE_PERCENT if mode == "cpu" else DEFAULT_STRAGGLER_TOLERANCE_PERCENT
-    )
-    settings = BurnInSettings(
-        plan=plan,
-        device_mode=mode,
-        gpus=[(gpu.index, gpu.uuid) for gpu in gpus],
-        cpu_devices=cpu_devices,
-        seed=seed,
-        straggler_tolerance_percent=tolerance,
-        checkpoint=checkpoint,
-        windows_per_run=checkpoint_every,
-        floors=reference_floors(
-            load_shipped_references(), [(f"gpu{gpu.index}", gpu.name, None) for gpu in gpus]
-        ),
-        rules=action_rules,
-    )
-    lock = None
-    if checkpoint is not None:
-        from gpuaccept.burnin.checkpoint import CheckpointLock, refuse_a_reported_burnin, resume
-        from gpuaccept.store.history import history_location
+    def summary(self, report: RunReport) -> None:
+        if not sys.stdout.isatty():
+            self.console.summary(report)
 
-        lock = CheckpointLock(checkpoint).acquire()  # before reading: no one writes it meanwhile
-        try:
-            progress = resume(checkpoint, settings.binding)
-            if progress.next_window >= plan.window_count and not no_history:
-                refuse_a_reported_burnin(
-                    checkpoint, progress, settings.binding.node.hostname, history_location(history)
-                )
-        except InputError:
-            lock.release()
-            raise
-    else:
-        progress = BurnInProgress(plan=plan.fingerprint(), devices=settings.devices)
-    from gpuaccept.distributed.children import start_server
-
-    start_server()  # its torch import runs beside this process's own
-    return BurnInJob(
-        settings=settings,
-        progress=progress,
-        names={f"gpu{gpu.index}": gpu.name for gpu in gpus},
-        report_dir=report_dir,
-        junit=junit,
-        history_path=history_target(history, no_history),
-        checkpoint_exit_code=checkpoint_exit_code,
-        lock=lock,
-        rules=action_rules,
-    )
-
-
-class _Lines:
-    """The burn-in's progress in the job log: a line as each window starts and ends."""
-
-    def __init__(self, plan: BurnInPlan) -> None:
-        self.plan = plan
-
-    def window_started(self, window: int, stressor: str, seconds: float) -> None:
-        from gpuaccept.burnin.plan import spoken_duration
-
-        typer.echo(
-            f"[BURNIN] window {window + 1}/{self.plan.window_count}: {stressor} for "
-            f"{spoken_duration(seconds)}"
-        )
-
-    def window_finished(self, figures: WindowFigures, load_seconds: float) -> None:
-        from gpuaccept.burnin.plan import spoken_duration
-
-        rates = figures.throughput
-        if rates:
-            slowest = min(rates, key=lambda d: rates[d])
-            median = sorted(rates.values())[len(rates) // 2]
-            said = f"median {median:.4g} {figures.unit}, slowest {slowest} {rates[slowest]:.4g}"
-        else:
-            said = "no device reported"
-        found = len(figures.failures)
-        typer.echo(
-            f"[BURNIN] window {figures.window + 1}/{self.plan.window_count} {figures.stressor}: "
-            f"{said}; {found} failure(s), {len(figures.warnings)} warning(s); "
-            f"{spoken_duration(round(load_seconds))} of "
-            f"{spoken_duration(self.plan.duration_seconds)} done"
-        )
-        for text in figures.failures:
-            typer.echo(f"[BURNIN]   FAIL {text}")
-
-
-def _run(job: BurnInJob) -> tuple[RunReport | None, Interrupted | None]:
-    """The windows not done yet, and the report of the whole burn-in so far (None when the run
-    stopped for the scheduler's checkpoint, with windows left to run)."""
-    from gpuaccept.burnin.checks import burnin_checks
-    from gpuaccept.burnin.plan import spoken_duration
-    from gpuaccept.burnin.run import run_burnin
-    from gpuaccept.record.environment import capture_environment
-    from gpuaccept.report.console import CPU_MODE_LINE, environment_line
-    from gpuaccept.results import RunReport
-
-    settings, progress, plan = job.settings, job.progress, job.settings.plan
-    # a resumed burn-in is reported as one run: from its first process's start, for the time its
-    # processes ran (not the time a restarted job waited in the queue between them)
-    started, clock = progress.started_at, time.monotonic() - progress.run_seconds()
-    stopped: Interrupted | None = None
-    environment: dict[str, Any] = {}
-    try:
-        environment = capture_environment()
-    except Interrupted as error:
-        stopped = error
-    if stopped is None:
-        typer.echo(
-            environment_line(
-                f"gpuaccept burnin --duration {spoken_duration(plan.duration_seconds)}", environment
-            )
-        )
-        if settings.device_mode == "cpu":
-            typer.echo(CPU_MODE_LINE)
-        for line in plan.describe():
-            typer.echo(line)
-        typer.echo(f"[BURNIN] on {', '.join(settings.devices)}, seed {settings.seed}")
-        if progress.next_window >= plan.window_count:
-            typer.echo(
-                "[BURNIN] the checkpoint holds every window of this plan: judged again from "
-                "their figures"
-            )
-        elif progress.windows:
-            typer.echo(
-                f"[BURNIN] resuming at window {progress.next_window + 1} of {plan.window_count}: "
-                f"{spoken_duration(round(progress.load_seconds))} of load done before, its "
-                f"{len(progress.windows)} window(s) judged again from their figures"
-            )
-        stop = run_burnin(settings, progress, _Lines(plan))
-        if stop is not None:
-            stopped = stop.error
-            where = f" in window {stop.window + 1}" if stop.window is not None else ""
-            kept = (
-                f"; {settings.checkpoint} keeps the {len(progress.windows)} finished window(s)"
-                if settings.checkpoint is not None
-                else ""
-            )
-            typer.echo(f"[BURNIN] {stopped}{where}: stopped, writing what finished{kept}")
-        elif progress.next_window < plan.window_count:
-            typer.echo(
-                f"[BURNIN] checkpoint after window {progress.next_window} written; exiting "
-                f"{job.checkpoint_exit_code} so the scheduler saves it and restarts the job"
-            )
-            return None, None
-    checks = burnin_checks(
-        progress,
-        plan,
-        device_mode=settings.device_mode,
-        straggler_tolerance_percent=settings.straggler_tolerance_percent,
-        names=job.names,
-        seconds=time.monotonic() - clock,
-    )
-    report = RunReport.completed(
-        command="burnin",
-        level=spoken_duration(plan.duration_seconds),
-        device_mode=settings.device_mode,
-        started=started,
-        monotonic_start=clock,
-        checks=checks,
-        environment=environment,
-        interrupted_by=None if stopped is None else stopped.signum,
-        rules=job.rules,
-    )
-    return report, stopped
-
-
-def _write(job: BurnInJob, report: RunReport, stopped: Interrupted | None) -> None:
-    import sys
-
-    from gpuaccept.cli.recording import compared_with_history, record_run
-    from gpuaccept.report.console import action_lines, check_line, result_line, summary_text
-
-    if stopped is None and report.verdict.judged and job.history_path is not None:
-        report = _compared_with_fleet(report, job)
-    for check in report.checks:
-        typer.echo(check_line(check))
-    if stopped is None:
-        report = compared_with_history(
-            report, job.history_path, drop_policy(None, False), job.rules
-        )
-    if job.report_dir is not None:
-        from gpuaccept.report.json_report import write_json_report
-
-        typer.echo(f"[REPORT] {write_json_report(report, job.report_dir)}")
-    if job.junit is not None:
-        from gpuaccept.report.junit import write_junit
-
-        write_junit(report, job.junit)
-        typer.echo(f"[REPORT] {job.junit}")
-    record_run(report, job.history_path)
-    if not sys.stdout.isatty():
-        typer.echo(summary_text(report))
-    for line in action_lines(report):
-        typer.echo(line)
-    typer.echo(result_line(report))
-    if report.verdict.exit_code:
-        raise typer.Exit(report.verdict.exit_code)
-
-
-def _compared_with_fleet(report: RunReport, job: BurnInJob) -> RunReport:
-    """The report with its GPUs held against the same model on other nodes (the history)."""
-    from gpuaccept.compare.fleet_comparison import CHECK_NAME, compare_with_fleet
-    from gpuaccept.compare.self_comparison import with_check
-    from gpuaccept.results import CheckResult, Status
-    from gpuaccept.store.history import History, HistoryError
-
-    assert job.history_path is not None
-    try:
-        with History.open(job.history_path) as history:
-            check = compare_with_fleet(report, history, job.settings.straggler_tolerance_percent)
-    except HistoryError as error:
-        check = CheckResult(
-            name=CHECK_NAME,
-            area="BURNIN",
-            status=Status.SKIP,
-            message=f"not compared with other nodes: {error}",
-        )
-    return with_check(report, check, job.rules)
+    def suite_progress(self) -> AbstractContextManager[Observer]:
+        return self.console.suite_progress()
