@@ -10,44 +10,24 @@ from __future__ import annotations
 import signal
 import time
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-import typer
-
-from gpuaccept.cli.recording import record_run
-from gpuaccept.cli.signals import interrupts_as_exceptions
+from gpuaccept.commands.recording import record_run
 from gpuaccept.errors import Interrupted
 
 if TYPE_CHECKING:
-    from gpuaccept.actions import ActionRules
-    from gpuaccept.node_profile import NodeExpectation
-    from gpuaccept.probe.hardware import ExpectedGpus
-    from gpuaccept.references import ReferenceTable
-    from gpuaccept.store.history import HistoryLocation
+    from gpuaccept.commands.accept.plan import AcceptPlan
+    from gpuaccept.commands.output import Output
+    from gpuaccept.results import RunReport
     from gpuaccept.suite.multinode import Launch
-    from gpuaccept.suite.selection import CheckSpec
 
 
 def accept_across_nodes(
-    launch: Launch,
-    specs: list[CheckSpec],
-    *,
-    level: str,
-    device: str,
-    expected: ExpectedGpus | None,
-    table: ReferenceTable,
-    report_dir: Path | None,
-    history_path: HistoryLocation | None,
-    dcgm: int | None,
-    min_busbw: float | None,
-    pairwise: bool,
-    min_other_busbw: dict[str, float] | None = None,
-    isolation: dict[str, str] | None = None,
-    rails: float | None = None,
-    node: NodeExpectation | None = None,
-    rules: ActionRules | None = None,
-) -> None:
+    plan: AcceptPlan, launch: Launch, out: Output
+) -> tuple[int, RunReport | None]:
+    """This rank's part of the run; its exit code (the node's verdict, or the signal's), and the
+    node's report on its local rank 0 (None on the others, which write nothing)."""
+    from gpuaccept import interrupts
     from gpuaccept.checks.context import CheckContext
     from gpuaccept.errors import EnvironmentProblem
     from gpuaccept.probe.hardware import list_cuda_gpus, resolve_device_mode
@@ -61,7 +41,8 @@ def accept_across_nodes(
     from gpuaccept.suite import level_settings
     from gpuaccept.suite.multinode import MultiNodeRun, PeerLost
 
-    mode = resolve_device_mode(device)
+    level, specs, isolation, rails = plan.level, plan.specs, plan.isolation, plan.rails
+    mode = resolve_device_mode(plan.device)
     if mode == "cuda" and launch.local_rank >= len(list_cuda_gpus()):
         raise EnvironmentProblem(
             f"local rank {launch.local_rank} but {len(list_cuda_gpus())} GPU(s) visible on "
@@ -72,15 +53,15 @@ def accept_across_nodes(
         level=level,
         device_mode=mode,
         settings=level_settings(level, mode),
-        references=table,
-        expected=expected,
-        dcgm_level=dcgm,
-        min_busbw_gbps=min_busbw,
-        min_other_busbw_gbps=dict(min_other_busbw or {}),
-        node=node,
-        action_rules=rules,
+        references=plan.table,
+        expected=plan.expected,
+        dcgm_level=plan.dcgm,
+        min_busbw_gbps=plan.min_busbw,
+        min_other_busbw_gbps=dict(plan.min_other_busbw),
+        node=plan.node,
+        action_rules=plan.rules,
     )
-    run = MultiNodeRun(context, launch, say=typer.echo if leader else None)
+    run = MultiNodeRun(context, launch, say=out.line if leader else None)
     started, clock = datetime.now(UTC), time.monotonic()
     environment = capture_environment() if leader else {}
     if leader:
@@ -88,14 +69,14 @@ def accept_across_nodes(
             f"{launch.launcher}: node {launch.node_name}, {launch.node_rank + 1} of "
             f"{launch.nodes}, {launch.world} ranks"
         )
-        typer.echo(environment_line(f"gpuaccept accept --level {level} ({where})", environment))
+        out.line(environment_line(f"gpuaccept accept --level {level} ({where})", environment))
         if mode == "cpu":
-            typer.echo(CPU_MODE_LINE)
+            out.line(CPU_MODE_LINE)
     run.start(
         plan=(
             f"--level={level}",
-            f"--device={device}",  # as asked: a node whose GPUs fail falls to cpu itself
-            *(["--pairwise"] if pairwise else []),
+            f"--device={plan.device}",  # as asked: a node whose GPUs fail falls to cpu itself
+            *(["--pairwise"] if plan.pairwise else []),
             *(["--isolate"] if isolation is not None else []),
             *([f"--rails={rails:g}"] if rails is not None else []),
             *(spec.name for spec in specs),
@@ -105,29 +86,30 @@ def accept_across_nodes(
     stopped: str | None = None
     lost: PeerLost | None = None
     try:
-        with interrupts_as_exceptions():
-            try:
+        try:
 
-                def across() -> None:
-                    if pairwise:
-                        run.run_pairwise()
-                        run.run_ib_pairs()
-                    if rails is not None:
-                        run.run_rails(rails)
-                    if isolation is not None:
-                        run.run_isolation(isolation)
+            def across() -> None:
+                if plan.pairwise:
+                    run.run_pairwise()
+                    run.run_ib_pairs()
+                if rails is not None:
+                    run.run_rails(rails)
+                if isolation is not None:
+                    run.run_isolation(isolation)
 
-                for spec in specs:
-                    if spec.final:
-                        across()
-                    run.run_check(spec)
-                if not any(spec.final for spec in specs):
+            for spec in specs:
+                if spec.final:
                     across()
-            except KeyboardInterrupt:
-                raise Interrupted(signal.SIGINT) from None
+                run.run_check(spec)
+            if not any(spec.final for spec in specs):
+                across()
+        except KeyboardInterrupt:  # SIGINT with no handler of the caller's to raise Interrupted
+            raise Interrupted(signal.SIGINT) from None
     except Interrupted as error:
         # eviction or Ctrl-C: the peers are stopping too, so no collective can be trusted now;
-        # each node writes what it has and the checks it did not finish say why
+        # each node writes what it has and the checks it did not finish say why. Handled here,
+        # the signal is not asked for again at a later step (nor by a later run in-process).
+        interrupts.clear()
         interrupted = error
         stopped = run.interrupted(specs, str(error))
     except PeerLost as error:
@@ -136,6 +118,7 @@ def accept_across_nodes(
         lost = error
         run.interrupted(specs, f"a peer rank stopped: {error}")
     passed = True
+    report: RunReport | None = None
     if leader:
         report = run.report(
             started,
@@ -144,22 +127,21 @@ def accept_across_nodes(
             interrupted_by=None if interrupted is None else interrupted.signum,
             interrupted_check=stopped,
         )
-        if report_dir is not None:
+        if plan.report_dir is not None:
             from gpuaccept.report.json_report import write_json_report
 
-            typer.echo(f"[REPORT] {write_json_report(report, report_dir)}")
-        record_run(report, history_path)
+            out.line(f"[REPORT] {write_json_report(report, plan.report_dir)}")
+        record_run(report, plan.history_path, out)
         for line in action_lines(report):
-            typer.echo(f"[{launch.node_name}] {line}")
-        typer.echo(f"[{launch.node_name}] {result_line(report)}")
+            out.line(f"[{launch.node_name}] {line}")
+        out.line(f"[{launch.node_name}] {result_line(report)}")
         passed = report.verdict.passed
     if interrupted is not None or lost is not None:
         run.close(abandon=True)
-        raise typer.Exit(interrupted.exit_code if interrupted is not None else 1)
+        return (interrupted.exit_code if interrupted is not None else 1), report
     try:
         verdicts = run.node_verdicts(passed if leader else None)
         run.barrier()  # every node's report is written before any rank leaves
     finally:
         run.close()
-    if not verdicts[launch.node_rank]:
-        raise typer.Exit(1)
+    return (0 if verdicts[launch.node_rank] else 1), report
