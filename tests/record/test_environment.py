@@ -317,7 +317,7 @@ def test_a_signal_inside_a_probe_stops_the_capture_instead_of_reading_as_unknown
 
 def test_the_text_summary_says_what_the_json_says() -> None:
     """`container none` while the JSON said docker; CPU, memory and kernel only in the JSON."""
-    from gpuaccept.cli.env import _summary_lines
+    from gpuaccept.commands.env import _summary_lines
 
     system = {
         "hostname": "n1",
