@@ -1,11 +1,9 @@
-"""`gpuaccept bench collectives`: nccl-tests style sweeps on local ranks or under torchrun."""
+"""`gpuaccept bench collectives`: nccl-tests style sweeps on local ranks or under torchrun
+(gpuaccept.commands.bench.collectives)."""
 
 from __future__ import annotations
 
-import time
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import typer
 
@@ -13,91 +11,16 @@ from gpuaccept.cli.bench.common import (
     CSV_OUT,
     DEVICE,
     JSON_OUT,
-    check_outputs,
-    finish,
-    interruptible,
+    exit_with,
     progress_bar,
-    resolve_device,
-    show,
     sweep_options,
-    sweep_sizes,
 )
-from gpuaccept.cli.options import finite_number
-from gpuaccept.cli.recording import HISTORY, NO_HISTORY, history_path, history_target
-from gpuaccept.errors import InputError
-from gpuaccept.sweeps.sizes import sweep_text
-
-if TYPE_CHECKING:
-    import torch
-
-    from gpuaccept.results import CheckResult
-
+from gpuaccept.cli.options import HISTORY, NO_HISTORY, finite_number
+from gpuaccept.cli.render import CONSOLE
+from gpuaccept.cli.signals import interrupts_as_exceptions
+from gpuaccept.commands.bench import collectives as command
 
 _BEGIN, _END, _FACTOR = sweep_options("collectives")
-
-
-def collective_names() -> tuple[str, ...]:
-    from gpuaccept.measure.collectives import COLLECTIVES
-
-    return COLLECTIVES
-
-
-def run_collectives(
-    device: torch.device,
-    ops: list[str],
-    begin: str | None,
-    end: str | None,
-    factor: int | None,
-    warmup: int | None,
-    iterations: int | None,
-    check: bool,
-    ranks: int | None,
-    min_busbw: float | None,
-) -> CheckResult:
-    import os
-
-    from gpuaccept.measure.collectives import SweepSpec, collective_sweep_rank
-    from gpuaccept.sweeps.collectives import CollectiveRun, collectives_result
-
-    unknown = sorted(set(ops) - set(collective_names()))
-    if unknown:
-        raise InputError(f"--op {unknown[0]!r}: choose from {', '.join(collective_names())}")
-    sizes = sweep_sizes("collectives", device, begin, end, factor)
-    w = 5 if warmup is None else warmup
-    n = 20 if iterations is None else iterations
-    if ranks is not None and ranks < 1:
-        raise InputError(f"--ranks must be at least 1 (got {ranks})")
-    started = time.monotonic()
-    specs = {op: SweepSpec(op, tuple(sizes), w, n, check) for op in ops}
-    from gpuaccept.distributed.launch_env import rank_env
-
-    if rank_env(os.environ) is not None:  # torchrun's variables, checked: bad ones exit 2
-        from gpuaccept.distributed.torchrun import torchrun_process_group
-
-        with torchrun_process_group(device.type) as (_, rank, world):
-            import torch.distributed as dist
-
-            rows = {op: collective_sweep_rank(rank, world, spec) for op, spec in specs.items()}
-            backend = str(dist.get_backend())
-        if rank != 0:
-            raise typer.Exit(0)
-    else:
-        import torch
-
-        from gpuaccept.distributed.local_ranks import run_ranks
-
-        world = ranks or (torch.cuda.device_count() if device.type == "cuda" else 2)
-        backend = "nccl" if device.type == "cuda" else "gloo"
-        typer.echo(
-            f"[BENCH] collectives {','.join(ops)}: {world} {backend} rank(s), "
-            f"{sweep_text(sizes)}, -w {w} -n {n}; times in us, algbw and busbw in GB/s"
-        )
-        rows = {}
-        with progress_bar(len(specs), f"collectives on {world} {backend} rank(s)") as advance:
-            for op, spec in specs.items():
-                rows[op] = run_ranks(collective_sweep_rank, world, spec, 600.0, backend)[0]
-                advance()
-    return collectives_result(CollectiveRun(rows, world, backend), min_busbw, started)
 
 
 def collectives(
@@ -139,26 +62,22 @@ def collectives(
     no_history: bool = NO_HISTORY,
 ) -> None:
     """nccl-tests style sweeps: time, algbw, busbw and #wrong, out-of-place and in-place."""
-    check_outputs(json_path, csv_path, history_path(history, no_history))
-    target = history_target(history, no_history)
-    started, clock = datetime.now(UTC), time.monotonic()
-    run_device = resolve_device(device)
-    with interruptible() as session:
-        show(
-            session.measure(
-                "collectives",
-                lambda: run_collectives(
-                    run_device,
-                    op or list(collective_names()),
-                    begin,
-                    end,
-                    factor,
-                    warmup,
-                    iterations,
-                    bool(check),
-                    ranks,
-                    min_busbw,
-                ),
-            )
-        )
-    finish(session, "collectives", run_device, started, clock, json_path, csv_path, target)
+    request = command.CollectivesRequest(
+        ops=tuple(op),
+        begin=begin,
+        end=end,
+        factor=factor,
+        warmup=warmup,
+        iterations=iterations,
+        check=bool(check),
+        ranks=ranks,
+        min_busbw=min_busbw,
+        device=device,
+        json_path=json_path,
+        csv_path=csv_path,
+        history=history,
+        no_history=no_history,
+    )
+    with interrupts_as_exceptions():
+        result = command.run(request, CONSOLE, progress_bar)
+    exit_with(result)

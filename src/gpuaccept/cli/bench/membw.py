@@ -1,4 +1,4 @@
-"""`gpuaccept bench membw`: STREAM kernels on device memory."""
+"""`gpuaccept bench membw`: STREAM kernels on device memory (gpuaccept.commands.bench.membw)."""
 
 from __future__ import annotations
 
@@ -10,35 +10,16 @@ from gpuaccept.cli.bench.common import (
     ITERATIONS,
     JSON_OUT,
     WARMUP,
-    PlannedRuns,
-    iterations_for,
-    run_planned,
+    exit_with,
+    progress_bar,
     sweep_options,
-    sweep_sizes,
 )
-from gpuaccept.cli.recording import HISTORY, NO_HISTORY
-from gpuaccept.sweeps.sizes import sweep_text
+from gpuaccept.cli.options import HISTORY, NO_HISTORY
+from gpuaccept.cli.render import CONSOLE
+from gpuaccept.cli.signals import interrupts_as_exceptions
+from gpuaccept.commands.bench import membw as command
 
 _BEGIN, _END, _FACTOR = sweep_options("membw")
-
-
-def plan_membw(
-    runs: PlannedRuns,
-    begin: str | None,
-    end: str | None,
-    factor: int | None,
-    w: int | None,
-    r: int | None,
-) -> None:
-    from gpuaccept.sweeps.membw import run_membw
-
-    sizes = sweep_sizes("membw", runs.device, begin, end, factor)
-    warmup, repeats = iterations_for(runs.device, w, r)
-    runs.add(
-        len(sizes) * 4,
-        f"membw: STREAM copy/scale/add/triad, arrays of {sweep_text(sizes)}",
-        lambda advance: run_membw(runs.device, sizes, warmup, repeats, advance),
-    )
 
 
 def membw(
@@ -54,12 +35,18 @@ def membw(
     no_history: bool = NO_HISTORY,
 ) -> None:
     """STREAM copy, scale, add and triad on device memory (GB/s = 10^9 B/s)."""
-    run_planned(
-        "membw",
-        device,
-        json_path,
-        csv_path,
-        history,
-        no_history,
-        lambda runs: plan_membw(runs, begin, end, factor, warmup, iterations),
+    request = command.MembwRequest(
+        begin=begin,
+        end=end,
+        factor=factor,
+        warmup=warmup,
+        iterations=iterations,
+        device=device,
+        json_path=json_path,
+        csv_path=csv_path,
+        history=history,
+        no_history=no_history,
     )
+    with interrupts_as_exceptions():
+        result = command.run(request, CONSOLE, progress_bar)
+    exit_with(result)

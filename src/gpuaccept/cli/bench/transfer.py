@@ -1,4 +1,5 @@
-"""`gpuaccept bench transfer`: host<->device copies and the GPU-to-GPU matrix."""
+"""`gpuaccept bench transfer`: host<->device copies and the GPU-to-GPU matrix
+(gpuaccept.commands.bench.transfer)."""
 
 from __future__ import annotations
 
@@ -10,35 +11,16 @@ from gpuaccept.cli.bench.common import (
     ITERATIONS,
     JSON_OUT,
     WARMUP,
-    PlannedRuns,
-    iterations_for,
-    run_planned,
+    exit_with,
+    progress_bar,
     sweep_options,
-    sweep_sizes,
 )
-from gpuaccept.cli.recording import HISTORY, NO_HISTORY
-from gpuaccept.sweeps.sizes import sweep_text
+from gpuaccept.cli.options import HISTORY, NO_HISTORY
+from gpuaccept.cli.render import CONSOLE
+from gpuaccept.cli.signals import interrupts_as_exceptions
+from gpuaccept.commands.bench import transfer as command
 
 _BEGIN, _END, _FACTOR = sweep_options("transfer")
-
-
-def plan_transfer(
-    runs: PlannedRuns,
-    begin: str | None,
-    end: str | None,
-    factor: int | None,
-    w: int | None,
-    r: int | None,
-) -> None:
-    from gpuaccept.sweeps.transfer import run_transfer
-
-    sizes = sweep_sizes("transfer", runs.device, begin, end, factor)
-    warmup, repeats = iterations_for(runs.device, w, r)
-    runs.add(
-        len(sizes) * (4 if runs.device.type == "cuda" else 2),
-        f"transfer: h2d/d2h, pinned and pageable, {sweep_text(sizes)}",
-        lambda advance: run_transfer(runs.device, sizes, warmup, repeats, advance),
-    )
 
 
 def transfer(
@@ -54,12 +36,18 @@ def transfer(
     no_history: bool = NO_HISTORY,
 ) -> None:
     """Host<->device copies (pinned and pageable) and a GPU-to-GPU matrix when there are several."""
-    run_planned(
-        "transfer",
-        device,
-        json_path,
-        csv_path,
-        history,
-        no_history,
-        lambda runs: plan_transfer(runs, begin, end, factor, warmup, iterations),
+    request = command.TransferRequest(
+        begin=begin,
+        end=end,
+        factor=factor,
+        warmup=warmup,
+        iterations=iterations,
+        device=device,
+        json_path=json_path,
+        csv_path=csv_path,
+        history=history,
+        no_history=no_history,
     )
+    with interrupts_as_exceptions():
+        result = command.run(request, CONSOLE, progress_bar)
+    exit_with(result)
