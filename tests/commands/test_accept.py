@@ -1,0 +1,114 @@
+"""`accept` called as a library (`gpuaccept.commands.accept.run`), without Typer: a quick run on
+the CPU twins is judged and written, a failing one gives exit 1 and the failure's action, and
+bad requests are refused in one line before any work."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpuaccept.commands.accept import AcceptRequest, run
+from gpuaccept.commands.output import Collected
+from gpuaccept.errors import InputError
+from gpuaccept.results import RunReport
+
+
+def quick(**changes: Any) -> AcceptRequest:
+    """The CPU twins of two checks that judge no timing (seconds, whatever else the machine
+    runs), not recorded, with `changes` over it."""
+    request = AcceptRequest(
+        level="quick", only=["inventory", "stack"], device="cpu", no_history=True
+    )
+    return dataclasses.replace(request, **changes)
+
+
+def test_a_quick_run_passes_and_writes_its_report(tmp_path: Path) -> None:
+    reports = tmp_path / "reports"  # created by the run, as --report-dir is
+    out = Collected()
+    written: list[RunReport] = []
+    result = run(quick(report_dir=reports), out, written)
+    said = out.text()
+    assert result.exit_code == 0, said + out.text("err")
+    assert result.report is not None
+    assert result.report.verdict.outcome == "pass"
+    assert [check.name for check in result.report.checks] == ["inventory", "stack"]
+    # the report handed over as soon as it was complete (--json prints it) is the one returned
+    assert written == [result.report]
+    # the file the [REPORT] line names holds the verdict returned
+    [path] = reports.iterdir()
+    assert f"[REPORT] {path}\n" in said
+    assert json.loads(path.read_text())["verdict"]["outcome"] == "pass"
+    [summary] = [text for kind, text in out.lines if kind == "summary"]
+    assert "| INVENTORY | inventory | pass" in summary
+    assert "[ACTION] none: nothing to do\n" in said
+    assert said.splitlines()[-1].startswith("[RESULT] SUCCESS in CPU mode"), said
+    assert "[HISTORY]" not in said  # --no-history: neither compared nor recorded
+    assert out.text("err") == ""
+
+
+def test_a_failed_check_gives_exit_1_and_its_action(tmp_path: Path) -> None:
+    out = Collected()
+    request = quick(expect_gpus=64)
+    result = run(request, out)
+    said = out.text()
+    assert result.exit_code == 1, said
+    assert result.report is not None
+    assert result.report.verdict.outcome == "fail"
+    assert "expected 64 GPU(s) (--expect-gpus)" in said
+    assert "[ACTION] reboot-node: the node's action" in said
+    assert said.splitlines()[-1] == "[RESULT] FAILURE: inventory"
+
+
+def test_the_history_compares_and_records_the_run(tmp_path: Path) -> None:
+    history = tmp_path / "history.sqlite"
+    out = Collected()
+    request = quick(no_history=False, history=str(history))
+    result = run(request, out)
+    assert result.exit_code == 0, out.text()
+    assert f"[HISTORY] run 1 recorded in {history}\n" in out.text()
+    assert history.is_file()
+
+
+@pytest.mark.parametrize(
+    ("changes", "says"),
+    [
+        (
+            {"pairwise": True},
+            "--pairwise compares nodes: run accept under torchrun or srun across nodes "
+            "(slurm/accept-multinode.sbatch, k8s/multinode-indexed-job.yaml)",
+        ),
+        (
+            {"rails": True},
+            "--rails runs one GPU of every node per rail: run accept under torchrun or srun "
+            "across nodes (slurm/accept-multinode.sbatch, k8s/multinode-indexed-job.yaml)",
+        ),
+        ({"rails_tolerance": 5.0}, "--rails-tolerance judges --rails: give both, or neither"),
+        ({"topology": Path("topo.conf")}, "--topology guides --isolate: give both, or neither"),
+        (
+            {"isolate": True, "min_busbw": 100.0},
+            "--isolate finds the bad nodes of a multi-node job: run accept under torchrun or "
+            "srun across nodes (slurm/accept-multinode.sbatch)",
+        ),
+        (
+            {"drop_tolerance": 0.0},
+            "--drop-tolerance 0: give a percentage above 0 and at most 1000",
+        ),
+    ],
+)
+def test_a_bad_request_is_refused_in_one_line_before_any_work(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, changes: dict[str, object], says: str
+) -> None:
+    for launcher in ("WORLD_SIZE", "SLURM_NTASKS"):  # one node, whatever runs the tests
+        monkeypatch.delenv(launcher, raising=False)
+    reports = tmp_path / "reports"
+    out = Collected()
+    request = quick(**changes, report_dir=reports)
+    with pytest.raises(InputError) as refused:
+        run(request, out)
+    assert str(refused.value) == says
+    assert out.lines == []  # refused before a line was said or a file written
+    assert not reports.exists()
