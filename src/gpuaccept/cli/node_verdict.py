@@ -1,81 +1,29 @@
 """`gpuaccept node-verdict`: a run's verdict as Kubernetes node labels and a taint, with the
-guards `act slurm` has (issue #31 §2) when the cluster's state is given."""
+guards `act slurm` has (issue #31 §2) when the cluster's state is given.
+
+The options and the exit; what is checked, decided, done and said is commands.node_verdict's.
+"""
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import typer
 
-from gpuaccept.cli.act import (
+from gpuaccept.cli.options import (
+    ACT_PROMETHEUS,
+    ACT_RECORD,
+    ACT_STATE,
     BREAKER_MINUTES,
     BREAKER_SHARE,
     DEBOUNCE,
     DEBOUNCE_HOURS,
     INSPECT_AFTER,
-    PROMETHEUS,
-    RECORD,
-    REFUSED_EXIT,
     REPLACE_AFTER,
     REPLACE_DAYS,
     RESUME_LEVEL,
-    STATE,
-    check_outputs,
-    checked_guard,
-    state_path,
 )
-
-if TYPE_CHECKING:
-    from gpuaccept.act.kubernetes import KubeAction
-    from gpuaccept.report.node_verdict import NodeVerdict
-    from gpuaccept.results import RunReport
-
-
-def _selector(text: str | None) -> dict[str, str] | None:
-    """`KEY=VALUE[,KEY=VALUE]` as a map; InputError on anything else."""
-    from gpuaccept.errors import InputError
-
-    if text is None:
-        return None
-    pairs = [part.partition("=") for part in text.split(",")]
-    if not all(key.strip() and sep for key, sep, _ in pairs):
-        raise InputError(f"--pool {text!r}: give labels as KEY=VALUE[,KEY=VALUE]")
-    return {key.strip(): value.strip() for key, _, value in pairs}
-
-
-def _read(
-    reports: list[Path], node: str | None, resume_level: str
-) -> list[tuple[NodeVerdict, RunReport]]:
-    """Every report read and judged before any node is changed (a report dated in the future
-    is said and left out: it would stay "the newest" and overrule every real run)."""
-    from gpuaccept.errors import InputError
-    from gpuaccept.report.node_verdict import node_of, node_verdict
-    from gpuaccept.report.reading import dated_in_future, load_report
-
-    runs = []
-    for path in reports:
-        try:
-            report = load_report(path)
-            future = dated_in_future(report)
-            if future is not None:
-                typer.echo(f"# report {path}: {future}; not applied", err=True)
-                continue
-            runs.append((node_verdict(report, node, resume_level), report))
-        except InputError as error:
-            text = str(error)
-            where = text if text.startswith(f"report {path}") else f"report {path}: {text}"
-            raise InputError(where) from None
-    if not runs:
-        raise InputError("no report left to apply: every one is dated after now")
-    named = sorted({str(node_of(report)) for _, report in runs})
-    if node is not None and len(named) > 1:
-        raise InputError(
-            f"--node {node}: the reports are of {len(named)} nodes ({', '.join(named[:3])}): "
-            "give --node with one node's reports"
-        )
-    return runs
+from gpuaccept.cli.render import CONSOLE
 
 
 def node_verdict(
@@ -120,9 +68,9 @@ def node_verdict(
     replace_after: int = REPLACE_AFTER,
     replace_days: float = REPLACE_DAYS,
     inspect_after: int = INSPECT_AFTER,
-    state: Path | None = STATE,
-    record: Path | None = RECORD,
-    prometheus: Path | None = PROMETHEUS,
+    state: Path | None = ACT_STATE,
+    record: Path | None = ACT_RECORD,
+    prometheus: Path | None = ACT_PROMETHEUS,
 ) -> None:
     """Record each node's verdict on it as labels and a taint (kubectl commands, or --apply).
 
@@ -145,148 +93,23 @@ def node_verdict(
     annotations gpuaccept.io/reason and gpuaccept.io/tainted-at. Exit: 0; 2 a wrong input,
     nothing changed; 3 the Kubernetes API missing or not answering; 4 a guard refused a taint.
     """
-    from datetime import UTC, datetime
+    from gpuaccept.commands.act import Guarding
+    from gpuaccept.commands.node_verdict import NodeVerdictRequest, run_node_verdict
 
-    from gpuaccept.errors import InputError
-    from gpuaccept.report.node_verdict import kubectl_commands, newest_per_node, tied
-
-    stated = apply or cluster is not None
-    mode = act or ("enforce" if stated else "report")
-    guard = checked_guard(
-        mode, resume_level, breaker_share, breaker_minutes, debounce, debounce_hours, replace_days
+    guarding = Guarding(
+        resume_level=resume_level,
+        breaker_share=breaker_share,
+        breaker_minutes=breaker_minutes,
+        debounce=debounce,
+        debounce_hours=debounce_hours,
+        replace_after=replace_after,
+        replace_days=replace_days,
+        inspect_after=inspect_after,
+        state=state,
+        record=record,
+        prometheus=prometheus,
     )
-    if apply and cluster is not None:
-        raise InputError("--apply reads the cluster from the API: give it or --cluster, not both")
-    if mode == "report" and stated:
-        raise InputError(
-            "--act report reads no cluster and changes nothing: drop --cluster/--apply, or "
-            "give --act shadow"
-        )
-    if mode != "report" and not stated:
-        raise InputError(
-            f"--act {mode} decides against the cluster's nodes: give --cluster FILE "
-            "(`kubectl get nodes -o json`) or --apply"
-        )
-    selector = _selector(pool)
-    check_outputs(record, prometheus)
-    records = state_path(state) if mode != "report" else None
-    runs = _read(reports, node, guard.resume_level)
-    verdicts = [verdict for verdict, _ in runs]
-    for chosen, other in tied(verdicts):
-        typer.echo(
-            f"# {chosen.node}: two reports started at {chosen.started_at} ({chosen.verdict}, "
-            f"{other.verdict}); the more cautious, {chosen.verdict}, is applied",
-            err=True,
-        )
-    newest, superseded = newest_per_node(verdicts)
-    for old in superseded:
-        typer.echo(
-            f"# {old.node}: a report of {old.started_at} ({old.verdict}) is superseded by a "
-            "newer one, not applied",
-            err=True,
-        )
-    if mode == "report":
-        for verdict in newest:
-            if verdict.note:
-                typer.echo(f"# {verdict.node}: {verdict.note}", err=True)
-            for command in kubectl_commands(verdict):
-                typer.echo(shlex.join(command))
-        _write(runs, newest, None, mode, record, prometheus)
-        return
-    from contextlib import nullcontext
-
-    from gpuaccept.act.kubernetes import decide_round, read_cluster_api, read_cluster_file
-    from gpuaccept.act.ledger import load_ledger, lock_ledger, save_ledger
-
-    assert records is not None  # not report mode
-    with lock_ledger(records) if mode == "enforce" else nullcontext():
-        ledger = load_ledger(records)
-        nodes = read_cluster_file(cluster) if cluster is not None else read_cluster_api()
-        decided, kept = decide_round(
-            runs,
-            newest,
-            nodes,
-            datetime.now(UTC),
-            guard,
-            selector,
-            replace_after,
-            replace_days,
-            ledger,
-            inspect_after,
-        )
-        refused = _carry_out(decided, mode, apply)
-        if mode == "enforce" and kept != ledger:
-            save_ledger(records, kept)
-    _write(runs, newest, decided, mode, record, prometheus)
-    if refused:
-        raise typer.Exit(REFUSED_EXIT)
-
-
-def _carry_out(decided: list[KubeAction], mode: str, apply: bool) -> bool:
-    """Say and make (or print) each change; whether a guard refused a taint of a failing node
-    that stays in service (the breaker, the regression rule)."""
-    from gpuaccept.act.kubernetes import apply_verdict, regressions
-    from gpuaccept.report.node_verdict import kubectl_commands
-
-    refused = False
-    for stack, names in regressions(decided).items():
-        shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
-        typer.echo(
-            f"node-verdict: a regression of the software stack {stack}: {len(names)} node(s) "
-            f"failed alike ({shown}), none of them tainted for it; compare the stack with the "
-            "last one that passed",
-            err=True,
-        )
-    for done in decided:
-        name, decision = done.change.node, done.decision
-        for offence in done.offences:
-            typer.echo(f"# {name}: {offence.said}", err=True)
-        if decision.action == "refused":
-            refused = refused or decision.guard != "not-ours"
-            # a regression is said once above; each node's own line is a note
-            head = "#" if decision.regression else "node-verdict:"
-            typer.echo(f"{head} {name}: {decision.why}", err=True)
-        if mode == "shadow":
-            would = {"drain": "would taint", "resume": "would lift the taint"}
-            said = would.get(decision.action)
-            line = f"{said}: {decision.why}" if said else decision.why
-            typer.echo(f"[K8S] shadow: {name}: {line} (nothing changed: --act shadow)")
-        elif apply:
-            apply_verdict(done.change)
-            typer.echo(f"[K8S] {name}: {decision.why}")
-        else:
-            if decision.action != "refused":  # said above
-                typer.echo(f"# {name}: {decision.why}", err=True)
-            for command in kubectl_commands(done.change):
-                typer.echo(shlex.join(command))
-    return refused
-
-
-def _write(
-    runs: list[tuple[NodeVerdict, RunReport]],
-    newest: list[NodeVerdict],
-    decided: list[KubeAction] | None,
-    mode: str,
-    record: Path | None,
-    prometheus: Path | None,
-) -> None:
-    """The round's decisions in the record and the metrics (in report mode: none decided)."""
-    from datetime import datetime
-
-    from gpuaccept.act.policy import Decision
-    from gpuaccept.act.record import acted, write_outputs
-
-    if record is None and prometheus is None:
-        return
-    report_of = {id(verdict): report for verdict, report in runs}
-    done = []
-    for index, verdict in enumerate(newest):
-        report = report_of[id(verdict)]
-        if decided is None:
-            decision = Decision("none", verdict.node, "nothing decided: --act report")
-            action = report.action_plan.action.value
-        else:
-            decision = decided[index].decision
-            action = decided[index].change.labels.get("gpuaccept.io/action") or "none"
-        done.append(acted(verdict.node, verdict.verdict, report.level, action, decision))
-    write_outputs(done, "node-verdict", mode, datetime.now().astimezone(), record, prometheus)
+    request = NodeVerdictRequest(tuple(reports), node, apply, cluster, act, pool, guarding)
+    result = run_node_verdict(request, CONSOLE)
+    if result.exit_code:
+        raise typer.Exit(result.exit_code)
