@@ -1,0 +1,179 @@
+"""`gpuaccept report`: a stored run or a report file rendered as HTML (with this node's trend
+charts), Markdown or Prometheus textfile metrics; or, with --fleet, the fleet's page."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from gpuaccept.commands.history.fleet import FleetJudging
+from gpuaccept.errors import InputError
+
+if TYPE_CHECKING:
+    from gpuaccept.commands.output import Output
+    from gpuaccept.results import RunReport
+    from gpuaccept.store.history import HistoryLocation, MetricPoint
+
+STDOUT = Path("-")  # --markdown -: the summary on stdout (e.g. a CI job's summary)
+
+
+@dataclass(frozen=True)
+class ReportRequest:
+    source: str | None  # a run id from the history, or a REPORT.json file; None with fleet
+    html: Path | None = None
+    markdown: Path | None = None  # STDOUT for stdout
+    prometheus: Path | None = None
+    history: str | None = None  # for run ids, trend charts and the fleet: a file or a URI
+    fleet: bool = False  # the whole fleet on one page (with html)
+    judging: FleetJudging = field(default_factory=FleetJudging)  # the fleet page's judgement
+
+    def __post_init__(self) -> None:
+        from gpuaccept.store.history import history_location
+
+        history_location(self.history)  # a history named wrongly is said before the rest
+        if self.fleet:
+            if self.source is not None:
+                raise InputError(f"--fleet shows the whole fleet: name no run ({self.source!r})")
+            if self.html is None or self.markdown is not None or self.prometheus is not None:
+                raise InputError("--fleet writes one page: give --html PAGE (and no other output)")
+            return
+        if self.judging != FleetJudging():
+            raise InputError(
+                "--tolerance, --min-gpus and --mtbi-days judge the fleet: give --fleet"
+            )
+        if self.source is None:
+            raise InputError("name a run id or a REPORT.json file (or --fleet --html PAGE)")
+
+
+@dataclass(frozen=True)
+class ReportResult:
+    written: list[Path]  # the files written, in the order they were said
+    report: RunReport | None = None  # the run rendered; None for the fleet's page
+    exit_code: int = 0
+
+
+def run(request: ReportRequest, out: Output) -> ReportResult:
+    """Every output is checked, then everything rendered, then written: a refusal or a failed
+    rendering leaves no output half-written. With no output named, the Markdown summary on
+    stdout, as `history show` prints a run."""
+    from gpuaccept.output_files import refuse_collisions
+    from gpuaccept.report.reading import load_report
+    from gpuaccept.store.history import History, history_location, local_file
+
+    location = history_location(request.history)
+    if request.fleet:
+        return _fleet_page(request, location, out)
+    assert request.source is not None  # the request refuses a report of nothing
+    html, markdown, prometheus = request.html, request.markdown, request.prometheus
+    if html is None and markdown is None and prometheus is None:
+        markdown = STDOUT
+    for path, flag in ((html, "--html"), (markdown, "--markdown"), (prometheus, "--prometheus")):
+        _check_output(path, flag)
+    source = request.source
+    refuse_collisions(
+        {"--html": html, "--markdown": markdown, "--prometheus": prometheus},
+        {"--history": local_file(location), "SOURCE": Path(source)},
+    )
+    path = Path(source)
+    run_id: int | None = None
+    if path.exists() or not re.fullmatch(r"[0-9]{1,18}", source):
+        report = load_report(path)
+    else:
+        run_id = int(source)
+        with History.open(location, create=False) as store:
+            report = store.report(run_id)
+
+    outputs: list[tuple[Path, str]] = []
+    if html is not None:
+        from gpuaccept.report.html import render_html
+
+        outputs.append((html, render_html(report, _trends(report, run_id, request.history))))
+    if prometheus is not None:
+        from gpuaccept.report.prometheus import render_prometheus
+
+        outputs.append((prometheus, render_prometheus(report)))
+    if markdown is not None:
+        from gpuaccept.report.markdown import render_markdown
+
+        text = render_markdown(report)
+        if markdown == STDOUT:
+            out.line(text.removesuffix("\n"))  # its lines end in a newline, as out's do
+        else:
+            outputs.append((markdown, text))
+    for target, text in outputs:
+        _write(target, text)
+        # stdout carries the summary: the files written are said beside it, on stderr
+        (out.error if markdown == STDOUT else out.line)(f"[REPORT] {target}")
+    return ReportResult([target for target, _ in outputs], report)
+
+
+def _fleet_page(request: ReportRequest, location: HistoryLocation, out: Output) -> ReportResult:
+    from datetime import UTC, datetime
+
+    from gpuaccept.compare.fleet import fleet_state
+    from gpuaccept.output_files import refuse_collisions
+    from gpuaccept.report.fleet_html import render_fleet_html
+    from gpuaccept.store.history import History, local_file
+
+    html = request.html
+    assert html is not None  # the request refuses a fleet page with nowhere to go
+    _check_output(html, "--html")
+    refuse_collisions({"--html": html}, {"--history": local_file(location)})
+    judging = request.judging
+    with History.open(location, create=False) as store:
+        state = fleet_state(
+            store,
+            tolerance_percent=judging.tolerance_percent,
+            min_samples=judging.min_gpus,
+            mtbi_days=judging.mtbi_days,
+            every_figure=True,
+        )
+    page = render_fleet_html(
+        state, source=str(location), generated_at=datetime.now(UTC).isoformat()[:19]
+    )
+    _write(html, page)
+    out.line(f"[REPORT] {html}")
+    return ReportResult([html])
+
+
+def _check_output(path: Path | None, flag: str) -> None:
+    from gpuaccept.output_files import check_output_file
+
+    if path is not None and path != STDOUT:
+        check_output_file(path, flag)
+
+
+def _write(target: Path, text: str) -> None:
+    from gpuaccept.output_files import write_text_atomically
+
+    try:
+        write_text_atomically(target, text)
+    except OSError as error:
+        raise InputError(f"{target}: cannot write: {error.strerror}") from None
+
+
+def _trends(
+    report: RunReport, run_id: int | None, history: str | None
+) -> dict[str, list[MetricPoint]]:
+    """This node's stored points for each figure of the report, from runs of the same command and
+    level only (like with like); the report's own points when it is not stored."""
+    from gpuaccept.record.identity import node_name_of
+    from gpuaccept.store.history import History, history_location, report_points
+
+    own = report_points(report, run_id or 0)
+    trends: dict[str, list[MetricPoint]] = {point.metric: [] for point in own}
+    location = history_location(history)
+    if not isinstance(location, Path) or location.is_file():
+        with History.open(location, create=False) as store:
+            for metric in trends:
+                trends[metric] = store.points(
+                    metric, node=node_name_of(report), command=report.command, level=report.level
+                )
+    for point in own:
+        if run_id is None or not any(p.run_id == run_id for p in trends[point.metric]):
+            trends[point.metric].append(point)
+    for points in trends.values():
+        points.sort(key=lambda p: (p.started_at, p.run_id))
+    return trends
