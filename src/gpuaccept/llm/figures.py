@@ -8,8 +8,8 @@ import statistics
 from dataclasses import dataclass
 
 from gpuaccept.llm.flops import flops_per_token
+from gpuaccept.llm.spec import LlmSpec, RankRecord
 from gpuaccept.llm.tokens import build_chain
-from gpuaccept.llm.train import LlmSpec, RankRecord
 
 # nvidia-resiliency-ext's straggler detector: a rank's relative score is the fastest rank's
 # median section time over its own (src/nvidia_resiliency_ext/attribution/straggler/

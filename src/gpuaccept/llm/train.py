@@ -11,98 +11,23 @@ from __future__ import annotations
 import gc
 import math
 import time
-from dataclasses import dataclass, field, replace
-from typing import Any, Literal, cast
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
 
 from gpuaccept.errors import GpuacceptError
-from gpuaccept.llm.model import Block, Decoder, ModelShape, init_weights
-from gpuaccept.llm.tokens import ChainSpec, build_chain
-
-Checkpointing = Literal["none", "selective", "full"]
-Precision = Literal["bf16", "fp32"]
+from gpuaccept.llm.model import Block, Decoder, init_weights
+from gpuaccept.llm.spec import Checkpointing as Checkpointing
+from gpuaccept.llm.spec import LlmSpec as LlmSpec
+from gpuaccept.llm.spec import Precision as Precision
+from gpuaccept.llm.spec import RankRecord as RankRecord
+from gpuaccept.llm.spec import for_world as for_world
+from gpuaccept.llm.tokens import build_chain
 
 
 class WorkloadOutOfMemory(GpuacceptError):
     """The model, batch and sequence did not fit: the message holds the memory figures."""
-
-
-@dataclass(frozen=True)
-class LlmSpec:
-    shape: ModelShape
-    steps: int
-    local_batch: int  # sequences per rank and step (`for_world` sets it from global_batch)
-    warmup_steps: int  # not timed: start-up, compilation, the allocator's first growth
-    learning_rate: float
-    precision: Precision = "bf16"
-    checkpointing: Checkpointing = "none"
-    compile: bool = False
-    seed: int = 0
-    chain: ChainSpec = field(default_factory=ChainSpec)
-    determinism_steps: int = 3  # the first K losses are trained again and must be bit-identical
-    # the loss must end below the floor plus this share of the way to the first-order entropy
-    convergence_margin: float = 0.5
-    # fault injection for the CPU twin's tests: this rank sleeps in every block's forward...
-    slow_rank: int | None = None
-    slow_seconds: float = 0.0
-    # ...and the parameters turn to NaN before this step
-    poison_step: int | None = None
-    # sequences per step over all ranks, where the judge's loss must not depend on the rank
-    # count (the tiny preset: its second-order structure is learnt at a step that depends on
-    # the tokens seen, so one GPU with half of two ranks' batch failed healthy nodes on some
-    # seeds); None: local_batch is per rank whatever the ranks (the 1b/8b presets, --batch)
-    global_batch: int | None = None
-    # whether the loss is held to the limit: a run that trains fewer tokens than its preset, or
-    # at another learning rate or shape, was never calibrated (`plans.llm_spec` decides)
-    judge_convergence: bool = True
-    # fault injection: every token attends to itself alone (a model that ignores its context)
-    self_attention_only: bool = False
-    # every this many steps rank 0 appends a JSON line of the step's figures to log_file (the
-    # training log `train llm` shows; llm.progress formats it); 0: none
-    log_every: int = 0
-    log_file: str | None = None
-    # why accept chose this configuration (llm.plans, its memory model); "" when a person did
-    plan: str = ""
-
-    @property
-    def timed_steps(self) -> int:
-        return self.steps - self.warmup_steps
-
-
-def for_world(spec: LlmSpec, world_size: int) -> LlmSpec:
-    """The spec a rank of `world_size` runs: a global batch shared out, rounded up, so every
-    rank trains as many sequences as the others and the job at least the global batch."""
-    if spec.global_batch is None:
-        return spec
-    return replace(spec, local_batch=-(-spec.global_batch // max(world_size, 1)))
-
-
-@dataclass
-class RankRecord:
-    spec: LlmSpec  # what this rank ran: the judge reads it from here, never works it out again
-    rank: int
-    world_size: int
-    device: str
-    device_name: str
-    losses: list[float]  # this rank's loss per step (its own batch)
-    step_seconds: list[float]
-    compute_seconds: list[float]  # its blocks' forward compute per step, waits excluded
-    # the first determinism_steps losses of a fresh model, trained twice from the same seed with
-    # deterministic kernels: a difference is the hardware's (or a kernel that is not deterministic)
-    probe_losses: list[float]
-    rerun_losses: list[float]
-    determinism_unchecked: str | None  # why the probe could not run deterministically, if so
-    setup_seconds: float  # process start of this rank's work to its first step
-    wall_seconds: float  # its work from start to the last step, set-up and rerun excluded
-    non_finite_step: int | None = None
-    # across nodes: this rank's tokens/s in a run of its own node's ranks alone, just before
-    nodes: int = 1
-    one_node_tokens_per_second: float | None = None
-    peak_memory_bytes: int | None = None
-    reserved_memory_bytes: int | None = None
-    total_memory_bytes: int | None = None
 
 
 class _ComputeTimer:
@@ -373,7 +298,7 @@ def one_node_rate(rank: int, world_size: int, spec: LlmSpec, group: Any) -> floa
     the run across nodes is held to. No determinism probe: only the speed is wanted."""
     from torch.distributed.device_mesh import DeviceMesh
 
-    from gpuaccept.llm.figures import timed_rate  # figures imports this module
+    from gpuaccept.llm.figures import timed_rate
     from gpuaccept.measure.collectives import rank_device
 
     device = rank_device(rank)
