@@ -93,12 +93,22 @@ def describe_xid(xid: int) -> str:
     return XID_MEANINGS.get(xid, "not in gpuaccept's table (see NVIDIA's XID listing)")
 
 
+# The XIDs the built-in rows of data/actions.toml fail (`actions.xid_verdict`), as data: a probe
+# sits below the judge and does not import it (issue #51 §2); tests/test_layers.py holds this set
+# to the judge's tables, so a row that changes there fails that test until it changes here too.
+_FAILING_XIDS_TEXT = """
+1 2 3 4 5 6 7 9 10 12 15 16 17 18 19 20 21 22 23 24 26 27 28 29 30 33 34 35 36 42 46 47 48 49 50
+51 52 53 54 55 56 57 58 59 61 62 63 64 65 68 69 73 74 78 79 80 81 87 90 91 92 94 95 109 110 111
+112 113 114 115 116 117 118 119 120 122 123 124 125 136 138 140 142 143 144 145 146 147 148 149
+150 151 155 156 158 167 168 169 171 172
+"""
+BUILTIN_FAILING_XIDS = frozenset(int(xid) for xid in _FAILING_XIDS_TEXT.split())
+
+
 def is_critical(xid: int) -> bool:
     """Whether the built-in tables fail this XID (an NVML event's verdict: the events check
     judges by the run's rules, a site's included)."""
-    from gpuaccept.actions import builtin_rules, xid_verdict
-
-    return xid_verdict(builtin_rules(), xid) == "fail"
+    return xid in BUILTIN_FAILING_XIDS
 
 
 # XID 154's NVML form, the recovery action the driver asks for, judged as DCGM's
