@@ -116,7 +116,7 @@ def test_train_llm_says_its_prediction_before_a_gpu_run(monkeypatch: pytest.Monk
 
     import torch
 
-    from gpuaccept.cli.train_llm import _memory_line
+    from gpuaccept.commands.train_llm import _memory_line
     from gpuaccept.llm.plans import llm_spec
 
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)

@@ -305,7 +305,7 @@ def test_a_long_epoch_says_how_far_it_has_got(
     from typer.testing import CliRunner
 
     from gpuaccept.cli import app
-    from gpuaccept.cli import train as train_cli
+    from gpuaccept.commands import train_mnist as train_cli
 
     monkeypatch.setattr(train_cli, "TRAIN_PROGRESS_SECONDS", 0.0)
     command = ["train", "mnist", "--device", "cpu", "--data", str(small_tarball)]
