@@ -30,7 +30,7 @@ from gpuaccept.probe.pci_address import match_gpu, one_name_per_gpu, parse_pci_a
 from gpuaccept.verdict import Status
 
 if TYPE_CHECKING:
-    from gpuaccept.results import CheckResult
+    from gpuaccept.results import CheckResult, RunReport
 
 
 class Action(StrEnum):
@@ -453,16 +453,36 @@ def load_rules(path: Path) -> ActionRules:
     return builtin_rules().merged(site, f"site {path.name}")
 
 
+# The checks a site's [check] rows may name, held here, below the suite and the burn-in that run
+# them, so reading the rules imports neither (issue #51 §2); tests/test_layers.py holds these to
+# suite.selection.CHECKS and burnin.checks.CHECK_NAMES.
+_SUITE_CHECKS = (
+    "inventory",
+    "stack",
+    "fabric",
+    "health",
+    "compute",
+    "memory",
+    "transfer",
+    "train",
+    "collectives",
+    "ddp",
+    "workload",
+    "network",
+    "host",
+    "p2p",
+    "dcgm",
+    "fabric-errors",
+    "events",
+)
+_BURNIN_CHECKS = ("burnin-correctness", "burnin-hardware", "burnin-throughput")
 # checks that are not in the suite's list but write findings a plan reads (gpuaccept.burnin,
-# record/self_comparison, suite/multinode, suite/isolation, mnist, checks/network)
+# compare/self_comparison, suite/multinode, suite/isolation, mnist, checks/network)
 _OTHER_CHECKS = ("history", "pairwise", "pairwise-ib", "isolation", "mnist", "burnin")
 
 
 def known_check_names() -> frozenset[str]:
-    from gpuaccept.burnin.checks import CHECK_NAMES
-    from gpuaccept.suite.selection import check_names
-
-    return frozenset({"default", *check_names(), *CHECK_NAMES, *_OTHER_CHECKS})
+    return frozenset({"default", *_SUITE_CHECKS, *_BURNIN_CHECKS, *_OTHER_CHECKS})
 
 
 def _keys_that_cannot_match(site: ActionRules) -> str | None:
@@ -663,3 +683,16 @@ def plan_actions(checks: list[CheckResult], rules: ActionRules | None = None) ->
         rules=rules.label,
         recommendations=recommendations,
     )
+
+
+def plan_of(report: RunReport) -> ActionPlan:
+    """A report's plan: the one it stores; for a report written before plans were stored, the
+    built-in tables' plan of its checks. Planning is the caller's: the report model validates
+    its fields and plans nothing (issue #51 §2)."""
+    return report.actions if report.actions is not None else plan_actions(report.checks)
+
+
+def out_of_service_uuids(report: RunReport) -> list[str]:
+    """The UUIDs of the GPUs a report's findings named for a remediation, however they named
+    them (a kernel-log XID's PCI address is the GPU its capture lists there)."""
+    return plan_of(report).out_of_service_uuids(report.captured_gpus)

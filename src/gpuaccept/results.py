@@ -10,7 +10,7 @@ import math
 import time
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -40,6 +40,16 @@ __all__ = [
 # from their checks on reading (they never recorded an interruption).
 REPORT_SCHEMA_VERSION = 2
 READABLE_SCHEMA_VERSIONS = (1, 2)
+
+
+# Clocks of a cluster's nodes agree within minutes (NTP); a report dated further ahead than this
+# is from a clock that is wrong, and would otherwise stay "the newest" for years. Here, below the
+# readers, the comparisons and the burn-in's checkpoint that all date a run by it.
+FUTURE_SKEW_SECONDS = 300.0
+
+# The check `--history` adds to a run: its figures against the node's own past (compare/
+# self_comparison.py writes it)
+HISTORY_CHECK = "history"
 
 
 def device_label(index: int | None) -> str:
@@ -152,6 +162,15 @@ class CheckResult(_Frozen):
         return value
 
 
+def check_line(check: CheckResult) -> str:
+    """A check's line as every console and log shows it: `[AREA] STATUS name (1.2 s): message`.
+    Here, beside the model, so the suite that says it as it runs and the writers share one."""
+    return (
+        f"[{check.area}] {check.status.value.upper()} {check.name} "
+        f"({check.duration_seconds:.1f} s): {check.message}"
+    )
+
+
 # The environment capture's sections (record/environment.py): objects, and lists of objects.
 _OBJECT_SECTIONS = frozenset(
     {"system", "python", "torch", "cuda", "pixi", "git", "container", "scheduler"}
@@ -227,32 +246,13 @@ class RunReport(_Frozen):
             )
         return self
 
-    @model_validator(mode="after")
-    def _actions_match_checks(self) -> RunReport:
-        """Actions planned by this gpuaccept's own tables are the ones its checks give now: a
-        report whose `replace` was edited into `none` is refused. A site's tables are not in
-        the report: their plan is held to its shape (the node's action the most severe)."""
-        from gpuaccept.actions import builtin_rules, plan_actions
-
-        plan = self.actions
-        if plan is not None and plan.rules == builtin_rules().label:
-            expected = plan_actions(self.checks)
-            if plan != expected:
-                raise ValueError(
-                    f"the stored actions are not the ones its checks give: {plan.action.value!r}"
-                    f" (its checks give {expected.action.value!r})"
-                    if plan.action is not expected.action
-                    else "the stored actions are not the ones its checks give"
-                )
-        return self
-
     @property
     def action_plan(self) -> ActionPlan:
-        """The stored plan; for a report written before plans were stored, the built-in
-        tables' plan of its checks."""
-        from gpuaccept.actions import plan_actions
+        """`actions.plan_of(report)`, kept while callers move to it: the stored plan, or the
+        built-in tables' plan of a report written before plans were stored."""
+        from gpuaccept.actions import plan_of
 
-        return self.actions if self.actions is not None else plan_actions(self.checks)
+        return plan_of(self)
 
     @field_validator("started_at", "finished_at")
     @classmethod
@@ -333,8 +333,10 @@ class RunReport(_Frozen):
 
     @property
     def out_of_service_uuids(self) -> list[str]:
-        """The UUIDs of the GPUs its findings named for a remediation, however they named them."""
-        return self.action_plan.out_of_service_uuids(self.captured_gpus)
+        """`actions.out_of_service_uuids(report)`, kept while callers move to it."""
+        from gpuaccept.actions import out_of_service_uuids
+
+        return out_of_service_uuids(self)
 
     @property
     def hostname(self) -> str | None:
@@ -342,3 +344,20 @@ class RunReport(_Frozen):
         system = self.environment.get("system")
         host = system.get("hostname") if isinstance(system, dict) else None
         return str(host) if host is not None else None
+
+
+def verdict_fitness(verdict: RunVerdict) -> Literal["pass", "fail", "not-judged"]:
+    """`fitness` of a run's verdict (as the history keeps it beside each run)."""
+    if verdict.outcome is Outcome.FAIL:
+        return "fail"
+    if verdict.outcome is Outcome.PASS and verdict.is_node_acceptance:
+        return "pass"
+    return "not-judged"
+
+
+def stored_drop(report: RunReport) -> CheckResult | None:
+    """The run's own `history` check when it found the node slower than it was (WARN or FAIL)."""
+    for check in report.checks:
+        if check.name == HISTORY_CHECK and check.status in (Status.WARN, Status.FAIL):
+            return check
+    return None

@@ -1,19 +1,68 @@
-"""Reading stored JSON reports back into the results model, with errors that name the file."""
+"""Reading stored JSON reports back into the results model, with errors that name the file.
+
+Every report gpuaccept reads from outside (a file, the history's stored text) goes through
+`validated_report`: the model validates its fields, and the reader holds the stored action plan
+to the one its checks give (issue #51 §2: the report validates its fields; planning actions is
+the caller's job, and a reader is the caller that must refuse an edited plan).
+"""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
+from pydantic_core import InitErrorDetails
 
 from gpuaccept.errors import InputError
+from gpuaccept.results import FUTURE_SKEW_SECONDS as FUTURE_SKEW_SECONDS
 from gpuaccept.results import READABLE_SCHEMA_VERSIONS, STRICT_FIGURES, RunReport
 
 MAX_REPORT_BYTES = 256 * 1024 * 1024
-# Clocks of a cluster's nodes agree within minutes (NTP); a report dated further ahead than this
-# is from a clock that is wrong, and would otherwise stay "the newest" for years.
-FUTURE_SKEW_SECONDS = 300.0
+
+
+def edited_plan(report: RunReport) -> str | None:
+    """Why the report's stored actions cannot be trusted, or None. Actions planned by this
+    gpuaccept's own tables are the ones its checks give now: a report whose `replace` was
+    edited into `none` is refused. A site's tables are not in the report: their plan is held to
+    its shape (the node's action the most severe) by the model alone."""
+    from gpuaccept.actions import builtin_rules, plan_actions
+
+    plan = report.actions
+    if plan is not None and plan.rules == builtin_rules().label:
+        expected = plan_actions(report.checks)
+        if plan != expected:
+            return (
+                f"the stored actions are not the ones its checks give: {plan.action.value!r}"
+                f" (its checks give {expected.action.value!r})"
+                if plan.action is not expected.action
+                else "the stored actions are not the ones its checks give"
+            )
+    return None
+
+
+def validated_report(
+    data: str | bytes | dict[str, Any], context: dict[str, Any] | None = None
+) -> RunReport:
+    """A stored report (JSON text, or the object it decodes to) as the model, its stored plan
+    held to its checks. Every fault is pydantic's ValidationError, an edited plan's too (at the
+    top level, as the model's own validators say theirs), so each reader says it as it says any
+    other fault of the report."""
+    if isinstance(data, dict):
+        report = RunReport.model_validate(data, context=context)
+    else:
+        report = RunReport.model_validate_json(data, context=context)
+    fault = edited_plan(report)
+    if fault is not None:
+        error: InitErrorDetails = {
+            "type": "value_error",
+            "loc": (),
+            "input": data,
+            "ctx": {"error": ValueError(fault)},
+        }
+        raise ValidationError.from_exception_data(RunReport.__name__, [error])
+    return report
 
 
 def dated_in_future(report: RunReport, now: float | None = None) -> str | None:
@@ -67,7 +116,7 @@ def load_report(path: Path) -> RunReport:
             f"{', '.join(map(str, READABLE_SCHEMA_VERSIONS))}"
         )
     try:
-        return RunReport.model_validate(data, context={STRICT_FIGURES: True})
+        return validated_report(data, context={STRICT_FIGURES: True})
     except ValidationError as error:
         first = error.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "(top level)"

@@ -643,10 +643,10 @@ class History(ABC):
         return verdict
 
     def _parsed_report(self, run_id: int, text: str) -> RunReport:
-        from gpuaccept.results import RunReport
+        from gpuaccept.report.reading import validated_report
 
         try:
-            return RunReport.model_validate_json(text)
+            return validated_report(text)
         except ValueError as error:
             raise HistoryError(
                 f"history {self.path}: run {run_id}'s stored report is damaged "
@@ -983,12 +983,12 @@ class SqliteHistory(History):
         if version < 2:
             # version 1 kept passed/failed_checks only, which called a run that judged nothing
             # a pass: each verdict is judged again from the stored report
-            from gpuaccept.results import RunReport
+            from gpuaccept.report.reading import validated_report
 
             db.execute("ALTER TABLE runs ADD COLUMN verdict_json TEXT NOT NULL DEFAULT ''")
             for run_id, text in db.execute("SELECT id, report_json FROM runs").fetchall():
                 try:
-                    verdict = RunReport.model_validate_json(text).verdict
+                    verdict = validated_report(text).verdict
                 except ValueError as error:
                     raise HistoryError(
                         f"history {self.path}: run {run_id}'s stored report is damaged "
