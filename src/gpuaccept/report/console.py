@@ -7,7 +7,8 @@ from typing import Any
 from rich.table import Table
 
 from gpuaccept.naming import figure_text, run_title
-from gpuaccept.results import CheckResult, RunReport, Status
+from gpuaccept.results import RunReport, Status
+from gpuaccept.results import check_line as check_line
 
 _STATUS_STYLE = {
     Status.PASS: "green",
@@ -16,13 +17,6 @@ _STATUS_STYLE = {
     Status.ERROR: "bold red",
     Status.SKIP: "dim",
 }
-
-
-def check_line(check: CheckResult) -> str:
-    return (
-        f"[{check.area}] {check.status.value.upper()} {check.name} "
-        f"({check.duration_seconds:.1f} s): {check.message}"
-    )
 
 
 # A CPU run exercises the code; it must never read as a GPU acceptance.

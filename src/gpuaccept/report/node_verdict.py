@@ -20,8 +20,9 @@ from typing import Literal
 
 from gpuaccept.errors import InputError
 from gpuaccept.naming import run_title
-from gpuaccept.results import Outcome, RunReport
-from gpuaccept.verdict import ACCEPT, RunVerdict
+from gpuaccept.results import RunReport
+from gpuaccept.results import verdict_fitness as verdict_fitness
+from gpuaccept.verdict import ACCEPT
 
 PREFIX = "gpuaccept.io"
 TAINT_KEY = f"{PREFIX}/unfit"
@@ -58,15 +59,6 @@ def fitness(report: RunReport) -> Literal["pass", "fail", "not-judged"]:
     """What an accept report says of its node: a failure in any mode (a node whose GPUs are
     unusable runs in CPU mode and fails inventory), a pass on the GPUs alone, else nothing."""
     return verdict_fitness(report.verdict)
-
-
-def verdict_fitness(verdict: RunVerdict) -> Literal["pass", "fail", "not-judged"]:
-    """`fitness` of a run's verdict (as the history keeps it beside each run)."""
-    if verdict.outcome is Outcome.FAIL:
-        return "fail"
-    if verdict.outcome is Outcome.PASS and verdict.is_node_acceptance:
-        return "pass"
-    return "not-judged"
 
 
 def node_verdict(

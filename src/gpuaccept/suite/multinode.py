@@ -409,7 +409,7 @@ class MultiNodeRun:
         )
 
     def _record(self, result: CheckResult) -> None:
-        from gpuaccept.report.console import check_line
+        from gpuaccept.results import check_line
 
         self.node_results.append(result)
         self.say(f"[{self.launch.node_name}] {check_line(result)}")
