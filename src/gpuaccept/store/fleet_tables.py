@@ -246,14 +246,18 @@ class FleetUpdate:
 def failed_plan(report: RunReport) -> ActionPlan | None:
     """The action plan of a run that did not pass (its recommended action, the GPUs it names for
     a remediation); None for one that passed."""
-    return None if report.verdict.passed else report.action_plan
+    from gpuaccept.actions import plan_of
+
+    return None if report.verdict.passed else plan_of(report)
 
 
 def timeline_run(report: RunReport, run_id: int, started: Any, fitness: str) -> TimelineRun:
     """What the timelines keep of a stored accept run. A UUID a capture lists twice is one GPU
     there (its least serial)."""
+    from gpuaccept.actions import out_of_service_uuids
+
     plan = failed_plan(report)
-    named = set(report.out_of_service_uuids) if plan is not None else set()
+    named = set(out_of_service_uuids(report)) if plan is not None else set()
     serials: dict[str, str | None] = {}
     for gpu in report.environment.get("gpus") or []:
         if isinstance(gpu, dict) and isinstance(uuid := gpu.get("uuid"), str):

@@ -1,7 +1,8 @@
 """The PostgreSQL history: one store a whole fleet writes to (issue #33 §2).
 
 The same tables and columns as the SQLite history (history.py), plus each run's start as a
-`timestamptz` to order and bound by. Many writers at once are PostgreSQL's business: each append
+`timestamptz` to order and bound by; the interface both implement is base.py's (this module and
+history.py do not import each other). Many writers at once are PostgreSQL's business: each append
 is one transaction, a report's digest is UNIQUE and a run already stored is found, not stored
 again (`INSERT ... ON CONFLICT DO NOTHING`, then the stored id). Creating or upgrading the
 tables happens under an advisory lock, so a thousand nodes meeting an empty database at once
@@ -23,13 +24,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from gpuaccept.results import CheckResult, RunReport
-from gpuaccept.store.fleet_tables import (
-    GPU_WINDOWS_LATERAL,
-    PG_TYPES,
-    FleetUpdate,
-    tables,
-)
-from gpuaccept.store.history import (
+from gpuaccept.store.base import (
     MEASUREMENT_COLUMNS,
     RUN_GPU_COLUMNS,
     RUN_INSERT_COLUMNS,
@@ -49,6 +44,12 @@ from gpuaccept.store.history import (
     run_gpu_rows,
     run_started,
     run_values,
+)
+from gpuaccept.store.fleet_tables import (
+    GPU_WINDOWS_LATERAL,
+    PG_TYPES,
+    FleetUpdate,
+    tables,
 )
 
 if TYPE_CHECKING:
@@ -376,8 +377,10 @@ class PgHistory(History):
                 failed = self._connection.execute(
                     "SELECT id, report_json FROM runs WHERE passed = 0 AND command = 'accept'"
                 ).fetchall()
+                from gpuaccept.actions import out_of_service_uuids
+
                 for run_id, text in failed:
-                    named = self._parsed_report(int(run_id), text).out_of_service_uuids
+                    named = out_of_service_uuids(self._parsed_report(int(run_id), text))
                     self._connection.execute(
                         "UPDATE runs SET remediated = %s WHERE id = %s",
                         (json.dumps(named), run_id),
