@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from gpuaccept.results import RunReport, device_label
-from gpuaccept.store.history import MetricPoint, RunRow
+from gpuaccept.store.base import MetricPoint, RunRow
 from gpuaccept.verdict import ACCEPT
 
 # Units whose smaller values are better; rates and accuracies are better when larger.

@@ -26,7 +26,7 @@ from gpuaccept.compare.comparison import (
 )
 from gpuaccept.errors import InputError
 from gpuaccept.results import CheckResult
-from gpuaccept.store.history import GpuIncidents, History, HistoryError, RunRow
+from gpuaccept.store.base import GpuIncidents, History, HistoryError, RunRow
 
 # the burn-in check that compares each GPU's bitwise results: its failure is silent data
 # corruption (docs/burnin.md)

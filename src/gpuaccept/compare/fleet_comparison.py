@@ -27,7 +27,7 @@ from typing import Any
 
 from gpuaccept.record.identity import node_name_of
 from gpuaccept.results import CheckResult, RunReport, Status
-from gpuaccept.store.history import History
+from gpuaccept.store.base import History
 from gpuaccept.verdict import Outcome
 
 CHECK_NAME = "burnin-fleet"

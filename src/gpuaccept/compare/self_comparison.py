@@ -42,14 +42,21 @@ from typing import TYPE_CHECKING, Any
 from gpuaccept.compare.comparison import higher_is_better
 from gpuaccept.record.environment import stack_sha256
 from gpuaccept.record.identity import node_name_of
-from gpuaccept.results import CheckResult, RunReport, device_label
-from gpuaccept.store.history import History
+from gpuaccept.results import (
+    FUTURE_SKEW_SECONDS,
+    HISTORY_CHECK,
+    CheckResult,
+    RunReport,
+    device_label,
+)
+from gpuaccept.results import stored_drop as stored_drop
+from gpuaccept.store.base import History
 from gpuaccept.verdict import Outcome, Status
 
 if TYPE_CHECKING:
     from gpuaccept.actions import ActionRules
 
-CHECK_NAME = "history"
+CHECK_NAME = HISTORY_CHECK
 DEFAULT_DROP_TOLERANCE_PERCENT = 20.0
 DEFAULT_CPU_DROP_TOLERANCE_PERCENT = 50.0
 DEFAULT_COMPARABLE_RUNS = 5
@@ -203,14 +210,6 @@ def _said(f: SelfFigure, tolerance_percent: float) -> str:
         f"node's first {f.baseline_runs} comparable run(s) ({f.value:.4g} vs {f.baseline:.4g} "
         f"{f.unit}; a slow decline)"
     )
-
-
-def stored_drop(report: RunReport) -> CheckResult | None:
-    """The run's own `history` check when it found the node slower than it was (WARN or FAIL)."""
-    for check in report.checks:
-        if check.name == CHECK_NAME and check.status in (Status.WARN, Status.FAIL):
-            return check
-    return None
 
 
 Key = tuple[str, str, str]  # (check/metric, the GPU's UUID or the device's label, its model)
@@ -373,9 +372,6 @@ def _moved_here(
             )
         )
     return [m for m in found if m.recent]
-
-
-FUTURE_SKEW_SECONDS = 300.0  # clocks of a cluster's nodes agree within minutes (NTP)
 
 
 @dataclass(frozen=True)
