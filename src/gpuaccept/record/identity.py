@@ -14,13 +14,12 @@ name (machine-id, else the DMI product serial), rather than merging or splitting
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from gpuaccept.results import RunReport
-    from gpuaccept.store.history import History
 
 K8S_NODE_NAME_ENV = "GPUACCEPT_K8S_NODE_NAME"
 # (variable, who sets it), in the order they win
@@ -97,7 +96,28 @@ def _text(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def identity_changes(history: History, report: RunReport) -> list[str]:
+class _Run(Protocol):
+    @property
+    def id(self) -> int: ...
+
+    @property
+    def hostname(self) -> str | None: ...
+
+
+class PastRuns(Protocol):
+    """What `identity_changes` reads of a history: an open store.base.History answers it. Named
+    here so the record does not import the stores, which import it (issue #51 §2)."""
+
+    def list_runs(self, *, node: str | None = None, limit: int | None = None) -> Sequence[_Run]: ...
+
+    def gpu_runs(
+        self, uuid: str, limit: int = 200
+    ) -> Sequence[tuple[_Run, int | None, str | None]]: ...
+
+    def report(self, run_id: int) -> RunReport: ...
+
+
+def identity_changes(history: PastRuns, report: RunReport) -> list[str]:
     """What is new about this run's name and machine against the history, before it is stored:
     its name last recorded from another machine (hardware replaced, or a name given twice), or
     its machine (or its GPUs' last run) recorded under another name (a rename: the node's past
