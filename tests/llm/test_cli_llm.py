@@ -5,11 +5,29 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.cpu_turns import cpu_turn
 from tests.test_cli_inputs import gpuaccept, one_line_error
+
+
+def not_warned_but_for_stragglers(check: dict[str, Any]) -> bool:
+    """Whether the CPU twin's check passed, or warned of nothing but a straggler rank.
+
+    On the CPU a rank's forward is timed by the wall clock on cores the OS shares out: under load
+    a healthy rank read 1.35x slower than its peer (score 0.74 < 0.75) and the check said WARN,
+    as it must (workload._judge_training warns of a CPU straggler, never fails). That says how
+    the machine was shared, not what was trained; every other warning still counts against it."""
+    if check["status"] == "pass":
+        return True
+    findings = check["details"].get("findings", [])
+    return (
+        check["status"] == "warn"
+        and bool(findings)
+        and all(f["status"] == "warn" and " is a straggler: " in f["text"] for f in findings)
+    )
 
 
 @pytest.mark.slow
@@ -26,7 +44,8 @@ def test_the_cpu_twin_with_no_other_flag_trains_and_passes(tmp_path: Path) -> No
     assert report["command"] == "train-llm"
     assert report["level"] == "tiny"
     (check,) = report["checks"]
-    assert check["status"] == "pass", check["message"]
+    assert report["verdict"]["outcome"] == "pass", check["message"]
+    assert not_warned_but_for_stragglers(check), check["message"]
     details = check["details"]
     losses = details["losses"]
     assert len(losses) == details["steps"] == 500
@@ -94,5 +113,9 @@ def test_a_short_run_logs_its_steps_is_timed_and_is_not_failed_for_convergence()
     assert "memory not tracked on the CPU" in steps[0]
     assert "grad norm" in steps[0]
     assert "convergence not judged: a changed run" in done.stdout
-    assert "convergence NOT JUDGED" in done.stdout
+    [said] = [line for line in done.stdout.splitlines() if " workload (" in line]
+    if said.startswith("[TRAIN] WARN workload "):  # a straggler under load says only that
+        assert said.count(" is a straggler: ") == len(said.split("; ")), said
+    else:
+        assert "convergence NOT JUDGED" in said
     assert "(0.0 s)" not in done.stdout
