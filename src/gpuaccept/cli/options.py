@@ -148,3 +148,9 @@ FLEET_MTBI_DAYS = typer.Option(
     help="The window (ending at the history's newest run) of the mean time between "
     "incidents per node and per GPU.",
 )
+
+# -- where a training run's report goes: `train mnist` and `train llm` (commands.train_*)
+
+TRAIN_REPORT_DIR = typer.Option(
+    None, "--report-dir", help="Write the JSON report (with environment capture) here."
+)
