@@ -7,7 +7,13 @@ from pathlib import Path
 
 import typer
 
-from gpuaccept.cli.options import DROP_TOLERANCE, FAIL_ON_DROP, HISTORY, NO_HISTORY
+from gpuaccept.cli.options import (
+    DROP_TOLERANCE,
+    FAIL_ON_DROP,
+    HISTORY,
+    NO_HISTORY,
+    TRAIN_REPORT_DIR,
+)
 from gpuaccept.cli.train_llm import llm
 
 app = typer.Typer(
@@ -80,9 +86,7 @@ def mnist(
         help="Exit with this code after each checkpoint but the last (HTCondor's "
         "checkpoint_exit_code: the job is restarted and resumes).",
     ),
-    report_dir: Path | None = typer.Option(
-        None, "--report-dir", help="Write the JSON report (with environment capture) here."
-    ),
+    report_dir: Path | None = TRAIN_REPORT_DIR,
     scratch: Path | None = typer.Option(
         None,
         "--scratch",

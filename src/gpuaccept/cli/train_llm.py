@@ -7,7 +7,13 @@ from pathlib import Path
 
 import typer
 
-from gpuaccept.cli.options import DROP_TOLERANCE, FAIL_ON_DROP, HISTORY, NO_HISTORY
+from gpuaccept.cli.options import (
+    DROP_TOLERANCE,
+    FAIL_ON_DROP,
+    HISTORY,
+    NO_HISTORY,
+    TRAIN_REPORT_DIR,
+)
 
 
 def llm(
@@ -65,9 +71,7 @@ def llm(
     device: str = typer.Option(
         "auto", "--device", metavar="[auto|cuda|cpu]", help="auto (GPU when usable), cuda or cpu."
     ),
-    report_dir: Path | None = typer.Option(
-        None, "--report-dir", help="Write the JSON report (with environment capture) here."
-    ),
+    report_dir: Path | None = TRAIN_REPORT_DIR,
     history: str | None = HISTORY,
     no_history: bool = NO_HISTORY,
     drop_tolerance: float | None = DROP_TOLERANCE,
