@@ -74,13 +74,7 @@ FLOORS: dict[str, int] = {
 # Imports that climb today because a caller on a floor being rewritten now still reaches the
 # old place, each with the call site that moves it (docs/design.md). An entry that no longer
 # climbs fails the test below: remove it then.
-PENDING: dict[tuple[str, str], str] = {
-    (
-        "gpuaccept.burnin.checkpoint",
-        "gpuaccept.compare.reported_burnin",
-    ): "commands/burnin/plan.py imports refuse_a_reported_burnin from "
-    "gpuaccept.compare.reported_burnin; then burnin.checkpoint's delegate goes",
-}
+PENDING: dict[tuple[str, str], str] = {}
 
 
 @dataclass(frozen=True)

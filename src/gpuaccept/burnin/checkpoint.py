@@ -47,7 +47,6 @@ from gpuaccept.errors import InputError
 
 if TYPE_CHECKING:
     from gpuaccept.actions import ActionRules
-    from gpuaccept.store.history import HistoryLocation
 
 SCHEMA_VERSION: Literal[2] = 2
 # A window of eight GPUs with their NVLink counters and eight ports' counters is about 18 KB of
@@ -417,14 +416,3 @@ class CheckpointLock:
             with contextlib.suppress(OSError):
                 os.close(self._fd)
             self._fd = None
-
-
-def refuse_a_reported_burnin(
-    path: Path, progress: BurnInProgress, hostname: str, history: HistoryLocation
-) -> None:
-    """`compare.reported_burnin.refuse_a_reported_burnin`: the history is read above the burn-in
-    (issue #51 §2). Kept while its caller (commands/burnin/plan.py) moves to it; the import that
-    climbs a floor meanwhile is named in tests/test_layers.py PENDING."""
-    from gpuaccept.compare.reported_burnin import refuse_a_reported_burnin as refuse
-
-    refuse(path, progress, hostname, history)

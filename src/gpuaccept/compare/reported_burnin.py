@@ -7,15 +7,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from gpuaccept.burnin.checkpoint import FLAG
 from gpuaccept.burnin.plan import BurnInProgress
 from gpuaccept.errors import InputError
 from gpuaccept.store.base import HistoryLocation
 
 # the newest burn-ins of the node read for a finished checkpoint's windows (each a report)
 REPORTED_BURNINS_READ = 50
-# burnin.checkpoint.FLAG; named here while burnin.checkpoint delegates to this module (an
-# import of it would close a circle until that delegate goes)
-FLAG = "--checkpoint"
 
 
 def refuse_a_reported_burnin(

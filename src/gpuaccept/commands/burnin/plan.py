@@ -133,7 +133,8 @@ def plan(request: BurnInRequest, out: Output) -> BurnInJob:
     )
     lock = None
     if r.checkpoint is not None:
-        from gpuaccept.burnin.checkpoint import CheckpointLock, refuse_a_reported_burnin, resume
+        from gpuaccept.burnin.checkpoint import CheckpointLock, resume
+        from gpuaccept.compare.reported_burnin import refuse_a_reported_burnin
         from gpuaccept.store.history import history_location
 
         lock = CheckpointLock(r.checkpoint).acquire()  # before reading: no one writes it meanwhile
