@@ -10,7 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from gpuaccept.cli import app
-from gpuaccept.cli.recording import DropPolicy, compared_with_history
+from gpuaccept.commands.output import Collected
+from gpuaccept.commands.recording import DropPolicy, compared_with_history
 from gpuaccept.compare.self_comparison import compare_with_own_history, default_tolerance
 from gpuaccept.results import CheckResult, Measurement, RunReport
 from gpuaccept.store.history import History
@@ -127,11 +128,11 @@ def test_a_first_run_is_not_compared_and_says_so(tmp_path: Path) -> None:
 def test_the_comparison_joins_the_verdict_only_when_asked_to_fail(tmp_path: Path) -> None:
     path = _history(tmp_path, *_past())
     now = gpu_report("n1", [400.0], hours=10)
-    warned = compared_with_history(now, path, DropPolicy(None, fail=False))
+    warned = compared_with_history(now, path, DropPolicy(None, fail=False), Collected())
     assert warned.checks[-1].name == "history"
     assert warned.checks[-1].status is Status.WARN
     assert warned.verdict.outcome is Outcome.PASS
-    failed = compared_with_history(now, path, DropPolicy(None, fail=True))
+    failed = compared_with_history(now, path, DropPolicy(None, fail=True), Collected())
     assert failed.verdict.outcome is Outcome.FAIL
     assert failed.verdict.failed_checks == ["history"]
     assert RunReport.model_validate_json(failed.model_dump_json()) == failed
@@ -143,11 +144,15 @@ def test_a_run_that_judged_nothing_or_was_interrupted_is_not_compared(tmp_path: 
     nothing = rejudged(gpu_report("n1", [100.0], hours=10), checks=[skipped])
     assert nothing.verdict.outcome is Outcome.NOT_JUDGED
     # a PASS of the comparison must not turn a run that judged nothing into a pass
-    assert compared_with_history(nothing, path, DropPolicy(None, fail=False)) == nothing
-    stopped = rejudged(gpu_report("n1", [100.0], hours=10), interrupted_by=15)
-    assert compared_with_history(stopped, path, DropPolicy(None, fail=True)) == stopped
     assert (
-        compared_with_history(gpu_report("n1", [1.0]), None, DropPolicy(None, True)).checks[-1].name
+        compared_with_history(nothing, path, DropPolicy(None, fail=False), Collected()) == nothing
+    )
+    stopped = rejudged(gpu_report("n1", [100.0], hours=10), interrupted_by=15)
+    assert compared_with_history(stopped, path, DropPolicy(None, fail=True), Collected()) == stopped
+    assert (
+        compared_with_history(gpu_report("n1", [1.0]), None, DropPolicy(None, True), Collected())
+        .checks[-1]
+        .name
         != "history"
     )
 
@@ -195,10 +200,10 @@ def test_fleet_names_a_node_whose_newest_accept_found_it_slower_than_before(
 ) -> None:
     path = _history(tmp_path, *_past("n1"), *_past("n2"))
     slow = compared_with_history(
-        gpu_report("n1", [500.0], hours=10), path, DropPolicy(None, fail=False)
+        gpu_report("n1", [500.0], hours=10), path, DropPolicy(None, fail=False), Collected()
     )
     steady = compared_with_history(
-        gpu_report("n2", [800.0], hours=10), path, DropPolicy(None, fail=False)
+        gpu_report("n2", [800.0], hours=10), path, DropPolicy(None, fail=False), Collected()
     )
     with History.open(path) as history:
         history.append([(slow, "test"), (steady, "test")])

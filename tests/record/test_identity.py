@@ -13,7 +13,8 @@ import pytest
 from typer.testing import CliRunner
 
 from gpuaccept.cli import app
-from gpuaccept.cli.recording import record_run
+from gpuaccept.cli.render import CONSOLE
+from gpuaccept.commands.recording import record_run
 from gpuaccept.compare.fleet_comparison import compare_with_fleet
 from gpuaccept.compare.self_comparison import compare_with_own_history
 from gpuaccept.evidence import bundle as evidence
@@ -217,11 +218,13 @@ def test_the_change_is_said_when_the_run_is_recorded(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = history_with(tmp_path / "h.sqlite", _report("hostname"))
-    record_run(_report("SLURMD_NODENAME", hours=1), path)
+    record_run(_report("SLURMD_NODENAME", hours=1), path, CONSOLE)
     out = capsys.readouterr().out
     assert f"[HISTORY] warning: this machine (machine-id {MACHINE_A}) was recorded as node" in out
     assert "[HISTORY] run 2 recorded in" in out
-    record_run(_report("SLURMD_NODENAME", hours=2), path)  # the same name again: nothing said
+    record_run(
+        _report("SLURMD_NODENAME", hours=2), path, CONSOLE
+    )  # the same name again: nothing said
     assert "warning" not in capsys.readouterr().out
 
 
@@ -248,7 +251,7 @@ def test_a_damaged_past_run_is_said_and_the_run_still_recorded(
     path = history_with(tmp_path / "h.sqlite", _report("SLURMD_NODENAME"))
     with sqlite3.connect(path) as db:
         db.execute("UPDATE runs SET report_json = '{' WHERE id = 1")
-    record_run(_report("SLURMD_NODENAME", hours=1), path)
+    record_run(_report("SLURMD_NODENAME", hours=1), path, CONSOLE)
     out = capsys.readouterr().out
     assert "[HISTORY] warning: the node's earlier names were not checked: history " in out
     assert "run 1's stored report is damaged" in out
