@@ -10,7 +10,7 @@ import math
 import time
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import (
     BaseModel,
@@ -22,7 +22,9 @@ from pydantic import (
 )
 
 from gpuaccept.actions import ActionPlan, ActionRules
-from gpuaccept.verdict import Outcome, RunVerdict, Status, judge_run
+from gpuaccept.verdict import HISTORY_CHECK as HISTORY_CHECK
+from gpuaccept.verdict import Outcome, RunVerdict, Status, drop_check, judge_run
+from gpuaccept.verdict import verdict_fitness as verdict_fitness
 
 __all__ = [
     "REPORT_SCHEMA_VERSION",
@@ -46,10 +48,6 @@ READABLE_SCHEMA_VERSIONS = (1, 2)
 # is from a clock that is wrong, and would otherwise stay "the newest" for years. Here, below the
 # readers, the comparisons and the burn-in's checkpoint that all date a run by it.
 FUTURE_SKEW_SECONDS = 300.0
-
-# The check `--history` adds to a run: its figures against the node's own past (compare/
-# self_comparison.py writes it)
-HISTORY_CHECK = "history"
 
 
 def device_label(index: int | None) -> str:
@@ -346,18 +344,6 @@ class RunReport(_Frozen):
         return str(host) if host is not None else None
 
 
-def verdict_fitness(verdict: RunVerdict) -> Literal["pass", "fail", "not-judged"]:
-    """`fitness` of a run's verdict (as the history keeps it beside each run)."""
-    if verdict.outcome is Outcome.FAIL:
-        return "fail"
-    if verdict.outcome is Outcome.PASS and verdict.is_node_acceptance:
-        return "pass"
-    return "not-judged"
-
-
 def stored_drop(report: RunReport) -> CheckResult | None:
     """The run's own `history` check when it found the node slower than it was (WARN or FAIL)."""
-    for check in report.checks:
-        if check.name == HISTORY_CHECK and check.status in (Status.WARN, Status.FAIL):
-            return check
-    return None
+    return drop_check(report.checks)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import signal
 from collections.abc import Sequence
 from enum import StrEnum
-from typing import Protocol
+from typing import Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -199,3 +199,27 @@ def judge_run(
         interrupted_check=interrupted_check,
         interrupted_by=interrupted_by,
     )
+
+
+# The check `--history` adds to a run: its figures against the node's own past (compare/
+# self_comparison.py writes it)
+HISTORY_CHECK = "history"
+
+_Check = TypeVar("_Check", bound=JudgedCheck)
+
+
+def verdict_fitness(verdict: RunVerdict) -> Literal["pass", "fail", "not-judged"]:
+    """`fitness` of a run's verdict (as the history keeps it beside each run)."""
+    if verdict.outcome is Outcome.FAIL:
+        return "fail"
+    if verdict.outcome is Outcome.PASS and verdict.is_node_acceptance:
+        return "pass"
+    return "not-judged"
+
+
+def drop_check(checks: Sequence[_Check]) -> _Check | None:
+    """A run's own `history` check when it found the node slower than it was (WARN or FAIL)."""
+    for check in checks:
+        if check.name == HISTORY_CHECK and check.status in (Status.WARN, Status.FAIL):
+            return check
+    return None
