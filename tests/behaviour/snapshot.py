@@ -208,6 +208,8 @@ _SAME_UNDER_NOISE = (
     (re.compile(r"[+-]?#(?:[.,#+-]|<hex>|e\+|e-)*"), "#"),
     (re.compile(r"-{3,}"), "---"),
     (re.compile(r"[ \t]{2,}"), " "),
+    # the checkout's git state is where the code ran from (a worktree, a branch), not what it did
+    (re.compile(r'"(branch|dirty|commit|describe)": [^,\n]*'), r'"\1": <git>'),
 )
 
 
@@ -235,6 +237,20 @@ def _resolved(arg: str, work: Path, mnist: Path) -> str:
         found = sorted((work / arg[len("{report:") : -1]).glob("*.json"))
         return str(found[0]) if found else str(work / "no-report.json")
     return arg.format(work=work, mnist=mnist)
+
+
+def _drifts_by_metric(value: object) -> object:
+    """The history check's drift entries in the order of their metric: they are listed largest
+    change first, and which CPU figure moved most is noise; every other list keeps its order."""
+    if isinstance(value, dict):
+        return {key: _drifts_by_metric(item) for key, item in value.items()}
+    if not isinstance(value, list):
+        return value
+    items = [_drifts_by_metric(item) for item in value]
+    drifts = [i for i in items if isinstance(i, dict) and "change" in i and "metric" in i]
+    if items and len(drifts) == len(items):
+        return sorted(drifts, key=lambda i: (str(i["metric"]), str(i.get("device"))))
+    return items
 
 
 def record(out: Path, only: tuple[str, ...] = ()) -> int:
@@ -276,12 +292,16 @@ def record(out: Path, only: tuple[str, ...] = ()) -> int:
             (out / f"{case.name}.txt").write_text("\n".join(lines))
             print(f"{case.name}: exit {done.returncode}", flush=True)
         for path in sorted(work.rglob("*")):
-            if path.is_file() and path.suffix in {".json", ".xml", ".md", ".html", ".prom"}:
+            if (
+                path.is_file()
+                and path.suffix in {".json", ".xml", ".md", ".html", ".prom"}
+                and path.relative_to(work).parts[0] != "home"  # caches of libraries
+            ):
                 rel = path.relative_to(work)
                 text = path.read_text(errors="replace")
                 if path.suffix == ".json":
                     with contextlib.suppress(ValueError):
-                        text = json.dumps(json.loads(text), indent=1, sort_keys=False)
+                        text = json.dumps(_drifts_by_metric(json.loads(text)), indent=1)
                 name = mask("file--" + str(rel).replace("/", "--"), work)
                 (out / name).write_text(mask(text, work))
     finally:
@@ -304,8 +324,8 @@ def check(before: Path, only: tuple[str, ...] = ()) -> int:
                 differing += 1
                 sys.stdout.writelines(
                     difflib.unified_diff(
-                        old.splitlines(True),
-                        new.splitlines(True),
+                        comparable(old).splitlines(True),
+                        comparable(new).splitlines(True),
                         f"before/{name}",
                         f"after/{name}",
                     )
