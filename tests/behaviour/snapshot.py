@@ -209,7 +209,7 @@ _SAME_UNDER_NOISE = (
     (re.compile(r"-{3,}"), "---"),
     (re.compile(r"[ \t]{2,}"), " "),
     # the checkout's git state is where the code ran from (a worktree, a branch), not what it did
-    (re.compile(r'"(branch|dirty|commit|describe)": [^,\n]*'), r'"\1": <git>'),
+    (re.compile(r'("|&quot;)(branch|dirty|commit|describe)\1: [^,\n]*'), r"\2: <git>"),
 )
 
 
