@@ -428,8 +428,8 @@ class History(ABC):
             verdict = RunVerdict.model_validate_json(text)
         except ValueError as error:
             raise HistoryError(
-                f"history {self.path}: run {run_id}'s stored verdict is damaged ({error}); "
-                "restore the database from a copy"
+                f"history {self.path}: run {run_id}'s stored verdict is damaged "
+                f"({_first_line(error)}); restore the database from a copy"
             ) from None
         if len(parsed) < 4096:
             parsed[text] = verdict
@@ -642,6 +642,14 @@ def _point(row: Sequence[Any]) -> MetricPoint:
 
 
 def _first_line(error: Exception) -> str:
+    """What is wrong, in one line: pydantic's first fault with where it is (its own text is a
+    count of errors, then one per line, then a URL), or any other error's first line."""
+    from pydantic import ValidationError
+
+    if isinstance(error, ValidationError) and error.errors():
+        from gpuaccept.input_files import first_validation_error
+
+        return first_validation_error(error)
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__
 

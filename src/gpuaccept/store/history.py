@@ -288,13 +288,18 @@ class SqliteHistory(History):
         """Open (and, when `create`, initialise) the database at `path`; refuse foreign files."""
         from gpuaccept.input_files import special_file_kind
 
-        if path.is_dir():
+        try:  # a directory on the way that this user may not search answers no question
+            is_dir, kind = path.is_dir(), special_file_kind(path)
+            exists, is_link = path.exists(), path.is_symlink()
+        except OSError as error:
+            raise HistoryError(
+                f"history {path}: cannot be reached: {error.strerror or error}"
+            ) from None
+        if is_dir:
             raise HistoryError(f"history {path}: is a directory")
-        kind = special_file_kind(path)
         if kind is not None:
             raise HistoryError(f"history {path}: is {kind}, not a database file")
-        exists = path.exists()
-        if not exists and path.is_symlink():
+        if not exists and is_link:
             raise HistoryError(
                 f"history {path}: a symbolic link that leads nowhere (a loop, or its target is "
                 "gone)"

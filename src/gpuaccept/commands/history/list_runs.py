@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 from gpuaccept.commands.history.common import known_command, opened, write_table
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from gpuaccept.commands.output import Output
     from gpuaccept.store.history import RunRow
 
@@ -37,8 +39,8 @@ def run(request: ListRequest, out: Output) -> ListResult:
     from gpuaccept.store.history import history_location, local_file
 
     path = local_file(history_location(request.history))
-    # a dangling link or a loop is opened, and refused
-    if path is not None and not path.exists() and not path.is_symlink():
+    # a dangling link or a loop is opened, and refused; so is a path this user cannot reach
+    if path is not None and _absent(path):
         out.line("[]" if request.as_json else f"no runs recorded (no history at {path} yet)")
         return ListResult()
     with opened(request.history) as store:
@@ -80,3 +82,11 @@ def _as_json(run: RunRow) -> dict[str, object]:
         "label": run.verdict.label,
         "duration_seconds": run.duration_seconds,
     }
+
+
+def _absent(path: Path) -> bool:
+    """Nothing at `path` (a dangling link is something); unknown (unreachable) is not absent."""
+    try:
+        return not path.exists() and not path.is_symlink()
+    except OSError:
+        return False
