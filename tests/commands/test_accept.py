@@ -112,3 +112,34 @@ def test_a_bad_request_is_refused_in_one_line_before_any_work(
     assert str(refused.value) == says
     assert out.lines == []  # refused before a line was said or a file written
     assert not reports.exists()
+
+
+@pytest.mark.parametrize(
+    ("values", "line"),
+    [
+        ({"check_timeout": 0.0}, "--check-timeout 0: give at least 1"),
+        ({"check_timeout": -1.0}, "--check-timeout -1: give at least 1"),
+        ({"check_timeout": float("nan")}, "--check-timeout: must be a finite number (got nan)"),
+        ({"expect_gpus": -3}, "--expect-gpus -3: give at least 0"),
+        ({"dcgm": 5}, "--dcgm 5: give 0 to 4"),
+        ({"baseline_runs": 0}, "--baseline-runs 0: give at least 1"),
+        ({"min_busbw": float("inf")}, "--min-busbw: must be a finite number (got inf)"),
+        ({"rails_tolerance": 100.0}, "--rails-tolerance 100: give 0 to 99"),
+        ({"expect_nics": "8"}, "--expect-nics: a number, not '8'"),
+        ({"only": "inventory"}, "--only: give a list of check names, not one string"),
+    ],
+)
+def test_a_request_holds_the_options_bounds_for_a_caller_without_typer(
+    values: dict[str, object], line: str
+) -> None:
+    """The parser bounds each option for the CLI; a library caller gets the same bounds from the
+    request itself, each refused in one line (a timeout of 0 or NaN was taken, or used the
+    level's default without a word; -3 GPUs passed)."""
+    with pytest.raises(InputError) as refused:
+        AcceptRequest(device="cpu", no_history=True, **values)  # type: ignore[arg-type]
+    assert str(refused.value) == line
+
+
+def test_a_request_takes_paths_as_text(tmp_path: Path) -> None:
+    request = AcceptRequest(device="cpu", report_dir=str(tmp_path))  # type: ignore[arg-type]
+    assert request.report_dir == tmp_path
