@@ -9,7 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from gpuaccept.cli import app
 from gpuaccept.measure.collectives import BUS_FACTORS
 from gpuaccept.results import RunReport, Status
 
@@ -239,3 +241,16 @@ def test_collectives_under_torchrun(tmp_path: Path) -> None:
     check, _history = _report(out).checks
     assert check.details["world_size"] == 2
     assert all(row["ip_wrong"] == 0 for row in check.details["rows"])
+
+
+@pytest.mark.parametrize("option", [["--device", "cuda"], ["--no-history"], ["--json", "x.json"]])
+def test_an_option_of_bench_before_a_benchmarks_name_is_refused(option: list[str]) -> None:
+    """`bench --device cuda matmul` ran matmul on the CPU with its own defaults and exited 0
+    (the operator review of issue #51): the option went to `bench`, not to matmul."""
+    done = CliRunner().invoke(app, ["bench", *option, "matmul", "--m", "8"])
+    assert done.exit_code == 2
+    assert done.stderr.splitlines() == [
+        f"gpuaccept bench: error: {option[0]} before 'matmul' is `bench`'s own (for every "
+        f"benchmark at once); for matmul put it after the name: gpuaccept bench matmul "
+        f"{option[0]} ..."
+    ]

@@ -15,6 +15,7 @@ from gpuaccept.cli.render import CONSOLE
 from gpuaccept.cli.signals import interrupts_as_exceptions
 from gpuaccept.commands.bench import every
 from gpuaccept.commands.bench.common import BenchRequest
+from gpuaccept.errors import InputError
 
 app = typer.Typer(
     rich_markup_mode=None,
@@ -34,6 +35,7 @@ def bench(
 ) -> None:
     """Run every benchmark with its default sweep (or name one: see the commands below)."""
     if ctx.invoked_subcommand is not None:
+        _refuse_options_before(ctx, ctx.invoked_subcommand)
         return
     request = BenchRequest(
         device=device,
@@ -45,6 +47,20 @@ def bench(
     with interrupts_as_exceptions():
         result = every.run(request, CONSOLE, progress_bar)
     exit_with(result)
+
+
+def _refuse_options_before(ctx: typer.Context, benchmark: str) -> None:
+    """`bench --device cuda matmul` gave the options to `bench`, which then ran matmul with its
+    own defaults (on the CPU, into the default history, no JSON) and exited 0: refused, naming
+    where the option goes."""
+    for param in ctx.command.params:
+        source = ctx.get_parameter_source(param.name or "")
+        if source is not None and source.name == "COMMANDLINE":
+            flag = param.opts[0]
+            raise InputError(
+                f"{flag} before {benchmark!r} is `bench`'s own (for every benchmark at once); "
+                f"for {benchmark} put it after the name: gpuaccept bench {benchmark} {flag} ..."
+            )
 
 
 app.command("matmul")(matmul.matmul)
