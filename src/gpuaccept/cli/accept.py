@@ -1,6 +1,7 @@
 """`gpuaccept accept`: the acceptance suite's options; the run itself is commands.accept.
 
-Level and DeviceChoice stay here: other commands' options (burnin's --device) take them too.
+Level stays here; DeviceChoice, which burnin's --device takes too, is cli.options' (kept importable
+from here).
 """
 
 from __future__ import annotations
@@ -14,7 +15,17 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from gpuaccept.cli.options import DROP_TOLERANCE, FAIL_ON_DROP, HISTORY, NO_HISTORY, finite_number
+from gpuaccept.cli.options import (
+    DEVICE,
+    DROP_TOLERANCE,
+    FAIL_ON_DROP,
+    HISTORY,
+    JUNIT,
+    NO_HISTORY,
+    DeviceChoice,
+    finite_number,
+    report_dir_option,
+)
 from gpuaccept.suite.selection import DEFAULT_TIMEOUT_SECONDS, LEVELS, check_names
 
 if TYPE_CHECKING:
@@ -25,12 +36,6 @@ class Level(StrEnum):
     quick = "quick"
     standard = "standard"
     full = "full"
-
-
-class DeviceChoice(StrEnum):
-    auto = "auto"
-    cuda = "cuda"
-    cpu = "cpu"
 
 
 def _finite_seconds(value: float | None) -> float | None:
@@ -66,13 +71,7 @@ def accept(
         help="Leave out this check (repeatable).",
         rich_help_panel="What to run",
     ),
-    device: DeviceChoice = typer.Option(
-        DeviceChoice.auto,
-        "--device",
-        metavar="[auto|cuda|cpu]",
-        help="auto (GPU when usable), cuda, or cpu (the CPU twins).",
-        rich_help_panel="What to run",
-    ),
+    device: DeviceChoice = DEVICE,
     expect_gpus: int | None = typer.Option(
         None,
         "--expect-gpus",
@@ -103,16 +102,8 @@ def accept(
         help="Runs whose median --record-baseline takes.",
         rich_help_panel="Judging",
     ),
-    report_dir: Path | None = typer.Option(
-        None,
-        "--report-dir",
-        metavar="DIR",
-        help="Write the JSON report (with environment capture) here, as a new file.",
-        rich_help_panel="Outputs",
-    ),
-    junit: Path | None = typer.Option(
-        None, "--junit", metavar="FILE", help="Write JUnit XML.", rich_help_panel="Outputs"
-    ),
+    report_dir: Path | None = report_dir_option("with environment capture"),
+    junit: Path | None = JUNIT,
     evidence: Path | None = typer.Option(
         None,
         "--evidence",

@@ -11,8 +11,14 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from gpuaccept.cli.accept import DeviceChoice
-from gpuaccept.cli.options import HISTORY, NO_HISTORY
+from gpuaccept.cli.options import (
+    DEVICE,
+    HISTORY,
+    JUNIT,
+    NO_HISTORY,
+    DeviceChoice,
+    report_dir_option,
+)
 
 if TYPE_CHECKING:
     from gpuaccept.cli.render import ConsoleOutput
@@ -46,13 +52,7 @@ def burnin(
         "all-reduce only with several GPUs).",
         rich_help_panel="What to run",
     ),
-    device: DeviceChoice = typer.Option(
-        DeviceChoice.auto,
-        "--device",
-        metavar="[auto|cuda|cpu]",
-        help="auto (GPU when usable), cuda, or cpu (the CPU twin).",
-        rich_help_panel="What to run",
-    ),
+    device: DeviceChoice = DEVICE,
     cpu_devices: int = typer.Option(
         3,
         "--cpu-devices",
@@ -107,16 +107,8 @@ def burnin(
         "the most a device's rate may drift down over the run.",
         rich_help_panel="Judging",
     ),
-    report_dir: Path | None = typer.Option(
-        None,
-        "--report-dir",
-        metavar="DIR",
-        help="Write the JSON report (with the time series) here, as a new file.",
-        rich_help_panel="Outputs",
-    ),
-    junit: Path | None = typer.Option(
-        None, "--junit", metavar="FILE", help="Write JUnit XML.", rich_help_panel="Outputs"
-    ),
+    report_dir: Path | None = report_dir_option("with the time series"),
+    junit: Path | None = JUNIT,
     rules: Path | None = typer.Option(
         None,
         "--rules",

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+from enum import StrEnum
+from typing import Any
 
 import typer
 
@@ -154,3 +156,33 @@ FLEET_MTBI_DAYS = typer.Option(
 TRAIN_REPORT_DIR = typer.Option(
     None, "--report-dir", help="Write the JSON report (with environment capture) here."
 )
+
+
+class DeviceChoice(StrEnum):
+    auto = "auto"
+    cuda = "cuda"
+    cpu = "cpu"
+
+
+# accept's and burnin's: the device as a choice, in the help panel "What to run"
+DEVICE = typer.Option(
+    DeviceChoice.auto,
+    "--device",
+    metavar="[auto|cuda|cpu]",
+    help="auto (GPU when usable), cuda, or cpu (the CPU twins).",
+    rich_help_panel="What to run",
+)
+JUNIT = typer.Option(
+    None, "--junit", metavar="FILE", help="Write JUnit XML.", rich_help_panel="Outputs"
+)
+
+
+def report_dir_option(holding: str) -> Any:
+    """accept's and burnin's --report-dir: the same option, each saying what its report holds."""
+    return typer.Option(
+        None,
+        "--report-dir",
+        metavar="DIR",
+        help=f"Write the JSON report ({holding}) here, as a new file.",
+        rich_help_panel="Outputs",
+    )
