@@ -143,3 +143,36 @@ def test_a_request_holds_the_options_bounds_for_a_caller_without_typer(
 def test_a_request_takes_paths_as_text(tmp_path: Path) -> None:
     request = AcceptRequest(device="cpu", report_dir=str(tmp_path))  # type: ignore[arg-type]
     assert request.report_dir == tmp_path
+
+
+@pytest.mark.parametrize(
+    ("values", "line"),
+    [
+        (
+            {"no_history": True, "history": "h.sqlite"},
+            "--history and --no-history: give one or the other",
+        ),
+        (
+            {"no_history": True, "fail_on_drop": True},
+            "--fail-on-drop holds the run against this node's history: not with --no-history",
+        ),
+        (
+            {"no_history": True, "drop_tolerance": 30.0},
+            "--drop-tolerance holds the run against this node's history: not with --no-history",
+        ),
+        (
+            {"no_history": True, "dcgm": 2},
+            "--dcgm 2 runs DCGM's diagnostics on the GPUs: not with --device cpu",
+        ),
+    ],
+)
+def test_options_that_contradict_each_other_are_refused(
+    values: dict[str, object], line: str, tmp_path: Path
+) -> None:
+    """Each was taken in silence (the operator review of issue #51): the history option or the
+    drop rule ignored, DCGM never run and never mentioned."""
+    out = Collected()
+    with pytest.raises(InputError) as refused:
+        run(AcceptRequest(level="quick", device="cpu", **values), out)  # type: ignore[arg-type]
+    assert str(refused.value) == line
+    assert out.lines == []

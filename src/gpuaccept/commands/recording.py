@@ -27,7 +27,9 @@ class DropPolicy:
     fail: bool
 
 
-def drop_policy(tolerance_percent: float | None, fail: bool) -> DropPolicy:
+def drop_policy(
+    tolerance_percent: float | None, fail: bool, *, no_history: bool = False
+) -> DropPolicy:
     """The policy the options give, refused unless the tolerance is a finite 0 < PERCENT <= 1000
     (a time may well double: more than 100% is meaningful for figures where lower is better)."""
     if tolerance_percent is not None and not (
@@ -36,6 +38,9 @@ def drop_policy(tolerance_percent: float | None, fail: bool) -> DropPolicy:
         raise InputError(
             f"--drop-tolerance {tolerance_percent:g}: give a percentage above 0 and at most 1000"
         )
+    if no_history and (fail or tolerance_percent is not None):
+        flag = "--fail-on-drop" if fail else "--drop-tolerance"
+        raise InputError(f"{flag} holds the run against this node's history: not with --no-history")
     return DropPolicy(tolerance_percent, fail)
 
 
@@ -96,6 +101,8 @@ def history_target(path: str | Path | None, disabled: bool, out: Output) -> Hist
     the spool.
     """
     if disabled:
+        if path is not None:
+            raise InputError("--history and --no-history: give one or the other")
         return None
     from gpuaccept.store.history import History, HistoryUnreachable, history_location
 

@@ -124,7 +124,7 @@ def run(
     """Check, train on every GPU (2 gloo ranks on the CPU), judge, write: the run's end as an
     exit code, never a raise for a verdict. A bad request raises InputError (one line)."""
     _check(request)
-    drop = drop_policy(request.drop_tolerance, request.fail_on_drop)
+    drop = drop_policy(request.drop_tolerance, request.fail_on_drop, no_history=request.no_history)
     if request.report_dir is not None:
         from gpuaccept.output_files import check_output_directory
 

@@ -165,7 +165,7 @@ def _plan(request: TrainMnistRequest, out: Output) -> _Plan:
     if request.checkpoint_exit_code is not None and request.checkpoint is None:
         raise InputError("--checkpoint-exit-code needs --checkpoint")
     target = target_fraction(request.target_accuracy)
-    drop = drop_policy(request.drop_tolerance, request.fail_on_drop)
+    drop = drop_policy(request.drop_tolerance, request.fail_on_drop, no_history=request.no_history)
     data = request.data if request.data is not None else default_data()
     check_output(request.save_model, "--save-model")
     check_output(request.checkpoint, "--checkpoint")

@@ -60,7 +60,7 @@ def plan_accept(request: AcceptRequest, out: Output) -> AcceptPlan:
     """The request checked and resolved; a refusal is an InputError (or EnvironmentProblem)
     with one line. Starts the warm workers' server on one node: their torch import runs while
     the environment is captured."""
-    drop = drop_policy(request.drop_tolerance, request.fail_on_drop)
+    drop = drop_policy(request.drop_tolerance, request.fail_on_drop, no_history=request.no_history)
     node = node_expectation(
         request.node_profile, request.expect_nics, request.expect_nic_rate, request.expect_nvme
     )
@@ -115,6 +115,10 @@ def _plan(
         )
     if r.rails_tolerance is not None and not r.rails:
         raise InputError("--rails-tolerance judges --rails: give both, or neither")
+    if r.dcgm and r.device == "cpu":  # it was taken, and nothing said it never ran
+        raise InputError(
+            f"--dcgm {r.dcgm} runs DCGM's diagnostics on the GPUs: not with --device cpu"
+        )
     if r.rails and launch is None:
         raise InputError(
             "--rails runs one GPU of every node per rail: run accept under torchrun or srun "
