@@ -76,3 +76,23 @@ def test_a_cluster_and_the_api_at_once_is_refused(tmp_path: Path) -> None:
     assert str(refused.value) == (
         "--apply reads the cluster from the API: give it or --cluster, not both"
     )
+
+
+def test_a_report_given_twice_is_applied_once_and_not_called_superseded(tmp_path: Path) -> None:
+    """The same file named twice (or a copy) is one run, not an older one: said as such (it was
+    "superseded by a newer one"; the operator review of issue #51)."""
+
+    report = tmp_path / "r.json"
+    report.write_text(
+        rejudged(
+            gpu_report("n1", [800.0]), environment={"scheduler": {"node_name": "gpu017"}}
+        ).model_dump_json()
+    )
+    out = Collected()
+    result = run_node_verdict(NodeVerdictRequest(reports=(report, report)), out)
+    assert result.exit_code == 0
+    said = out.text("err")
+    assert "superseded" not in said
+    assert "# gpu017: the report of " in said
+    assert "was given more than once; applied once" in said
+    assert out.text().count("kubectl label node gpu017 ") == 1

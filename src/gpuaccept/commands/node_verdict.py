@@ -90,7 +90,16 @@ def run_node_verdict(request: NodeVerdictRequest, out: Output) -> NodeVerdictRes
             f"{other.verdict}); the more cautious, {chosen.verdict}, is applied"
         )
     newest, superseded = newest_per_node(verdicts)
+    newest_of = {verdict.node: verdict for verdict in newest}
     for old in superseded:
+        same = newest_of[old.node]
+        if (old.started_at, old.verdict) == (same.started_at, same.verdict):
+            # the same run given twice (one file named twice, or a copy): not a newer one
+            out.error(
+                f"# {old.node}: the report of {old.started_at} ({old.verdict}) was given more "
+                "than once; applied once"
+            )
+            continue
         out.error(
             f"# {old.node}: a report of {old.started_at} ({old.verdict}) is superseded by a "
             "newer one, not applied"
