@@ -139,7 +139,10 @@ def test_a_sites_xid_repeat_rule_from_a_real_run(
     # half an hour apart, the last a minute ago in this boot's seconds (a saved log's stamps are
     # dated from this boot: fixed early stamps fall out of the 2-hour window on a machine up
     # longer than that, tests/kernel_stamps.py)
-    stamps = [float(recent("[0.0]", ago).strip("[]")) for ago in (1860.0, 960.0, 60.0)]
+    # (one reading of the clock: three would each move by /proc/uptime's hundredths, and the span
+    # the rule reports with them; CI once read 0.5000028 h)
+    first = float(recent("[0.0]", 1860.0).strip("[]"))
+    stamps = [first, first + 900.0, first + 1800.0]
     if stamps[0] <= 1.0:  # a machine up less than half an hour: its first minutes are recent
         stamps = [100.0, 1000.0, 1900.0]
     log.write_text("\n".join(line.format(t) for t in stamps) + "\n")
