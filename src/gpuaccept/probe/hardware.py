@@ -113,11 +113,23 @@ def expected_gpu_count(environ: Mapping[str, str] | None = None) -> ExpectedGpus
     return None
 
 
+def import_torch() -> Any:
+    """torch, imported with a signal only noted meanwhile (and raised once it is in): an exception
+    raised by the signal handler inside torch's import lands in its C++ module set-up, which
+    calls std::terminate, and the process aborts with no report (seen: accept SIGTERMed one
+    second in, exit -6, `pybind11::error_already_set`)."""
+    from gpuaccept.interrupts import deferred
+
+    with deferred():
+        import torch
+    return torch
+
+
 def resolve_device_mode(requested: str) -> str:
     """'cuda' or 'cpu' for a --device choice; asking for cuda without a usable GPU is exit 3."""
     if requested not in DEVICE_CHOICES:
         raise InputError(f"--device must be one of {', '.join(DEVICE_CHOICES)} (got {requested!r})")
-    import torch
+    torch = import_torch()
 
     usable = torch.cuda.is_available() and torch.cuda.device_count() > 0
     if requested == "cuda" and not usable:
