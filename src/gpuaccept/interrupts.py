@@ -50,6 +50,21 @@ def deferred() -> Iterator[None]:
         raise_if_interrupted()
 
 
+@contextmanager
+def held() -> Iterator[None]:
+    """As `deferred`, for a step that is not a place to stop either (a module's import, whose C++
+    set-up aborts the process on an exception): a signal that lands inside is raised when it
+    ends; one noted before it is left to the run's next step, as if the step were not there."""
+    noted_before = bool(_fired)
+    _deferring[0] += 1
+    try:
+        yield
+    finally:
+        _deferring[0] -= 1
+    if not _deferring[0] and _fired and not noted_before:
+        raise Interrupted(_fired[0])
+
+
 def deferring() -> bool:
     """Whether a signal is to be noted only, and raised when the deferred step ends."""
     return _deferring[0] > 0

@@ -118,9 +118,9 @@ def import_torch() -> Any:
     raised by the signal handler inside torch's import lands in its C++ module set-up, which
     calls std::terminate, and the process aborts with no report (seen: accept SIGTERMed one
     second in, exit -6, `pybind11::error_already_set`)."""
-    from gpuaccept.interrupts import deferred
+    from gpuaccept.interrupts import held
 
-    with deferred():
+    with held():
         import torch
     return torch
 
