@@ -9,10 +9,8 @@ from pathlib import Path
 import typer
 
 from gpuaccept.cli.bench import collectives, matmul, membw, nbody, transfer
-from gpuaccept.cli.bench.common import CSV_OUT, DEVICE, JSON_OUT, exit_with, progress_bar
+from gpuaccept.cli.bench.common import CSV_OUT, DEVICE, JSON_OUT, run_and_exit
 from gpuaccept.cli.options import HISTORY, NO_HISTORY
-from gpuaccept.cli.render import CONSOLE
-from gpuaccept.cli.signals import interrupts_as_exceptions
 from gpuaccept.commands.bench import every
 from gpuaccept.commands.bench.common import BenchRequest
 from gpuaccept.errors import InputError
@@ -44,9 +42,7 @@ def bench(
         history=history,
         no_history=no_history,
     )
-    with interrupts_as_exceptions():
-        result = every.run(request, CONSOLE, progress_bar)
-    exit_with(result)
+    run_and_exit(every.run, request)
 
 
 def _refuse_options_before(ctx: typer.Context, benchmark: str) -> None:

@@ -11,13 +11,10 @@ from gpuaccept.cli.bench.common import (
     CSV_OUT,
     DEVICE,
     JSON_OUT,
-    exit_with,
-    progress_bar,
+    run_and_exit,
     sweep_options,
 )
 from gpuaccept.cli.options import HISTORY, NO_HISTORY, finite_number
-from gpuaccept.cli.render import CONSOLE
-from gpuaccept.cli.signals import interrupts_as_exceptions
 from gpuaccept.commands.bench import collectives as command
 
 _BEGIN, _END, _FACTOR = sweep_options("collectives")
@@ -78,6 +75,4 @@ def collectives(
         history=history,
         no_history=no_history,
     )
-    with interrupts_as_exceptions():
-        result = command.run(request, CONSOLE, progress_bar)
-    exit_with(result)
+    run_and_exit(command.run, request)

@@ -17,7 +17,8 @@ import typer
 from gpuaccept.commands.bench.common import DEFAULT_SIZES
 
 if TYPE_CHECKING:
-    from gpuaccept.commands.bench.common import BenchResult
+    from gpuaccept.commands.bench.common import BenchResult, ProgressBar
+    from gpuaccept.commands.output import Output
 
 DEVICE = typer.Option(
     "auto", "--device", metavar="[auto|cuda|cpu]", help="auto (GPU when usable), cuda or cpu."
@@ -57,8 +58,14 @@ def progress_bar(total: int, label: str) -> Iterator[Callable[[], None]]:
         yield lambda: bar.advance(task)
 
 
-def exit_with(result: BenchResult) -> None:
-    """The command's exit: the run's verdict (0 returns normally)."""
+def run_and_exit(run: Callable[[Any, Output, ProgressBar], BenchResult], request: Any) -> None:
+    """Every benchmark's body after its request: run it on the console, interruptible, with the
+    progress bar, and exit with its verdict (0 returns normally)."""
+    from gpuaccept.cli.render import CONSOLE
+    from gpuaccept.cli.signals import interrupts_as_exceptions
+
+    with interrupts_as_exceptions():
+        result = run(request, CONSOLE, progress_bar)
     if result.exit_code:
         raise typer.Exit(result.exit_code)
 

@@ -13,12 +13,9 @@ from gpuaccept.cli.bench.common import (
     ITERATIONS,
     JSON_OUT,
     WARMUP,
-    exit_with,
-    progress_bar,
+    run_and_exit,
 )
 from gpuaccept.cli.options import HISTORY, NO_HISTORY
-from gpuaccept.cli.render import CONSOLE
-from gpuaccept.cli.signals import interrupts_as_exceptions
 from gpuaccept.commands.bench import nbody as command
 
 
@@ -68,6 +65,4 @@ def nbody(
         history=history,
         no_history=no_history,
     )
-    with interrupts_as_exceptions():
-        result = command.run(request, CONSOLE, progress_bar)
-    exit_with(result)
+    run_and_exit(command.run, request)

@@ -11,13 +11,10 @@ from gpuaccept.cli.bench.common import (
     ITERATIONS,
     JSON_OUT,
     WARMUP,
-    exit_with,
-    progress_bar,
+    run_and_exit,
     sweep_options,
 )
 from gpuaccept.cli.options import HISTORY, NO_HISTORY
-from gpuaccept.cli.render import CONSOLE
-from gpuaccept.cli.signals import interrupts_as_exceptions
 from gpuaccept.commands.bench import transfer as command
 
 _BEGIN, _END, _FACTOR = sweep_options("transfer")
@@ -48,6 +45,4 @@ def transfer(
         history=history,
         no_history=no_history,
     )
-    with interrupts_as_exceptions():
-        result = command.run(request, CONSOLE, progress_bar)
-    exit_with(result)
+    run_and_exit(command.run, request)
