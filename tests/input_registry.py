@@ -158,6 +158,8 @@ REGISTRY: list[Input] = [
             "missing": MISSING_HISTORY,
             "empty": "an empty file is an empty SQLite database: the run is recorded in it",
         },
+        # behind a directory the user may not search (and a damaged row): one line, exit 2
+        covered_by=("tests/store/test_unreachable_history.py", "tests/store/test_damaged_rows.py"),
     ),
     Input(
         "burnin",
