@@ -1,0 +1,381 @@
+"""One poll of the node between jobs, judged by the rules `accept` judges with; no rule of its own
+is written here (issue #54 §1: one source of truth).
+
+- Each GPU's NVML health (ECC, row remapping, page retirement, the recovery action, NVLinks down,
+  fabric registration, the PCIe link at rest): `checks.health.judge_health`, as accept's health
+  check judges it at the start of a run.
+- Clock-event reasons and the PCIe link while the GPU is busy: `checks.load_judging.judge_load`,
+  as accept judges the samples taken under load (hardware slowdown, hardware thermal slowdown and
+  the power brake, 0x80, fail; software thermal slowdown warns; the software power cap, 0x04, is
+  how the power limit is enforced and never a finding). Busy and idle are told apart by NVML's own
+  clock-event reason GpuIdle (0x1): an idle GPU is judged at rest (a reason warns, as accept's
+  health check says it) and its link generation is not judged at all, because an idle GPU trains
+  its link down to save power. The link under load is the best reading of the last `window` busy
+  polls against the model's (accept's rule: "a healthy link trains up as soon as data moves, a
+  downtrained one never reaches the model's"); idle polls neither fill nor clear that window.
+- The kernel log since boot: `checks.events.judge_kernel_log` (the XID and SXid tables, aznhc's
+  2-hour window), and InfiniBand link flaps: `checks.fabric.judge_link_flaps` (24 hours, 5 fail).
+- What happened between two polls: NVML events (`checks.events.judge_events`) and the growing
+  counters (`checks.events.judge_growth`: NVLink replay/recovery errors, the CRC rate, ECC).
+  These are events, not states: each is kept `EVENT_HOLD_SECONDS` after it was last seen.
+
+A poll never raises: NVML unavailable (no driver, a driver being reloaded) or a GPU it cannot
+read leaves its findings unjudged for that poll, said in `Poll.unjudged`.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import deque
+from dataclasses import dataclass, replace
+from typing import Any
+
+from gpuaccept.actions import ActionRules, Cause, builtin_rules
+from gpuaccept.checks.events import (
+    KERNEL_LOG_WINDOW_SECONDS,
+    judge_events,
+    judge_growth,
+    judge_kernel_log,
+)
+from gpuaccept.checks.fabric import judge_link_flaps
+from gpuaccept.checks.health import judge_health
+from gpuaccept.checks.judging import Findings
+from gpuaccept.checks.load_judging import judge_load
+from gpuaccept.probe.hardware import load_nvml, nvml_missing_reason
+from gpuaccept.probe.kernel_log import KernelLogScan, scan_kernel_log
+from gpuaccept.probe.load_sampler import LoadSample, LoadTrace, take_sample
+from gpuaccept.probe.nvml_events import EventWatcher
+from gpuaccept.probe.nvml_health import (
+    CounterSnapshot,
+    GpuHealth,
+    GpuNotFound,
+    read_all_counters,
+    read_gpu_health,
+    read_or_none,
+    read_throttle_mask,
+)
+from gpuaccept.references import ReferenceTable, load_shipped_references
+
+# The checks of accept whose rules judge each finding: the action tables plan by them.
+HEALTH, EVENTS, FABRIC = "health", "events", "fabric"
+WATCHED_CHECKS = (HEALTH, EVENTS, FABRIC)
+# An event (an XID by NVML, counters that grew between two polls) is kept this long after it was
+# last seen: aznhc's window, the one accept's kernel-log rule judges XIDs by.
+EVENT_HOLD_SECONDS = KERNEL_LOG_WINDOW_SECONDS
+# Scopes a finding belongs to: all NVML, one GPU's NVML readings, the kernel log.
+NVML, KERNEL = "nvml", "kernel"
+_NUMBER = re.compile(r"(?<![A-Za-z_.:])\d+(?:\.\d+)?")
+
+
+def gpu_scope(uuid: str | None, index: int) -> str:
+    return f"gpu:{uuid or index}"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """What one poll found. `key` names it across polls (its counts and ages masked): the
+    debounce counts a key's consecutive polls. `lasting`: a state read at each poll, debounced;
+    otherwise an event, raised when seen. `held`: already judged over several polls."""
+
+    key: str
+    check: str
+    fails: bool
+    text: str
+    scope: str
+    lasting: bool = True
+    held: bool = False
+    gpu: str = ""  # the GPU's UUID, a PCI address, or "" for the node
+
+
+@dataclass(frozen=True)
+class GpuReading:
+    """The figures a scrape shows of one GPU (never judged here: the findings are)."""
+
+    index: int
+    uuid: str | None
+    name: str
+    temperature_c: float | None = None
+    power_w: float | None = None
+    sm_clock_mhz: float | None = None
+    reasons_mask: int | None = None
+    busy: bool | None = None  # None: NVML gave no clock-event reasons
+    pcie_gen: int | None = None
+    pcie_gen_max: int | None = None
+    pcie_width: int | None = None
+    pcie_width_max: int | None = None
+
+
+@dataclass(frozen=True)
+class Poll:
+    at: float
+    seconds: float
+    nvml_up: bool
+    nvml_problem: str | None
+    gpus: tuple[GpuReading, ...]
+    findings: tuple[Finding, ...]
+    # scopes ("nvml", "gpu:<uuid>", "kernel") and keys this poll could not judge: their findings
+    # neither start nor end a streak (a gap in the readings is no reading)
+    unjudged: frozenset[str]
+    kernel_log_readable: bool
+    kernel_log_source: str
+    notes: tuple[str, ...] = ()
+
+
+def key_of(check: str, scope: str, text: str) -> str:
+    """A finding's name across polls: its cause where it names one, and its text with the
+    numbers that change between polls (counts, ages, rates) masked."""
+    masked = _NUMBER.sub("#", str(text))
+    if isinstance(text, Cause):
+        return f"{check}|{scope}|{text.kind}|{text.code}|{text.gpu or ''}|{masked}"
+    return f"{check}|{scope}|{masked}"
+
+
+def findings_of(
+    found: Findings, scope: str, *, lasting: bool = True, held: bool = False, gpu: str = ""
+) -> list[Finding]:
+    out = []
+    for fails, texts in ((True, found.failures), (False, found.warnings)):
+        for text in texts:
+            named = gpu or (getattr(text, "gpu", None) or "")
+            out.append(
+                Finding(
+                    key_of(found.name, scope, text),
+                    found.name,
+                    fails,
+                    text,
+                    scope,
+                    lasting,
+                    held,
+                    named,
+                )
+            )
+    return out
+
+
+def _idle_bit(nvml: Any) -> int:
+    bit: Any = getattr(nvml, "nvmlClocksEventReasonGpuIdle", None)
+    if bit is None:
+        bit = getattr(nvml, "nvmlClocksThrottleReasonGpuIdle", 0x1)
+    return int(bit)
+
+
+class Poller:
+    """Reads and judges the node once per `poll()`; keeps what spans polls: the counters read
+    last, the NVML event watcher, the busy samples of each GPU, the events seen."""
+
+    def __init__(
+        self,
+        rules: ActionRules | None = None,
+        references: ReferenceTable | None = None,
+        window: int = 3,
+        events: bool = True,
+        kernel_log: Any = None,
+    ) -> None:
+        self.rules = rules or builtin_rules()
+        self.references = references or load_shipped_references()
+        self.window = window
+        self._want_events = events
+        self._watcher: EventWatcher | None = None
+        self._counters: CounterSnapshot | None = None
+        self._busy: dict[str, deque[LoadSample]] = {}
+        self._events: dict[str, tuple[Finding, float]] = {}
+        self._read_kernel_log = kernel_log  # None: dmesg or GPUACCEPT_KERNEL_LOG
+
+    def close(self) -> None:
+        if self._watcher is not None:
+            self._watcher.stop()
+            self._watcher = None
+
+    def poll(self, now: float | None = None) -> Poll:
+        started = time.monotonic()
+        now = time.time() if now is None else now
+        findings: list[Finding] = []
+        unjudged: set[str] = set()
+        notes: list[str] = []
+        nvml = load_nvml()
+        gpus: list[GpuReading] = []
+        problem = None
+        if nvml is None:
+            problem = nvml_missing_reason()
+        else:
+            try:
+                gpus, problem = self._nvml_poll(nvml, now, findings, unjudged)
+            finally:
+                shutdown = getattr(nvml, "nvmlShutdown", None)
+                if shutdown is not None:
+                    read_or_none(shutdown)  # each poll's nvmlInit is paired: NVML counts them
+        if problem is not None and not gpus:
+            # NVML down (a driver reload, no driver): no GPU finding starts or ends, the events'
+            # watcher and the counters start again once it is back (a reload resets counters)
+            unjudged.add(NVML)
+            self._counters = None
+            self.close()
+        scan = scan_kernel_log(self._read_kernel_log, now)
+        if scan.readable:
+            findings += self._kernel_findings(scan, now)
+        else:
+            unjudged.add(KERNEL)
+            notes.append(scan.source)
+        findings += self._held_events(now)
+        return Poll(
+            at=now,
+            seconds=time.monotonic() - started,
+            nvml_up=nvml is not None and problem is None,
+            nvml_problem=problem,
+            gpus=tuple(gpus),
+            findings=tuple(_unique(findings)),
+            unjudged=frozenset(unjudged),
+            kernel_log_readable=scan.readable,
+            kernel_log_source=scan.source,
+            notes=tuple(notes),
+        )
+
+    # -- NVML --------------------------------------------------------------------------------
+
+    def _nvml_poll(
+        self, nvml: Any, now: float, findings: list[Finding], unjudged: set[str]
+    ) -> tuple[list[GpuReading], str | None]:
+        try:
+            count = int(nvml.nvmlDeviceGetCount())
+        except Exception as error:
+            return [], f"NVML cannot count the GPUs: {error}"
+        if self._want_events and self._watcher is None:
+            self._watcher = EventWatcher(load_nvml)
+            self._watcher.start()
+        gpus = []
+        for index in range(count):
+            reading = self._gpu_poll(nvml, index, count, findings, unjudged)
+            if reading is not None:
+                gpus.append(reading)
+        self._judge_between_polls(nvml, now)
+        return gpus, None
+
+    def _gpu_poll(
+        self, nvml: Any, index: int, count: int, findings: list[Finding], unjudged: set[str]
+    ) -> GpuReading | None:
+        try:
+            health = read_gpu_health(nvml, index)
+        except GpuNotFound as error:
+            scope = gpu_scope(None, index)
+            found = Findings(HEALTH, "HEALTH")
+            said = f"gpu{index}: {error}; its health could not be read"
+            if error.lost:
+                found.failures.append(Cause(said, "cause", "lost-gpu", None))
+            else:
+                found.warnings.append(said)
+                unjudged.add(scope)
+            findings += findings_of(found, scope)
+            return None
+        scope = gpu_scope(health.uuid, index)
+        handle = nvml.nvmlDeviceGetHandleByIndex(index)
+        mask = read_throttle_mask(nvml, handle)
+        busy = None if mask is None else not mask & _idle_bit(nvml)
+        sample = take_sample(nvml, handle, 0.0)
+        key = self.references.model_for(health.name, health.pci_device_id)
+        model = self.references.models.get(key) if key is not None else None
+        tag = f"gpu{index}"
+        at_rest = health
+        if busy:
+            # judged below by the rules for a GPU under load, not twice
+            at_rest = replace(health, throttle_reasons=[], pcie_width_current=None)
+        found = Findings(HEALTH, "HEALTH")
+        failures, warnings = judge_health(at_rest, model, alone=count == 1, rules=self.rules)
+        found.failures += failures
+        found.warnings += warnings
+        if busy:
+            now_verdict = judge_load(LoadTrace(samples=[sample]), model, tag, clocks=False)
+            found.failures += now_verdict.failures
+            found.warnings += now_verdict.warnings
+        findings += findings_of(found, scope, gpu=health.uuid or "")
+        findings += self._link_under_load(health, sample, busy, model, tag, scope, unjudged)
+        gen_max = _smallest(health.pcie_gen_max_gpu, health.pcie_gen_max_system)
+        return GpuReading(
+            index=index,
+            uuid=health.uuid,
+            name=health.name,
+            temperature_c=sample.temperature_c,
+            power_w=sample.power_w,
+            sm_clock_mhz=sample.sm_clock_mhz,
+            reasons_mask=mask,
+            busy=busy,
+            pcie_gen=health.pcie_gen_current,
+            pcie_gen_max=gen_max,
+            pcie_width=health.pcie_width_current,
+            pcie_width_max=health.pcie_width_max,
+        )
+
+    def _link_under_load(
+        self,
+        health: GpuHealth,
+        sample: LoadSample,
+        busy: bool | None,
+        model: Any,
+        tag: str,
+        scope: str,
+        unjudged: set[str],
+    ) -> list[Finding]:
+        """The PCIe link of the last `window` busy polls against the model's (accept's rule for
+        a link under transfer load); idle polls leave the window and its finding as they are."""
+        window = self._busy.setdefault(scope, deque(maxlen=self.window))
+        link_key = f"{HEALTH}|{scope}|pcie-under-load"
+        if not busy:
+            unjudged.add(link_key)
+            return []
+        window.append(replace(sample, reasons=()))
+        if len(window) < self.window:
+            unjudged.add(link_key)
+            return []
+        trace = LoadTrace(
+            samples=list(window),
+            pcie_gen_slot=health.pcie_gen_max_system,
+            pcie_width_slot=health.pcie_width_max,
+        )
+        verdict = judge_load(trace, model, tag, clocks=False, pcie_loaded=True)
+        found = Findings(HEALTH, "HEALTH", failures=verdict.failures, warnings=verdict.warnings)
+        return [
+            replace(finding, key=link_key if finding.fails else finding.key)
+            for finding in findings_of(found, scope, held=True, gpu=health.uuid or "")
+        ]
+
+    def _judge_between_polls(self, nvml: Any, now: float) -> None:
+        """NVML's events since the last poll and the counters' growth since then, as events."""
+        events = Findings(EVENTS, "HEALTH")
+        if self._watcher is not None:
+            judge_events(self._watcher.drain(), events, self.rules)
+        counters, problems = read_all_counters(nvml)
+        snapshot = CounterSnapshot(now, tuple(counters), tuple(problems))
+        if self._counters is not None:
+            judge_growth(self._counters, snapshot, events, self.rules)
+        self._counters = snapshot
+        for finding in findings_of(events, NVML, lasting=False):
+            self._events[finding.key] = (finding, now)
+
+    def _held_events(self, now: float) -> list[Finding]:
+        for key, (_, seen) in list(self._events.items()):
+            if now - seen > EVENT_HOLD_SECONDS:
+                del self._events[key]
+        return [finding for finding, _ in self._events.values()]
+
+    # -- the kernel log ----------------------------------------------------------------------
+
+    def _kernel_findings(self, scan: KernelLogScan, now: float) -> list[Finding]:
+        events = Findings(EVENTS, "HEALTH")
+        judge_kernel_log(scan, events, self.rules, now)
+        fabric = Findings(FABRIC, "FABRIC")
+        judge_link_flaps(scan, fabric, now)
+        return findings_of(events, KERNEL) + findings_of(fabric, KERNEL)
+
+
+def _smallest(*values: int | None) -> int | None:
+    known = [value for value in values if value is not None]
+    return min(known) if known else None
+
+
+def _unique(findings: list[Finding]) -> list[Finding]:
+    """One finding per key (the first: a failure before a warning of the same key)."""
+    seen: dict[str, Finding] = {}
+    for finding in findings:
+        if finding.key not in seen or (finding.fails and not seen[finding.key].fails):
+            seen[finding.key] = finding
+    return list(seen.values())

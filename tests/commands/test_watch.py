@@ -1,0 +1,337 @@
+"""`gpuaccept watch` on the CPU: fake NVML (tests/fake_nvml.py) plays the GPUs, a saved kernel log
+plays dmesg, tests/fake_slurm plays the scheduler. Each verdict rule the watch applies is held
+here by a poll sequence that raises it and one that must not."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpuaccept.commands.output import Collected
+from gpuaccept.commands.watch import WatchRequest, run
+from gpuaccept.errors import InputError
+from gpuaccept.watch.debounce import Debouncer
+from gpuaccept.watch.metrics import WatchState, render
+from gpuaccept.watch.poll import Poller
+from tests import fake_nvml
+from tests.checks.conftest import h100_sxm
+
+REPO = Path(__file__).resolve().parents[2]
+FAKE_SLURM = REPO / "tests" / "fake_slurm"
+IDLE, SW_POWER_CAP, HW_POWER_BRAKE = 0x1, 0x4, 0x80
+
+
+@pytest.fixture
+def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Fake NVML and an empty kernel log in place of the host's (hermetic on a GPU node too)."""
+    log = tmp_path / "kernel.log"
+    log.write_text("")
+    monkeypatch.setenv("GPUACCEPT_NVML_MODULE", "tests.fake_nvml")
+    monkeypatch.setenv("GPUACCEPT_KERNEL_LOG", str(log))
+    monkeypatch.setenv("GPUACCEPT_NODE_NAME", "gpu-node-1")
+    yield log
+    fake_nvml.use(None)
+
+
+def play(*gpus: dict[str, Any], **scenario: Any) -> None:
+    fake_nvml.use({"gpus": list(gpus), **scenario})
+
+
+def polls(throttles: list[int | None], debounce: int = 3) -> list[list[str]]:
+    """The failing findings raised after each poll, one poll per mask (None: NVML down)."""
+    poller, debouncer = Poller(window=debounce, events=False), Debouncer(debounce)
+    raised = []
+    for mask in throttles:
+        if mask is None:
+            play(h100_sxm(), init="fail")
+        else:
+            play(h100_sxm(throttle=mask))
+        debouncer.update(poller.poll())
+        raised.append([r.finding.text for r in debouncer.failing])
+    return raised
+
+
+def test_a_power_brake_held_over_three_busy_polls_fails_and_not_before(node: Path) -> None:
+    raised = polls([HW_POWER_BRAKE] * 3)
+    assert raised[:2] == [[], []]
+    assert raised[2] == ["gpu0: power brake (external) under load in 1 of 1 samples"]
+
+
+def test_the_software_power_cap_alone_is_never_a_finding(node: Path) -> None:
+    assert polls([SW_POWER_CAP] * 4) == [[], [], [], []]
+    # the cap beside the brake does not hide it
+    assert polls([SW_POWER_CAP | HW_POWER_BRAKE] * 3)[2] != []
+
+
+def test_a_clear_poll_resets_the_streak(node: Path) -> None:
+    assert polls([HW_POWER_BRAKE, HW_POWER_BRAKE, 0, HW_POWER_BRAKE, HW_POWER_BRAKE])[-1] == []
+
+
+def test_a_poll_without_nvml_neither_raises_nor_clears(node: Path) -> None:
+    # brake, NVML gone (a driver reload), brake, brake: the gap keeps the streak at 1
+    raised = polls([HW_POWER_BRAKE, None, HW_POWER_BRAKE, HW_POWER_BRAKE])
+    assert raised[-2] == []
+    assert raised[-1] != []
+    # once raised, a gap does not clear it either
+    assert polls([HW_POWER_BRAKE] * 3 + [None])[-1] != []
+
+
+def test_a_brake_on_an_idle_gpu_warns_as_accept_at_rest(node: Path) -> None:
+    poller, debouncer = Poller(window=1, events=False), Debouncer(1)
+    play(h100_sxm(throttle=IDLE | HW_POWER_BRAKE))
+    debouncer.update(poller.poll())
+    texts = {r.finding.text: r.finding.fails for r in debouncer.raised.values()}
+    assert texts == {"gpu0: clocks held back at rest by power brake (external)": False}
+
+
+def test_a_link_trained_down_under_load_fails_but_not_while_idle(node: Path) -> None:
+    slow = {"gen": 3, "gen_max_gpu": 5, "gen_max_system": 5, "width": 16, "width_max": 16}
+    poller, debouncer = Poller(window=3, events=False), Debouncer(3)
+    for _ in range(5):  # idle: an idle GPU trains its link down to save power
+        play(h100_sxm(throttle=IDLE, pcie=slow))
+        debouncer.update(poller.poll())
+    assert debouncer.failing == []
+    for _ in range(3):
+        play(h100_sxm(throttle=0, pcie=slow))
+        debouncer.update(poller.poll())
+    assert [r.finding.text for r in debouncer.failing] == [
+        "gpu0: PCIe Gen3 under load, a H100 SXM links at Gen5"
+    ]
+    # the best of the busy polls: a link that reaches Gen5 on one of them is healthy
+    poller, debouncer = Poller(window=3, events=False), Debouncer(3)
+    for gen in (3, 5, 3, 3):
+        play(h100_sxm(throttle=0, pcie={**slow, "gen": gen}))
+        debouncer.update(poller.poll())
+    assert debouncer.failing == []
+
+
+def test_ecc_and_remapping_are_judged_by_accepts_health_rules(node: Path) -> None:
+    poller, debouncer = Poller(window=2, events=False), Debouncer(2)
+    for _ in range(2):
+        play(h100_sxm(remapped_rows=[0, 0, 1, 0]))
+        debouncer.update(poller.poll())
+    [raised] = debouncer.failing
+    assert raised.finding.text == "gpu0: row remapping pending (reset the GPU)"
+    assert raised.finding.text.code == "remap-pending"  # type: ignore[attr-defined]
+
+
+def test_nvlink_errors_that_grow_between_polls_are_raised_at_once(node: Path) -> None:
+    links = [{"active": True, "version": 4, "crc": 0, "replay": 0, "recovery": 0}] * 18
+    grown = [{**links[0], "replay": 3}, *links[1:]]
+    poller, debouncer = Poller(window=3, events=False), Debouncer(3)
+    play(h100_sxm(nvlink=links))
+    debouncer.update(poller.poll())
+    play(h100_sxm(nvlink=grown))
+    debouncer.update(poller.poll())
+    [raised] = debouncer.failing
+    assert "NVLink 0 replay errors grew by 3" in raised.finding.text
+    assert not raised.finding.lasting
+
+
+def test_once_judges_the_kernel_log_xid_with_accepts_table_and_records_it(node: Path) -> None:
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S,000000+00:00", time.gmtime(time.time() - 60))
+    node.write_text(f"{stamp} NVRM: Xid (PCI:0000:18:00): 79, pid=0, GPU has fallen off the bus.\n")
+    play(h100_sxm())
+    out = Collected()
+    result = run(WatchRequest(once=True, metrics_port=None, act="report"), out)
+    assert result.exit_code == 1
+    assert "XID 79" in out.text()
+    assert "[ACT] report: gpu-node-1: fail (events)" in out.text()
+    with sqlite3.connect(os.environ["GPUACCEPT_HISTORY"]) as db:
+        rows = db.execute("SELECT command, level, passed, failed_checks FROM runs").fetchall()
+    assert rows == [("watch", "watch", 0, "events")]
+
+
+def test_a_healthy_node_once_exits_0(node: Path) -> None:
+    play(h100_sxm())
+    result = run(WatchRequest(once=True, metrics_port=None, no_history=True), Collected())
+    assert (result.exit_code, result.raised, result.polls) == (0, (), 1)
+
+
+def test_nvml_failing_then_recovering_is_survived_and_counted(
+    node: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    failing = iter([True, True])
+
+    def reloading() -> None:
+        if next(failing, False):
+            raise fake_nvml.NVMLError(fake_nvml.NVML_ERROR_UNKNOWN)
+
+    monkeypatch.setattr(fake_nvml, "nvmlInit", reloading)
+    play(h100_sxm())
+    out = Collected()
+    request = WatchRequest(interval=0.1, polls=4, metrics_port=None, nvml_events=False)
+    result = run(request, out)
+    assert (result.exit_code, result.polls) == (0, 4)
+    assert "watch: NVML not read" in out.text("err")
+    assert "[WATCH] NVML read: 1 GPU(s)" in out.text()
+
+
+def test_a_full_disk_keeps_the_records_and_writes_them_when_it_frees(
+    node: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gpuaccept.store.history import SqliteHistory
+
+    full = iter([True, True])
+    real = SqliteHistory.append
+
+    def append(self: Any, reports: Any) -> Any:
+        if next(full, False):
+            raise sqlite3.OperationalError("database or disk is full")
+        return real(self, reports)
+
+    monkeypatch.setattr(SqliteHistory, "append", append)
+    throttles = [HW_POWER_BRAKE, HW_POWER_BRAKE, HW_POWER_BRAKE]
+    poller, debouncer = Poller(window=3, events=False), Debouncer(3)
+    state = WatchState()
+    from gpuaccept.commands.watch import _Loop
+    from gpuaccept.store.base import history_location
+
+    out = Collected()
+    loop = _Loop(
+        WatchRequest(act="report"),
+        out,
+        state,
+        debouncer,
+        "n1",
+        poller.rules,
+        history_location(os.environ["GPUACCEPT_HISTORY"]),
+    )
+    for mask in throttles:
+        play(h100_sxm(throttle=mask))
+        loop.once(poller.poll())
+    assert (state.history_errors, state.history_pending) == (2, 0)
+    assert state.history_writes == 2  # the first poll's record and the brake's
+    assert "database or disk is full" in out.text("err")
+    assert 'gpuaccept_watch_history_write_errors_total{node="n1"} 2.0' in render(state, "n1")
+
+
+def test_a_new_failure_goes_through_the_guards_in_shadow_mode(
+    node: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fleet = tmp_path / "slurm.json"
+    fleet.write_text(json.dumps({"nodes": {"gpu-node-1": {"state": "idle"}}}))
+    monkeypatch.setenv("PATH", f"{FAKE_SLURM}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_SLURM_STATE", str(fleet))
+    monkeypatch.setenv("FAKE_SLURM_NOW", "2026-11-29T01:00:00")
+    play(h100_sxm(remapped_rows=[0, 0, 0, 1]))
+    out = Collected()
+    run(WatchRequest(once=True, metrics_port=None, no_history=True), out)
+    assert "[ACT] shadow: gpu-node-1: would drain" in out.text()
+    assert json.loads(fleet.read_text())["nodes"]["gpu-node-1"]["state"] == "idle"
+    out = Collected()
+    run(WatchRequest(once=True, metrics_port=None, no_history=True, act="enforce"), out)
+    assert json.loads(fleet.read_text())["nodes"]["gpu-node-1"]["state"] == "idle+drain"
+    assert "gpuaccept quick: replace: health" in fleet.read_text()
+
+
+def test_a_scheduler_that_cannot_be_asked_is_said_and_survived(
+    node: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no sinfo
+    play(h100_sxm(remapped_rows=[0, 0, 0, 1]))
+    out = Collected()
+    result = run(WatchRequest(once=True, metrics_port=None, no_history=True), out)
+    assert result.exit_code == 1
+    assert "watch: the action layer could not decide: EnvironmentProblem: sinfo not found" in (
+        out.text("err")
+    )
+
+
+@pytest.mark.parametrize(
+    ("changes", "said"),
+    [
+        ({"interval": 0.0}, "--interval 0: give seconds from 0.1 to 3600"),
+        ({"interval": float("nan")}, "--interval nan"),
+        ({"debounce_polls": 0}, "--debounce-polls 0"),
+        ({"metrics_port": 70000}, "--metrics-port 70000"),
+        ({"act": "yes"}, "--act 'yes'"),
+        ({"polls": 0}, "--polls 0"),
+        ({"history": "h.sqlite", "no_history": True}, "not with --no-history"),
+    ],
+)
+def test_the_request_refuses_values_out_of_range(changes: dict[str, Any], said: str) -> None:
+    with pytest.raises(InputError, match=said.replace("(", r"\(")):
+        WatchRequest(**changes)
+
+
+def test_metrics_keep_the_brake_apart_from_the_cap(node: Path) -> None:
+    play(h100_sxm(0, throttle=HW_POWER_BRAKE), h100_sxm(1, throttle=SW_POWER_CAP))
+    state = WatchState()
+    state.last = Poller(events=False).poll()
+    text = render(state, "n1")
+    assert (
+        'gpuaccept_watch_gpu_hw_power_brake{gpu="0",node="n1",uuid="GPU-00000000-0000-0000' in text
+    )
+    lines = [line for line in text.splitlines() if line.startswith("gpuaccept_watch_gpu_hw_")]
+    assert [line.rsplit(" ", 1)[1] for line in lines] == ["1.0", "0.0"]
+    caps = [line for line in text.splitlines() if line.startswith("gpuaccept_watch_gpu_sw_")]
+    assert [line.rsplit(" ", 1)[1] for line in caps] == ["0.0", "1.0"]
+
+
+def _start(tmp_path: Path, scenario: dict[str, Any], *extra: str) -> subprocess.Popen[str]:
+    (tmp_path / "scenario.json").write_text(json.dumps(scenario))
+    (tmp_path / "kernel.log").write_text("")
+    env = {
+        **os.environ,
+        "GPUACCEPT_NVML_MODULE": "tests.fake_nvml",
+        "FAKE_NVML_SCENARIO": str(tmp_path / "scenario.json"),
+        "GPUACCEPT_KERNEL_LOG": str(tmp_path / "kernel.log"),
+        "PYTHONPATH": str(REPO),
+    }
+    command = [sys.executable, "-m", "gpuaccept", "watch", "--interval", "0.2"]
+    return subprocess.Popen(
+        [*command, "--metrics-port", "0", "--act", "report", *extra],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def metrics_url(process: subprocess.Popen[str]) -> str:
+    assert process.stdout is not None
+    for _ in range(5):
+        line = process.stdout.readline()
+        if "metrics on " in line:
+            return line.split("metrics on ", 1)[1].strip()
+    raise AssertionError("no metrics line")
+
+
+def test_sigterm_stops_it_cleanly_with_exit_0_and_the_history_flushed(tmp_path: Path) -> None:
+    history = tmp_path / "history.sqlite"
+    process = _start(
+        tmp_path, {"gpus": [h100_sxm(throttle=HW_POWER_BRAKE)]}, "--history", str(history)
+    )
+    try:
+        url = metrics_url(process)
+        deadline = time.monotonic() + 30
+        text = ""
+        while "gpuaccept_watch_node_fit" not in text or 'node_fit{node="' not in text:
+            assert time.monotonic() < deadline
+            text = urllib.request.urlopen(url, timeout=5).read().decode()
+        while 'severity="fail"' not in text:  # the brake, once held 3 polls
+            assert time.monotonic() < deadline, text
+            time.sleep(0.1)
+            text = urllib.request.urlopen(url, timeout=5).read().decode()
+        process.send_signal(signal.SIGTERM)
+        stdout, stderr = process.communicate(timeout=20)
+    finally:
+        process.kill()
+    assert process.returncode == 0, stderr
+    assert "stopped by SIGTERM" in stdout
+    assert "Traceback" not in stderr
+    with sqlite3.connect(history) as db:
+        rows = db.execute("SELECT command, failed_checks FROM runs ORDER BY id").fetchall()
+    assert rows == [("watch", ""), ("watch", "health")]
