@@ -26,7 +26,7 @@ class ReportRequest:
     markdown: Path | None = None  # STDOUT for stdout
     prometheus: Path | None = None
     history: str | None = None  # for run ids, trend charts and the fleet: a file or a URI
-    fleet: bool = False  # the whole fleet on one page (with html)
+    fleet: bool = False  # the whole fleet: its page (html) and/or its MTBI metrics (prometheus)
     judging: FleetJudging = field(default_factory=FleetJudging)  # the fleet page's judgement
 
     def __post_init__(self) -> None:
@@ -36,8 +36,11 @@ class ReportRequest:
         if self.fleet:
             if self.source is not None:
                 raise InputError(f"--fleet shows the whole fleet: name no run ({self.source!r})")
-            if self.html is None or self.markdown is not None or self.prometheus is not None:
-                raise InputError("--fleet writes one page: give --html PAGE (and no other output)")
+            if self.markdown is not None or (self.html is None and self.prometheus is None):
+                raise InputError(
+                    "--fleet writes its page (--html PAGE) and/or its MTBI as textfile metrics "
+                    "(--prometheus FILE), no Markdown"
+                )
             return
         if self.judging != FleetJudging():
             raise InputError(
@@ -112,30 +115,43 @@ def run(request: ReportRequest, out: Output) -> ReportResult:
 def _fleet_page(request: ReportRequest, location: HistoryLocation, out: Output) -> ReportResult:
     from datetime import UTC, datetime
 
-    from gpuaccept.compare.fleet import fleet_state
+    from gpuaccept.compare.fleet import fleet_mtbi, fleet_state
     from gpuaccept.output_files import refuse_collisions
     from gpuaccept.report.fleet_html import render_fleet_html
     from gpuaccept.store.history import History, local_file
 
-    html = request.html
-    assert html is not None  # the request refuses a fleet page with nowhere to go
+    html, prometheus = request.html, request.prometheus
     _check_output(html, "--html")
-    refuse_collisions({"--html": html}, {"--history": local_file(location)})
-    judging = request.judging
-    with History.open(location, create=False) as store:
-        state = fleet_state(
-            store,
-            tolerance_percent=judging.tolerance_percent,
-            min_samples=judging.min_gpus,
-            mtbi_days=judging.mtbi_days,
-            every_figure=True,
-        )
-    page = render_fleet_html(
-        state, source=str(location), generated_at=datetime.now(UTC).isoformat()[:19]
+    _check_output(prometheus, "--prometheus")
+    refuse_collisions(
+        {"--html": html, "--prometheus": prometheus}, {"--history": local_file(location)}
     )
-    _write(html, page)
-    out.line(f"[REPORT] {html}")
-    return ReportResult([html])
+    judging = request.judging
+    outputs: list[tuple[Path, str]] = []
+    with History.open(location, create=False) as store:
+        if html is not None:
+            state = fleet_state(
+                store,
+                tolerance_percent=judging.tolerance_percent,
+                min_samples=judging.min_gpus,
+                mtbi_days=judging.mtbi_days,
+                every_figure=True,
+            )
+            mtbi = state.mtbi
+            page = render_fleet_html(
+                state, source=str(location), generated_at=datetime.now(UTC).isoformat()[:19]
+            )
+            outputs.append((html, page))
+        else:
+            mtbi = fleet_mtbi(store, judging.mtbi_days)  # the window alone, not the fleet's view
+    if prometheus is not None:
+        from gpuaccept.report.fleet_prometheus import render_fleet_prometheus
+
+        outputs.append((prometheus, render_fleet_prometheus(mtbi)))
+    for target, text in outputs:
+        _write(target, text)
+        out.line(f"[REPORT] {target}")
+    return ReportResult([target for target, _ in outputs])
 
 
 def _check_output(path: Path | None, flag: str) -> None:
