@@ -16,9 +16,12 @@ from gpuaccept.commands.report import ReportRequest
 from gpuaccept.commands.report import run as report_run
 from gpuaccept.report.json_report import write_json_report
 from gpuaccept.results import RunReport
+from tests.act.test_offenders import UUID, _run
 from tests.report.test_writers import sample_report
-from tests.run_reports import gpu_report, rejudged, soft_failure
+from tests.run_reports import gpu_report, history_with, rejudged, soft_failure
 
+GPU03 = [(40, True), (30, False), (20, True), (10, False), (1, False)]  # (hours ago, passed)
+GPU04 = [(30, False), (4, True)]  # (hours ago, a row remapping pending on its GPU)
 H100 = [790.0, 785.0, 792.0, 788.0, 795.0, 781.0, 790.0, 786.0]  # floor 640 (800 x 0.8)
 
 
@@ -34,6 +37,8 @@ class SampleFleet:
     nearest: tuple[str, str]  # (node, gpu) of the passing figure nearest its floor
     refused: dict[str, str]  # node -> the guard that refused to drain it
     drained: tuple[str, ...]
+    mtbi_hours: dict[str, float]  # node -> its mean time between incidents in the history
+    gpu_incidents: dict[str, int]  # GPU UUID -> its incidents
 
 
 def _at(report: RunReport, started: datetime, node: str | None = None) -> RunReport:
@@ -91,6 +96,16 @@ def write_sample_fleet(directory: Path, now: datetime) -> SampleFleet:
         acted("gpu01", "pass", "standard", "none", Decision("none", "gpu01", "in service")),
     ]
     write_outputs(decided, "act slurm", "enforce", now, None, directory / "gpuaccept-act.prom")
+    # The history the fleet's MTBI is counted from, exported by `report --fleet --prometheus`
+    # on the host that reads it: gpu03 failed twice in 39 h, gpu04's GPU was named for reset-gpu.
+    runs = [_at(soft_failure("gpu03", 0, passed=p), now - timedelta(hours=h)) for h, p in GPU03]
+    runs += [_at(gpu_report("gpu01", H100), now - timedelta(hours=h)) for h in (40, 2)]
+    runs += [_at(_run("gpu04", 0, remap=r), now - timedelta(hours=h)) for h, r in GPU04]
+    history = history_with(sources / "history.sqlite", *runs)
+    fleet = ReportRequest(
+        source=None, fleet=True, history=str(history), prometheus=directory / "gpuaccept-fleet.prom"
+    )
+    assert report_run(fleet, Collected()).exit_code == 0
     return SampleFleet(
         directory=directory,
         passing=("gpu01", "gpu02", "gpu05"),
@@ -100,4 +115,6 @@ def write_sample_fleet(directory: Path, now: datetime) -> SampleFleet:
         nearest=("gpu02", "5"),
         refused={"gpu03": "breaker"},
         drained=("gpu04",),
+        mtbi_hours={"gpu03": 19.5, "gpu04": 26.0},
+        gpu_incidents={UUID: 1},
     )

@@ -33,6 +33,10 @@ ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "grafana" / "gpuaccept-fleet.json"
 SCHEMAS = Path(__file__).parent / "grafana_schema"
 PANEL_TYPES = ("stat", "table", "bargauge", "timeseries")
+# "When Prometheus scrapes a target, it attaches some labels automatically ...: job, instance"
+# (https://prometheus.io/docs/concepts/jobs_instances, "Automatically generated labels"): the
+# tables hide them, the node label names the node.
+TARGET_LABELS = {"job", "instance"}
 
 # What each template variable stands for when a query is checked: every value (Grafana sends a
 # multi-value "All" as the allValue, ".*"), or a default of the variable's own options.
@@ -213,6 +217,10 @@ def test_every_metric_label_and_value_queried_is_one_gpuaccept_writes(written: W
         "gpuaccept_measurement_reference_floor",
         "gpuaccept_act_decision",
         "gpuaccept_act_refused",
+        "gpuaccept_fleet_mtbi_hours",
+        "gpuaccept_fleet_node_mtbi_hours",
+        "gpuaccept_fleet_node_incidents",
+        "gpuaccept_fleet_gpu_incidents",
     ):
         assert metric in named, metric
 
@@ -222,7 +230,7 @@ def test_every_table_column_is_a_label_or_a_value_of_its_queries(written: Writte
     renamed in the writer would leave the table without it, silently."""
     for panel in panels(_dashboard()):
         names = set().union(*(metrics_in(_substituted(t["expr"])) for t in panel["targets"]))
-        columns = written.labels_of(names) | {"Time", "Value", "__name__"}
+        columns = written.labels_of(names) | TARGET_LABELS | {"Time", "Value", "__name__"}
         columns |= {f"Value #{t['refId']}" for t in panel["targets"]}
         for step in panel.get("transformations", []):
             if step["id"] != "organize":
@@ -437,3 +445,6 @@ def test_a_real_prometheus_answers_each_panel_with_what_the_fleet_holds(
     assert passing_first[0] == fleet.nearest
     ages = by("Newest run of each node and kind: how long ago", "node")
     assert ages["gpu05"] > 9 * 86400 > max(v for node, v in ages.items() if node != "gpu05")
+    assert by("Nodes by MTBI, the shortest first", "node") == fleet.mtbi_hours
+    gpus = _query(port, _panel_query("GPUs with incidents"))
+    assert {r["metric"]["uuid"]: float(r["value"][1]) for r in gpus} == fleet.gpu_incidents
