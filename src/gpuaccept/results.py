@@ -138,6 +138,11 @@ class CheckResult(_Frozen):
     duration_seconds: float = Field(default=0.0, ge=0, allow_inf_nan=False)
     measurements: list[Measurement] = Field(default_factory=list)
     details: dict[str, Any] = Field(default_factory=dict)
+    not_judged: dict[str, str] = Field(
+        default_factory=dict,
+        description="what this check measured but did not judge ('speed'), and why (no floor "
+        "for this GPU at this configuration): the run's verdict says it beside its outcome",
+    )
 
     @field_validator("details")
     @classmethod

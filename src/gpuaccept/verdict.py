@@ -12,7 +12,7 @@ and a CPU run exercises the code.
 from __future__ import annotations
 
 import signal
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from typing import Literal, Protocol, TypeVar
 
@@ -51,6 +51,9 @@ class JudgedCheck(Protocol):
     @property
     def status(self) -> Status: ...
 
+    @property
+    def not_judged(self) -> Mapping[str, str]: ...
+
 
 ACCEPT = "accept"
 # The signals a run may be interrupted by, and their names as stored.
@@ -74,6 +77,11 @@ class RunVerdict(BaseModel):
         default=None, description="the check under way when the run was interrupted"
     )
     interrupted_by: str | None = Field(default=None, description="SIGINT or SIGTERM")
+    not_judged: dict[str, str] = Field(
+        default_factory=dict,
+        description="what the run's checks measured but did not judge ('workload speed'), and "
+        "why: said beside the outcome, which it never changes (a healthy node still passes)",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> RunVerdict:
@@ -119,6 +127,8 @@ class RunVerdict(BaseModel):
         """One cell of a table: `PASS`, `PASS (CPU mode)`, `FAIL (a,b)`, `NOT JUDGED`,
         `INTERRUPTED (transfer)`."""
         cpu = " (CPU mode)" if self.cpu_mode else ""
+        if self.outcome is Outcome.PASS and self.not_judged:
+            return f"PASS, {', '.join(self.not_judged)} NOT JUDGED{cpu}"
         if self.outcome is Outcome.PASS:
             return f"PASS{cpu}"
         if self.outcome is Outcome.FAIL:
@@ -136,10 +146,11 @@ class RunVerdict(BaseModel):
             if self.kind == ACCEPT
             else " in CPU mode: this ran on the CPU and says nothing of a GPU"
         )
+        unjudged = "".join(f"; {what} NOT JUDGED: {why}" for what, why in self.not_judged.items())
         if self.outcome is Outcome.PASS:
-            return "SUCCESS" + (cpu_note if self.cpu_mode else "")
+            return "SUCCESS" + (cpu_note if self.cpu_mode else "") + unjudged
         if self.outcome is Outcome.FAIL:
-            return f"FAILURE: {', '.join(self.failed_checks)}"
+            return f"FAILURE: {', '.join(self.failed_checks)}{unjudged}"
         if self.outcome is Outcome.NOT_JUDGED:
             return "NOT JUDGED: every selected check was skipped (see the reasons above)"
         during = f" during {self.interrupted_check}" if self.interrupted_check else ""
@@ -181,6 +192,14 @@ def judge_run(
     judged = any(
         check.status is not Status.SKIP and check.name != interrupted_check for check in checks
     )
+    # what a finished check measured without judging it: said with the verdict, never a pass of
+    # it, never a failure of the node (issue #52)
+    not_judged = {
+        f"{check.name} {what}": why
+        for check in checks
+        if check.name != interrupted_check
+        for what, why in check.not_judged.items()
+    }
     if interrupted_by is not None:
         outcome = Outcome.INTERRUPTED
     elif failed:
@@ -198,6 +217,7 @@ def judge_run(
         failed_checks=failed,
         interrupted_check=interrupted_check,
         interrupted_by=interrupted_by,
+        not_judged=not_judged,
     )
 
 

@@ -75,6 +75,8 @@ class Findings:
     unknown_models: set[str] = field(default_factory=set)
     # how a failing figure is named when its device label alone does not say (a GPU pair)
     where: dict[int, str] = field(default_factory=dict)
+    # what was measured but not judged, and why (CheckResult.not_judged; the verdict says it)
+    not_judged: dict[str, str] = field(default_factory=dict)
 
     def judge(
         self,
@@ -172,4 +174,5 @@ class Findings:
                 if failures or warnings
                 else self.details
             ),
+            not_judged=self.not_judged,
         )
