@@ -74,6 +74,12 @@ def _with_report(command: list[str], flag: str, more: list[str] | None = None) -
     ]
 
 
+def _watch(flag: str) -> Argv:
+    """One poll of `watch` (no metrics server) with `flag` given `path`; refused before it."""
+    history = [] if flag == "--history" else ["--no-history"]
+    return lambda path, _: ["watch", "--once", *history, flag, path]
+
+
 def _burnin(flag: str) -> Argv:
     return lambda path, _: [
         "burnin",
@@ -661,5 +667,30 @@ REGISTRY: list[Input] = [
             "tests/htcondor/test_submit_files.py::test_a_target_that_is_not_one_is_refused_at_submit",
             "tests/htcondor/test_submit_files.py::test_a_target_in_other_letters_is_the_target_in_its_own",
         ),
+    ),
+    Input("watch", "--rules", "reads", _watch("--rules"), FILE_FORMS),
+    Input(
+        "watch",
+        "--history",
+        "reads",
+        _watch("--history"),
+        FILE_FORMS[2:],
+        allowed={
+            "missing": MISSING_HISTORY,
+            "empty": "an empty file is an empty SQLite database: the watch records in it",
+        },
+        # one that fills up later is survived, its records kept and written when it frees
+        covered_by=(
+            "tests/commands/test_watch.py::"
+            "test_a_full_disk_keeps_the_records_and_writes_them_when_it_frees",
+        ),
+    ),
+    Input(
+        "watch",
+        "--state",
+        "reads",
+        _watch("--state"),
+        FILE_FORMS[1:],
+        allowed={"missing": NO_ACT_STATE},
     ),
 ]

@@ -111,6 +111,7 @@ class WatchResult:
 def run(request: WatchRequest, out: Output) -> WatchResult:
     from gpuaccept.act.ledger import check_state_path, default_state
     from gpuaccept.commands.act import checked_guard
+    from gpuaccept.commands.recording import history_target
     from gpuaccept.probe.hardware import check_nvml_init_timeout_setting
     from gpuaccept.probe.kernel_log import check_kernel_log_setting
     from gpuaccept.watch.debounce import Debouncer
@@ -121,7 +122,8 @@ def run(request: WatchRequest, out: Output) -> WatchResult:
     check_nvml_init_timeout_setting()
     checked_guard(request.act, request.guarding)
     rules = _rules(request.rules)
-    location = None if request.no_history else _history(request.history)
+    # a history that cannot be opened is refused now; one that fills up later is survived
+    location = history_target(request.history, request.no_history, out)
     if request.act != "report":
         check_state_path(request.guarding.state or default_state())
     node = _node(request.node)
@@ -195,12 +197,6 @@ def _rules(path: Path | None) -> ActionRules:
     from gpuaccept.actions import builtin_rules, load_rules
 
     return builtin_rules() if path is None else load_rules(path)
-
-
-def _history(value: Path | str | None) -> HistoryLocation:
-    from gpuaccept.store.base import history_location
-
-    return history_location(value)
 
 
 def _node(given: str | None) -> str:
