@@ -12,11 +12,7 @@ import copy
 import json
 import re
 import shutil
-import socket
 import subprocess
-import time
-import urllib.parse
-import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,6 +22,7 @@ import pytest
 from jsonschema import Draft7Validator
 from jsonschema.exceptions import ValidationError
 
+from tests.dashboards.prometheus_server import NODE_EXPORTER, PROMETHEUS, query, serving
 from tests.dashboards.promql_names import Written, metrics_in, problems
 from tests.dashboards.sample_fleet import SampleFleet, write_sample_fleet
 
@@ -294,30 +291,6 @@ def test_prometheus_parses_every_query(tmp_path: Path) -> None:
     assert refused.returncode != 0, "promtool accepted a broken query: the check above is empty"
 
 
-PROMETHEUS = shutil.which("prometheus")
-NODE_EXPORTER = shutil.which("prometheus-node-exporter") or shutil.which("node_exporter")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def _get(url: str) -> Any:
-    with urllib.request.urlopen(url, timeout=10) as answer:
-        return json.loads(answer.read())
-
-
-def _query(port: int, expr: str) -> list[dict[str, Any]]:
-    url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
-    answer = _get(url)
-    assert answer["status"] == "success", answer
-    result: list[dict[str, Any]] = answer["data"]["result"]
-    return result
-
-
 @pytest.fixture(scope="module")
 def prometheus(fleet: SampleFleet, tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
     """node_exporter's textfile collector over the sample fleet's directory, as
@@ -325,58 +298,9 @@ def prometheus(fleet: SampleFleet, tmp_path_factory: pytest.TempPathFactory) -> 
     started here and stopped after the module."""
     if PROMETHEUS is None or NODE_EXPORTER is None:
         pytest.skip("no prometheus or node_exporter (Debian: prometheus prometheus-node-exporter)")
-    work = tmp_path_factory.mktemp("prometheus")
-    exporter_port, port = _free_port(), _free_port()
-    config = {
-        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-        "scrape_configs": [
-            {"job_name": "node", "static_configs": [{"targets": [f"127.0.0.1:{exporter_port}"]}]}
-        ],
-    }
-    (work / "prometheus.yml").write_text(json.dumps(config))
-    log = (work / "log").open("w")
-    started = [
-        subprocess.Popen(
-            [
-                NODE_EXPORTER,
-                f"--web.listen-address=127.0.0.1:{exporter_port}",
-                "--collector.disable-defaults",
-                "--collector.textfile",
-                f"--collector.textfile.directory={fleet.directory}",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        ),
-        subprocess.Popen(
-            [
-                PROMETHEUS,
-                f"--config.file={work / 'prometheus.yml'}",
-                f"--storage.tsdb.path={work / 'data'}",
-                f"--web.listen-address=127.0.0.1:{port}",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        ),
-    ]
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if _query(port, "gpuaccept_act_time_seconds") and _query(
-                    port, "gpuaccept_run_passed"
-                ):
-                    break
-            except OSError:
-                pass
-            assert time.monotonic() < deadline, (work / "log").read_text()[-3000:]
-            time.sleep(0.5)
+    ready = ("gpuaccept_act_time_seconds", "gpuaccept_run_passed", "gpuaccept_fleet_mtbi_hours")
+    with serving(fleet.directory, tmp_path_factory.mktemp("prometheus"), ready) as port:
         yield port
-    finally:
-        for process in started:
-            process.terminate()
-        for process in started:
-            process.wait(timeout=30)
-        log.close()
 
 
 def _panel_query(title: str, ref: str = "A") -> str:
@@ -390,12 +314,12 @@ def test_a_real_prometheus_answers_each_panel_with_what_the_fleet_holds(
 ) -> None:
     port = prometheus
     for where, expr, _ in queries(_dashboard()):
-        assert _query(port, expr), f"{where}: no answer from the sample fleet: {expr}"
+        assert query(port, expr), f"{where}: no answer from the sample fleet: {expr}"
 
     def by(title: str, label: str, ref: str = "A") -> dict[str, float]:
         return {
             r["metric"].get(label, ""): float(r["value"][1])
-            for r in _query(port, _panel_query(title, ref))
+            for r in query(port, _panel_query(title, ref))
         }
 
     # the CPU twins' pass (gpu06) and the bench run are no GPU acceptance: not counted
@@ -411,30 +335,30 @@ def test_a_real_prometheus_answers_each_panel_with_what_the_fleet_holds(
     assert by("Changes refused by a guard", "") == {"": len(fleet.refused)}
     assert by("Unreadable textfiles", "") == {"": 0}
     # the most severe first: drain (5) before rerun (2)
-    severe = _query(port, _panel_query("Nodes to act on, most severe first"))
+    severe = query(port, _panel_query("Nodes to act on, most severe first"))
     assert [(r["metric"]["node"], r["metric"]["action"]) for r in severe] == sorted(
         fleet.failing.items(), key=lambda item: item[1] != "drain"
     )
     assert [float(r["value"][1]) for r in severe] == [5.0, 2.0]
-    checks = _query(port, _panel_query("Checks that did not pass, with their action"))
+    checks = query(port, _panel_query("Checks that did not pass, with their action"))
     assert {(r["metric"]["node"], r["metric"]["check"], r["metric"]["action"]) for r in checks} == {
         ("gpu03", "compute", "rerun"),
         ("gpu04", "compute", "drain"),
         ("gpu04", "ddp", "rerun"),
     }
-    decided = _query(port, _panel_query("What act slurm and node-verdict decided"))
+    decided = query(port, _panel_query("What act slurm and node-verdict decided"))
     assert {(r["metric"]["node"], r["metric"]["decision"]) for r in decided} == {
         *((node, "drain") for node in fleet.drained),
         *((node, "refused") for node in fleet.refused),
     }
-    refused = _query(port, _panel_query("Refused by a guard"))
+    refused = query(port, _panel_query("Refused by a guard"))
     assert {r["metric"]["node"]: r["metric"]["guard"] for r in refused} == fleet.refused
-    lagging = _query(port, _panel_query("Lagging figures: below their reference's floor", "C"))
+    lagging = query(port, _panel_query("Lagging figures: below their reference's floor", "C"))
     assert {
         (r["metric"]["node"], r["metric"]["gpu"], r["metric"]["metric"]) for r in lagging
     } == set(fleet.lagging)
     assert all(float(r["value"][1]) < 1 for r in lagging)
-    closest = _query(
+    closest = query(
         port, _panel_query("Closest to the floor: the $bottom lowest figures over their floor")
     )
     passing_first = [
@@ -446,5 +370,5 @@ def test_a_real_prometheus_answers_each_panel_with_what_the_fleet_holds(
     ages = by("Newest run of each node and kind: how long ago", "node")
     assert ages["gpu05"] > 9 * 86400 > max(v for node, v in ages.items() if node != "gpu05")
     assert by("Nodes by MTBI, the shortest first", "node") == fleet.mtbi_hours
-    gpus = _query(port, _panel_query("GPUs with incidents"))
+    gpus = query(port, _panel_query("GPUs with incidents"))
     assert {r["metric"]["uuid"]: float(r["value"][1]) for r in gpus} == fleet.gpu_incidents
