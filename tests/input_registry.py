@@ -198,7 +198,16 @@ REGISTRY: list[Input] = [
     Input("report", "SOURCE", "reads", lambda path, _: ["report", path], FILE_FORMS),
     Input("report", "--html", "writes", covered_by=("tests/test_hostile_inputs.py",)),
     Input("report", "--markdown", "writes", covered_by=("tests/test_hostile_inputs.py",)),
-    Input("report", "--prometheus", "writes", covered_by=("tests/test_hostile_inputs.py",)),
+    Input(
+        "report",
+        "--prometheus",
+        "writes",
+        covered_by=(
+            "tests/test_hostile_inputs.py",
+            # with --fleet: the fleet's MTBI metrics (issue #53 §4)
+            "tests/report/test_fleet_prometheus.py::test_nothing_is_written_when_an_output_is_wrong",
+        ),
+    ),
     Input("report", "--history", "reads", covered_by=("tests/test_hostile_inputs.py",)),
     Input("node-verdict", "REPORTS", "reads", lambda path, _: ["node-verdict", path], FILE_FORMS),
     *(
