@@ -1,17 +1,26 @@
 """The LLM workload against a reference run on the same device, in one command.
 
-On a GPU: `gpuaccept train llm` (FSDP2, bf16 compute, fp32 reductions) for each configuration
-given, each a process of its own with its report, and beside it a plain single-process loop of the
-same model, batch and sequence (no FSDP; torch.autocast bf16): the ratio of their tokens/s is what
-FSDP and our harness cost or gain on one GPU. torchtitan itself runs only where it is importable
-(`pip install torchtitan`, where its pins allow this torch); where it is not, the record says so
-and no figure stands in for it.
+With --torchtitan-venv DIR (issue #52 §3): gpuaccept and torchtitan 0.3.0 side by side on the
+same shapes, batch per rank, sequence, precision, checkpointing, ranks and tokens: torchtitan in
+a venv of its own (made in DIR when DIR does not exist, the pip commands printed first), run by
+its torchrun through benchmarks/titan_launch.py; gpuaccept as `gpuaccept train llm`. Prints and
+writes both sides' tokens/s, TFLOPS, MFU, peak memory and final loss with their ratio, then the
+runs that price what cannot be made equal (--variants). On the CPU: 2 gloo ranks, one thread
+each, fp32, the tiny preset (MFU against this CPU's one-thread fp32 matmul peak, measured first).
+--gpu: every GPU, bf16, the 1b preset; written for a lent GPU and NOT run here: no figure of it
+exists until it runs on one.
 
-On the CPU: the tiny twin on 2 gloo ranks against the plain loop on one process.
+Without --torchtitan-venv (as gpu_session.py calls it): `gpuaccept train llm` (FSDP2, bf16
+compute, fp32 reductions) for each configuration given, each a process of its own with its
+report, and beside it a plain single-process loop of the same model, batch and sequence (no
+FSDP; torch.autocast bf16): the ratio of their tokens/s is what FSDP and our harness cost or
+gain on one GPU. On the CPU: the tiny twin on 2 gloo ranks against the plain loop on one process.
 
-Run:  python benchmarks/llm_vs_torchtitan.py [--device cuda|cpu] [--runs SPEC;SPEC] [--out PATH]
+Run:  python benchmarks/llm_vs_torchtitan.py --torchtitan-venv DIR [--gpu] [--steps N] [--out PATH]
+      python benchmarks/llm_vs_torchtitan.py [--device cuda|cpu] [--runs SPEC;SPEC] [--out PATH]
       a SPEC is the `train llm` flags of one run, e.g. "--preset 1b" or "--preset 8b --layers 8"
-Writes OUT.json and OUT.md (default docs/results/DATE-<device>-llm).
+Writes OUT.json and OUT.md (default docs/results/DATE-<device>-llm, with torchtitan
+DATE-<device>-llm-vs-torchtitan and OUT-env.json, `gpuaccept env --json`).
 """
 
 from __future__ import annotations
@@ -21,10 +30,12 @@ import importlib.util
 import json
 import os
 import shlex
+import shutil
 import statistics
 import subprocess
 import sys
 import time
+from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -132,14 +143,271 @@ def _predicted_peak_gib(flags: list[str], device: str, details: dict[str, Any]) 
     return estimate.peak_gib
 
 
+def cpu_peak_tflops(threads: int) -> float:
+    """This CPU's fp32 matmul peak on `threads` threads, measured by gpuaccept's own matmul
+    timing (measure/matmul.py measure_matmul_tflops, the best repeat of each square size): a CPU
+    has no dense peak in references.toml, so MFU on the CPU is against what one rank's threads
+    reach on a matmul alone, not a datasheet figure."""
+    from gpuaccept.measure.matmul import measure_matmul_tflops
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        return max(
+            measure_matmul_tflops(torch.device("cpu"), "fp32", n, n, n, 2, 5).best_tflops
+            for n in (256, 512, 1024)
+        )
+    finally:
+        torch.set_num_threads(before)
+
+
+def side_by_side(args: argparse.Namespace) -> int:
+    """gpuaccept beside torchtitan (the module docstring); the exit code."""
+    import titan_side as ts
+
+    from gpuaccept.llm.flops import flops_per_token
+    from gpuaccept.llm.train import for_world
+
+    gpu = bool(args.gpu)
+    day = datetime.now(UTC).strftime("%Y-%m-%d")
+    out = args.out or Path("docs/results") / f"{day}-{'gpu' if gpu else 'cpu'}-llm-vs-torchtitan"
+    flags = shlex.split(args.flags or ("--preset 1b" if gpu else "--preset tiny"))
+    if args.steps:
+        flags += ["--steps", str(args.steps)]
+    chosen = args.variants if args.variants is not None else ("loss,attention" if gpu else "loss")
+    variants = [v for v in chosen.split(",") if v]
+    unknown = sorted(set(variants) - {"loss", "attention", "compile"})
+    if unknown:
+        print(f"llm_vs_torchtitan: --variants takes loss, attention, compile (got {unknown[0]!r})")
+        return 2
+    if gpu and not torch.cuda.is_available():
+        print("llm_vs_torchtitan: --gpu needs a CUDA GPU and torch can use none here")
+        return 2
+    if "attention" in variants and not gpu:
+        print(
+            "llm_vs_torchtitan: --variants attention runs torchtitan's FlexAttention, which has "
+            "no backward on the CPU (torch 2.13): on a GPU only"
+        )
+        return 2
+    preset, overrides = _overrides(flags)
+    preset = preset if preset != "auto" else ("1b" if gpu else "tiny")
+    ranks = torch.cuda.device_count() if gpu else 2
+    checkpointing = next(
+        (flags[i + 1] for i, flag in enumerate(flags[:-1]) if flag == "--checkpointing"), None
+    )
+    if checkpointing == "selective":
+        print(
+            "llm_vs_torchtitan: --checkpointing selective is not the same policy on the two "
+            "sides (gpuaccept: every second block; torchtitan: per op): none or full"
+        )
+        return 2
+    spec = for_world(
+        llm_spec(preset, "bf16" if gpu else "fp32", replace(overrides, checkpointing=None)),
+        ranks,
+    )
+    if checkpointing:
+        spec = replace(spec, checkpointing=checkpointing)  # type: ignore[arg-type]
+    shape = spec.shape
+    run = ts.RunShape(
+        dim=shape.dim, vocab=shape.vocab, layers=shape.layers, heads=shape.heads,
+        kv_heads=shape.kv_heads, ffn_dim=shape.ffn_dim, seq_len=shape.seq_len,
+        rope_theta=shape.rope_theta, steps=spec.steps, warmup=spec.warmup_steps,
+        local_batch=spec.local_batch, learning_rate=spec.learning_rate,
+        precision=spec.precision, checkpointing=spec.checkpointing, seed=spec.seed, ranks=ranks,
+    )  # fmt: skip
+    # every rank one thread on the CPU (torchrun's own default for several ranks a node); the
+    # same for gpuaccept's ranks, which would otherwise each take every core
+    threads = 1 if not gpu else max(1, (os.cpu_count() or 1) // ranks)
+    work = Path(os.environ.get("TMPDIR", "/tmp")) / f"gpuaccept-titan-{os.getpid()}"
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        versions = ts.ensure_venv(Path(args.torchtitan_venv), torch.__version__, gpu)
+        python = Path(args.torchtitan_venv) / "bin" / "python"
+        if versions.get("torch", "").split("+")[0] != torch.__version__.split("+")[0]:
+            print(
+                f"[TITAN] note: torchtitan's venv has torch {versions.get('torch')}, gpuaccept "
+                f"{torch.__version__}"
+            )
+        peak = None if gpu else cpu_peak_tflops(threads)
+        if peak:
+            print(f"[TITAN] CPU fp32 matmul peak on {threads} thread(s): {peak:.4f} TFLOPS")
+        per_token = flops_per_token(shape)
+        print(
+            f"[TITAN] {preset}: {shape.layers} layers, dim {shape.dim}, {shape.heads} heads "
+            f"({shape.kv_heads} kv), FFN {shape.ffn_dim}, vocab {shape.vocab}, seq "
+            f"{shape.seq_len}, batch {spec.local_batch} per rank, {ranks} rank(s), "
+            f"{spec.steps} steps ({spec.warmup_steps} warm-up), {spec.precision}, "
+            f"checkpointing {spec.checkpointing}",
+            flush=True,
+        )
+        base_flags = [*flags, "--batch", str(spec.local_batch)]
+        if checkpointing is None:
+            base_flags += ["--checkpointing", spec.checkpointing]
+        limit = args.limit
+        attention = "flex" if gpu else "sdpa"
+
+        def ours(name: str, extra: list[str]) -> tuple[Any, dict[str, Any]]:
+            print(f"[TITAN] gpuaccept train llm {' '.join(base_flags + extra)}", flush=True)
+            check, seconds, rss = ts.run_gpuaccept(
+                base_flags + extra, gpu=gpu, threads=threads, work=work, limit=limit, name=name
+            )
+            peak_here = peak if not gpu else None
+            figures = ts.gpuaccept_figures(check, peak_here, None if gpu else rss)
+            if gpu and figures.mfu:
+                nonlocal gpu_peak
+                gpu_peak = figures.tflops / figures.mfu
+            rate = figures.tokens_per_second
+            print(f"[TITAN]   {rate:,.0f} tokens/s per rank in {seconds:.0f} s", flush=True)
+            return figures, {"seconds": seconds, "status": check["status"],
+                             "message": check.get("message"), "rss_gib": rss}  # fmt: skip
+
+        def theirs(loss: str, attn: str, compiled: bool = False) -> tuple[Any, dict[str, Any]]:
+            print(f"[TITAN] torchtitan: loss {loss}, attention {attn}, compile {compiled}")
+            text, seconds, rss = ts.run_titan(
+                python, run, gpu=gpu, loss=loss, attention=attn,
+                peak_flops=peak * 1e12 if peak else None, threads=threads, work=work,
+                limit=limit, compiled=compiled,
+            )  # fmt: skip
+            figures = ts.titan_figures(ts.parse_titan_log(text), run.warmup, per_token, peak)
+            if gpu:
+                figures.peak_memory_gib = ts.titan_active_peak_gib(text)
+            else:
+                figures.memory_note = f"its own line: {figures.peak_memory_gib:.2f} GiB"
+                figures.peak_memory_gib = rss
+            rate = figures.tokens_per_second
+            print(f"[TITAN]   {rate:,.0f} tokens/s per rank in {seconds:.0f} s", flush=True)
+            return figures, {"seconds": seconds, "rss_gib": rss, "log_tail": text[-2000:]}
+
+        gpu_peak: float | None = None
+        # torchtitan first: a venv that cannot train stops the benchmark before gpuaccept's run
+        titan_main, titan_meta = theirs("plain", attention)
+        ours_main, ours_meta = ours("eager", [])
+        if gpu_peak:
+            # on a GPU the peak is gpuaccept's (references.toml's dense bf16, read back from its
+            # MFU), so both sides' MFU share it; torchtitan's own is kept as own_mfu
+            titan_main.mfu = titan_main.tflops / gpu_peak
+        priced: list[dict[str, Any]] = []
+
+        def price(what: str, ours_side: str, titan_side: str, a: Any, b: Any) -> None:
+            priced.append({
+                "difference": what, "a": ours_side, "b": titan_side,
+                "tokens_per_second_a": a.tokens_per_second,
+                "tokens_per_second_b": b.tokens_per_second,
+                "b_over_a": ts.ratio(b.tokens_per_second, a.tokens_per_second),
+                "final_loss_a": a.final_loss, "final_loss_b": b.final_loss,
+            })  # fmt: skip
+
+        if "loss" in variants:
+            chunked, _ = theirs("chunked", attention)
+            price("the loss: torchtitan's ChunkedLossWrapper (its shipped configs) against one "
+                  "cross_entropy over the logits (gpuaccept's)", "torchtitan, plain loss",
+                  "torchtitan, chunked loss", titan_main, chunked)  # fmt: skip
+        if "attention" in variants:
+            sdpa, _ = theirs("plain", "sdpa")
+            price("the attention kernel: torchtitan's FlexAttention (block-causal mask built "
+                  "each step) against SDPA is_causal (gpuaccept's)", "torchtitan, SDPA",
+                  "torchtitan, FlexAttention", sdpa, titan_main)  # fmt: skip
+        if "compile" in variants:
+            ours_compiled, _ = ours("compiled", ["--compile"])
+            price("torch.compile per block, gpuaccept", "gpuaccept eager",
+                  "gpuaccept --compile", ours_main, ours_compiled)  # fmt: skip
+            titan_compiled, _ = theirs("plain", attention, compiled=True)
+            price("torch.compile per block and loss, torchtitan", "torchtitan eager",
+                  "torchtitan compiled", titan_main, titan_compiled)  # fmt: skip
+    except ts.SideBySideError as error:
+        print(f"llm_vs_torchtitan: {error}", file=sys.stderr)
+        return error.exit_code
+    environment = subprocess.run(
+        [sys.executable, "-m", "gpuaccept", "env", "--json"],
+        capture_output=True, text=True, check=False,
+    ).stdout  # fmt: skip
+    command = "python benchmarks/llm_vs_torchtitan.py " + " ".join(
+        shlex.quote(a) for a in sys.argv[1:]
+    )
+    record: dict[str, Any] = {
+        "date": day,
+        "command": command,
+        "device": torch.cuda.get_device_name() if gpu else "cpu",
+        "torch": torch.__version__,
+        "torchtitan_venv": versions,
+        "run": asdict(run),
+        "threads_per_rank": threads,
+        "peak_tflops_per_rank": peak if peak else gpu_peak,
+        "flops_per_token": per_token,
+        "attention": {"gpuaccept": "SDPA is_causal", "torchtitan": attention},
+        "gpuaccept": asdict(ours_main) | ours_meta,
+        "torchtitan": asdict(titan_main) | titan_meta,
+        "ratios": {
+            name: ts.ratio(getattr(ours_main, name), getattr(titan_main, name))
+            for _, name, _ in ts.ROWS
+        },
+        "priced": priced,
+    }
+    rows = ts.table(ours_main, titan_main)
+    print("\n".join(rows))
+    for entry in priced:
+        print(f"[TITAN] {entry['b']} / {entry['a']}: {entry['b_over_a']:.3f} of the tokens/s")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(record, indent=2, default=str) + "\n")
+    Path(f"{out}-env.json").write_text(environment)
+    lines = [
+        f"# gpuaccept beside torchtitan, {day}: {record['device']}",
+        "",
+        f"Written by `{command}`; every figure measured in this run. torch {torch.__version__}; "
+        f"torchtitan's venv: {versions}. Environment: `{out.name}-env.json` "
+        "(`gpuaccept env --json`).",
+        "",
+        f"Both: {json.dumps(asdict(run))}; {threads} thread(s) per rank; attention gpuaccept "
+        f"SDPA is_causal, torchtitan {attention}; FLOPs per token {per_token:,} (gpuaccept's "
+        "count, for both sides).",
+        "",
+        *rows,
+        "",
+    ]
+    if priced:
+        lines += ["| what differs | a | b | a tokens/s | b tokens/s | b / a | a loss | b loss |",
+                  "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+        for e in priced:
+            lines.append(
+                f"| {e['difference']} | {e['a']} | {e['b']} | {e['tokens_per_second_a']:,.0f} | "
+                f"{e['tokens_per_second_b']:,.0f} | {e['b_over_a']:.3f} | "
+                f"{e['final_loss_a']:.3f} | {e['final_loss_b']:.3f} |"
+            )
+    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    print(f"[TITAN] wrote {out.with_suffix('.md')}, {out.with_suffix('.json')}, {out}-env.json")
+    # the logs stay only where a side failed (its message names the log)
+    shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--torchtitan-venv",
+        help="gpuaccept beside torchtitan 0.3.0 from this venv (made here if DIR does not exist)",
+    )
+    parser.add_argument(
+        "--gpu",
+        action="store_true",
+        help="with --torchtitan-venv: every GPU, bf16, 1b (for a lent GPU; never run on this "
+        "project's CPU machines, so no GPU figure of it exists yet)",
+    )
+    parser.add_argument("--flags", help="with --torchtitan-venv: the `train llm` flags of the run")
+    parser.add_argument("--steps", type=int, help="with --torchtitan-venv: optimizer steps")
+    parser.add_argument(
+        "--variants",
+        help="with --torchtitan-venv: the differences to price, of loss, attention (GPU only), "
+        "compile (default: loss on the CPU, loss,attention on GPUs)",
+    )
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--runs", help="';'-separated `train llm` flag sets")
     parser.add_argument("--plain", default="1", help="1: the plain-loop reference beside each run")
     parser.add_argument("--limit", type=float, default=600.0, help="seconds per run")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
+    if args.torchtitan_venv:
+        sys.path.insert(0, str(Path(__file__).parent))
+        raise SystemExit(side_by_side(args))
     device = torch.device(args.device)
     runs = args.runs.split(";") if args.runs else DEFAULT_RUNS[device.type]
     work = Path(os.environ.get("TMPDIR", "/tmp")) / f"gpuaccept-llm-{os.getpid()}"
