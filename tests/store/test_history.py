@@ -317,18 +317,38 @@ def test_a_run_with_a_nan_figure_is_recorded_whole(tmp_path: Path) -> None:
     assert math.isnan(again.checks[0].measurements[0].value)
 
 
-def test_a_schema_6_file_is_read_as_it_is_and_moved_on_by_the_next_write(tmp_path: Path) -> None:
-    """Schema 7 changed PostgreSQL alone: reading a schema-6 SQLite file writes nothing (a
-    history on a read-only mount stays readable, where an upgrade would be refused)."""
-    path = _filled(tmp_path / "h.sqlite", runs=3)
+def test_a_schema_7_file_gains_each_accepts_stack_and_why_when_opened(tmp_path: Path) -> None:
+    """Schema 8 keeps each accept's stack and why a failed one's action (issue #53 §2): a
+    schema-7 file is filled in from its stored reports when first opened, to the rows its appends
+    would have kept; one that cannot be written says so in one line, and is left as it was."""
+    path = tmp_path / "h.sqlite"
+    with History.open(path) as history:
+        history.append(
+            [
+                (gpu_report("node0", [790.0]), "run"),
+                (gpu_report("node1", [500.0], hours=1, passed=False), "run"),
+            ]
+        )
     with sqlite3.connect(path) as raw:
-        raw.execute("PRAGMA user_version = 6")
+        kept = raw.execute("SELECT run_id, stack, why FROM node_timeline ORDER BY 1").fetchall()
+        for column in ("stack", "why"):
+            raw.execute(f"ALTER TABLE node_timeline DROP COLUMN {column}")
+        raw.execute("PRAGMA user_version = 7")
+    assert kept[1][2].startswith("compute: ")  # the failing run's first finding, with its check
+    assert kept[0][1] == kept[1][1] != ""
     before = path.read_bytes()
+    path.chmod(0o444)
+    try:
+        if os.geteuid() != 0:  # root writes a read-only file
+            with pytest.raises(HistoryError, match="upgrading it in place needs write access"):
+                with History.open(path, create=False):
+                    pass
+            assert path.read_bytes() == before
+    finally:
+        path.chmod(0o644)
     with History.open(path, create=False) as history:
-        assert len(history.list_runs()) == 3
-        assert {point.hostname for point in history.fleet_points()} == {"node0", "node1", "node2"}
-    assert path.read_bytes() == before  # not a byte written
-    with History.open(path) as history:  # a writer: the version moves on
-        history.append([(gpu_report("node9", [795.0]), "run")])
+        assert len(history.list_runs()) == 2
     with sqlite3.connect(path) as raw:
-        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 7
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 8
+        again = raw.execute("SELECT run_id, stack, why FROM node_timeline ORDER BY 1").fetchall()
+    assert again == kept

@@ -398,7 +398,7 @@ def test_an_older_history_gains_the_fleets_index_when_opened(
     # the fleet's tables as the appends kept them, row for row
     assert {table: _table(path, table) for table in FLEET_TABLES} == fleet
     with sqlite3.connect(path) as raw:
-        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 7
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 8
         indexes = {row[1] for row in raw.execute("PRAGMA index_list(runs)")}
         latest = raw.execute("SELECT count(*) FROM latest_runs").fetchone()[0]
     assert "runs_by_kind" in indexes
@@ -425,7 +425,7 @@ def test_an_older_history_gains_the_fleets_index_when_opened(
         index = connection.execute("SELECT to_regclass('runs_by_kind')::text").fetchone()
         window = connection.execute("SELECT to_regclass('gpu_timeline_window')::text").fetchone()
         latest = connection.execute("SELECT count(*) FROM latest_runs").fetchone()
-    assert version == ("7",)
+    assert version == ("8",)
     assert latest == (len(kinds),)
     assert index == ("runs_by_kind",)
     assert window == ("gpu_timeline_window",)  # schema 7: PostgreSQL's index of a GPU's runs

@@ -13,8 +13,8 @@ from __future__ import annotations
 import math
 import statistics
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 
 from gpuaccept.act.offenders import Mtbi
 from gpuaccept.compare.comparison import (
@@ -25,8 +25,15 @@ from gpuaccept.compare.comparison import (
     outlier_bounds,
 )
 from gpuaccept.errors import InputError
-from gpuaccept.results import CheckResult
-from gpuaccept.store.base import GpuIncidents, History, HistoryError, RunRow
+from gpuaccept.results import CheckResult, device_label
+from gpuaccept.store.base import (
+    GpuIncidents,
+    History,
+    HistoryError,
+    NodeChange,
+    RunRow,
+    StackUse,
+)
 
 # the burn-in check that compares each GPU's bitwise results: its failure is silent data
 # corruption (docs/burnin.md)
@@ -78,6 +85,86 @@ class FleetMtbi:
         }
 
 
+# The first screen's actions beyond a failing run's own plan, from the action tables
+# (src/gpuaccept/data/actions.toml): a burn-in whose GPUs disagreed bit for bit is the
+# `wrong-result` cause, `drain` (its [cause] row); a figure that lags its model's fleet or the
+# node's own past is a warning, and a warning's action is `monitor` ([check] default, warn); a
+# run that did not finish or judged nothing is a check that could not complete, `rerun` (the
+# same row's error). A failed run names its own action, from its plan.
+SDC_ACTION = "drain"
+WARNING_ACTION = "monitor"
+UNFINISHED_ACTION = "rerun"
+DEFAULT_SINCE = timedelta(hours=24)  # what changed: the day before the history's newest run
+BINS = 40  # a distribution's bins (the page's histograms)
+
+
+@dataclass(frozen=True)
+class ActNow:
+    """A node to act on, with the action and why, in one line."""
+
+    node: str
+    action: str  # an actions.Action value
+    why: str
+    run_id: int  # the run that says so
+    failing: bool  # its newest accept did not pass
+    more: int = 0  # other reasons to act on it, less severe or as severe
+
+    @property
+    def severity(self) -> int:
+        from gpuaccept.actions import Action
+
+        return Action(self.action).severity
+
+
+@dataclass(frozen=True)
+class FleetChanges:
+    """What changed since an instant: each node's newest accept against its newest accept at or
+    before the instant."""
+
+    since: str
+    newly_failing: list[NodeChange]  # not passing now; passing then, or no accept then
+    newly_slow: list[NodeChange]  # slower than its own past now; not then
+    returned: list[NodeChange]  # passing now; not passing then
+
+    def as_json(self) -> dict[str, object]:
+        def entry(change: NodeChange) -> dict[str, object]:
+            return {"node": change.node, "run": change.run_id, "then_run": change.then_run}
+
+        return {
+            "since": self.since,
+            "newly_failing": [entry(c) for c in self.newly_failing],
+            "newly_slow": [entry(c) for c in self.newly_slow],
+            "returned_to_pass": [entry(c) for c in self.returned],
+        }
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """One model's newest figures of one metric, counted by the store: BINS equal bins from the
+    least to the greatest (none when they are equal: a figure with no spread), the lagging ones
+    among them, worst first."""
+
+    model: str  # 'cpu': figures with no GPU (a node's own, the CPU twins')
+    metric: str
+    unit: str
+    count: int
+    low: float
+    high: float
+    median: float
+    bins: list[int]
+    lagging: list[int]  # of each bin, how many lag
+    outliers: list[FleetFigure]  # worst first
+    trusted: bool  # enough figures for a median that flags
+
+    @property
+    def gpu(self) -> bool:
+        return self.model != "cpu"
+
+    @property
+    def spread(self) -> bool:
+        return self.high > self.low
+
+
 @dataclass(frozen=True)
 class FleetState:
     view: FleetView
@@ -85,6 +172,31 @@ class FleetState:
     mtbi: FleetMtbi
     actions: dict[int, str]  # run id -> the recommended action of a node's failing newest accept
     sdc: list[RunRow]  # nodes whose newest burn-in failed its bitwise comparison
+    act_now: list[ActNow] = field(default_factory=list)  # most severe first
+    changes: FleetChanges | None = None
+    stacks: list[StackUse] = field(default_factory=list)  # first seen first
+    distributions: list[Distribution] | None = None  # read for the page
+
+    def counts(self) -> dict[str, int]:
+        """How many nodes' newest accept ended each way (pass, fail, not judged,
+        interrupted), a pass in CPU mode apart: it judged no GPU."""
+        found: dict[str, int] = {}
+        for run in self.view.nodes:
+            state = run.verdict.outcome.value
+            if run.verdict.passed and run.verdict.cpu_mode:
+                state = "pass (CPU mode)"
+            found[state] = found.get(state, 0) + 1
+        return found
+
+    def attention_order(self) -> list[RunRow]:
+        """The nodes, those to act on first (most severe action first), then the rest by
+        name: the node table's default order."""
+        rank = {entry.node: index for index, entry in enumerate(self.act_now)}
+        last = len(rank)
+        return sorted(
+            self.view.nodes,
+            key=lambda run: (rank.get(run.hostname or "", last), run.hostname or ""),
+        )
 
     @property
     def out_of_service(self) -> set[int]:
@@ -111,6 +223,27 @@ def check_window(days: float) -> float:
     return days
 
 
+def parse_since(text: str) -> timedelta | datetime:
+    """`--since`: hours or days before the history's newest run (`24h`, `7d`, `1.5d`), or an
+    instant (`2026-11-28`, `2026-11-28T06:00`, with or without an offset: UTC without)."""
+    import re
+
+    found = re.fullmatch(r"\s*([0-9]{1,6}(?:\.[0-9]{1,3})?)\s*([hd])\s*", text)
+    if found:
+        amount = float(found.group(1))
+        if amount <= 0:
+            raise InputError(f"--since {text}: give a time before the newest run, above 0")
+        return timedelta(hours=amount) if found.group(2) == "h" else timedelta(days=amount)
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise InputError(
+            f"--since {text!r}: give hours or days before the history's newest run (24h, 7d) "
+            "or a date and time (2026-11-28T06:00, UTC unless an offset is given)"
+        ) from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
 def fleet_state(
     store: History,
     *,
@@ -118,17 +251,20 @@ def fleet_state(
     min_samples: int,
     mtbi_days: float,
     every_figure: bool = False,
+    since: timedelta | datetime = DEFAULT_SINCE,
+    distributions: bool = False,
 ) -> FleetState:
-    """The fleet as the history says it is now. `every_figure`: read every GPU's newest figures
-    (the page draws their distributions); otherwise the store counts them and returns only the
-    outliers."""
+    """The fleet as the history says it is now. `every_figure`: read every GPU's newest figures;
+    otherwise the store counts them and returns only the outliers. `since`: what changed since
+    then (before the newest run, or an instant). `distributions`: each model's figures counted
+    in bins by the store (the page's histograms)."""
     check_window(mtbi_days)
     until = store.newest_start()
-    since = _window_start(until, mtbi_days)
+    window = _window_start(until, mtbi_days)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpu-incidents") as pool:
         # the store's heaviest statement (each named GPU's runs in the window: 0.16-0.19 s of
         # PostgreSQL's time at 10,000 of them) on a connection of its own, beside the rest
-        gpus = pool.submit(_gpu_incidents_apart, store, since) if since else None
+        gpus = pool.submit(_gpu_incidents_apart, store, window) if window else None
         runs = store.newest_runs("accept")
         if every_figure:
             view = fleet_view(
@@ -141,17 +277,146 @@ def fleet_state(
             view = _counted_view(store, runs, tolerance_percent, min_samples)
         drops = store.slower_checks([run.id for run in view.nodes])
         slower = [(run, drops[run.id]) for run in view.nodes if run.id in drops]
-        stored_actions = store.newest_accept_actions()
+        plans = store.newest_accept_plans()
         actions = {
-            run.id: stored_actions[run.id]
+            run.id: plans[run.id][0]
             for run in view.nodes
-            if not run.verdict.passed and run.id in stored_actions
+            if not run.verdict.passed and run.id in plans
         }
         sdc = [run for run in store.newest_runs("burnin") if SDC_CHECK in run.verdict.failed_checks]
+        changes = _changes(store, until, since)
+        stacks = store.stack_use(window) if window else []
+        drawn = (
+            _distributions(store, view, tolerance_percent, min_samples) if distributions else None
+        )
         apart = gpus.result() if gpus is not None else []
-        gpu_rows = apart if apart is not None else store.gpu_incidents(since)
-    mtbi = _mtbi(store, until, since, mtbi_days, gpu_rows)
-    return FleetState(view, slower, mtbi, actions, sdc)
+        gpu_rows = apart if apart is not None else store.gpu_incidents(window)
+    mtbi = _mtbi(store, until, window, mtbi_days, gpu_rows)
+    act_now = _act_now(view, plans, slower, sdc)
+    return FleetState(view, slower, mtbi, actions, sdc, act_now, changes, stacks, drawn)
+
+
+def _changes(store: History, until: str | None, since: timedelta | datetime) -> FleetChanges | None:
+    if until is None:
+        return None
+    start = datetime.fromisoformat(until) - since if isinstance(since, timedelta) else since
+    changed = store.node_changes(start.isoformat())
+    return FleetChanges(
+        start.isoformat(),
+        [c for c in changed if not c.passed and c.then_passed is not False],
+        [c for c in changed if c.slower and not c.then_slower],
+        [c for c in changed if c.passed and c.then_passed is False],
+    )
+
+
+def _act_now(
+    view: FleetView,
+    plans: dict[int, tuple[str, str]],
+    slower: list[tuple[RunRow, CheckResult]],
+    sdc: list[RunRow],
+) -> list[ActNow]:
+    """Every node with a reason to act, its most severe reason first: its failing newest
+    accept's own action (or a rerun where it did not finish), silent data corruption (drain),
+    then lagging figures and a node slower than its past (monitor)."""
+    reasons: dict[str, list[ActNow]] = {}
+
+    def add(entry: ActNow) -> None:
+        reasons.setdefault(entry.node, []).append(entry)
+
+    for run in view.nodes:
+        if run.verdict.passed:
+            continue
+        action, why = plans.get(run.id, ("", ""))
+        if not why:
+            why = (
+                f"failed: {', '.join(run.verdict.failed_checks)}"
+                if run.verdict.failed_checks
+                else run.verdict.label.lower()
+            )
+        add(ActNow(run.hostname or "", action or UNFINISHED_ACTION, why, run.id, True))
+    for run in sdc:
+        add(
+            ActNow(
+                run.hostname or "",
+                SDC_ACTION,
+                f"burn-in run {run.id}: its GPUs disagreed bit for bit (silent data corruption)",
+                run.id,
+                False,
+            )
+        )
+    lagging: dict[str, list[FleetFigure]] = {}
+    for figure in view.outliers:
+        lagging.setdefault(figure.point.hostname or "", []).append(figure)
+    for node, figures in lagging.items():
+        worst = min(figures, key=lambda f: -abs(f.deviation_percent))
+        what = "GPU" if worst.model != "cpu" else "CPU-twin"
+        device = device_label(worst.point.device_index) if worst.model != "cpu" else "node"
+        others = f" (and {len(figures) - 1} more)" if len(figures) > 1 else ""
+        add(
+            ActNow(
+                node,
+                WARNING_ACTION,
+                f"{what} figure lags: {device} {worst.point.metric} {worst.point.value:.4g} "
+                f"{worst.point.unit}, {worst.deviation_percent:+.1f}% against the "
+                f"{worst.model} median {worst.fleet_median:.4g}{others}",
+                worst.point.run_id,
+                False,
+            )
+        )
+    for run, drop in slower:
+        add(ActNow(run.hostname or "", WARNING_ACTION, drop.message, run.id, False))
+    found = []
+    for entries in reasons.values():
+        first = max(entries, key=lambda e: (e.severity, e.failing))
+        found.append(
+            ActNow(
+                first.node,
+                first.action,
+                first.why,
+                first.run_id,
+                any(e.failing for e in entries),
+                len(entries) - 1,
+            )
+        )
+    return sorted(found, key=lambda e: (-e.severity, not e.failing, e.node))
+
+
+def _distributions(
+    store: History, view: FleetView, tolerance_percent: float, min_samples: int
+) -> list[Distribution]:
+    """Each model's metric in each unit, its bins counted by the store; the outliers (already
+    read) placed in them."""
+    outliers: dict[tuple[str, str, str], list[FleetFigure]] = {}
+    for figure in view.outliers:
+        key = (figure.model, figure.point.metric, figure.point.unit)
+        outliers.setdefault(key, []).append(figure)
+    found = []
+    groups: dict[tuple[str, str], dict[str, int]] = {}
+    for model, check, name, unit, count in store.figure_groups():
+        groups.setdefault((model, f"{check}/{name}"), {})[unit] = count
+    for (model, metric), units in sorted(groups.items()):
+        samples = sum(units.values())
+        median = statistics.median(store.middle_values(model, metric, samples))
+        for unit, count in sorted(units.items()):
+            counted = store.figure_bins(model, metric, unit, BINS)
+            if counted is None:
+                continue
+            low, high, bins = counted
+            lag = [0] * len(bins)
+            worst = sorted(
+                outliers.get((model, metric, unit), []), key=lambda f: -abs(f.deviation_percent)
+            )
+            for figure in worst:
+                if bins:
+                    index = int((figure.point.value - low) / (high - low) * BINS)
+                    lag[min(BINS - 1, max(0, index))] += 1
+            trusted = samples >= min_samples
+            found.append(
+                Distribution(
+                    model, metric, unit, count, low, high, median, bins, lag, worst, trusted
+                )
+            )
+    return found
 
 
 def _window_start(until: str | None, days: float) -> str:

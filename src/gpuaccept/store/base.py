@@ -24,7 +24,9 @@ from urllib.parse import parse_qsl, urlsplit
 from gpuaccept.errors import InputError
 from gpuaccept.record.identity import node_name_of
 from gpuaccept.store.fleet_tables import (
+    FIGURE_BINS,
     FIGURE_GROUPS,
+    FIGURE_RANGE,
     FIGURE_UNITS,
     FIGURES_BEYOND,
     GPU_INCIDENTS,
@@ -32,7 +34,10 @@ from gpuaccept.store.fleet_tables import (
     MIDDLE_VALUES,
     NEWEST_ACCEPT_ACTIONS,
     NEWEST_FIGURES,
+    NODE_CHANGES,
     NODE_INCIDENTS,
+    STACK_NODES,
+    STACK_RUNS,
     Cursor,
     FleetUpdate,
     failed_plan,
@@ -56,6 +61,32 @@ GpuWindow = tuple[str, int, float, float, int, list[tuple[float, str, str | None
 # (UUID, incidents, hours observed, runs, hosts, serial): History.gpu_incidents
 GpuIncidents = list[tuple[str, int, float, int, tuple[str, ...], str | None]]
 
+
+class NodeChange(NamedTuple):
+    """A node whose newest accept started after an instant: that run, and the node's newest
+    accept at or before the instant (None: it had none)."""
+
+    node: str
+    run_id: int
+    passed: bool
+    slower: bool  # its own history check found the node slower than before
+    then_run: int | None
+    then_passed: bool | None
+    then_slower: bool | None
+
+
+class StackUse(NamedTuple):
+    """A stack's accept runs in a window (History.stack_use)."""
+
+    stack: str
+    judged: int  # runs that judged the node's GPUs (passed or failed on them)
+    passed: int
+    nodes: int  # nodes that ran it in the window
+    nodes_now: int  # nodes whose newest accept ran it
+    first: float  # its first and last run in the window, seconds since the epoch
+    last: float
+
+
 # 2: each run's verdict (RunVerdict as JSON) is stored beside the report; a version 1 database
 # is upgraded in place when first opened (its verdicts judged from the stored reports).
 # 3: run_gpus, each run's GPUs by UUID and serial (issue #31 §4: a GPU's life across hosts)
@@ -68,7 +99,9 @@ GpuIncidents = list[tuple[str, int, float, int, tuple[str, ...], str | None]]
 # 6: fleet_figures, node_timeline and gpu_timeline (store/fleet_tables.py), kept by every
 # append: the fleet's medians, outliers and incidents are counted by the database, not by
 # passing every figure and run of the window through Python (issue #33 §2, under a second)
-SCHEMA_VERSION = 7
+# 8: node_timeline keeps each accept's stack and, for a failed one, why its action (issue #53
+# §2: the fleet's first screen, what to act on and the stacks' pass rates, read from it)
+SCHEMA_VERSION = 8
 
 
 class HistoryError(InputError):
@@ -559,7 +592,78 @@ class History(ABC):
     def newest_accept_actions(self) -> dict[int, str]:
         """The recommended action of each node's newest accept run that did not pass, by run
         id."""
-        return {int(run_id): str(action) for run_id, action in self._rows(NEWEST_ACCEPT_ACTIONS)}
+        return {run_id: action for run_id, (action, _) in self.newest_accept_plans().items()}
+
+    def newest_accept_plans(self) -> dict[int, tuple[str, str]]:
+        """(recommended action, why in one line) of each node's newest accept run that did not
+        pass, by run id (why: '' where the plan names no finding for it)."""
+        return {
+            int(run_id): (str(action), str(why or ""))
+            for run_id, action, why in self._rows(NEWEST_ACCEPT_ACTIONS)
+        }
+
+    def node_changes(self, since: str) -> list[NodeChange]:
+        """The nodes whose newest accept started after `since`, with their newest accept at or
+        before it: read by one statement, a seek per such node."""
+        start = self._instant(since)
+        return [
+            NodeChange(
+                str(node),
+                int(run_id),
+                bool(passed),
+                bool(slower),
+                None if then_run is None else int(then_run),
+                None if then_passed is None else bool(then_passed),
+                None if then_slower is None else bool(then_slower),
+            )
+            for node, run_id, passed, slower, then_run, then_passed, then_slower in self._rows(
+                NODE_CHANGES, (start, start)
+            )
+        ]
+
+    def stack_use(self, since: str) -> list[StackUse]:
+        """Each stack's accept runs that started at or after `since`, and the nodes whose newest
+        accept ran it, first seen first: counted in the database."""
+        now = {str(stack): int(count) for stack, count in self._rows(STACK_NODES)}
+        found = [
+            StackUse(
+                str(stack),
+                int(judged),
+                int(passed),
+                int(nodes),
+                now.pop(str(stack), 0),
+                self._seconds(first),
+                self._seconds(last),
+            )
+            for stack, judged, passed, nodes, first, last in self._rows(
+                STACK_RUNS, (self._instant(since),)
+            )
+        ]
+        return sorted(found, key=lambda s: (s.first, s.stack))
+
+    # the store's floor of a figure's bin, (value - low) / span * bins (FIGURE_BINS)
+    _bin: str
+
+    def figure_bins(
+        self, model: str, metric: str, unit: str, bins: int
+    ) -> tuple[float, float, list[int]] | None:
+        """A model's newest figures of a metric in `unit`: (least, greatest, how many in each of
+        `bins` equal bins between them; no bins when the least is the greatest), counted by the
+        database; None when there are none."""
+        check, _, name = metric.rpartition("/")
+        group = (model, check, name, unit)
+        ((low, high),) = self._rows(FIGURE_RANGE, group)
+        if low is None:
+            return None
+        low, high = float(low), float(high)
+        counts = [0] * bins
+        if high == low:  # no spread: nothing to bin (the caller knows how many)
+            return low, high, []
+        span = high - low
+        sql = FIGURE_BINS.format(bin=self._bin, m="{m}")
+        for index, count in self._rows(sql, (low, span, bins, *group)):
+            counts[min(bins - 1, int(index))] += int(count)
+        return low, high, counts
 
     def _fleet_update(
         self, report: RunReport, run_id: int, measurements: Sequence[Any]
@@ -614,6 +718,24 @@ class History(ABC):
             ).fetchall()
             rows = figure_rows(measurements, started, started_at, hostname)
             keep_fleet_figures(db, m, int(run_id), rows, None)
+
+    def _v8_whys(self, db: Cursor, unplanned: str, m: str) -> None:
+        """Schema 8's `why` of the failed accepts whose stored report holds no plan (stored
+        before plans were): planned from their checks, as an append plans them."""
+        from gpuaccept.store.fleet_tables import plan_why
+
+        rows = db.execute(unplanned, ()).fetchall()
+        updates = []
+        for node, started, run_id, text in rows:
+            plan = failed_plan(self._parsed_report(int(run_id), text))
+            if plan is not None and (why := plan_why(plan)):
+                updates.append((why, node, started, run_id))
+        if updates:
+            db.executemany(
+                f"UPDATE node_timeline SET why = {m} WHERE node = {m} AND started = {m} AND "
+                f"run_id = {m}",
+                updates,
+            )
 
     def _action(self, run_id: int, passed: int, text: str | None) -> str:
         """The recommended action of a stored accept run that did not pass, '' otherwise."""

@@ -81,6 +81,8 @@ TABLES = (
         action TEXT NOT NULL,
         prev_failed INTEGER,
         prev_started {instant},
+        stack TEXT NOT NULL DEFAULT '',
+        why TEXT NOT NULL DEFAULT '',
         PRIMARY KEY (node, started, run_id)
     ){without_rowid}""",
     """CREATE TABLE IF NOT EXISTS gpu_timeline (
@@ -228,6 +230,8 @@ class TimelineRun:
     fitness: str  # pass, fail or not-judged (report.node_verdict.verdict_fitness)
     action: str  # the recommended action of a failed run, '' otherwise
     gpus: tuple[tuple[str, str | None, bool], ...]  # (UUID, serial, named for a remediation)
+    stack: str = ""  # stack_label of its environment
+    why: str = ""  # plan_why of a failed run's plan, '' otherwise
 
 
 @dataclass(frozen=True)
@@ -272,7 +276,53 @@ def timeline_run(report: RunReport, run_id: int, started: Any, fitness: str) -> 
         fitness,
         plan.action.value if plan is not None else "",
         tuple((uuid, serial, uuid in named) for uuid, serial in serials.items()),
+        stack_label(report.environment),
+        plan_why(plan) if plan is not None else "",
     )
+
+
+def _version(value: object) -> str:
+    return "-" if value is None or value == "" else str(value)
+
+
+def stack_label(environment: dict[str, Any]) -> str:
+    """The software a run ran on, as the fleet's stacks table names it: torch (its version
+    carries its CUDA build), the CUDA runtime and the driver, the parts of `stack_sha256`
+    (record/environment.py) that an upgrade changes fleet-wide. STACK_FROM_JSON is the same
+    rule in SQL, for the runs stored before schema 8."""
+    torch, cuda = environment.get("torch"), environment.get("cuda")
+    torch = torch if isinstance(torch, dict) else {}
+    cuda = cuda if isinstance(cuda, dict) else {}
+    return (
+        f"torch {_version(torch.get('version'))} / CUDA {_version(cuda.get('runtime'))} / "
+        f"driver {_version(cuda.get('driver_version'))}"
+    )
+
+
+def plan_why(plan: ActionPlan) -> str:
+    """Why a failed run's node takes its action, in one line: the first finding that asks for
+    that action, with its check (WHY_FROM_JSON in SQL)."""
+    first = next((r for r in plan.recommendations if r.action is plan.action), None)
+    return "" if first is None else f"{first.check}: {first.finding}"
+
+
+# stack_label and plan_why as SQLite computes them from a stored report (the schema-8 upgrade);
+# PostgreSQL's forms are in history_pg.py. A version that is not text (a number) is its JSON text
+# in both, as str() gives it in Python.
+def _sqlite_version(path: str) -> str:
+    return f"coalesce(nullif(CAST(json_extract(r.report_json, '{path}') AS TEXT), ''), '-')"
+
+
+STACK_FROM_JSON_SQLITE = (
+    f"'torch ' || {_sqlite_version('$.environment.torch.version')} || ' / CUDA ' || "
+    f"{_sqlite_version('$.environment.cuda.runtime')} || ' / driver ' || "
+    f"{_sqlite_version('$.environment.cuda.driver_version')}"
+)
+WHY_FROM_JSON_SQLITE = (
+    "coalesce((SELECT json_extract(rec.value, '$.check') || ': ' || json_extract(rec.value, "
+    "'$.finding') FROM json_each(r.report_json, '$.actions.recommendations') AS rec WHERE "
+    "json_extract(rec.value, '$.action') = t.action ORDER BY rec.key LIMIT 1), '')"
+)
 
 
 def keep_timelines(db: Cursor, m: str, run: TimelineRun) -> None:
@@ -281,14 +331,15 @@ def keep_timelines(db: Cursor, m: str, run: TimelineRun) -> None:
     judged = run.fitness in JUDGED
     # the predecessor's columns, NULL without one: (SELECT 1) LEFT JOIN the judged run before
     db.execute(
-        "INSERT INTO node_timeline (node, started, run_id, fitness, action, prev_failed, "
-        f"prev_started) SELECT {m}, {m}, {m}, {m}, {m}, CASE WHEN p.fitness IS NULL THEN NULL "
+        "INSERT INTO node_timeline (node, started, run_id, fitness, action, stack, why, "
+        f"prev_failed, prev_started) SELECT {m}, {m}, {m}, {m}, {m}, {m}, {m}, CASE WHEN "
+        "p.fitness IS NULL THEN NULL "
         "WHEN p.fitness = 'fail' THEN 1 ELSE 0 END, p.started FROM (SELECT 1 AS one) AS one "
         "LEFT JOIN (SELECT fitness, started FROM node_timeline WHERE node = "
         f"{m} AND fitness IN ('pass', 'fail') AND (started, run_id) < ({m}, {m}) ORDER BY "
         f"started DESC, run_id DESC LIMIT 1) AS p ON {m}",
         (
-            *(run.node, run.started, run.run_id, run.fitness, run.action),
+            *(run.node, run.started, run.run_id, run.fitness, run.action, run.stack, run.why),
             *(run.node, run.started, run.run_id),
             judged,  # a run that judged nothing is linked to no run
         ),
@@ -408,8 +459,45 @@ NEWEST_FIGURES = (
     "device_name, gpu_uuid FROM fleet_figures WHERE newest = 1 "
     "ORDER BY started, run_id, device_index NULLS FIRST, ordinal"
 )
-# the actions of the failing newest accept of each node
+# the actions of the failing newest accept of each node, and why (schema 8)
 NEWEST_ACCEPT_ACTIONS = (
-    "SELECT t.run_id, t.action FROM latest_runs l JOIN node_timeline t ON t.node = l.node AND "
-    "t.started = l.started AND t.run_id = l.run_id WHERE l.command = 'accept' AND t.action != ''"
+    "SELECT t.run_id, t.action, t.why FROM latest_runs l JOIN node_timeline t ON t.node = "
+    "l.node AND t.started = l.started AND t.run_id = l.run_id WHERE l.command = 'accept' AND "
+    "t.action != ''"
+)
+
+# -- the first screen (issue #53 §2, schema 8) --------------------------------------------------
+
+# each node's newest accept (of any level), as newest_runs picks it: latest_runs' rows ranked
+_NEWEST_ACCEPT = (
+    "(SELECT node, started, run_id, ROW_NUMBER() OVER (PARTITION BY node ORDER BY started DESC, "
+    "run_id DESC) AS k FROM latest_runs WHERE command = 'accept') AS n"
+)
+# What changed since an instant: of the nodes whose newest accept started after it, that run
+# (passed, found the node slower) and the node's newest accept at or before it (the same, NULL
+# without one), one index seek per such node into node_timeline's (node, started, run_id).
+NODE_CHANGES = (
+    "SELECT c.node, c.run_id, c.passed, c.slower, p.id, p.passed, p.slower_json IS NOT NULL "
+    "FROM (SELECT n.node, n.run_id, r.passed, r.slower_json IS NOT NULL AS slower, (SELECT "
+    "t.run_id FROM node_timeline t WHERE t.node = n.node AND t.started <= {m} ORDER BY "
+    f"t.started DESC, t.run_id DESC LIMIT 1) AS then_id FROM {_NEWEST_ACCEPT} JOIN runs r ON "
+    "r.id = n.run_id WHERE n.k = 1 AND n.started > {m}) AS c LEFT JOIN runs p ON p.id = c.then_id"
+)
+# each stack's accept runs since an instant: judged, passed, nodes, first and last start
+STACK_RUNS = (
+    "SELECT stack, count(*) FILTER (WHERE fitness IN ('pass', 'fail')), count(*) FILTER "
+    "(WHERE fitness = 'pass'), count(DISTINCT node), min(started), max(started) "
+    "FROM node_timeline WHERE started >= {m} GROUP BY stack"
+)
+# how many nodes' newest accept ran on each stack
+STACK_NODES = (
+    f"SELECT t.stack, count(*) FROM {_NEWEST_ACCEPT} JOIN node_timeline t ON t.node = n.node "
+    "AND t.started = n.started AND t.run_id = n.run_id WHERE n.k = 1 GROUP BY t.stack"
+)
+# one model's metric in one unit: its least and greatest newest figure (two index seeks), then
+# how many fall in each of `bins` equal bins between them ({bin}: the store's floor of
+# (value - low) / span * bins), read from the index of the newest figures' values
+FIGURE_RANGE = f"SELECT min(value), max(value) FROM fleet_figures WHERE {_GROUP} AND unit = {{m}}"
+FIGURE_BINS = (
+    f"SELECT {{bin}} AS bin, count(*) FROM fleet_figures WHERE {_GROUP} AND unit = {{m}} GROUP BY 1"
 )

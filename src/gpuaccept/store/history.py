@@ -53,16 +53,22 @@ from gpuaccept.store.base import report_sha256 as report_sha256
 from gpuaccept.store.base import run_gpu_rows as run_gpu_rows
 from gpuaccept.store.base import run_started as run_started
 from gpuaccept.store.base import run_values as run_values
-from gpuaccept.store.fleet_tables import LATEST_UPSERT, SQLITE_TYPES, tables
+from gpuaccept.store.fleet_tables import (
+    LATEST_UPSERT,
+    SQLITE_TYPES,
+    STACK_FROM_JSON_SQLITE,
+    WHY_FROM_JSON_SQLITE,
+    tables,
+)
 
 if TYPE_CHECKING:
     from gpuaccept.results import CheckResult, RunReport
 
 APPLICATION_ID = 0x67707561  # "gpua" in the SQLite header marks our databases
 # the last version that changed an SQLite file's tables: a file at it or later is read as it is
-# (7 changed PostgreSQL alone), so a history on a read-only mount stays readable; the next write
-# moves its version on
-SQLITE_LAYOUT_VERSION = 6
+# (7 changed PostgreSQL alone, 8 both), so a history on a read-only mount stays readable; the
+# next write moves its version on
+SQLITE_LAYOUT_VERSION = 8
 BUSY_TIMEOUT_SECONDS = 60.0
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -209,6 +215,22 @@ _V6_TIMELINES = (
 )
 
 
+# 8: each stored accept's stack, and why a failed one's action, read out of its report by
+# SQLite's JSON functions (fleet_tables.stack_label's and plan_why's rules); a failed run whose
+# report holds no plan (stored before plans were) is planned in Python after (_v8_whys)
+_V8_COLUMNS = ("stack", "why")
+_V8_BACKFILL = (
+    f"UPDATE node_timeline AS t SET stack = (SELECT {STACK_FROM_JSON_SQLITE} FROM runs r "
+    "WHERE r.id = t.run_id), why = CASE WHEN t.action = '' THEN '' ELSE (SELECT "
+    f"{WHY_FROM_JSON_SQLITE} FROM runs r WHERE r.id = t.run_id) END"
+)
+_V8_UNPLANNED = (
+    "SELECT t.node, t.started, t.run_id, r.report_json FROM node_timeline t JOIN runs r ON "
+    "r.id = t.run_id WHERE t.action != '' AND t.why = '' AND "
+    "coalesce(json_type(r.report_json, '$.actions'), 'null') = 'null'"
+)
+
+
 def _check_header(path: Path) -> None:
     """Refuse files that are not SQLite, or whose header promises more pages than the file has."""
     with path.open("rb") as stream:
@@ -270,6 +292,7 @@ class SqliteHistory(History):
 
     _mark = "?"
     _stored_order = "rowid"
+    _bin = "CAST((value - {m}) / {m} * {m} AS INTEGER)"  # value >= low: truncation is floor
 
     def __init__(self, path: Path, connection: sqlite3.Connection) -> None:
         self.location = path
@@ -493,6 +516,15 @@ class SqliteHistory(History):
             db.execute("DROP TABLE temp.upgrade_runs")
         # 7 adds an index to PostgreSQL alone (history_pg.py): SQLite's gpu_timeline, a table
         # WITHOUT ROWID, is already stored in (uuid, started) order with every column
+        if version < 8:
+            present = {row[1] for row in db.execute("PRAGMA table_info(node_timeline)")}
+            for column in _V8_COLUMNS:
+                if column not in present:  # a table made by step 6 above has them
+                    db.execute(
+                        f"ALTER TABLE node_timeline ADD COLUMN {column} TEXT NOT NULL DEFAULT ''"
+                    )
+            db.execute(_V8_BACKFILL)
+            self._v8_whys(db, _V8_UNPLANNED, "?")
         db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def append(self, reports: Sequence[tuple[RunReport, str]]) -> list[tuple[int, bool]]:

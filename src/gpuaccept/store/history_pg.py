@@ -96,6 +96,12 @@ _RUN_COLUMNS = (
     "runs.verdict_json, runs.duration_seconds, runs.tool_version, runs.source"
 )
 
+
+def _pg_version(path: str) -> str:
+    """A version in a stored report's environment as stack_label writes it ('-' for none)."""
+    return f"coalesce(nullif(r.j #>> '{{environment,{path}}}', ''), '-')"
+
+
 # Each schema version's statements, applied in order from the database's version to ours, in
 # one transaction. The PostgreSQL store begins at the SQLite store's version 3 (run_gpus): the
 # same tables, so one number names one schema in both.
@@ -188,7 +194,27 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "CREATE INDEX gpu_timeline_window ON gpu_timeline (uuid, started) INCLUDE "
         "(named, prev_named, prev_started, node, serial, prev_node, prev_serial)",
     ),
+    # each accept's stack and why a failed one's action (fleet_tables.stack_label and
+    # plan_why, as SQLite's _V8_BACKFILL computes them); unplanned runs after, in _migrate
+    8: (
+        "ALTER TABLE node_timeline ADD COLUMN IF NOT EXISTS stack TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE node_timeline ADD COLUMN IF NOT EXISTS why TEXT NOT NULL DEFAULT ''",
+        "UPDATE node_timeline t SET stack = 'torch ' || "
+        f"{_pg_version('torch,version')} || ' / CUDA ' || {_pg_version('cuda,runtime')} || "
+        f"' / driver ' || {_pg_version('cuda,driver_version')}, why = CASE WHEN t.action = '' "
+        "THEN '' ELSE coalesce((SELECT (rec ->> 'check') || ': ' || (rec ->> 'finding') FROM "
+        "jsonb_array_elements(CASE WHEN jsonb_typeof(r.j #> '{actions,recommendations}') = "
+        "'array' THEN r.j #> '{actions,recommendations}' ELSE '[]'::jsonb END) WITH ORDINALITY "
+        "AS x (rec, i) WHERE rec ->> 'action' = t.action ORDER BY i LIMIT 1), '') END FROM "
+        "(SELECT id, report_json::jsonb AS j FROM runs WHERE command = 'accept') AS r "
+        "WHERE r.id = t.run_id",
+    ),
 }
+_V8_UNPLANNED = (
+    "SELECT t.node, t.started, t.run_id, r.report_json FROM node_timeline t JOIN runs r ON "
+    "r.id = t.run_id WHERE t.action != '' AND t.why = '' AND "
+    "coalesce(jsonb_typeof(r.report_json::jsonb -> 'actions'), 'null') = 'null'"
+)
 # 6: the timelines of the runs stored before, as SQLite's _V6_TIMELINES (history.py), from
 # upgrade_runs (the action of each failed accept run)
 _V6_TIMELINES = (
@@ -226,6 +252,7 @@ class PgHistory(History):
 
     _mark = "%s"
     _stored_order = "ctid"  # a run's figures, written by one COPY and never updated
+    _bin = "floor((value - {m}) / {m} * {m})::bigint"
 
     def __init__(self, location: PgLocation, connection: psycopg.Connection[Any]) -> None:
         self.location = location
@@ -402,6 +429,9 @@ class PgHistory(History):
                     )
                 for statement in _V6_TIMELINES:
                     self._connection.execute(statement)
+            if target == 8 and version >= 3:
+                with self._connection.cursor() as cursor:
+                    self._v8_whys(cursor, _V8_UNPLANNED, "%s")
             self._connection.execute(
                 f"UPDATE {_META} SET value = %s WHERE key = 'schema_version'", (str(target),)
             )

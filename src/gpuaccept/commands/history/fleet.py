@@ -12,11 +12,13 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from gpuaccept.commands.history.common import opened, write_table
+from gpuaccept.commands.history.common import opened, table_lines, write_table
+from gpuaccept.errors import InputError
 
 if TYPE_CHECKING:
     from gpuaccept.commands.output import Output
     from gpuaccept.compare.fleet import FleetMtbi, FleetState
+    from gpuaccept.store.base import NodeChange, RunRow
 
 # how the fleet is judged unless told otherwise: `history fleet`'s and `report --fleet`'s
 TOLERANCE_PERCENT = 10.0
@@ -33,16 +35,34 @@ class FleetJudging:
     mtbi_days: float = MTBI_DAYS  # the MTBI's window, ending at the history's newest run
 
 
+PAGE_SIZE = 50  # the node table's rows a page (`history fleet`)
+ACT_NOW_LINES = 25  # the act-now lines the text shows (the JSON and the page: every one)
+NAMES_SHOWN = 10  # nodes named in a line of what changed
+
+
 @dataclass(frozen=True)
 class FleetRequest:
     history: str | None = None
     judging: FleetJudging = field(default_factory=FleetJudging)
     as_json: bool = False
+    since: str | None = None  # --since: 24h, 7d, or an instant; None: 24 h before the newest run
+    page: int = 1  # --page: the node table's page, attention first
+    page_size: int = PAGE_SIZE  # --page-size
 
     def __post_init__(self) -> None:
-        from gpuaccept.compare.fleet import check_window
+        from gpuaccept.compare.fleet import check_window, parse_since
 
         check_window(self.judging.mtbi_days)
+        if self.since is not None:
+            parse_since(self.since)
+        check_page(self.page, self.page_size)
+
+
+def check_page(page: int, page_size: int) -> None:
+    if not 1 <= page <= 10**9:
+        raise InputError(f"--page {page}: give a page from 1")
+    if not 1 <= page_size <= 100_000:
+        raise InputError(f"--page-size {page_size}: give 1 to 100,000 rows")
 
 
 @dataclass(frozen=True)
@@ -52,7 +72,7 @@ class FleetResult:
 
 
 def run(request: FleetRequest, out: Output) -> FleetResult:
-    from gpuaccept.compare.fleet import fleet_state
+    from gpuaccept.compare.fleet import DEFAULT_SINCE, fleet_state, parse_since
 
     judging = request.judging
     with opened(request.history) as store:
@@ -61,20 +81,145 @@ def run(request: FleetRequest, out: Output) -> FleetResult:
             tolerance_percent=judging.tolerance_percent,
             min_samples=judging.min_gpus,
             mtbi_days=judging.mtbi_days,
+            since=DEFAULT_SINCE if request.since is None else parse_since(request.since),
         )
+    ordered = state.attention_order()
+    pages = max(1, -(-len(ordered) // request.page_size))
+    if request.page > pages:
+        raise InputError(f"--page {request.page}: the node table has {pages} page(s)")
+    first = (request.page - 1) * request.page_size
+    page = Page(
+        ordered[first : first + request.page_size],
+        request.page,
+        pages,
+        len(ordered),
+        request.page_size,
+    )
     if request.as_json:
         # one line: Python's indenting encoder is its slow one (a fleet of 10,000 nodes: 2.8 s
         # of 3.5 against 0.2 s, benchmarks/history_scale.py)
-        out.line(json.dumps(_as_json(state, judging.tolerance_percent)))
+        out.line(json.dumps(_as_json(state, judging.tolerance_percent, page)))
     else:
-        _write_view(state, judging.tolerance_percent, out)
+        _write_view(state, judging.tolerance_percent, page, out)
     return FleetResult(state, 1 if state.attention else 0)
 
 
-def _write_view(state: FleetState, tolerance: float, out: Output) -> None:
+@dataclass(frozen=True)
+class Page:
+    """One page of the node table, attention first."""
+
+    nodes: list[RunRow]
+    number: int
+    pages: int
+    total: int
+    size: int  # rows a page
+
+
+def _names(changes: list[NodeChange]) -> str:
+    names = [c.node or "(unnamed)" for c in changes[:NAMES_SHOWN]]
+    more = f" and {len(changes) - NAMES_SHOWN} more" if len(changes) > NAMES_SHOWN else ""
+    return f" ({', '.join(names)}{more})" if names else ""
+
+
+def _write_first_screen(state: FleetState, tolerance: float, out: Output) -> None:
+    """How many nodes are in each state, what to act on first and why, what changed, and the
+    stacks in use (issue #53 §2): the decision before the tables."""
+    from gpuaccept.naming import format_number
+
+    counts = state.counts()
+    nodes = len(state.view.nodes)
+    said = " · ".join(f"{format_number(n)} {what}" for what, n in counts.items()) or "none"
+    out.line(f"Fleet: {format_number(nodes)} node(s), each by its newest accept: {said}")
+    gpu_lag = sum(1 for f in state.view.outliers if f.model != "cpu")
+    cpu_lag = len(state.view.outliers) - gpu_lag
+    overlays = [
+        f"{format_number(len(state.out_of_service))} to take out of service",
+        f"{format_number(gpu_lag)} GPU figure(s) lagging their model by over {tolerance:g}%",
+        f"{format_number(len(state.slower))} slower than before",
+        f"{format_number(len(state.sdc))} with silent data corruption",
+    ]
+    if cpu_lag:
+        overlays.insert(2, f"{format_number(cpu_lag)} CPU-twin figure(s) lagging")
+    out.line("  " + " · ".join(overlays))
+    out.line("")
+    if state.act_now:
+        out.line(f"Act now, most severe first ({format_number(len(state.act_now))} node(s)):")
+        shown = state.act_now[:ACT_NOW_LINES]
+        for line in table_lines(
+            ["node", "action", "why", "run"],
+            [
+                [
+                    e.node or "(unnamed)",
+                    e.action,
+                    _one_line(e.why) + (f" (+{e.more} more)" if e.more else ""),
+                    str(e.run_id),
+                ]
+                for e in shown
+            ],
+        ):
+            out.line("  " + line)
+        if len(state.act_now) > len(shown):
+            out.line(
+                f"  ... and {len(state.act_now) - len(shown)} more: the node table lists them "
+                "first, --json lists every one"
+            )
+    else:
+        out.line("Act now: nothing; no node's newest accept asks for an action")
+    changes = state.changes
+    if changes is not None:
+        out.line("")
+        out.line(
+            f"Changed since {changes.since[:19]}: "
+            f"{len(changes.newly_failing)} newly failing{_names(changes.newly_failing)}; "
+            f"{len(changes.newly_slow)} newly slower than before{_names(changes.newly_slow)}; "
+            f"{len(changes.returned)} returned to pass{_names(changes.returned)}"
+        )
+    if state.stacks:
+        out.line("")
+        out.line(
+            f"Stacks in use (accept runs of the {state.mtbi.days:g} days to "
+            f"{state.mtbi.until[:19]}, first seen first):"
+        )
+        for line in table_lines(
+            ["stack", "nodes now", "nodes", "judged runs", "passed", "pass rate", "first", "last"],
+            [
+                [
+                    s.stack,
+                    format_number(s.nodes_now),
+                    format_number(s.nodes),
+                    format_number(s.judged),
+                    format_number(s.passed),
+                    f"{100 * s.passed / s.judged:.1f}%" if s.judged else "-",
+                    _utc(s.first),
+                    _utc(s.last),
+                ]
+                for s in state.stacks
+            ],
+        ):
+            out.line("  " + line)
+    out.line("")
+
+
+def _utc(seconds: float) -> str:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M")
+
+
+def _one_line(text: str, width: int = 120) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def _write_view(state: FleetState, tolerance: float, page: Page, out: Output) -> None:
     from gpuaccept.results import device_label
 
     view = state.view
+    _write_first_screen(state, tolerance, out)
+    out.line(
+        f"Nodes, those to act on first (page {page.number} of {page.pages}, "
+        f"{len(page.nodes)} of {page.total}; --page N):"
+    )
     write_table(
         out,
         ["node", "newest accept", "started (UTC)", "level", "result", "action"],
@@ -87,7 +232,7 @@ def _write_view(state: FleetState, tolerance: float, out: Output) -> None:
                 run.verdict.label,
                 state.actions.get(run.id, ""),
             ]
-            for run in view.nodes
+            for run in page.nodes
         ],
     )
     out.line("")
@@ -173,9 +318,50 @@ def _write_mtbi(mtbi: FleetMtbi, out: Output) -> None:
         )
 
 
-def _as_json(state: FleetState, tolerance: float) -> dict[str, object]:
+def _as_json(state: FleetState, tolerance: float, page: Page) -> dict[str, object]:
     view = state.view
     return {
+        "summary": {
+            "nodes": len(view.nodes),
+            "states": state.counts(),
+            "to_take_out_of_service": len(state.out_of_service),
+            "lagging_gpu_figures": sum(1 for f in view.outliers if f.model != "cpu"),
+            "lagging_cpu_figures": sum(1 for f in view.outliers if f.model == "cpu"),
+            "slower_than_before": len(state.slower),
+            "sdc": len(state.sdc),
+        },
+        "act_now": [
+            {
+                "node": e.node,
+                "action": e.action,
+                "why": e.why,
+                "run": e.run_id,
+                "failing": e.failing,
+                "more_reasons": e.more,
+            }
+            for e in state.act_now
+        ],
+        "changed": None if state.changes is None else state.changes.as_json(),
+        "stacks": [
+            {
+                "stack": s.stack,
+                "nodes_now": s.nodes_now,
+                "nodes": s.nodes,
+                "judged_runs": s.judged,
+                "passed": s.passed,
+                "pass_rate": s.passed / s.judged if s.judged else None,
+                "first_seen": _utc(s.first),
+                "last_seen": _utc(s.last),
+            }
+            for s in state.stacks
+        ],
+        "nodes_page": {
+            "page": page.number,
+            "pages": page.pages,
+            "page_size": page.size,
+            "total": page.total,
+            "order": "those to act on first (most severe action first), then by name",
+        },
         "nodes": [
             {
                 "node": run.hostname,
@@ -186,7 +372,7 @@ def _as_json(state: FleetState, tolerance: float) -> dict[str, object]:
                 "verdict": run.verdict.model_dump(mode="json"),
                 "action": state.actions.get(run.id),
             }
-            for run in view.nodes
+            for run in page.nodes
         ],
         "outliers": [
             {
