@@ -128,6 +128,15 @@ def carry_out(decision: Decision) -> None:
         _run(["scontrol", "update", f"NodeName={decision.node}", "State=RESUME"])
 
 
+def requeue(job: str) -> None:
+    """Put a job back in the queue, not held (`scontrol requeue`, not `requeuehold`): the
+    preflight's way to keep a job off a node it failed, where a Prolog's own non-zero exit
+    requeues it held (SchedMD/slurm at 284c3b95, doc/man/man5/slurm.conf.5:3717-3720). slurmd
+    launches no batch job whose credential was revoked while its prolog ran
+    (src/slurmd/slurmd/req.c:2223-2231, "already killed, do not launch batch job")."""
+    _run(["scontrol", "requeue", job])
+
+
 def act_on_node(
     run: NodeRun,
     guard: Guard,
