@@ -43,6 +43,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from gpuaccept.errors import InputError
 from gpuaccept.llm.flops import flops_per_token
 from gpuaccept.llm.model import Decoder, init_weights
 from gpuaccept.llm.plans import Overrides, llm_spec
@@ -161,12 +162,48 @@ def cpu_peak_tflops(threads: int) -> float:
         torch.set_num_threads(before)
 
 
+def _side_plan(args: argparse.Namespace, flags: list[str], gpu: bool) -> tuple[Any, list[str], Any]:
+    """(the run's spec for each rank, the variants, the checkpointing asked) or a refusal."""
+    import titan_side as ts
+
+    from gpuaccept.llm.train import for_world
+
+    default = "loss,attention,logging" if gpu else "loss,logging"
+    variants = [v for v in (default if args.variants is None else args.variants).split(",") if v]
+    unknown = sorted(set(variants) - {"loss", "attention", "logging", "compile"})
+    if unknown:
+        raise ts.SideBySideError(
+            f"--variants takes loss, attention, logging, compile (got {unknown[0]!r})"
+        )
+    if gpu and not torch.cuda.is_available():
+        raise ts.SideBySideError("--gpu needs a CUDA GPU and torch can use none here")
+    if "attention" in variants and not gpu:
+        raise ts.SideBySideError(
+            "--variants attention runs torchtitan's FlexAttention, which has no backward on the "
+            "CPU (torch 2.13): on a GPU only"
+        )
+    preset, overrides = _overrides(flags)
+    preset = preset if preset != "auto" else ("1b" if gpu else "tiny")
+    checkpointing = next(
+        (flags[i + 1] for i, flag in enumerate(flags[:-1]) if flag == "--checkpointing"), None
+    )
+    if checkpointing not in (None, "none", "full"):
+        raise ts.SideBySideError(
+            f"--checkpointing {checkpointing}: only none or full is the same policy on both sides "
+            "(selective: gpuaccept every second block, torchtitan per op)"
+        )
+    spec = for_world(
+        llm_spec(preset, "bf16" if gpu else "fp32", replace(overrides, checkpointing=None)),
+        torch.cuda.device_count() if gpu else 2,
+    )
+    if checkpointing:
+        spec = replace(spec, checkpointing=checkpointing)
+    return spec, variants, checkpointing
+
+
 def side_by_side(args: argparse.Namespace) -> int:
     """gpuaccept beside torchtitan (the module docstring); the exit code."""
     import titan_side as ts
-
-    from gpuaccept.llm.flops import flops_per_token
-    from gpuaccept.llm.train import for_world
 
     gpu = bool(args.gpu)
     day = datetime.now(UTC).strftime("%Y-%m-%d")
@@ -174,39 +211,13 @@ def side_by_side(args: argparse.Namespace) -> int:
     flags = shlex.split(args.flags or ("--preset 1b" if gpu else "--preset tiny"))
     if args.steps:
         flags += ["--steps", str(args.steps)]
-    chosen = args.variants if args.variants is not None else ("loss,attention" if gpu else "loss")
-    variants = [v for v in chosen.split(",") if v]
-    unknown = sorted(set(variants) - {"loss", "attention", "compile"})
-    if unknown:
-        print(f"llm_vs_torchtitan: --variants takes loss, attention, compile (got {unknown[0]!r})")
+    try:
+        spec, variants, checkpointing = _side_plan(args, flags, gpu)
+    except (ts.SideBySideError, InputError) as error:
+        print(f"llm_vs_torchtitan: {error}", file=sys.stderr)
         return 2
-    if gpu and not torch.cuda.is_available():
-        print("llm_vs_torchtitan: --gpu needs a CUDA GPU and torch can use none here")
-        return 2
-    if "attention" in variants and not gpu:
-        print(
-            "llm_vs_torchtitan: --variants attention runs torchtitan's FlexAttention, which has "
-            "no backward on the CPU (torch 2.13): on a GPU only"
-        )
-        return 2
-    preset, overrides = _overrides(flags)
-    preset = preset if preset != "auto" else ("1b" if gpu else "tiny")
     ranks = torch.cuda.device_count() if gpu else 2
-    checkpointing = next(
-        (flags[i + 1] for i, flag in enumerate(flags[:-1]) if flag == "--checkpointing"), None
-    )
-    if checkpointing == "selective":
-        print(
-            "llm_vs_torchtitan: --checkpointing selective is not the same policy on the two "
-            "sides (gpuaccept: every second block; torchtitan: per op): none or full"
-        )
-        return 2
-    spec = for_world(
-        llm_spec(preset, "bf16" if gpu else "fp32", replace(overrides, checkpointing=None)),
-        ranks,
-    )
-    if checkpointing:
-        spec = replace(spec, checkpointing=checkpointing)  # type: ignore[arg-type]
+    preset = _overrides(flags)[0].replace("auto", "1b" if gpu else "tiny")
     shape = spec.shape
     run = ts.RunShape(
         dim=shape.dim, vocab=shape.vocab, layers=shape.layers, heads=shape.heads,
@@ -261,14 +272,22 @@ def side_by_side(args: argparse.Namespace) -> int:
             return figures, {"seconds": seconds, "status": check["status"],
                              "message": check.get("message"), "rss_gib": rss}  # fmt: skip
 
-        def theirs(loss: str, attn: str, compiled: bool = False) -> tuple[Any, dict[str, Any]]:
-            print(f"[TITAN] torchtitan: loss {loss}, attention {attn}, compile {compiled}")
+        def theirs(
+            loss: str, attn: str, compiled: bool = False, log_freq: int = 1
+        ) -> tuple[Any, dict[str, Any]]:
+            print(
+                f"[TITAN] torchtitan: loss {loss}, attention {attn}, compile {compiled}, "
+                f"a metrics line every {log_freq} step(s)",
+                flush=True,
+            )
             text, seconds, rss = ts.run_titan(
                 python, run, gpu=gpu, loss=loss, attention=attn,
                 peak_flops=peak * 1e12 if peak else None, threads=threads, work=work,
-                limit=limit, compiled=compiled,
+                limit=limit, compiled=compiled, log_freq=log_freq,
             )  # fmt: skip
-            figures = ts.titan_figures(ts.parse_titan_log(text), run.warmup, per_token, peak)
+            figures = ts.titan_figures(
+                ts.parse_titan_log(text), run.warmup, per_token, peak, log_freq
+            )
             if gpu:
                 figures.peak_memory_gib = ts.titan_active_peak_gib(text)
             else:
@@ -307,6 +326,12 @@ def side_by_side(args: argparse.Namespace) -> int:
             price("the attention kernel: torchtitan's FlexAttention (block-causal mask built "
                   "each step) against SDPA is_causal (gpuaccept's)", "torchtitan, SDPA",
                   "torchtitan, FlexAttention", sdpa, titan_main)  # fmt: skip
+        if "logging" in variants:
+            quiet, _ = theirs("plain", attention, log_freq=10)
+            price("torchtitan's metrics every step (the loss averaged and maxed over the ranks, "
+                  "the token count summed: collectives and a host sync each step) against "
+                  "every 10th", "torchtitan, every step", "torchtitan, every 10th step",
+                  titan_main, quiet)  # fmt: skip
         if "compile" in variants:
             ours_compiled, _ = ours("compiled", ["--compile"])
             price("torch.compile per block, gpuaccept", "gpuaccept eager",
@@ -397,7 +422,7 @@ def main() -> None:
     parser.add_argument(
         "--variants",
         help="with --torchtitan-venv: the differences to price, of loss, attention (GPU only), "
-        "compile (default: loss on the CPU, loss,attention on GPUs)",
+        "logging, compile (default: loss,logging on the CPU, loss,attention,logging on GPUs)",
     )
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--runs", help="';'-separated `train llm` flag sets")

@@ -290,8 +290,11 @@ def gpuaccept_side() -> Trainer.Config:
             disable_cuda_graphs=True,
         ),
         dataloader=ChainDataLoader.Config(seed=spec["seed"], steps=steps),
-        # one line a step, no colour codes, so the benchmark reads every step's figures
-        metrics=MetricsProcessor.Config(log_freq=1, disable_color_printing=True),
+        # one line a step by default (log_freq 1; config_registry.py:59 sets the same for the
+        # debug model), no colour codes, so the benchmark reads every step's figures
+        metrics=MetricsProcessor.Config(
+            log_freq=int(spec.get("log_freq", 1)), disable_color_printing=True
+        ),
         activation_checkpoint=checkpointing[spec["checkpointing"]],
         # FSDP2 alone, its parameters plain tensors sharded by fully_shard as gpuaccept's are
         # ("partial_dtensor": DTensor for model-parallel axes only, config/configs.py:163-172;

@@ -248,8 +248,11 @@ def titan_figures(
     warmup: int,
     flops_per_token: int,
     peak_tflops: float | None,
+    log_freq: int = 1,
 ) -> SideFigures:
-    timed = [s for s in steps if s.step > warmup] or steps[-1:]
+    """The timed lines are those whose window (the log_freq steps before each) starts after the
+    warm-up: every window holds as many tokens, so their rates combine as `harmonic_rate`."""
+    timed = [s for s in steps if s.step - log_freq >= warmup] or steps[-1:]
     if not timed:
         raise SideBySideError("torchtitan logged no step: no figure to compare")
     rate = harmonic_rate([s.tps for s in timed])
@@ -395,10 +398,12 @@ class RunShape:
     ranks: int
 
 
-def titan_spec(shape: RunShape, loss: str, attention: str, compiled: bool) -> dict[str, Any]:
+def titan_spec(
+    shape: RunShape, loss: str, attention: str, compiled: bool, log_freq: int = 1
+) -> dict[str, Any]:
     """What titan_launch.py reads from GPUACCEPT_TT_SPEC."""
     spec = asdict(shape)
-    spec.update(loss=loss, attention=attention, compile=compiled)
+    spec.update(loss=loss, attention=attention, compile=compiled, log_freq=log_freq)
     return spec
 
 
@@ -414,13 +419,14 @@ def run_titan(
     work: Path,
     limit: float,
     compiled: bool = False,
+    log_freq: int = 1,
 ) -> tuple[str, float, float]:
     """torchtitan's rank-0 log, its seconds, and the largest process's peak RSS (GiB)."""
-    name = f"titan-{loss}-{attention}{'-compiled' if compiled else ''}"
+    name = f"titan-{loss}-{attention}{'-compiled' if compiled else ''}-log{log_freq}"
     log = work / f"{name}.log"
     env = dict(os.environ)
     env.update(
-        GPUACCEPT_TT_SPEC=json.dumps(titan_spec(shape, loss, attention, compiled)),
+        GPUACCEPT_TT_SPEC=json.dumps(titan_spec(shape, loss, attention, compiled, log_freq)),
         GPUACCEPT_TT_DEVICE="cuda" if gpu else "cpu",
         PYTHONPATH=os.pathsep.join([str(LAUNCHER.parent), str(REPO / "src")]),
         OMP_NUM_THREADS=str(threads),

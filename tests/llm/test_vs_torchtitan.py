@@ -272,3 +272,24 @@ def test_both_sides_train_the_same_tokens_for_real(tmp_path: Path) -> None:
     # the same tokens and the same schedule: both learn the chain's unigram statistics
     assert abs(ours["final_loss"] - theirs["final_loss"]) < 0.15
     assert record["ratios"]["tokens_per_second"] > 0
+
+
+@pytest.mark.parametrize(
+    ("args", "refusal"),
+    [
+        (["--variants", "loss,speed"], "--variants takes loss, attention, logging, compile"),
+        (["--variants", "attention"], "FlexAttention, which has no backward on the CPU"),
+        (["--flags", "--preset tiny --checkpointing selective"], "only none or full is the same"),
+        (["--flags", "--preset tiny --steps 1"], "--steps must be at least 2"),
+    ],
+)
+def test_a_run_the_two_sides_cannot_share_is_refused_before_any_venv_is_made(
+    args: list[str], refusal: str, tmp_path: Path
+) -> None:
+    venv = tmp_path / "venv"
+    done = _benchmark(["--torchtitan-venv", str(venv), *args], tmp_path)
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert refusal in lines[0]
+    assert not venv.exists()
