@@ -254,5 +254,5 @@ def test_a_node_whose_runs_judged_no_gpu_counts_0_runs_and_says_why(tmp_path: Pa
         app, ["report", "--fleet", "--html", str(page), "--history", str(path)]
     )
     assert drawn.exit_code == 0, drawn.output
-    assert '<th data-key="runs">judged runs</th>' in page.read_text()
+    assert "<th>judged runs</th>" in page.read_text()
     assert "a pass in CPU mode or a run that judged nothing counts for neither" in page.read_text()

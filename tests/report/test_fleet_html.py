@@ -1,10 +1,13 @@
-"""The fleet on one page (issue #33 §3): `report --fleet --html PAGE` from either store, every
-value escaped, bounded in size, and its script checked in a real headless Chromium (Debian's
-`chromium`): the filter and the sort in the page's address select and order the rows a person
-would see."""
+"""The fleet on one page (issue #33 §3, issue #53 §2): `report --fleet --html PAGE` from either
+store, the decision first (states, what to act on, what changed, the stacks), distributions with
+axes and their laggards named, every value escaped, the node table paged in files beside the
+page; its script checked in a real headless Chromium (Debian's `chromium`): the filter, the sort
+and the page in the address select and order the rows a person would see, loading the other
+pages' files when they are needed."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -16,7 +19,13 @@ from typer.testing import CliRunner
 
 from gpuaccept.cli import app
 from gpuaccept.compare.fleet import fleet_state
-from gpuaccept.report.fleet_html import render_fleet_html
+from gpuaccept.report.fleet_html import (
+    PAGE_ROWS,
+    FleetPage,
+    pages_directory,
+    render_fleet_html,
+    write_fleet_page,
+)
 from gpuaccept.store.history import History
 from tests.run_reports import gpu_report, rejudged
 from tests.store.test_history_stores import _corpus
@@ -27,23 +36,37 @@ needs_chromium = pytest.mark.skipif(
 )
 
 
-def _page(location: str | Path) -> str:
+def _page(location: str | Path, directory: str = "fleet.html.nodes") -> FleetPage:
     with History.open(location, create=False) as store:
         state = fleet_state(
-            store, tolerance_percent=10.0, min_samples=3, mtbi_days=30.0, every_figure=True
+            store, tolerance_percent=10.0, min_samples=3, mtbi_days=30.0, distributions=True
         )
-    return render_fleet_html(state, source="the history", generated_at="2026-11-26T00:00:00")
+    return render_fleet_html(
+        state, source="the history", generated_at="2026-11-26T00:00:00", directory=directory
+    )
 
 
-def _rows(html: str, table: str) -> list[tuple[bool, list[str]]]:
-    """(hidden, cell texts) of each body row of a table, as a DOM dump shows them."""
-    body = re.search(rf'<table class="rows" id="{table}">.*?<tbody>(.*?)</tbody>', html, re.S)
-    assert body is not None, table
-    rows = []
-    for attributes, cells in re.findall(r"<tr([^>]*)>(.*?)</tr>", body.group(1), re.S):
-        texts = [re.sub(r"<[^>]+>", "", c) for c in re.findall(r"<td[^>]*>(.*?)</td>", cells)]
-        rows.append(("hidden" in attributes, texts))
+def _data(page: FleetPage) -> list[list[object]]:
+    """Every row of the node table as the page and its files hold them, in their order."""
+    first = re.search(r'<script type="application/json" id="nodes-1">(.*?)</script>', page.html)
+    assert first is not None
+    rows: list[list[object]] = json.loads(first.group(1))
+    for name, text in page.chunks:
+        found = re.fullmatch(r"gpuacceptNodes\((\d+),(.*)\);\n", text, re.S)
+        assert found is not None, name
+        assert name == f"{found.group(1)}.js", name
+        rows += json.loads(found.group(2))
     return rows
+
+
+def _rows(html: str, table: str) -> list[list[str]]:
+    """The cell texts of each body row of a table, as the page or a DOM dump shows them."""
+    body = re.search(rf'<table[^>]* id="{table}">.*?<tbody>(.*?)</tbody>', html, re.S)
+    assert body is not None, table
+    return [
+        [re.sub(r"<[^>]+>", "", c) for c in re.findall(r"<td[^>]*>(.*?)</td>", cells)]
+        for cells in re.findall(r"<tr[^>]*>(.*?)</tr>", body.group(1), re.S)
+    ]
 
 
 @pytest.fixture
@@ -54,25 +77,60 @@ def corpus_history(tmp_path: Path) -> Path:
     return path
 
 
-def test_the_page_says_what_the_fleet_is(corpus_history: Path) -> None:
-    html = _page(corpus_history)
-    nodes = _rows(html, "nodes")
-    assert [cells[0] for _, cells in nodes] == ["node-a", "node-b", "node-c", "node-d", "node-e"]
-    by_node = {cells[0]: cells for _, cells in nodes}
-    # node-b's newest accept failed on a pending row remap: reset the GPU
-    assert by_node["node-b"][1].startswith("FAIL")
-    assert by_node["node-b"][3] == "reset-gpu"
-    assert by_node["node-b"][6] == "1"  # its GPU 1 lags the fleet (600 against 778)
-    assert "12.5% below" in by_node["node-e"][7]
-    assert by_node["node-c"][1] == "PASS"
-    assert by_node["node-c"][3] == ""
+def test_the_page_leads_with_what_to_do(corpus_history: Path) -> None:
+    page = _page(corpus_history)
+    html = page.html
+    # the first screen, in this order: states, act now, what changed, stacks, figures, nodes
+    places = [
+        html.index(text)
+        for text in (
+            "2 fail</span>",
+            "<h2>Act now: 3 node(s)",
+            "<h2>Changed since",
+            "<h2>Stacks in use",
+            "<h2>Figures across the fleet",
+            "<h2>Nodes, those to act on first (5)",
+        )
+    ]
+    assert places == sorted(places)
+    assert [row[:2] for row in _rows(html, "act-now")] == [
+        ["node-a", "reset-gpu"],
+        ["node-b", "reset-gpu"],
+        ["node-e", "monitor"],
+    ]
     assert "2 to take out of service" in html
     assert "1 GPU figure(s) lagging" in html
+    # the node table: those to act on first, then the rest by name
+    rows = _data(page)
+    assert [row[0] for row in rows] == ["node-a", "node-b", "node-e", "node-c", "node-d"]
+    by_node = {row[0]: row for row in rows}
+    assert str(by_node["node-b"][1]).startswith("FAIL")
+    assert by_node["node-b"][3] == "reset-gpu"
+    assert by_node["node-b"][6] == 1  # its GPU 1 lags the fleet (600 against 778)
+    assert "12.5% below" in str(by_node["node-e"][7])
+    assert [row[12] for row in rows] == [1, 1, 1, 0, 0]  # needs attention
     (outlier,) = _rows(html, "outliers")
-    assert outlier[1][:2] == ["node-b", "gpu1"]
-    assert outlier[1][7] == "-22.8%"
-    assert html.count("<svg") == 3  # one histogram per model and metric
-    assert "Node figures (no device)" in html
+    assert outlier[:2] == ["node-b", "gpu1"]
+    assert outlier[7] == "-22.8%"
+
+
+def test_the_distributions_have_axes_name_their_laggards_and_fold_what_does_not_spread(
+    corpus_history: Path,
+) -> None:
+    html = _page(corpus_history).html
+    # one histogram: the H100s' matmul, which spreads; the figures equal everywhere fold away
+    (svg,) = re.findall(r"<svg.*?</svg>", html, re.S)
+    assert '<line class="axis"' in svg
+    texts = re.findall(r"<text[^>]*>(.*?)</text>", svg)
+    assert texts == ["2 GPUs", "0", "600", "median 778", "800 TFLOPS"]
+    assert "<li>node-b gpu1 600 (-22.8%)</li>" in html  # the laggard named beside it
+    folded = re.findall(r"<details><summary>(.*?)</summary>", html)
+    assert folded == [
+        "1 figure(s) with no spread (the same on every GPU)",
+        "1 figure(s) with no spread (the same on every node)",
+    ]
+    # figures with no GPU are not called GPU figures
+    assert "<h3>CPU-twin and node figures (no GPU: not GPU figures)</h3>" in html
 
 
 def test_both_stores_draw_the_same_page(corpus_history: Path, pg_history: str) -> None:
@@ -89,10 +147,12 @@ def test_every_value_from_the_history_is_escaped(tmp_path: Path) -> None:
     path = tmp_path / "h.sqlite"
     with History.open(path) as history:
         history.append([(r, "t") for r in [*runs, bad]])
-    html = _page(path)
+    page = _page(path)
+    html = page.html
     assert html.count("<script>") == 1  # the page's own
     assert "<img" not in html
-    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in html
+    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in html  # in the act-now table
+    assert _data(page)[0][0] == hostile  # the node table's data reads back as it was stored
 
 
 def test_report_fleet_is_refused_in_one_line_when_asked_wrong(
@@ -101,8 +161,8 @@ def test_report_fleet_is_refused_in_one_line_when_asked_wrong(
     runner = CliRunner()
     base = ["report", "--fleet", "--history", str(corpus_history)]
     for argv, said in (
-        ([*base], "give --html PAGE"),
-        ([*base, "--html", str(tmp_path / "p.html"), "--markdown", "-"], "give --html PAGE"),
+        ([*base], "--html PAGE"),
+        ([*base, "--html", str(tmp_path / "p.html"), "--markdown", "-"], "--html PAGE"),
         ([*base, "3", "--html", str(tmp_path / "p.html")], "name no run"),
         (
             [
@@ -149,34 +209,83 @@ def _dom(page: Path, fragment: str = "") -> str:
     return done.stdout
 
 
+def _shown(dom: str) -> list[list[str]]:
+    return _rows(dom, "nodes")
+
+
 @needs_chromium
 def test_the_filter_and_sort_in_the_address_select_and_order_rows(
     corpus_history: Path, tmp_path: Path
 ) -> None:
-    page = tmp_path / "fleet.html"
-    page.write_text(_page(corpus_history))
-    shown = _rows(_dom(page), "nodes")
-    assert [hidden for hidden, _ in shown] == [False] * 5
-    filtered = _rows(_dom(page, "#filter=node-b"), "nodes")
-    assert [cells[0] for hidden, cells in filtered if not hidden] == ["node-b"]
+    html = tmp_path / "fleet.html"
+    write_fleet_page(_page(corpus_history), html)
+    # opened as it is: those to act on first
+    assert [cells[0] for cells in _shown(_dom(html))] == [
+        "node-a",
+        "node-b",
+        "node-e",
+        "node-c",
+        "node-d",
+    ]
+    assert [cells[0] for cells in _shown(_dom(html, "#filter=node-b"))] == ["node-b"]
     # what needs attention: the two failing, node-b's lagging GPU, node-e slower than before
-    attention = _rows(_dom(page, "#attention=1"), "nodes")
-    assert [cells[0] for hidden, cells in attention if not hidden] == [
+    assert [cells[0] for cells in _shown(_dom(html, "#attention=1"))] == [
         "node-a",
         "node-b",
         "node-e",
     ]
-    newest_first = _rows(_dom(page, "#sort=run&desc=1"), "nodes")
-    assert [cells[9] for _, cells in newest_first] == ["10", "9", "8", "7", "5"]
-    by_result = _rows(_dom(page, "#sort=result"), "nodes")
-    assert [cells[1][:4] for _, cells in by_result] == ["FAIL", "FAIL", "PASS", "PASS", "PASS"]
-    counted = _dom(page, "#filter=node-b")
+    newest_first = _shown(_dom(html, "#sort=run&desc=1"))
+    assert [cells[9] for cells in newest_first] == ["10", "9", "8", "7", "5"]
+    by_node = _shown(_dom(html, "#sort=node"))
+    assert [cells[0] for cells in by_node] == ["node-a", "node-b", "node-c", "node-d", "node-e"]
+    counted = _dom(html, "#filter=node-b")
     assert '<span id="nodes-shown">1</span> of 5 shown' in counted
 
 
 @needs_chromium
+def test_the_node_table_is_paged_in_files_beside_the_page(tmp_path: Path) -> None:
+    count = 2 * PAGE_ROWS + 50
+    path = tmp_path / "h.sqlite"
+    with History.open(path) as history:
+        history.append(
+            [
+                (gpu_report(f"node{i:04d}", [800.0 - (i % 7)], passed=i % 100 != 3), "t")
+                for i in range(count)
+            ]
+        )
+    html = tmp_path / "fleet.html"
+    page = _page(path)
+    write_fleet_page(page, html)
+    assert sorted(p.name for p in pages_directory(html).iterdir()) == ["2.js", "3.js"]
+    failing = ["node0003", "node0103", "node0203"]
+    first = _shown(_dom(html))
+    assert len(first) == PAGE_ROWS
+    assert [cells[0] for cells in first[:4]] == [*failing, "node0000"]
+    # page 3: its rows come from 3.js alone
+    third = _dom(html, "#page=3")
+    assert [cells[0] for cells in _shown(third)][-1] == f"node{count - 1:04d}"
+    assert len(_shown(third)) == count - 2 * PAGE_ROWS
+    assert '<span id="nodes-page">3</span>' in third
+    # a filter reads every page: a node of page 3, and the failing ones from every page
+    assert [cells[0] for cells in _shown(_dom(html, "#filter=node0240"))] == ["node0240"]
+    assert [cells[0] for cells in _shown(_dom(html, "#attention=1"))] == failing
+    # written again for a smaller fleet: the pages of the larger one are gone
+    with History.open(tmp_path / "small.sqlite") as small:
+        small.append([(gpu_report("solo", [800.0]), "t")])
+    write_fleet_page(_page(tmp_path / "small.sqlite"), html)
+    assert list(pages_directory(html).iterdir()) == []
+    assert [cells[0] for cells in _shown(_dom(html))] == ["solo"]
+    # a page whose files were lost says so, rather than showing an empty table as the fleet
+    write_fleet_page(page, html)
+    (pages_directory(html) / "3.js").unlink()
+    assert "is missing: write the page again" in _dom(html, "#page=3")
+
+
+@needs_chromium
 @pytest.mark.slow
-def test_two_thousand_nodes_make_a_page_a_browser_opens_and_filters(tmp_path: Path) -> None:
+def test_two_thousand_nodes_make_a_small_page_a_browser_opens_and_filters(
+    tmp_path: Path,
+) -> None:
     path = tmp_path / "h.sqlite"
     with History.open(path) as history:
         history.append(
@@ -186,19 +295,17 @@ def test_two_thousand_nodes_make_a_page_a_browser_opens_and_filters(tmp_path: Pa
             ]
         )
     began = time.monotonic()
-    html = _page(path)
+    page = _page(path)
     rendered = time.monotonic() - began
-    page = tmp_path / "fleet.html"
-    page.write_text(html)
-    # the histograms are bins, not one mark per GPU: the page grows with the nodes' table only
-    assert len(html) < 2_000_000, len(html)
-    assert html.count("<rect") < 200
-    rows = _rows(_dom(page, "#attention=1"), "nodes")
-    assert len(rows) == 2000
-    assert [cells[0] for hidden, cells in rows if not hidden] == [
-        f"node{i:04d}" for i in range(0, 2000, 100)
-    ]
-    print(f"2,000 nodes x 8 GPUs: rendered in {rendered:.2f} s, {len(html) / 1e6:.2f} MB")
+    html = tmp_path / "fleet.html"
+    write_fleet_page(page, html)
+    # the histograms are bins, not one mark per GPU; the node table's first page alone is in it
+    assert len(page.html) < 200_000, len(page.html)
+    assert page.html.count("<rect") < 200
+    assert len(page.chunks) == 2000 // PAGE_ROWS - 1
+    rows = _shown(_dom(html, "#attention=1"))
+    assert [cells[0] for cells in rows] == [f"node{i:04d}" for i in range(0, 2000, 100)]
+    print(f"2,000 nodes x 8 GPUs: rendered in {rendered:.2f} s, {len(page.html) / 1e6:.2f} MB")
 
 
 def test_report_fleet_judges_as_history_fleet_is_told(corpus_history: Path, tmp_path: Path) -> None:

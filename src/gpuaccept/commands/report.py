@@ -28,11 +28,18 @@ class ReportRequest:
     history: str | None = None  # for run ids, trend charts and the fleet: a file or a URI
     fleet: bool = False  # the whole fleet: its page (html) and/or its MTBI metrics (prometheus)
     judging: FleetJudging = field(default_factory=FleetJudging)  # the fleet page's judgement
+    since: str | None = None  # the fleet page's "changed since" (history fleet's --since)
 
     def __post_init__(self) -> None:
         from gpuaccept.store.history import history_location
 
         history_location(self.history)  # a history named wrongly is said before the rest
+        if self.since is not None:
+            if not self.fleet:
+                raise InputError("--since says what changed in the fleet: give --fleet")
+            from gpuaccept.compare.fleet import parse_since
+
+            parse_since(self.since)
         if self.fleet:
             if self.source is not None:
                 raise InputError(f"--fleet shows the whole fleet: name no run ({self.source!r})")
@@ -115,9 +122,9 @@ def run(request: ReportRequest, out: Output) -> ReportResult:
 def _fleet_page(request: ReportRequest, location: HistoryLocation, out: Output) -> ReportResult:
     from datetime import UTC, datetime
 
-    from gpuaccept.compare.fleet import fleet_mtbi, fleet_state
+    from gpuaccept.compare.fleet import DEFAULT_SINCE, fleet_mtbi, fleet_state, parse_since
     from gpuaccept.output_files import refuse_collisions
-    from gpuaccept.report.fleet_html import render_fleet_html
+    from gpuaccept.report.fleet_html import pages_directory, render_fleet_html, write_fleet_page
     from gpuaccept.store.history import History, local_file
 
     html, prometheus = request.html, request.prometheus
@@ -135,23 +142,32 @@ def _fleet_page(request: ReportRequest, location: HistoryLocation, out: Output) 
                 tolerance_percent=judging.tolerance_percent,
                 min_samples=judging.min_gpus,
                 mtbi_days=judging.mtbi_days,
-                every_figure=True,
+                since=DEFAULT_SINCE if request.since is None else parse_since(request.since),
+                distributions=True,
             )
             mtbi = state.mtbi
             page = render_fleet_html(
-                state, source=str(location), generated_at=datetime.now(UTC).isoformat()[:19]
+                state,
+                source=str(location),
+                generated_at=datetime.now(UTC).isoformat()[:19],
+                directory=pages_directory(html).name,
             )
-            outputs.append((html, page))
         else:
             mtbi = fleet_mtbi(store, judging.mtbi_days)  # the window alone, not the fleet's view
     if prometheus is not None:
         from gpuaccept.report.fleet_prometheus import render_fleet_prometheus
 
         outputs.append((prometheus, render_fleet_prometheus(mtbi)))
+    if html is not None:
+        try:  # the page, and its node table's other pages in a directory beside it
+            write_fleet_page(page, html)
+        except OSError as error:
+            raise InputError(f"{html}: cannot write: {error.strerror}") from None
+        out.line(f"[REPORT] {html}")
     for target, text in outputs:
         _write(target, text)
         out.line(f"[REPORT] {target}")
-    return ReportResult([target for target, _ in outputs])
+    return ReportResult([*([html] if html is not None else []), *(t for t, _ in outputs)])
 
 
 def _check_output(path: Path | None, flag: str) -> None:
