@@ -279,16 +279,20 @@ def test_metrics_keep_the_brake_apart_from_the_cap(node: Path) -> None:
     assert [line.rsplit(" ", 1)[1] for line in caps] == ["0.0", "1.0"]
 
 
-def _start(tmp_path: Path, scenario: dict[str, Any], *extra: str) -> subprocess.Popen[str]:
-    (tmp_path / "scenario.json").write_text(json.dumps(scenario))
-    (tmp_path / "kernel.log").write_text("")
-    env = {
+def _env(tmp_path: Path) -> dict[str, str]:
+    return {
         **os.environ,
         "GPUACCEPT_NVML_MODULE": "tests.fake_nvml",
         "FAKE_NVML_SCENARIO": str(tmp_path / "scenario.json"),
         "GPUACCEPT_KERNEL_LOG": str(tmp_path / "kernel.log"),
         "PYTHONPATH": str(REPO),
     }
+
+
+def _start(tmp_path: Path, scenario: dict[str, Any], *extra: str) -> subprocess.Popen[str]:
+    (tmp_path / "scenario.json").write_text(json.dumps(scenario))
+    (tmp_path / "kernel.log").write_text("")
+    env = _env(tmp_path)
     command = [sys.executable, "-m", "gpuaccept", "watch", "--interval", "0.2"]
     return subprocess.Popen(
         [*command, "--metrics-port", "0", "--act", "report", *extra],
@@ -335,3 +339,54 @@ def test_sigterm_stops_it_cleanly_with_exit_0_and_the_history_flushed(tmp_path: 
     with sqlite3.connect(history) as db:
         rows = db.execute("SELECT command, failed_checks FROM runs ORDER BY id").fetchall()
     assert rows == [("watch", ""), ("watch", "health")]
+
+
+def test_an_event_is_kept_two_hours_after_it_was_seen_then_dropped(node: Path) -> None:
+    links = [{"active": True, "version": 4, "crc": 0, "replay": 0, "recovery": 0}] * 18
+    poller, debouncer = Poller(window=3, events=False), Debouncer(3)
+    start = time.time()
+    for at, replay in ((start, 0), (start + 10, 3), (start + 7000, 3)):
+        play(h100_sxm(nvlink=[{**links[0], "replay": replay}, *links[1:]]))
+        debouncer.update(poller.poll(now=at))
+    assert len(debouncer.failing) == 1  # no growth since, still within 2 hours of the last one
+    debouncer.update(poller.poll(now=start + 10 + 7201))
+    assert debouncer.failing == []
+
+
+def test_a_history_write_the_file_system_refuses_is_survived_and_said(tmp_path: Path) -> None:
+    """A real failing write: the process may write no file past 8 KiB (RLIMIT_FSIZE: EFBIG, as
+    a full disk refuses the next page with ENOSPC); the database is left whole."""
+    import resource
+
+    from gpuaccept.store.history import History
+
+    history = tmp_path / "history.sqlite"
+    with History.open(str(history)):
+        pass
+    # two pages: the check at start (page 1 rewritten and rolled back, its journal) fits, a
+    # record's pages lie beyond
+    limit = 8192
+
+    def no_growth() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG, not a killed process
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    (tmp_path / "scenario.json").write_text(json.dumps({"gpus": [h100_sxm()]}))
+    (tmp_path / "kernel.log").write_text("")
+    command = [sys.executable, "-m", "gpuaccept", "watch", "--interval", "0.2", "--polls", "3"]
+    done = subprocess.run(
+        [*command, "--metrics-port", "0", "--act", "report", "--history", str(history)],
+        cwd=REPO,
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=no_growth,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "did not take the record" in done.stderr
+    assert "1 record(s) could not be written to the history" in done.stderr
+    with sqlite3.connect(history) as db:
+        assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        assert db.execute("SELECT count(*) FROM runs").fetchone() == (0,)
