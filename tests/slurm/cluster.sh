@@ -2,6 +2,7 @@
 # Start or stop a real one-node Slurm (slurmctld, slurmd, munged from Debian's packages) whose
 # configuration and state live in one directory. Root only: slurmd runs jobs as their users.
 #   cluster.sh start STATE_DIR   prints SLURM_CONF=... once the node is idle
+#                                (STATE_DIR/slurm.extra.conf, if there, is added to slurm.conf)
 #   cluster.sh stop STATE_DIR
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -47,6 +48,11 @@ node=$(hostname -s)
 sed -e "s|@NODE@|$node|g" -e "s|@STATE@|$state|g" -e "s|@CPUS@|$(nproc)|g" \
   -e "s|@CTLD_PORT@|$(free_port)|g" -e "s|@SLURMD_PORT@|$(free_port)|g" \
   "$here/slurm.conf.in" >"$conf"
+# A test's own lines (a Prolog, its flags), written beside before the start: the daemons read
+# PrologFlags only when they start
+if [[ -f "$state/slurm.extra.conf" ]]; then
+  cat "$state/slurm.extra.conf" >>"$conf"
+fi
 # slurmd checks cgroup.conf even with proctrack/linuxproc on some builds: an empty one is valid
 printf "# no cgroup plugin in use: proctrack/linuxproc, task/none\n" >"$state/cgroup.conf"
 

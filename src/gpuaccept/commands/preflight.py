@@ -187,7 +187,7 @@ def _gang(request: PreflightRequest) -> Gang:
         # one job's gang apart from another's on the same nodes (jobs may share a node)
         job = request.job.split("_")[0] if request.job else ""
         port = 20000 + int(job) % 20000 if job else DEFAULT_PORT
-    return gang_of(os.environ, request.node or node_name(os.environ), port)
+    return gang_of(os.environ, request.node or node_name(os.environ), port, request.job)
 
 
 def _checks(

@@ -68,28 +68,42 @@ def _number(text: str, what: str, low: int, high: int) -> int:
     return value
 
 
-def slurm_gang(env: Mapping[str, str], node: str, port: int) -> Gang:
-    """The job's nodes from SLURM_JOB_NODELIST (a Prolog has it: Slurm's prolog_epilog.shtml,
-    "SLURM_JOB_NODELIST: Nodes assigned to job"), this node's rank among them."""
-    listed = env.get("SLURM_JOB_NODELIST", "").strip()
-    if not listed:
-        raise InputError("--gang under Slurm needs SLURM_JOB_NODELIST (a Prolog or a job has it)")
+def _scontrol(*args: str) -> str:
     try:
         done = subprocess.run(
-            ["scontrol", "show", "hostnames", listed],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
+            ["scontrol", *args], capture_output=True, text=True, timeout=30, check=False
         )
     except FileNotFoundError:
         raise EnvironmentProblem("scontrol not found: --gang under Slurm needs it") from None
     except subprocess.TimeoutExpired:
-        raise EnvironmentProblem("scontrol show hostnames took over 30 s") from None
-    names = tuple(done.stdout.split())
-    if done.returncode != 0 or not names:
+        raise EnvironmentProblem(f"scontrol {args[0]} {args[1]} took over 30 s") from None
+    if done.returncode != 0:
         said = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
-        raise InputError(f"SLURM_JOB_NODELIST={listed!r}: scontrol could not expand it: {said}")
+        raise InputError(f"scontrol {' '.join(args)}: {said}")
+    return done.stdout
+
+
+def job_nodes(env: Mapping[str, str], job: str | None) -> str:
+    """The job's node list as Slurm writes it. A Prolog of Slurm 22.05 is not given
+    SLURM_JOB_NODELIST (SchedMD/slurm at slurm-22-05-8-1, doc/html/prolog_epilog.shtml:504-510:
+    "Available in PrologSlurmctld SrunProlog, TaskProlog, ..."; the slurmd Prolog is not named):
+    then the controller is asked for the job's NodeList."""
+    listed = env.get("SLURM_JOB_NODELIST", "").strip()
+    if listed:
+        return listed
+    if not job:
+        raise InputError("--gang under Slurm needs SLURM_JOB_NODELIST or --job (the Prolog's)")
+    fields = dict(f.split("=", 1) for f in _scontrol("show", "job", "-o", job).split() if "=" in f)
+    listed = fields.get("NodeList", "")
+    if not listed or listed == "(null)":
+        raise InputError(f"--gang: Slurm lists no nodes for job {job}")
+    return listed
+
+
+def slurm_gang(env: Mapping[str, str], node: str, port: int, job: str | None = None) -> Gang:
+    """The job's nodes (expanded by `scontrol show hostnames`), this node's rank among them."""
+    listed = job_nodes(env, job)
+    names = tuple(_scontrol("show", "hostnames", listed).split())
     if node not in names:
         raise InputError(f"--gang: this node {node!r} is not in the job's nodes ({listed})")
     leader = env.get(LEADER_ENV, "").strip() or names[0]
@@ -107,12 +121,12 @@ def kubernetes_gang(env: Mapping[str, str], port: int) -> Gang:
     return Gang(rank, tuple(f"index-{i}" for i in range(size)), leader, port)
 
 
-def gang_of(env: Mapping[str, str], node: str, port: int) -> Gang:
+def gang_of(env: Mapping[str, str], node: str, port: int, job: str | None = None) -> Gang:
     """The gang this process belongs to: an Indexed Job's when Kubernetes numbers the pod, else
     the Slurm job's."""
     if env.get(INDEX_ENV, "").strip():
         return kubernetes_gang(env, port)
-    return slurm_gang(env, node, port)
+    return slurm_gang(env, node, port, job)
 
 
 def join(gang: Gang, verdict: str, timeout: float, device_mode: str) -> GangOutcome:
