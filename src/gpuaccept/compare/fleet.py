@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import TypeVar
 
 from gpuaccept.act.offenders import Mtbi
 from gpuaccept.compare.comparison import (
@@ -34,6 +36,8 @@ from gpuaccept.store.base import (
     RunRow,
     StackUse,
 )
+
+T = TypeVar("T")
 
 # the burn-in check that compares each GPU's bitwise results: its failure is silent data
 # corruption (docs/burnin.md)
@@ -261,10 +265,18 @@ def fleet_state(
     check_window(mtbi_days)
     until = store.newest_start()
     window = _window_start(until, mtbi_days)
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpu-incidents") as pool:
+    with (
+        ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpu-incidents") as pool,
+        ThreadPoolExecutor(max_workers=1, thread_name_prefix="fleet-changes") as beside,
+    ):
         # the store's heaviest statement (each named GPU's runs in the window: 0.16-0.19 s of
         # PostgreSQL's time at 10,000 of them) on a connection of its own, beside the rest
         gpus = pool.submit(_gpu_incidents_apart, store, window) if window else None
+        # and what changed and the stacks, each node's runs of the window read again (0.3 and
+        # 0.4 s at 10,000 nodes on a loaded machine): a third connection
+        first_screen = beside.submit(
+            _apart, store, lambda other: _changes_and_stacks(other, until, since, window)
+        )
         runs = store.newest_runs("accept")
         if every_figure:
             view = fleet_view(
@@ -284,8 +296,8 @@ def fleet_state(
             if not run.verdict.passed and run.id in plans
         }
         sdc = [run for run in store.newest_runs("burnin") if SDC_CHECK in run.verdict.failed_checks]
-        changes = _changes(store, until, since)
-        stacks = store.stack_use(window) if window else []
+        found = first_screen.result()
+        changes, stacks = found or _changes_and_stacks(store, until, since, window)
         drawn = (
             _distributions(store, view, tolerance_percent, min_samples) if distributions else None
         )
@@ -422,6 +434,22 @@ def _distributions(
 def _window_start(until: str | None, days: float) -> str:
     """The start of the incidents' window ending at the history's newest run ("": none)."""
     return (datetime.fromisoformat(until) - timedelta(days=days)).isoformat() if until else ""
+
+
+def _changes_and_stacks(
+    store: History, until: str | None, since: timedelta | datetime, window: str
+) -> tuple[FleetChanges | None, list[StackUse]]:
+    return _changes(store, until, since), store.stack_use(window) if window else []
+
+
+def _apart(store: History, read: Callable[[History], T]) -> T | None:
+    """`read` on another connection to the history; None where it cannot be opened (the
+    caller then reads on its own)."""
+    try:
+        with store.another() as other:
+            return read(other)
+    except HistoryError:
+        return None
 
 
 def _gpu_incidents_apart(store: History, since: str) -> GpuIncidents | None:
