@@ -390,3 +390,47 @@ def test_a_history_write_the_file_system_refuses_is_survived_and_said(tmp_path: 
     with sqlite3.connect(history) as db:
         assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
         assert db.execute("SELECT count(*) FROM runs").fetchone() == (0,)
+
+
+def test_a_gpu_gone_between_two_nvml_calls_is_a_poll_without_nvml(
+    node: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    play(h100_sxm(throttle=HW_POWER_BRAKE))
+    poller, debouncer = Poller(window=1, events=False), Debouncer(1)
+    debouncer.update(poller.poll())
+    assert debouncer.failing != []
+
+    calls = iter([True])  # the health reading finds the GPU; the next call of the poll does not
+    found = fake_nvml.nvmlDeviceGetHandleByIndex
+
+    def gone(index: int) -> Any:
+        if next(calls, False):
+            return found(index)
+        raise fake_nvml.NVMLError(fake_nvml.NVML_ERROR_GPU_IS_LOST)
+
+    monkeypatch.setattr(fake_nvml, "nvmlDeviceGetHandleByIndex", gone)
+    poll = poller.poll()
+    assert not poll.nvml_up
+    assert "GPU is lost" in str(poll.nvml_problem)
+    debouncer.update(poll)
+    assert debouncer.failing != []  # a poll that read nothing clears nothing
+
+
+def test_a_poll_that_fails_on_the_watchs_own_fault_is_said_and_survived(
+    node: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    failures = iter([True])
+    real = Poller.poll
+
+    def poll(self: Poller, now: float | None = None) -> Any:
+        if next(failures, False):
+            raise ValueError("a bug")
+        return real(self, now)
+
+    monkeypatch.setattr(Poller, "poll", poll)
+    play(h100_sxm())
+    out = Collected()
+    request = WatchRequest(interval=0.1, polls=2, metrics_port=None, no_history=True)
+    result = run(request, out)
+    assert (result.exit_code, result.polls) == (0, 2)
+    assert "watch: the poll failed: ValueError: a bug" in out.text("err")

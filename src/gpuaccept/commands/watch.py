@@ -150,7 +150,14 @@ def run(request: WatchRequest, out: Output) -> WatchResult:
         with _stopped_by_signals(stop) as fired:
             while True:
                 began = time.monotonic()
-                loop.once(poller.poll())
+                try:
+                    poll = poller.poll()
+                except Exception as error:  # a fault of the watch's own: said, counted, survived
+                    with state.lock:
+                        state.poll_errors += 1
+                    out.error(f"watch: the poll failed: {_first_line(error)}")
+                else:
+                    loop.once(poll)
                 if request.once or (request.polls and state.polls >= request.polls):
                     break
                 if stop.wait(max(0.0, request.interval - (time.monotonic() - began))):

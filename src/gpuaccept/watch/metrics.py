@@ -29,6 +29,7 @@ class WatchState:
 
     lock: threading.Lock = field(default_factory=threading.Lock)
     polls: int = 0
+    poll_errors: int = 0
     nvml_errors: int = 0
     history_writes: int = 0
     history_errors: int = 0
@@ -61,6 +62,7 @@ class WatchCollector(Collector):
             state, last, raised = self.state, self.state.last, self.state.raised
             counts = {
                 "polls": state.polls,
+                "poll_errors": state.poll_errors,
                 "nvml_errors": state.nvml_errors,
                 "history_writes": state.history_writes,
                 "history_errors": state.history_errors,
@@ -82,6 +84,9 @@ class WatchCollector(Collector):
             return family
 
         yield counter("polls", "Polls made.", counts["polls"])
+        yield counter(
+            "poll_errors", "Polls that failed on a fault of the watch's own.", counts["poll_errors"]
+        )
         yield counter(
             "nvml_errors", "Polls in which NVML could not be read.", counts["nvml_errors"]
         )
@@ -148,12 +153,16 @@ def _gpu_families(node: str, poll: Poll) -> Iterator[GaugeMetricFamily]:
         (
             "hw_power_brake",
             "1 while the hardware power brake (0x80) holds the clocks.",
-            lambda g: None if g.reasons_mask is None else float(bool(g.reasons_mask & 0x80)),
+            lambda g: (
+                None if g.reasons_mask is None else float(bool(g.reasons_mask & HW_POWER_BRAKE))
+            ),
         ),
         (
             "sw_power_cap",
             "1 while the software power cap (0x04) holds the clocks (not a fault).",
-            lambda g: None if g.reasons_mask is None else float(bool(g.reasons_mask & 0x04)),
+            lambda g: (
+                None if g.reasons_mask is None else float(bool(g.reasons_mask & SW_POWER_CAP))
+            ),
         ),
         ("busy", "1 when NVML does not report the GPU idle.", lambda g: g.busy),
         ("pcie_link_gen", "PCIe link generation now.", lambda g: g.pcie_gen),

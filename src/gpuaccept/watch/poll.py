@@ -201,6 +201,8 @@ class Poller:
         else:
             try:
                 gpus, problem = self._nvml_poll(nvml, now, findings, unjudged)
+            except Exception as error:  # a GPU gone between two calls, a driver going away
+                gpus, problem = [], f"NVML failed mid-poll: {type(error).__name__}: {error}"
             finally:
                 shutdown = getattr(nvml, "nvmlShutdown", None)
                 if shutdown is not None:
