@@ -140,7 +140,11 @@ def test_llm_tiny_short_run_trains_and_passes_without_judging_convergence(
     ("values", "line"),
     [
         ({"preset": "70b"}, "--preset must be auto, tiny, 1b or 8b (got '70b')"),
-        ({"checkpointing": "some"}, "--checkpointing must be none, selective or full (got 'some')"),
+        (
+            {"checkpointing": "some"},
+            "--checkpointing must be none, full, selective-op (torchtitan's selective, per "
+            "operator) or selective-layer-N (every Nth block whole) (got 'some')",
+        ),
         ({"learning_rate": float("nan")}, "--lr must be a finite number (got nan)"),
     ],
 )

@@ -14,6 +14,7 @@ from gpuaccept.references import load_shipped_references
 from gpuaccept.suite import level_settings
 
 H200 = Target(0, "NVIDIA H200")
+H100 = Target(0, "NVIDIA H100 80GB HBM3")
 
 
 def context(mode: str = "cpu") -> CheckContext:
@@ -51,11 +52,22 @@ def record(rank: int = 0, **changes: object) -> RankRecord:
     return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
 
 
-def judged(spec: LlmSpec, records: list[RankRecord] | None, mode: str = "cuda", error: str = ""):
-    """Findings and figures of records that ran `spec`."""
+def judged(
+    spec: LlmSpec,
+    records: list[RankRecord] | None,
+    mode: str = "cuda",
+    error: str = "",
+    target: Target = H200,
+):
+    """Findings and figures of records that ran `spec` on `target`'s model."""
     findings = Findings("workload", "TRAIN")
     if records is not None:
         records = [dataclasses.replace(r, spec=spec) for r in records]
     outcome = RanksOutcome(len(records or [1]), "nccl", records, error or None)
-    figures = workload.judge(context(mode), H200, spec, outcome, findings)
+    figures = workload.judge(context(mode), target, spec, outcome, findings)
     return findings, figures
+
+
+def eight_ranks(**changes: object) -> list[RankRecord]:
+    """Records of 8 ranks: the world torchtitan's 8b floor was measured on."""
+    return [record(rank, **changes) for rank in range(8)]

@@ -62,7 +62,7 @@ def test_the_cpu_twin_with_no_other_flag_trains_and_passes(tmp_path: Path) -> No
     ("flags", "says"),
     [
         (["--preset", "70b"], "--preset must be auto, tiny, 1b or 8b"),
-        (["--checkpointing", "some"], "--checkpointing must be none, selective or full"),
+        (["--checkpointing", "some"], "--checkpointing must be none, full, selective-op"),
         (["--precision", "fp8"], "--precision must be auto, bf16 or fp32"),
         (["--lr", "nan"], "--lr must be a finite number"),
         (["--lr", "2"], "--lr must be in (0, 1)"),

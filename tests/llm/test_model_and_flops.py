@@ -16,8 +16,8 @@ from gpuaccept.llm.model import PRESETS, Decoder, model_shape
 
 def test_the_presets_have_torchtitans_llama3_shapes() -> None:
     eight, one = PRESETS["8b"], PRESETS["1b"]
-    # torchtitan/models/llama3/__init__.py _8b and _1b, compute_ffn_hidden_dim at b5bcd76;
-    # 8b is Llama 3.1 8B, 1b is NOT Llama 3.2 1B (FFN 8192 and a tied output there: model.py)
+    # torchtitan/models/llama3/__init__.py _8b and _1b, compute_ffn_hidden_dim (0.3.0, b5bcd76);
+    # 8b is Llama 3.1 8B, 1b is Llama 3.2 1B (FFN 8192, output tied: its config.json, model.py)
     assert (eight.dim, eight.layers, eight.heads, eight.kv_heads, eight.ffn_dim) == (
         4096,
         32,
@@ -26,8 +26,12 @@ def test_the_presets_have_torchtitans_llama3_shapes() -> None:
         14336,
     )
     assert eight.vocab == one.vocab == 128256
-    assert (one.dim, one.layers, one.heads, one.kv_heads, one.ffn_dim) == (2048, 16, 32, 8, 6144)
-    assert one.ffn_dim != 8192, "Llama 3.2 1B's width: the 1b floors were measured at 6144"
+    assert (one.dim, one.layers, one.heads, one.kv_heads, one.ffn_dim) == (2048, 16, 32, 8, 8192)
+    assert one.tied_output
+    assert not eight.tied_output
+    # Llama 3.2 1B: 1.24 billion parameters, the embedding counted once
+    ones = shape_matmul_parameters(one) + one.layers * 2 * one.dim + one.dim
+    assert 1.235e9 < ones < 1.24e9
     # Llama 3.1 8B: 8.03 billion parameters, of which the token embedding is 0.525 billion
     total = shape_matmul_parameters(eight) + eight.vocab * eight.dim
     assert 8.0e9 < total + eight.layers * 2 * eight.dim + eight.dim < 8.05e9
@@ -52,6 +56,22 @@ def test_the_flop_count_is_what_torchs_flop_counter_counts(shape: object) -> Non
     assert counts["aten.bmm"] > 0, "the attention term was not counted at all"
     expected = flops_per_token(shape) * 2 * shape.seq_len  # type: ignore[arg-type, attr-defined]
     assert counter.get_total_flops() == expected
+
+
+def test_a_tied_output_is_one_parameter_counted_once_in_the_matmuls() -> None:
+    """torchtitan counts a tied embedding in the matmul parameters (it is the output layer's
+    weight; models/utils.py:446-449 in 0.3.0): so do model and shape here."""
+    import dataclasses
+
+    shape = dataclasses.replace(PRESETS["tiny"], tied_output=True)
+    model = Decoder(shape)
+    assert model.output.weight is model.tok_embeddings.weight
+    assert matmul_parameters(model) == shape_matmul_parameters(shape)
+    untied = Decoder(PRESETS["tiny"])
+    assert (
+        sum(p.numel() for p in untied.parameters()) - sum(p.numel() for p in model.parameters())
+        == shape.vocab * shape.dim
+    )
 
 
 def test_the_attention_term_grows_with_the_sequence() -> None:

@@ -17,6 +17,7 @@ from gpuaccept.distributed.local_ranks import RanksFailed, RanksTimedOut, run_ra
 from gpuaccept.interrupts import raise_if_interrupted
 from gpuaccept.llm.figures import SCALING_FLOOR, STRAGGLER_SCORE, LlmFigures, compute_figures
 from gpuaccept.llm.plans import PRESET_RUNS, accept_spec, is_preset_shape
+from gpuaccept.llm.spec import RunConfiguration
 from gpuaccept.llm.train import LlmSpec, RankRecord, train_rank
 from gpuaccept.results import CheckResult
 
@@ -110,12 +111,20 @@ def judge(
         return None
     preset = preset_of(spec)
     shape = spec.shape
+    configuration = RunConfiguration.of(spec, outcome.world_size)
     findings.details = {
         "preset": preset,
+        # what a floor must have been measured at to judge this run's speed (llm/floors.py)
+        "configuration": configuration.text(),
         "ranks": outcome.world_size,
         "backend": outcome.backend,
         "layers": shape.layers,
         "dim": shape.dim,
+        "heads": shape.heads,
+        "kv_heads": shape.kv_heads,
+        "ffn_dim": shape.ffn_dim,
+        "vocab": shape.vocab,
+        "tied_output": shape.tied_output,
         "seq_len": shape.seq_len,
         "local_batch": spec.local_batch,
         "global_batch": spec.global_batch,
@@ -123,6 +132,7 @@ def judge(
         "warmup_steps": spec.warmup_steps,
         "precision": spec.precision,
         "checkpointing": spec.checkpointing,
+        "loss_form": spec.loss_form,
         "compile": spec.compile,
         "convergence_judged": spec.judge_convergence,
         "plan": spec.plan,
@@ -142,7 +152,7 @@ def judge(
     reasons: list[str] = []
     judged_speed = False
     for metric, value, unit in speed:
-        why = _floor_missing(context, target, spec, preset, metric)
+        why = _floor_missing(context, target, configuration, preset, metric)
         if why is None:
             findings.judge(context, target, metric, value, unit)
             judged_speed = True
@@ -154,8 +164,12 @@ def judge(
     if not judged_speed:
         findings.details["speed_not_judged"] = "; ".join(reasons)
         if not context.cpu_mode:
-            # no floor is no pass: the check says it did not judge the speed (issue #52)
+            # no floor is no pass: the check, and the run's verdict, say it did not judge the
+            # speed (issue #52); the node is not failed for it
             findings.warnings.append(f"speed NOT JUDGED: {'; '.join(reasons)}")
+            findings.not_judged["speed"] = "; ".join(reasons)
+    if not spec.judge_convergence and not context.cpu_mode:
+        findings.not_judged["convergence"] = _CHANGED_RUN
     findings.record_node("llm_goodput", figures.goodput, "ratio")
     findings.record_node("llm_median_step_seconds", figures.median_step_seconds, "s")
     findings.record_node("llm_final_loss", figures.final_loss, "nats")
@@ -188,8 +202,18 @@ def judge(
     return figures
 
 
+_CHANGED_RUN = (
+    "a changed run (fewer steps or tokens, another learning rate or shape than the preset's "
+    "limit was set on)"
+)
+
+
 def _floor_missing(
-    context: CheckContext, target: Target, spec: LlmSpec, preset: str, metric: str
+    context: CheckContext,
+    target: Target,
+    configuration: RunConfiguration,
+    preset: str,
+    metric: str,
 ) -> str | None:
     """Why `metric` is not judged against a floor on this run (None: it is)."""
     from gpuaccept.checks.judging import target_model
@@ -207,14 +231,14 @@ def _floor_missing(
     reference = context.references.lookup(model, metric)
     if reference is None:
         return (
-            f"no {preset} floor for {target.name} ({model or 'an unknown model'}): nothing "
-            "measured on this GPU model at this configuration yet"
+            f"no {preset} floor for {target.name} ({model or 'an unknown model'}) at "
+            f"{configuration.text()}: nothing measured on this GPU model at this configuration yet"
         )
     shipped = load_shipped_references().lookup(model, metric)
-    configuration = FLOOR_CONFIGURATIONS.get((model or "", metric))
-    if reference != shipped or configuration is None:
+    floor = FLOOR_CONFIGURATIONS.get((model or "", metric))
+    if reference != shipped or floor is None:
         return None  # a baseline the operator recorded on their own node: its run's own
-    mismatch = configuration.mismatch(spec)
+    mismatch = floor.mismatch(configuration)
     return f"the {model} {metric} floor does not apply: {mismatch}" if mismatch else None
 
 
@@ -313,10 +337,7 @@ def _summary(
             "pass on a healthy GPU)"
         )
     else:
-        loss = (
-            f"loss {figures.final_loss:.3f}, convergence NOT JUDGED (a changed run: fewer "
-            "steps or tokens, another learning rate or shape than the preset's limit was set on)"
-        )
+        loss = f"loss {figures.final_loss:.3f}, convergence NOT JUDGED ({_CHANGED_RUN})"
     plan = f"; chosen as {spec.plan}" if spec.plan else ""
     return (
         f"{preset_of(spec)} on {outcome.world_size} {outcome.backend} rank(s): {speed}; {loss}, "

@@ -76,16 +76,10 @@ def _spec(request: TrainLlmRequest, mode: str) -> LlmSpec:
     """The model and run the request names on this device mode (InputError for a shape that
     cannot be built or trained)."""
     from gpuaccept.llm.plans import Overrides, llm_spec
-    from gpuaccept.llm.train import Checkpointing, Precision
+    from gpuaccept.llm.train import Precision
 
     chosen = request.preset if request.preset != "auto" else ("tiny" if mode == "cpu" else "1b")
     precisions: dict[str, Precision] = {"bf16": "bf16", "fp32": "fp32"}
-    modes: dict[str | None, Checkpointing | None] = {
-        None: None,
-        "none": "none",
-        "selective": "selective",
-        "full": "full",
-    }
     precision = request.precision
     return llm_spec(
         chosen,
@@ -97,7 +91,7 @@ def _spec(request: TrainLlmRequest, mode: str) -> LlmSpec:
             request.batch,
             request.steps,
             request.learning_rate,
-            modes[request.checkpointing],
+            request.checkpointing,
         ),
         compile_blocks=request.compile_blocks,
         seed=request.seed,
@@ -108,10 +102,10 @@ def _check(request: TrainLlmRequest) -> None:
     """The flags no parser checks, each refused in one line before anything runs."""
     if request.precision not in ("auto", "bf16", "fp32"):
         raise InputError(f"--precision must be auto, bf16 or fp32 (got {request.precision!r})")
-    if request.checkpointing not in (None, "none", "selective", "full"):
-        raise InputError(
-            f"--checkpointing must be none, selective or full (got {request.checkpointing!r})"
-        )
+    if request.checkpointing is not None:
+        from gpuaccept.llm.checkpointing import policy_name
+
+        policy_name(request.checkpointing)
     if request.learning_rate is not None and not math.isfinite(request.learning_rate):
         raise InputError(f"--lr must be a finite number (got {request.learning_rate})")
     if request.preset not in ("auto", "tiny", "1b", "8b"):
@@ -204,7 +198,8 @@ def _run(spec: LlmSpec, mode: str, log_every: int, out: Output) -> CheckResult:
         f"[TRAIN] llm {workload.preset_of(spec)}: {shape.layers} layers, dim {shape.dim}, "
         f"{shape.heads} heads ({shape.kv_heads} kv), seq {shape.seq_len}, batch "
         f"{per_rank} per rank, {spec.steps} steps, {spec.precision}, checkpointing "
-        f"{spec.checkpointing}{', compiled' if spec.compile else ''}; {ranks} {backend} rank(s)"
+        f"{spec.checkpointing}, {spec.loss_form}{', compiled' if spec.compile else ''}; "
+        f"{ranks} {backend} rank(s)"
     )
     if not context.cpu_mode and spec.precision == "bf16":
         out.line(_memory_line(spec, per_rank, ranks))
@@ -231,7 +226,9 @@ def _memory_line(spec: LlmSpec, per_rank: int, ranks: int) -> str:
     smallest = min(
         torch.cuda.get_device_properties(i).total_memory for i in range(torch.cuda.device_count())
     )
-    estimate = estimate_memory(spec.shape, per_rank, spec.checkpointing, ranks)
+    estimate = estimate_memory(
+        spec.shape, per_rank, spec.checkpointing, ranks, spec.loss_form == "logits-freed"
+    )
     usable = usable_bytes(smallest)
     said = "fits" if estimate.peak_bytes <= usable else "may NOT fit"
     return (

@@ -1,16 +1,19 @@
 """A Llama-3-style decoder, written to be read: RMSNorm, rotary position embeddings, grouped-query
 attention through `F.scaled_dot_product_attention`, SwiGLU feed-forward.
 
-Shapes follow torchtitan's Llama 3 configurations (pytorch/torchtitan b5bcd76,
-torchtitan/models/llama3/__init__.py: `_1b` lines 148-190, `_8b` lines 236-274; the SwiGLU width is
-`compute_ffn_hidden_dim`, torchtitan/models/common/feed_forward.py:18-31). The output layer is never
-tied to the embedding, so the flop count is the same formula for every preset.
+Shapes follow torchtitan's Llama 3 configurations (torchtitan 0.3.0, identical at pytorch/torchtitan
+b5bcd76, torchtitan/models/llama3/__init__.py: `_1b` lines 148-189, `_8b` lines 236-274; the SwiGLU
+width is `compute_ffn_hidden_dim`, torchtitan/models/common/feed_forward.py:18-31).
 
-"8b" is Llama 3.1 8B's shapes. "1b" is NOT Llama 3.2 1B (issue #52): its SwiGLU is 6,144 wide where
-Llama 3.2 1B's is 8,192, and its output layer is its own where Llama 3.2 1B ties it to the
-embedding (1.30 B parameters against 1.24 B; 0.853 x the FLOPs a token). It is kept as it is
-because the H200's 1b floor and every recorded 1b figure were measured on these shapes: new shapes
-need a new preset name and floors measured on them.
+"1b" is Llama 3.2 1B (since 2026-11-29): 16 layers, dim 2048, 32 heads (8 kv), SwiGLU 8,192 wide
+(multiplier 1.5), the output layer tied to the embedding, as torchtitan's `_1b`
+(`ffn_dim_multiplier=1.5`, `enable_weight_tying=True`) and Meta's config.json
+(`intermediate_size` 8192, `tie_word_embeddings` true; read as duplicated from
+unsloth/Llama-3.2-1B at huggingface.co/Emm9625/Llama-3.2-1B-chatml). Until then "1b" had a
+6,144-wide SwiGLU and an untied output (1.30 B parameters, 0.853 x the FLOPs a token): the
+H200's 1b floor was measured on those shapes, and llm/floors.py keeps them with it, so it never
+judges the new ones. "8b" is Llama 3.1 8B's shapes (output untied). Llama 3's rope scaling
+(factor 32 past 8,192 positions) is not applied: it changes no shape, FLOP or byte.
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ class ModelShape:
     seq_len: int
     rope_theta: float = 500000.0
     norm_eps: float = 1e-5
+    # the output layer is the embedding's weight (Llama 3.2 1B), not a matrix of its own
+    tied_output: bool = False
 
     @property
     def head_dim(self) -> int:
@@ -72,8 +77,9 @@ PRESETS: dict[str, ModelShape] = {
         layers=16,
         heads=32,
         kv_heads=8,
-        ffn_dim=ffn_hidden_dim(2048, 1024, 1.0),
+        ffn_dim=ffn_hidden_dim(2048, 1024, 1.5),
         seq_len=2048,
+        tied_output=True,
     ),
     "8b": ModelShape(
         vocab=128256,
@@ -195,7 +201,8 @@ class Block(nn.Module):
         self.attention = Attention(shape)
         self.ffn_norm = RMSNorm(shape.dim, shape.norm_eps)
         self.feed_forward = FeedForward(shape.dim, shape.ffn_dim)
-        self.checkpointed = False  # recompute this block's activations in the backward
+        # llm.checkpointing's policy for this block: none, full or selective-op
+        self.checkpointing = "none"
 
     def _forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         x = x + self.attention(self.attention_norm(x), cos, sin)
@@ -203,10 +210,10 @@ class Block(nn.Module):
         return out
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        if self.checkpointed and torch.is_grad_enabled():
-            from torch.utils.checkpoint import checkpoint
+        if self.checkpointing != "none" and torch.is_grad_enabled():
+            from gpuaccept.llm.checkpointing import checkpointed_call
 
-            return checkpoint(self._forward, x, cos, sin, use_reentrant=False)  # type: ignore[no-any-return]
+            return checkpointed_call(self.checkpointing, self._forward, x, cos, sin)  # type: ignore[no-any-return]
         return self._forward(x, cos, sin)
 
 
@@ -218,6 +225,10 @@ class Decoder(nn.Module):
         self.layers = nn.ModuleList(Block(shape) for _ in range(shape.layers))
         self.norm = RMSNorm(shape.dim, shape.norm_eps)
         self.output = nn.Linear(shape.dim, shape.vocab, bias=False)
+        if shape.tied_output:
+            # one parameter for both (torchtitan's enable_weight_tying): FSDP2 shards it once, at
+            # the root, where both modules are
+            self.output.weight = self.tok_embeddings.weight
         # not buffers: a model built on the meta device and then materialised keeps no values
         self._rope: dict[tuple[str, int], tuple[torch.Tensor, torch.Tensor]] = {}
 
@@ -246,7 +257,11 @@ def init_weights(model: Decoder, seed: int) -> None:
         if name.endswith("norm.weight"):
             local.fill_(1.0)
             continue
-        if name.startswith("tok_embeddings"):
+        if name.startswith("tok_embeddings") and shape.tied_output:
+            std = (
+                shape.dim**-0.5
+            )  # the output's: torchtitan skips the embedding's own init when tied
+        elif name.startswith("tok_embeddings"):
             std = 1.0
         elif name.startswith("output"):
             std = shape.dim**-0.5

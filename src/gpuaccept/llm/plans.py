@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from gpuaccept.errors import InputError
+from gpuaccept.llm.checkpointing import policy_name
 from gpuaccept.llm.memory import MEMORY_MARGIN, estimate_memory, usable_bytes
 from gpuaccept.llm.model import PRESETS, model_shape
 from gpuaccept.llm.train import Checkpointing, LlmSpec, Precision
@@ -31,11 +32,12 @@ PRESET_RUNS: dict[str, PresetRun] = {
     # seeds 0-7 on one rank (measured on 2 cores, torch 2.13, docs/llm.md). Per rank, a one-GPU
     # node trained half the tokens and 2 seeds of 5 ended above 2.16: a healthy node failed.
     "tiny": PresetRun(500, 16, 5, 1e-2, "none", 0.5, global_batch=32),
-    # a few minutes on one GPU at most; 2 x 2048 tokens per GPU as torchtitan's 1B config
+    # a few minutes on one GPU at most; 2 x 2048 tokens per GPU
     "1b": PresetRun(60, 2, 10, 1e-3, "none", 1.1),
     # torchtitan's Llama 3.1 8B benchmark: local batch 2, 8192 tokens, selective checkpointing
-    # (benchmarks/llama3_h100_202412_torchtitan.md, table 1)
-    "8b": PresetRun(40, 2, 10, 3e-4, "selective", 1.1),
+    # per op (benchmarks/llama3_h100_202412_torchtitan.md, table 1; train_configs/llama3_8b.toml
+    # lines 53-55 at 3f20451: mode 'selective', selective_ac_option 'op')
+    "8b": PresetRun(40, 2, 10, 3e-4, "selective-op", 1.1),
 }
 
 # every step's tokens are drawn before the first step (llm/tokens.py): int64 tokens and fp32
@@ -100,7 +102,7 @@ def llm_spec(
         warmup_steps=warmup,
         learning_rate=rate,
         precision=precision,
-        checkpointing=given.checkpointing or run.checkpointing,
+        checkpointing=policy_name(given.checkpointing or run.checkpointing),
         compile=compile_blocks,
         seed=seed,
         convergence_margin=run.convergence_margin,
@@ -135,11 +137,12 @@ class MemoryPlan:
 def plan_memory(preset: str, gpu_memory_bytes: int, shards: int) -> MemoryPlan:
     """The largest configuration of the preset's shapes whose predicted per-GPU peak
     (llm.memory) leaves `MEMORY_MARGIN` of the smallest GPU free: the most tokens a step first
-    (the preset's batch down to 1), then the least recomputation (checkpointing none, selective,
-    full). `shards`: the ranks FSDP2 shards over (one node's, where a node trains alone)."""
+    (the preset's batch down to 1), then the least recomputation (checkpointing none, torchtitan's
+    per-op selective, full: torchtitan's three). `shards`: the ranks FSDP2 shards over (one
+    node's, where a node trains alone)."""
     shape = PRESETS[preset]
     usable = usable_bytes(gpu_memory_bytes)
-    modes: tuple[Checkpointing, ...] = ("none", "selective", "full")
+    modes: tuple[Checkpointing, ...] = ("none", "selective-op", "full")
     tried: list[str] = []
     for batch in range(PRESET_RUNS[preset].local_batch, 0, -1):
         for mode in modes:

@@ -11,8 +11,13 @@ from typing import Literal
 from gpuaccept.llm.model import ModelShape
 from gpuaccept.llm.tokens import ChainSpec
 
-Checkpointing = Literal["none", "selective", "full"]
+# a policy of llm.checkpointing, in its canonical spelling: none, full, selective-op,
+# selective-layer-N
+Checkpointing = str
 Precision = Literal["bf16", "fp32"]
+# the loss's form: the logits freed before the backward (torchtitan's `del pred`, what llm.train
+# runs), or kept through it (every run before 2026-11-29, the measured memory rows and floors)
+LossForm = Literal["logits-freed", "logits-kept"]
 
 
 @dataclass(frozen=True)
@@ -25,6 +30,7 @@ class LlmSpec:
     precision: Precision = "bf16"
     checkpointing: Checkpointing = "none"
     compile: bool = False
+    loss_form: LossForm = "logits-freed"
     seed: int = 0
     chain: ChainSpec = field(default_factory=ChainSpec)
     determinism_steps: int = 3  # the first K losses are trained again and must be bit-identical
@@ -55,6 +61,61 @@ class LlmSpec:
     @property
     def timed_steps(self) -> int:
         return self.steps - self.warmup_steps
+
+
+@dataclass(frozen=True)
+class RunConfiguration:
+    """What a run's speed depends on, and so what a floor must have been measured at to judge it
+    (issue #52: like for like): the shapes (layers and sequence included), sequences per rank,
+    precision, checkpointing policy, loss form, compilation and the ranks FSDP2 shards over."""
+
+    shape: ModelShape
+    local_batch: int
+    precision: str
+    checkpointing: str
+    loss_form: str
+    compile: bool
+    world_size: int
+
+    @classmethod
+    def of(cls, spec: LlmSpec, world_size: int) -> RunConfiguration:
+        """The configuration of `spec` run on `world_size` ranks (its batch per rank as shared
+        out)."""
+        return cls(
+            shape=spec.shape,
+            local_batch=for_world(spec, world_size).local_batch,
+            precision=spec.precision,
+            checkpointing=spec.checkpointing,
+            loss_form=spec.loss_form,
+            compile=spec.compile,
+            world_size=world_size,
+        )
+
+    def parts(self) -> dict[str, str]:
+        """Each element as an operator reads it, by name."""
+        shape = self.shape
+        return {
+            "shapes": (
+                f"{shape.layers} layers, dim {shape.dim}, {shape.heads} heads ({shape.kv_heads} "
+                f"kv), FFN {shape.ffn_dim}, vocabulary {shape.vocab:,}, output "
+                f"{'tied' if shape.tied_output else 'untied'}"
+            ),
+            "sequence": f"sequence {shape.seq_len}",
+            "batch": f"batch {self.local_batch} per rank",
+            "precision": self.precision,
+            "checkpointing": f"checkpointing {self.checkpointing}",
+            "loss": self.loss_form,
+            "compile": "compiled" if self.compile else "eager",
+            "ranks": f"{self.world_size} rank(s)",
+        }
+
+    def text(self) -> str:
+        return ", ".join(self.parts().values())
+
+    def differences(self, other: RunConfiguration) -> list[str]:
+        """What differs from `other`, each as "here (there)"."""
+        mine, theirs = self.parts(), other.parts()
+        return [f"{mine[key]} (not {theirs[key]})" for key in mine if mine[key] != theirs[key]]
 
 
 def for_world(spec: LlmSpec, world_size: int) -> LlmSpec:

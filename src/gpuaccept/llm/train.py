@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from gpuaccept.errors import GpuacceptError
+from gpuaccept.llm.checkpointing import block_is_checkpointed
 from gpuaccept.llm.model import Block, Decoder, init_weights
 from gpuaccept.llm.spec import Checkpointing as Checkpointing
 from gpuaccept.llm.spec import LlmSpec as LlmSpec
@@ -96,10 +97,12 @@ def build_model(spec: LlmSpec, device: torch.device, mesh: Any = None) -> Decode
         model = Decoder(spec.shape)
     blocks = [cast(Block, block) for block in model.layers]
     for index, block in enumerate(blocks):
-        # selective: every second block, torchtitan's selective layer checkpointing (ac_freq 2)
-        block.checkpointed = spec.checkpointing == "full" or (
-            spec.checkpointing == "selective" and index % 2 == 0
-        )
+        # selective-op: torchtitan's per-op policy in every block; full and selective-layer-N:
+        # the chosen blocks checkpointed whole (llm.checkpointing)
+        if block_is_checkpointed(spec.checkpointing, index):
+            block.checkpointing = "full"
+        elif spec.checkpointing == "selective-op":
+            block.checkpointing = "selective-op"
         block.attention.self_only = spec.self_attention_only
         if spec.compile:
             block.compile()  # per block, as torchtitan compiles
@@ -246,6 +249,11 @@ def _step(
     if timer:
         timer.active = False
     loss = F.cross_entropy(logits.flatten(0, 1).float(), tokens[:, 1:].flatten())
+    if spec.loss_form == "logits-freed":
+        # the loss keeps its fp32 log-softmax for the backward, not the bf16 logits: freed here,
+        # as torchtitan does (`del pred` before `loss.backward()`: 0.3.0 trainer.py:814-828, and
+        # train.py:303-308 at 3f20451, the run behind the H100 8b floor)
+        del logits
     loss.backward()
     norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=device.type == "cuda")
     optimizer.step()
