@@ -628,3 +628,30 @@ def test_the_tiny_limit_needs_the_context_and_1b_says_it_does_not_judge_it() -> 
     assert findings.details["context_judged"] is False
     message = workload._summary(context("cpu"), one_b, figures, RanksOutcome(1, "gloo", []))
     assert "whether it used its context is NOT JUDGED" in message
+
+
+def test_what_the_workload_did_not_judge_reaches_the_verdict_and_a_healthy_node_passes() -> None:
+    """No floor for 1b on an H100: the check WARNs, its not_judged names the speed, and the run's
+    verdict is PASS with 'workload speed NOT JUDGED', exit 0; a changed run adds its convergence;
+    the CPU twin adds nothing (its verdict says CPU mode); a judged run has nothing to add."""
+    from gpuaccept.verdict import judge_run
+
+    def verdict_of(spec: object, records: list, mode: str = "cuda", target: Target = H100):
+        findings, _ = judged(spec, records, mode=mode, target=target)  # type: ignore[arg-type]
+        result = findings.conclude("ok")
+        return result, judge_run([result], kind="accept", device_mode=mode, level="standard")
+
+    result, verdict = verdict_of(llm_spec("1b", "bf16"), [record()])
+    assert result.status is Status.WARN
+    assert list(result.not_judged) == ["speed"]
+    assert result.not_judged["speed"].startswith("no 1b floor for NVIDIA H100 80GB HBM3")
+    assert (verdict.exit_code, verdict.label) == (0, "PASS, workload speed NOT JUDGED")
+    changed = llm_spec("1b", "bf16", Overrides(steps=30))
+    result, verdict = verdict_of(changed, [record()])
+    assert list(result.not_judged) == ["speed", "convergence"]
+    assert verdict.exit_code == 0
+    result, _ = verdict_of(changed, [record()], mode="cpu")
+    assert result.not_judged == {}
+    result, verdict = verdict_of(llm_spec("8b", "bf16"), eight_ranks())
+    assert result.not_judged == {}
+    assert (verdict.exit_code, verdict.label) == (0, "PASS")
