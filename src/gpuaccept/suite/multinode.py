@@ -361,6 +361,7 @@ class MultiNodeRun:
 
     def run_check(self, spec: CheckSpec) -> None:
         launch = self.launch
+        self._running(spec.name)
         if self._watcher is not None:
             self._watcher.during = spec.name
         started = time.monotonic()
@@ -413,6 +414,11 @@ class MultiNodeRun:
 
         self.node_results.append(result)
         self.say(f"[{self.launch.node_name}] {check_line(result)}")
+
+    def _running(self, name: str) -> None:
+        """A check starting, said as a node's own run says it ([RUN] name): a job log across
+        nodes showed only results, minutes apart, and no sign of what ran (issue #53 §5)."""
+        self.say(f"[{self.launch.node_name}] [RUN] {name}")
 
     def _run_ranks(
         self, spec: CheckSpec, context: CheckContext, me: _Share, started: float
@@ -483,6 +489,7 @@ class MultiNodeRun:
         import torch.distributed as dist
 
         launch = self.launch
+        self._running("pairwise")
         started = time.monotonic()
         pairs = [(a, b) for a in range(launch.nodes) for b in range(a + 1, launch.nodes)]
         groups = {}
@@ -510,9 +517,10 @@ class MultiNodeRun:
         records the same verdict."""
         import torch.distributed as dist
 
-        from gpuaccept.suite.rails import judge_rails, rail_ranks
+        from gpuaccept.suite.rails import CHECK_NAME, judge_rails, rail_ranks
 
         launch = self.launch
+        self._running(CHECK_NAME)
         started = time.monotonic()
         rails = launch.local_world if launch.nodes > 1 else 0
         groups = [  # every rank creates every group, in the same order
@@ -556,6 +564,7 @@ class MultiNodeRun:
         )
 
         launch, context = self.launch, self.context
+        self._running("isolation")
         floor = context.min_busbw_gbps
         assert floor is not None, "accept refuses --isolate without --min-busbw"
         started = time.monotonic()
@@ -834,6 +843,7 @@ class MultiNodeRun:
         )
 
         launch = self.launch
+        self._running("pairwise-ib")
         lead = launch.local_rank == 0
         started = time.monotonic()
         mine = pair_ports() if lead and ib_write_bw_path() is not None else []

@@ -37,6 +37,7 @@ def accept_across_nodes(
         action_lines,
         environment_line,
         result_line,
+        summary_text,
     )
     from gpuaccept.suite import level_settings
     from gpuaccept.suite.multinode import MultiNodeRun, PeerLost
@@ -132,6 +133,10 @@ def accept_across_nodes(
 
             out.line(f"[REPORT] {write_json_report(report, plan.report_dir)}")
         record_run(report, plan.history_path, out)
+        # The node's table of checks, as its own run prints it; as plain text with the node's
+        # name on each line, like every line here: srun interleaves the nodes' output in one log.
+        for line in summary_text(report).splitlines():
+            out.line(f"[{launch.node_name}] {line}")
         for line in action_lines(report):
             out.line(f"[{launch.node_name}] {line}")
         out.line(f"[{launch.node_name}] {result_line(report)}")
