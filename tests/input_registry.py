@@ -117,6 +117,17 @@ def _bench(name: str) -> list[Input]:
     ]
 
 
+def _preflight(flag: str, act: bool = False) -> Argv:
+    """One check of preflight (the stack's), with `flag PATH`; `act`: in shadow mode, where the
+    drain's own inputs are read (refused before any check runs)."""
+
+    def argv(path: str, scratch: Path) -> list[str]:
+        acting = ["--act", "shadow", "--report-dir", str(scratch / "reports")] if act else []
+        return ["preflight", "--device", "cpu", "--only", "stack", *acting, flag, path]
+
+    return argv
+
+
 MISSING_HISTORY = "a history that does not exist yet is created (or listed as empty)"
 NO_ACT_STATE = (
     "no records yet: the breaker is not tripped and no stack is held (reset/clear say so)"
@@ -701,5 +712,58 @@ REGISTRY: list[Input] = [
         _watch("--state"),
         FILE_FORMS[1:],
         allowed={"missing": NO_ACT_STATE},
+    ),
+    # preflight (issue #54 §2): the quick level's inputs, and the drain's (as act slurm's)
+    Input("preflight", "--rules", "reads", _preflight("--rules"), FILE_FORMS),
+    Input(
+        "preflight",
+        "--report-dir",
+        "writes",
+        _preflight("--report-dir"),
+        ("a-file", "under-a-file"),
+    ),
+    Input(
+        "preflight",
+        "--history",
+        "reads",
+        _preflight("--history"),
+        FILE_FORMS[2:],
+        allowed={
+            "missing": MISSING_HISTORY,
+            "empty": "an empty file is an empty SQLite database: the run is recorded in it",
+        },
+    ),
+    Input(
+        "preflight",
+        "--state",
+        "reads",
+        _preflight("--state", act=True),
+        FILE_FORMS[1:],
+        allowed={"missing": NO_ACT_STATE},
+    ),
+    *(
+        Input("preflight", flag, "writes", _preflight(flag, act=True), OUTPUT_FORMS)
+        for flag in ("--record", "--prometheus")
+    ),
+    *(
+        Input(
+            "preflight",
+            name,
+            "env",
+            covered_by=(
+                "tests/commands/test_preflight_inputs.py::"
+                "test_a_gang_setting_that_is_not_one_is_refused_in_one_line_before_any_check",
+            ),
+        )
+        for name in ("GPUACCEPT_GANG_SIZE", "GPUACCEPT_GANG_LEADER")
+    ),
+    Input(
+        "job scripts",
+        "GPUACCEPT_PREFLIGHT_ARGS",
+        "env",
+        covered_by=(
+            "tests/commands/test_preflight_inputs.py::"
+            "test_the_prolog_with_a_setting_that_is_not_one_judges_nothing_and_lets_the_job_go",
+        ),
     ),
 ]

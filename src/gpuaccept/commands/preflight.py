@@ -97,6 +97,12 @@ class PreflightRequest:
             raise InputError(f"--job {self.job!r}: give a Slurm job id ($SLURM_JOB_ID)")
         if self.gang_port is not None and not 1024 <= self.gang_port <= 65535:
             raise InputError(f"--gang-port {self.gang_port}: give 1024 to 65535")
+        for flag, given in (
+            ("--record", self.guarding.record),
+            ("--prometheus", self.guarding.prometheus),
+        ):
+            if given is not None and self.act == "report":
+                raise InputError(f"{flag} holds a drain's decision: give it with --act shadow")
         if self.act != "report" and self.report_dir is None:
             raise InputError(
                 f"--act {self.act} needs --report-dir: the drain is decided on the written "
@@ -125,13 +131,14 @@ class PreflightResult:
 
 def run(request: PreflightRequest, out: Output) -> PreflightResult:
     """Check the inputs, run the quick level inside the budget, meet the gang, act and requeue."""
-    from gpuaccept.commands.act import checked_guard, state_path
+    from gpuaccept.commands.act import check_outputs, checked_guard, state_path
     from gpuaccept.output_files import check_output_directory
 
     clock = time.monotonic()
-    if request.act != "report":
+    if request.act != "report":  # every input the drain needs, refused before any check runs
         checked_guard(request.act, request.guarding)
         state_path(request.guarding.state)
+        check_outputs(request.guarding.record, request.guarding.prometheus)
     if request.report_dir is not None:
         check_output_directory(request.report_dir, "--report-dir")
     gang_at = _gang(request) if request.gang else None
