@@ -336,6 +336,16 @@ def read_fabric(nvml: Any, handle: Any) -> Fabric | None:
 
 
 def read_counters(nvml: Any, handle: Any, uuid: str, index: int | None = None) -> ErrorCounters:
+    return counters_with_links(nvml, handle, uuid, index, read_nvlinks(nvml, handle))
+
+
+def counters_with_links(
+    nvml: Any, handle: Any, uuid: str, index: int | None, links: list[NvLink]
+) -> ErrorCounters:
+    """The growing counters, with the NVLinks already read (a GpuHealth's: `gpuaccept watch`
+    reads each GPU's health and its counters at every poll, and the links are most of the
+    calls, 108 of them per GPU of 18 links)."""
+
     def ecc(kind: str) -> int | None:
         value = read_or_none(
             nvml.nvmlDeviceGetTotalEccErrors,
@@ -349,7 +359,6 @@ def read_counters(nvml: Any, handle: Any, uuid: str, index: int | None = None) -
         return link.crc_errors, link.replay_errors, link.recovery_errors
 
     replays = read_or_none(nvml.nvmlDeviceGetPcieReplayCounter, handle)
-    links = read_nvlinks(nvml, handle)
     uncounted = tuple(
         link.link for link in links if link.active and counts(link) == (None, None, None)
     )

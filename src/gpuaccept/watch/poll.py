@@ -48,9 +48,10 @@ from gpuaccept.probe.load_sampler import LoadSample, LoadTrace, take_sample
 from gpuaccept.probe.nvml_events import EventWatcher
 from gpuaccept.probe.nvml_health import (
     CounterSnapshot,
+    ErrorCounters,
     GpuHealth,
     GpuNotFound,
-    read_all_counters,
+    counters_with_links,
     read_gpu_health,
     read_or_none,
     read_throttle_mask,
@@ -180,6 +181,8 @@ class Poller:
         self._counters: CounterSnapshot | None = None
         self._busy: dict[str, deque[LoadSample]] = {}
         self._events: dict[str, tuple[Finding, float]] = {}
+        self._read_now: list[ErrorCounters] = []  # this poll's counters, from its health reads
+        self._unread: list[str] = []
         self._read_kernel_log = kernel_log  # None: dmesg or GPUACCEPT_KERNEL_LOG
 
     def close(self) -> None:
@@ -246,11 +249,12 @@ class Poller:
             self._watcher = EventWatcher(load_nvml)
             self._watcher.start()
         gpus = []
+        self._read_now, self._unread = [], []
         for index in range(count):
             reading = self._gpu_poll(nvml, index, count, findings, unjudged)
             if reading is not None:
                 gpus.append(reading)
-        self._judge_between_polls(nvml, now)
+        self._judge_between_polls(now)
         return gpus, None
 
     def _gpu_poll(
@@ -262,6 +266,7 @@ class Poller:
             scope = gpu_scope(None, index)
             found = Findings(HEALTH, "HEALTH")
             said = f"gpu{index}: {error}; its health could not be read"
+            self._unread.append(said)
             if error.lost:
                 found.failures.append(Cause(said, "cause", "lost-gpu", None))
             else:
@@ -271,6 +276,9 @@ class Poller:
             return None
         scope = gpu_scope(health.uuid, index)
         handle = nvml.nvmlDeviceGetHandleByIndex(index)
+        # the links just read, not read again: they are most of a poll's NVML calls
+        uuid = health.uuid or f"NVML GPU {index}"
+        self._read_now.append(counters_with_links(nvml, handle, uuid, index, health.nvlinks))
         mask = read_throttle_mask(nvml, handle)
         busy = None if mask is None else not mask & _idle_bit(nvml)
         sample = take_sample(nvml, handle, 0.0)
@@ -340,13 +348,12 @@ class Poller:
             for finding in findings_of(found, scope, held=True, gpu=health.uuid or "")
         ]
 
-    def _judge_between_polls(self, nvml: Any, now: float) -> None:
+    def _judge_between_polls(self, now: float) -> None:
         """NVML's events since the last poll and the counters' growth since then, as events."""
         events = Findings(EVENTS, "HEALTH")
         if self._watcher is not None:
             judge_events(self._watcher.drain(), events, self.rules)
-        counters, problems = read_all_counters(nvml)
-        snapshot = CounterSnapshot(now, tuple(counters), tuple(problems))
+        snapshot = CounterSnapshot(now, tuple(self._read_now), tuple(self._unread))
         if self._counters is not None:
             judge_growth(self._counters, snapshot, events, self.rules)
         self._counters = snapshot
