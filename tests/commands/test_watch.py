@@ -434,3 +434,26 @@ def test_a_poll_that_fails_on_the_watchs_own_fault_is_said_and_survived(
     result = run(request, out)
     assert (result.exit_code, result.polls) == (0, 2)
     assert "watch: the poll failed: ValueError: a bug" in out.text("err")
+
+
+@pytest.mark.parametrize("store", ["sqlite", "postgresql"])
+def test_the_records_are_runs_of_command_watch_in_either_store(
+    node: Path, store: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    from gpuaccept.store.history import History
+
+    location = (
+        str(tmp_path / "h.sqlite") if store == "sqlite" else request.getfixturevalue("pg_history")
+    )
+    play(h100_sxm(remapped_rows=[0, 0, 1, 0]))
+    run(WatchRequest(once=True, metrics_port=None, act="report", history=location), Collected())
+    with History.open(location) as history:
+        [row] = history.newest_runs("watch")
+        report = history.report(row.id)
+    assert (report.command, report.level, report.verdict.failed_checks) == (
+        "watch",
+        "watch",
+        ["health"],
+    )
+    assert report.actions is not None
+    assert report.actions.action.value == "reset-gpu"  # remap-pending's row of the tables
