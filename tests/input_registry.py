@@ -404,6 +404,40 @@ REGISTRY: list[Input] = [
     ),
     Input("history import", "REPORTS", "reads", _reports(["history", "import"]), FILE_FORMS),
     Input("history import", "--history", "reads", covered_by=("tests/test_cli_history.py",)),
+    # issue #53 §2: the fleet's values, held and refused in one line by the requests (the walk
+    # above finds path options; these are named by what they hold), and the page's directory
+    *(
+        Input(
+            command,
+            "SINCE (--since)",
+            "reads",
+            covered_by=(
+                "tests/compare/test_fleet_first_screen.py::"
+                "test_since_takes_hours_days_or_an_instant_and_refuses_the_rest",
+            ),
+        )
+        for command in ("history fleet", "report")
+    ),
+    Input(
+        "history fleet",
+        "PAGE (--page, --page-size)",
+        "reads",
+        covered_by=(
+            "tests/compare/test_fleet_first_screen.py::"
+            "test_since_takes_hours_days_or_an_instant_and_refuses_the_rest",
+            "tests/compare/test_fleet_first_screen.py::"
+            "test_history_fleet_leads_with_the_decision_and_pages_the_nodes",
+        ),
+    ),
+    Input(
+        "report",
+        "PAGE.nodes (beside --fleet --html PAGE)",
+        "writes",
+        covered_by=(
+            "tests/report/test_fleet_html.py::test_the_node_table_is_paged_in_files_beside_the_page",
+            "tests/report/test_fleet_html.py::test_a_page_whose_pages_cannot_be_written_is_refused",
+        ),
+    ),
     # environment variables
     Input(
         "accept",

@@ -194,6 +194,12 @@ def test_since_takes_hours_days_or_an_instant_and_refuses_the_rest() -> None:
         assert "\n" not in str(refused.value)
     with pytest.raises(InputError, match="--since"):
         fleet.FleetRequest(since="last week")
+    from gpuaccept.commands.report import ReportRequest
+
+    with pytest.raises(InputError, match="--since 'soon'"):
+        ReportRequest(source=None, fleet=True, html=Path("p.html"), since="soon")
+    with pytest.raises(InputError, match="give --fleet"):
+        ReportRequest(source="1", since="24h")
     for page, size, said in ((0, 50, "--page 0"), (1, 0, "--page-size 0")):
         with pytest.raises(InputError, match=said):
             fleet.FleetRequest(page=page, page_size=size)

@@ -188,6 +188,21 @@ def test_report_fleet_is_refused_in_one_line_when_asked_wrong(
     assert (tmp_path / "p.html").read_text().startswith("<!DOCTYPE html>")
 
 
+def test_a_page_whose_pages_cannot_be_written_is_refused(
+    corpus_history: Path, tmp_path: Path
+) -> None:
+    page = tmp_path / "fleet.html"
+    pages_directory(page).write_text("a file where the pages go")
+    result = CliRunner().invoke(
+        app, ["report", "--fleet", "--history", str(corpus_history), "--html", str(page)]
+    )
+    assert result.exit_code == 2, result.output
+    (line,) = result.stderr.strip().splitlines()
+    assert line.endswith(f"{pages_directory(page)}: cannot write the fleet's page: Not a directory")
+    assert not page.exists()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no leftovers
+
+
 def _dom(page: Path, fragment: str = "") -> str:
     """The page's DOM after its script ran, in headless Chromium."""
     assert CHROMIUM is not None

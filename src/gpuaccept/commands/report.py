@@ -161,8 +161,9 @@ def _fleet_page(request: ReportRequest, location: HistoryLocation, out: Output) 
     if html is not None:
         try:  # the page, and its node table's other pages in a directory beside it
             write_fleet_page(page, html)
-        except OSError as error:
-            raise InputError(f"{html}: cannot write: {error.strerror}") from None
+        except OSError as error:  # the page's directory of pages, or the page itself
+            where = error.filename2 or error.filename or html
+            raise InputError(f"{where}: cannot write the fleet's page: {error.strerror}") from None
         out.line(f"[REPORT] {html}")
     for target, text in outputs:
         _write(target, text)
