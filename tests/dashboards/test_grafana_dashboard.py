@@ -235,6 +235,16 @@ def test_every_table_column_is_a_label_or_a_value_of_its_queries(written: Writte
             for key in ("excludeByName", "renameByName", "indexByName"):
                 unknown = set(step["options"].get(key, {})) - columns
                 assert not unknown, f"{panel['title']}: {key} {sorted(unknown)}"
+        # a table sorts by a column it shows: a label, or a value under the name it is given
+        shown = columns | {
+            name for step in panel.get("transformations", []) for name in
+            step["options"].get("renameByName", {}).values()
+        } | {
+            p["value"] for o in panel["fieldConfig"]["overrides"] for p in o["properties"]
+            if p["id"] == "displayName"
+        }  # fmt: skip
+        for order in panel["options"].get("sortBy", []):
+            assert order["displayName"] in shown, f"{panel['title']}: sorts by {order}"
 
 
 @pytest.mark.parametrize(
