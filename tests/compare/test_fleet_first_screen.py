@@ -175,10 +175,10 @@ def test_the_stacks_in_use_before_and_after_an_upgrade_with_their_pass_rates(
         on(failing("n3", 7, "below-floor", "gpu0 below floor"), new),
         on(rejudged(gpu_report("n4", [800.0], hours=8), device_mode="cpu"), new),
     )
-    assert [(s.stack, s.nodes_now, s.nodes, s.judged, s.passed) for s in state.stacks] == [
-        (f"torch {old} / CUDA 12.8 / driver 570.86.15", 0, 3, 3, 2),
-        # a pass in CPU mode judged no GPU: n4 ran it, its run counts for neither
-        (f"torch {new} / CUDA 12.8 / driver 570.86.15", 4, 4, 3, 1),
+    assert [(s.stack, s.nodes_now, s.judged, s.passed) for s in state.stacks] == [
+        (f"torch {old} / CUDA 12.8 / driver 570.86.15", 0, 3, 2),
+        # a pass in CPU mode judged no GPU: n4 runs it now, its run counts for neither
+        (f"torch {new} / CUDA 12.8 / driver 570.86.15", 4, 3, 1),
     ]
 
 
@@ -259,18 +259,20 @@ def test_a_schema_7_postgresql_history_gains_the_stacks_and_whys_when_opened(
     ]
     stored = failing("n3", 2, "ecc-uncorrectable", "gpu0: volatile DBE")
     reports.append(stored.model_copy(update={"actions": stored.action_plan}))  # a plan stored
+    reports.append(slower("n4", 3))
     with History.open(pg_history) as history:
         history.append([(r, "t") for r in reports])
-    read = "SELECT run_id, stack, why FROM node_timeline ORDER BY run_id"
+    read = "SELECT run_id, stack, why, passed, slower FROM node_timeline ORDER BY run_id"
     with psycopg.connect(pg_history, passfile=str(pg_server.passfile)) as connection:
         kept = connection.execute(read).fetchall()
-    assert [why for _, _, why in kept] == [
-        "",
-        "health: gpu0: row remapping failed",
-        "health: gpu0: volatile DBE",
+    assert [row[2:] for row in kept] == [
+        ("", 1, 0),
+        ("health: gpu0: row remapping failed", 0, 0),
+        ("health: gpu0: volatile DBE", 0, 0),
+        ("", 1, 1),
     ]
     database = pg_history.rsplit("/", 1)[1]
-    for column in ("stack", "why"):
+    for column in ("stack", "why", "passed", "slower"):
         pg_server.sql(f"ALTER TABLE node_timeline DROP COLUMN {column}", database)
     pg_server.sql("UPDATE gpuaccept_history SET value = '7' WHERE key = 'schema_version'", database)
     with History.open(pg_history, create=False) as history:
@@ -279,7 +281,7 @@ def test_a_schema_7_postgresql_history_gains_the_stacks_and_whys_when_opened(
             for e in fleet_state(
                 history, tolerance_percent=10.0, min_samples=3, mtbi_days=30.0
             ).act_now
-        ] == ["replace", "drain"]
+        ] == ["replace", "drain", "monitor"]
     with psycopg.connect(pg_history, passfile=str(pg_server.passfile)) as connection:
         assert connection.execute(read).fetchall() == kept
         version = connection.execute(

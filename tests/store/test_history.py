@@ -322,6 +322,7 @@ def test_a_schema_7_file_gains_each_accepts_stack_and_why_when_opened(tmp_path: 
     schema-7 file is filled in from its stored reports when first opened, to the rows its appends
     would have kept; one that cannot be written says so in one line, and is left as it was."""
     path = tmp_path / "h.sqlite"
+    columns = "run_id, stack, why, passed, slower"
     with History.open(path) as history:
         history.append(
             [
@@ -330,19 +331,20 @@ def test_a_schema_7_file_gains_each_accepts_stack_and_why_when_opened(tmp_path: 
             ]
         )
     with sqlite3.connect(path) as raw:
-        kept = raw.execute("SELECT run_id, stack, why FROM node_timeline ORDER BY 1").fetchall()
-        for column in ("stack", "why"):
+        kept = raw.execute(f"SELECT {columns} FROM node_timeline ORDER BY 1").fetchall()
+        for column in ("stack", "why", "passed", "slower"):
             raw.execute(f"ALTER TABLE node_timeline DROP COLUMN {column}")
         raw.execute("PRAGMA user_version = 7")
     assert kept[1][2].startswith("compute: ")  # the failing run's first finding, with its check
     assert kept[0][1] == kept[1][1] != ""
+    assert [row[3] for row in kept] == [1, 0]
     before = path.read_bytes()
     path.chmod(0o444)
     try:
         if os.geteuid() != 0:  # root writes a read-only file
-            with pytest.raises(HistoryError, match="upgrading it in place needs write access"):
-                with History.open(path, create=False):
-                    pass
+            refused = pytest.raises(HistoryError, match="upgrading it in place needs write access")
+            with refused, History.open(path, create=False):
+                pass
             assert path.read_bytes() == before
     finally:
         path.chmod(0o644)
@@ -350,5 +352,5 @@ def test_a_schema_7_file_gains_each_accepts_stack_and_why_when_opened(tmp_path: 
         assert len(history.list_runs()) == 2
     with sqlite3.connect(path) as raw:
         assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 8
-        again = raw.execute("SELECT run_id, stack, why FROM node_timeline ORDER BY 1").fetchall()
+        again = raw.execute(f"SELECT {columns} FROM node_timeline ORDER BY 1").fetchall()
     assert again == kept

@@ -362,12 +362,13 @@ def test_history_fleet_says_the_same_from_either_store(tmp_path: Path, pg_histor
         assert result.exit_code == 1, result.output  # node-b's newest accept failed
         said.append(json.loads(result.stdout))
     assert said[0] == said[1]
+    # those to act on first (issue #53 §2), then the rest by name
     assert [n["node"] for n in said[0]["nodes"]] == [
         "node-a",
         "node-b",
+        "node-e",
         "node-c",
         "node-d",
-        "node-e",
     ]
     assert [s["node"] for s in said[0]["slower_than_before"]] == ["node-e"]
 

@@ -334,7 +334,6 @@ def _stacks(state: FleetState) -> str:
         "<tr>"
         + _cell(s.stack)
         + _cell(format_number(s.nodes_now), number=True)
-        + _cell(format_number(s.nodes), number=True)
         + _cell(format_number(s.judged), number=True)
         + _cell(f"{100 * s.passed / s.judged:.1f}%" if s.judged else "-", number=True)
         + _cell(when(s.first))
@@ -347,7 +346,7 @@ def _stacks(state: FleetState) -> str:
         f"to {escape(state.mtbi.until[:16].replace('T', ' '))}, first seen first</h2>"
         + _table(
             "stacks",
-            ["stack", "nodes now", "nodes", "judged runs", "pass rate", "first", "last"],
+            ["stack", "nodes now", "judged runs", "pass rate", "first", "last"],
             rows,
         )
     )

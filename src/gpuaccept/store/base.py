@@ -81,7 +81,6 @@ class StackUse(NamedTuple):
     stack: str
     judged: int  # runs that judged the node's GPUs (passed or failed on them)
     passed: int
-    nodes: int  # nodes that ran it in the window
     nodes_now: int  # nodes whose newest accept ran it
     first: float  # its first and last run in the window, seconds since the epoch
     last: float
@@ -630,12 +629,11 @@ class History(ABC):
                 str(stack),
                 int(judged),
                 int(passed),
-                int(nodes),
                 now.pop(str(stack), 0),
                 self._seconds(first),
                 self._seconds(last),
             )
-            for stack, judged, passed, nodes, first, last in self._rows(
+            for stack, judged, passed, first, last in self._rows(
                 STACK_RUNS, (self._instant(since),)
             )
         ]

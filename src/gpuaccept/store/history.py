@@ -218,11 +218,13 @@ _V6_TIMELINES = (
 # 8: each stored accept's stack, and why a failed one's action, read out of its report by
 # SQLite's JSON functions (fleet_tables.stack_label's and plan_why's rules); a failed run whose
 # report holds no plan (stored before plans were) is planned in Python after (_v8_whys)
-_V8_COLUMNS = ("stack", "why")
+_V8_COLUMNS = ("stack TEXT", "why TEXT", "passed INTEGER", "slower INTEGER")
 _V8_BACKFILL = (
     f"UPDATE node_timeline AS t SET stack = (SELECT {STACK_FROM_JSON_SQLITE} FROM runs r "
     "WHERE r.id = t.run_id), why = CASE WHEN t.action = '' THEN '' ELSE (SELECT "
-    f"{WHY_FROM_JSON_SQLITE} FROM runs r WHERE r.id = t.run_id) END"
+    f"{WHY_FROM_JSON_SQLITE} FROM runs r WHERE r.id = t.run_id) END, passed = (SELECT r.passed "
+    "FROM runs r WHERE r.id = t.run_id), slower = (SELECT r.slower_json IS NOT NULL FROM runs r "
+    "WHERE r.id = t.run_id)"
 )
 _V8_UNPLANNED = (
     "SELECT t.node, t.started, t.run_id, r.report_json FROM node_timeline t JOIN runs r ON "
@@ -519,9 +521,11 @@ class SqliteHistory(History):
         if version < 8:
             present = {row[1] for row in db.execute("PRAGMA table_info(node_timeline)")}
             for column in _V8_COLUMNS:
-                if column not in present:  # a table made by step 6 above has them
+                name, kind = column.split()
+                if name not in present:  # a table made by step 6 above has them
+                    default = "''" if kind == "TEXT" else "0"
                     db.execute(
-                        f"ALTER TABLE node_timeline ADD COLUMN {column} TEXT NOT NULL DEFAULT ''"
+                        f"ALTER TABLE node_timeline ADD COLUMN {column} NOT NULL DEFAULT {default}"
                     )
             db.execute(_V8_BACKFILL)
             self._v8_whys(db, _V8_UNPLANNED, "?")

@@ -199,14 +199,17 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     8: (
         "ALTER TABLE node_timeline ADD COLUMN IF NOT EXISTS stack TEXT NOT NULL DEFAULT ''",
         "ALTER TABLE node_timeline ADD COLUMN IF NOT EXISTS why TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE node_timeline ADD COLUMN IF NOT EXISTS passed INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE node_timeline ADD COLUMN IF NOT EXISTS slower INTEGER NOT NULL DEFAULT 0",
         "UPDATE node_timeline t SET stack = 'torch ' || "
         f"{_pg_version('torch,version')} || ' / CUDA ' || {_pg_version('cuda,runtime')} || "
         f"' / driver ' || {_pg_version('cuda,driver_version')}, why = CASE WHEN t.action = '' "
         "THEN '' ELSE coalesce((SELECT (rec ->> 'check') || ': ' || (rec ->> 'finding') FROM "
         "jsonb_array_elements(CASE WHEN jsonb_typeof(r.j #> '{actions,recommendations}') = "
         "'array' THEN r.j #> '{actions,recommendations}' ELSE '[]'::jsonb END) WITH ORDINALITY "
-        "AS x (rec, i) WHERE rec ->> 'action' = t.action ORDER BY i LIMIT 1), '') END FROM "
-        "(SELECT id, report_json::jsonb AS j FROM runs WHERE command = 'accept') AS r "
+        "AS x (rec, i) WHERE rec ->> 'action' = t.action ORDER BY i LIMIT 1), '') END, "
+        "passed = r.passed, slower = r.slower FROM (SELECT id, passed, (slower_json IS NOT "
+        "NULL)::int AS slower, report_json::jsonb AS j FROM runs WHERE command = 'accept') AS r "
         "WHERE r.id = t.run_id",
     ),
 }

@@ -181,12 +181,11 @@ def _write_first_screen(state: FleetState, tolerance: float, out: Output) -> Non
             f"{state.mtbi.until[:19]}, first seen first):"
         )
         for line in table_lines(
-            ["stack", "nodes now", "nodes", "judged runs", "passed", "pass rate", "first", "last"],
+            ["stack", "nodes now", "judged runs", "passed", "pass rate", "first", "last"],
             [
                 [
                     s.stack,
                     format_number(s.nodes_now),
-                    format_number(s.nodes),
                     format_number(s.judged),
                     format_number(s.passed),
                     f"{100 * s.passed / s.judged:.1f}%" if s.judged else "-",
@@ -346,7 +345,6 @@ def _as_json(state: FleetState, tolerance: float, page: Page) -> dict[str, objec
             {
                 "stack": s.stack,
                 "nodes_now": s.nodes_now,
-                "nodes": s.nodes,
                 "judged_runs": s.judged,
                 "passed": s.passed,
                 "pass_rate": s.passed / s.judged if s.judged else None,
