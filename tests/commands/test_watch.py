@@ -67,6 +67,17 @@ def test_a_power_brake_held_over_three_busy_polls_fails_and_not_before(node: Pat
     assert raised[2] == ["gpu0: power brake (external) under load in 1 of 1 samples"]
 
 
+def test_a_busy_gpu_is_judged_by_the_load_rules_alone_not_also_at_rest(node: Path) -> None:
+    narrow = {"gen": 5, "gen_max_gpu": 5, "gen_max_system": 5, "width": 8, "width_max": 16}
+    poller, debouncer = Poller(window=1, events=False), Debouncer(1)
+    play(h100_sxm(throttle=HW_POWER_BRAKE, pcie=narrow))
+    debouncer.update(poller.poll())
+    assert sorted(r.finding.text for r in debouncer.raised.values()) == [
+        "gpu0: PCIe x8 under load, a H100 SXM links at x16",
+        "gpu0: power brake (external) under load in 1 of 1 samples",
+    ]
+
+
 def test_the_software_power_cap_alone_is_never_a_finding(node: Path) -> None:
     assert polls([SW_POWER_CAP] * 4) == [[], [], [], []]
     # the cap beside the brake does not hide it
