@@ -1,0 +1,137 @@
+"""`gpuaccept sweep`: one round of capped checks on idle nodes (issue #54 §3), run by a timer (cron,
+a systemd timer) every few minutes.
+
+A round: the sweep's finished reports (its results directory) are imported into the history, so
+each node's newest accept run there says when it was last tested (the sweep's state is the
+history's, through `store.base.History`, SQLite or PostgreSQL alike); Slurm says which nodes are
+idle, busy or held and which sweep jobs are queued or running; the pure round (act.sweep) picks
+the due nodes under the caps; each gets a low-priority, exclusive `accept` job (act.sweep_slurm).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from gpuaccept.errors import InputError
+
+if TYPE_CHECKING:
+    from gpuaccept.act.sweep import Choice
+    from gpuaccept.commands.output import Output
+
+MODES = ("shadow", "enforce")
+MAX_NICE = 2147483645  # sbatch.1 at 284c3b95, --nice: "The adjustment range is +/- 2147483645"
+
+
+@dataclass(frozen=True)
+class SweepRequest:
+    results: Path  # the sweep jobs' reports (accept-JOBID-NODE.json), imported each round
+    script: Path  # slurm/accept-node.sbatch of the gpuaccept the nodes run
+    history: str | None = None  # None: $GPUACCEPT_HISTORY, else the default
+    level: str = "quick"
+    cadence_hours: float = 24.0
+    max_nodes: int = 1  # under test at once, fleet-wide
+    max_per_pool: int | None = None  # and per partition
+    partition: str | None = None  # only this partition's nodes (all: None)
+    nice: int = 10000
+    qos: str | None = None
+    act: str = "enforce"  # shadow: say what it would submit, submit nothing
+
+    def __post_init__(self) -> None:
+        from gpuaccept.suite.selection import LEVELS
+
+        if self.act not in MODES:
+            raise InputError(f"--act {self.act!r}: give one of {', '.join(MODES)}")
+        if self.level not in LEVELS:
+            raise InputError(f"--level {self.level!r}: give one of {', '.join(LEVELS)}")
+        hours = self.cadence_hours
+        if not (isinstance(hours, int | float) and math.isfinite(hours) and 0 < hours <= 2160):
+            raise InputError(f"--cadence-hours {hours}: give hours above 0, ninety days at most")
+        for flag, count in (("--max-nodes", self.max_nodes), ("--max-per-pool", self.max_per_pool)):
+            if count is not None and not (isinstance(count, int) and 0 <= count <= 100000):
+                raise InputError(f"{flag} {count}: give nodes from 0 to 100000")
+        if not (isinstance(self.nice, int) and 0 <= self.nice <= MAX_NICE):
+            raise InputError(f"--nice {self.nice}: give 0 to {MAX_NICE} (a lower priority)")
+        if self.qos is not None and not self.qos.replace("-", "").replace("_", "").isalnum():
+            raise InputError(f"--qos {self.qos!r}: give a QOS name")
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    exit_code: int
+    choices: tuple[Choice, ...]
+    submitted: dict[str, str]  # node -> job id (empty in shadow mode)
+
+
+def run(request: SweepRequest, out: Output) -> SweepResult:
+    from gpuaccept.act.sweep import Limits, plan_round
+    from gpuaccept.act.sweep_slurm import Submission, read_nodes, submit, sweep_jobs
+    from gpuaccept.output_files import check_output_directory
+
+    if not request.script.is_file():
+        raise InputError(f"--script {request.script}: not a file (slurm/accept-node.sbatch)")
+    check_output_directory(request.results, "--results")
+    request.results.mkdir(parents=True, exist_ok=True)
+    tested = _imported_and_tested(request, out)
+    jobs = sweep_jobs()
+    nodes = [
+        replace(n, testing=n.name in jobs, tested=tested.get(n.name))
+        for n in read_nodes(request.partition)
+    ]
+    limits = Limits(request.max_nodes, request.max_per_pool, timedelta(hours=request.cadence_hours))
+    choices = plan_round(nodes, limits, datetime.now(UTC))
+    how = Submission(
+        request.script, request.results, request.level, request.nice, request.qos, request.partition
+    )
+    submitted: dict[str, str] = {}
+    for choice in choices:
+        if choice.action == "skip":
+            out.line(f"[SWEEP] {choice.node}: skip: {choice.why}")
+        elif request.act == "shadow":
+            out.line(f"[SWEEP] {choice.node}: would submit ({choice.why}; --act shadow)")
+        else:
+            submitted[choice.node] = submit(choice.node, how)
+            out.line(f"[SWEEP] {choice.node}: job {submitted[choice.node]} ({choice.why})")
+    under = sum(n.testing for n in nodes) + len(submitted)
+    pools = f", {request.max_per_pool} a pool" if request.max_per_pool is not None else ""
+    out.line(
+        f"[SWEEP] {len(submitted)} submitted; {under} node(s) under test, the cap "
+        f"{request.max_nodes}{pools}; {len(nodes)} node(s) seen"
+    )
+    return SweepResult(0, choices, submitted)
+
+
+def _imported_and_tested(request: SweepRequest, out: Output) -> dict[str, datetime]:
+    """Import the sweep's reports into the history (a report it holds already is skipped by the
+    history itself; one that cannot be read is said and left), then each node's newest accept
+    run there, as an aware UTC time."""
+    from gpuaccept.report.reading import dated_in_future, load_report
+    from gpuaccept.store.history import History, history_location
+    from gpuaccept.store.importing import store_reports
+
+    good = []
+    for path in sorted(request.results.glob("accept-*.json")):
+        if path.name.endswith(".env.json"):
+            continue
+        try:
+            why = dated_in_future(load_report(path))
+        except InputError as error:
+            why = str(error)
+        if why is not None:
+            out.error(f"sweep: not imported: {why}")
+            continue
+        good.append(path)
+    with History.open(history_location(request.history), create=True) as store:
+        new = sum(done.new for done in store_reports(store, good))
+        if new:
+            out.line(f"[SWEEP] imported {new} new report(s) into the history")
+        newest = store.newest_runs("accept")
+    tested: dict[str, datetime] = {}
+    for row in newest:
+        if row.hostname:
+            started = datetime.fromisoformat(row.started_at)
+            tested[row.hostname] = started if started.tzinfo else started.replace(tzinfo=UTC)
+    return tested
