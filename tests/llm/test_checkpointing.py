@@ -24,7 +24,7 @@ from gpuaccept.llm.memory import (
 from gpuaccept.llm.model import PRESETS, Block, Decoder, ModelShape, rope_tables
 
 # 8b's width ratios (FFN 3.5 x dim, a kv head for 4 query heads, head dimension 128), small
-SMALL_8B = ModelShape(vocab=256, dim=512, layers=1, heads=4, kv_heads=1, ffn_dim=1792, seq_len=128)
+SMALL_8B = ModelShape(vocab=256, dim=512, layers=1, heads=4, kv_heads=1, ffn_dim=1792, seq_len=64)
 
 
 @pytest.mark.parametrize(
@@ -144,3 +144,38 @@ def test_every_policy_gives_the_gradients_of_no_checkpointing() -> None:
     for policy in ("full", "selective-op", "selective-layer-2"):
         for mine, theirs in zip(gradients(policy), plain, strict=True):
             torch.testing.assert_close(mine, theirs, rtol=1e-5, atol=1e-6)
+
+
+def test_the_sharded_model_trains_the_same_under_every_policy(tmp_path: object) -> None:
+    """FSDP2 on a one-rank gloo group, as the workload builds it: each block gets the policy the
+    spec names, and three steps give the losses of no checkpointing (the logits freed or kept)."""
+    import torch.distributed as dist
+
+    from gpuaccept.llm.train import _batches, _train, build_model
+    from tests.llm.helpers import short
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path}/pg", rank=0, world_size=1)
+    try:
+        four_blocks = dataclasses.replace(PRESETS["tiny"], layers=4)
+        spec = dataclasses.replace(short(), steps=3, shape=four_blocks, local_batch=2)
+        spec = dataclasses.replace(spec, global_batch=None)
+        cpu = torch.device("cpu")
+        expected = {
+            "none": ["none"] * 4,
+            "full": ["full"] * 4,
+            "selective-op": ["selective-op"] * 4,
+            "selective-layer-2": ["none", "full", "none", "full"],
+        }
+        batches = _batches(spec, 0, 1, cpu)
+        losses = {}
+        for policy, blocks in expected.items():
+            ran = dataclasses.replace(spec, checkpointing=policy)
+            model = build_model(ran, cpu)
+            assert [block.checkpointing for block in model.layers] == blocks
+            losses[policy] = _train(ran, cpu, batches, 3, False)[0]
+        kept = dataclasses.replace(spec, loss_form="logits-kept")
+        losses["kept"] = _train(kept, cpu, batches, 3, False)[0]
+        for policy, values in losses.items():
+            assert values == pytest.approx(losses["none"], rel=1e-6), policy
+    finally:
+        dist.destroy_process_group()
