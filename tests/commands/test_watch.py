@@ -468,3 +468,39 @@ def test_the_records_are_runs_of_command_watch_in_either_store(
     )
     assert report.actions is not None
     assert report.actions.action.value == "reset-gpu"  # remap-pending's row of the tables
+
+
+def test_a_failure_is_handed_to_the_action_layer_once_while_it_holds(node: Path) -> None:
+    play(h100_sxm(throttle=HW_POWER_BRAKE))
+    out = Collected()
+    request = WatchRequest(
+        interval=0.1, polls=6, debounce_polls=2, metrics_port=None, act="report", no_history=True
+    )
+    run(request, out)
+    assert out.text().count("[ACT] report: gpu-node-1: fail (health)") == 1
+
+
+def test_records_the_history_refuses_are_kept_up_to_a_bound_and_the_rest_counted(
+    node: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import gpuaccept.commands.watch as command
+    from gpuaccept.store.base import history_location
+    from gpuaccept.store.history import SqliteHistory
+
+    def full(self: Any, reports: Any) -> Any:
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(SqliteHistory, "append", full)
+    monkeypatch.setattr(command, "MAX_PENDING", 2)
+    state = WatchState()
+    poller = Poller(window=1, events=False)
+    location = history_location(os.environ["GPUACCEPT_HISTORY"])
+    out = Collected()
+    loop = command._Loop(
+        WatchRequest(act="report"), out, state, Debouncer(1), "n1", poller.rules, location
+    )
+    for mask in (0, HW_POWER_BRAKE, 0, HW_POWER_BRAKE, 0):  # five changes, five records
+        play(h100_sxm(throttle=mask))
+        loop.once(poller.poll())
+    assert (state.history_pending, state.history_dropped, state.history_errors) == (2, 3, 5)
+    assert out.text("err").count("did not take the record") == 1  # said once, counted each time
