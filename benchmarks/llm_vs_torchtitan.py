@@ -175,6 +175,8 @@ def _side_plan(args: argparse.Namespace, flags: list[str], gpu: bool) -> tuple[A
         raise ts.SideBySideError(
             f"--variants takes loss, attention, logging, compile (got {unknown[0]!r})"
         )
+    if args.repeat < 1:
+        raise ts.SideBySideError(f"--repeat must be at least 1 (got {args.repeat})")
     if gpu and not torch.cuda.is_available():
         raise ts.SideBySideError("--gpu needs a CUDA GPU and torch can use none here")
     if "attention" in variants and not gpu:
@@ -199,6 +201,19 @@ def _side_plan(args: argparse.Namespace, flags: list[str], gpu: bool) -> tuple[A
     if checkpointing:
         spec = replace(spec, checkpointing=checkpointing)
     return spec, variants, checkpointing
+
+
+def _rates(rates: list[float]) -> str:
+    return ", ".join(f"{rate:,.0f}" for rate in rates)
+
+
+def _median_run(runs: list[tuple[Any, dict[str, Any]]]) -> tuple[Any, dict[str, Any]]:
+    """Of a configuration's repeats, the run of the median tokens/s (the lower middle of an
+    even count), with every repeat's tokens/s beside it ("spread")."""
+    ordered = sorted(runs, key=lambda run: run[0].tokens_per_second)
+    figures, meta = ordered[(len(ordered) - 1) // 2]
+    rates = [run[0].tokens_per_second for run in runs]
+    return figures, meta | {"spread": rates}
 
 
 def side_by_side(args: argparse.Namespace) -> int:
@@ -298,47 +313,61 @@ def side_by_side(args: argparse.Namespace) -> int:
             return figures, {"seconds": seconds, "rss_gib": rss, "log_tail": text[-2000:]}
 
         gpu_peak: float | None = None
-        # torchtitan first: a venv that cannot train stops the benchmark before gpuaccept's run
-        titan_main, titan_meta = theirs("plain", attention)
-        ours_main, ours_meta = ours("eager", [])
+        # each configuration `--repeat` times, round-robin so a shared machine's load falls on
+        # all of them alike; torchtitan first, so a venv that cannot train stops it at once
+        jobs: dict[str, Any] = {"titan": lambda: theirs("plain", attention)}
+        jobs["ours"] = lambda: ours("eager", [])
+        if "loss" in variants:
+            jobs["titan chunked"] = lambda: theirs("chunked", attention)
+        if "attention" in variants:
+            jobs["titan sdpa"] = lambda: theirs("plain", "sdpa")
+        if "logging" in variants:
+            jobs["titan log10"] = lambda: theirs("plain", attention, log_freq=10)
+        if "compile" in variants:
+            jobs["ours compiled"] = lambda: ours("compiled", ["--compile"])
+            jobs["titan compiled"] = lambda: theirs("plain", attention, compiled=True)
+        results: dict[str, list[tuple[Any, dict[str, Any]]]] = {name: [] for name in jobs}
+        for _ in range(args.repeat):
+            for name, job in jobs.items():
+                results[name].append(job())
+        chosen = {name: _median_run(runs) for name, runs in results.items()}
+        titan_main, titan_meta = chosen["titan"]
+        ours_main, ours_meta = chosen["ours"]
         if gpu_peak:
             # on a GPU the peak is gpuaccept's (references.toml's dense bf16, read back from its
             # MFU), so both sides' MFU share it; torchtitan's own is kept as own_mfu
             titan_main.mfu = titan_main.tflops / gpu_peak
         priced: list[dict[str, Any]] = []
 
-        def price(what: str, ours_side: str, titan_side: str, a: Any, b: Any) -> None:
+        def price(what: str, a_name: str, b_name: str, a_label: str, b_label: str) -> None:
+            a, b = chosen[a_name][0], chosen[b_name][0]
             priced.append({
-                "difference": what, "a": ours_side, "b": titan_side,
+                "difference": what, "a": a_label, "b": b_label,
                 "tokens_per_second_a": a.tokens_per_second,
                 "tokens_per_second_b": b.tokens_per_second,
+                "spread_a": chosen[a_name][1]["spread"], "spread_b": chosen[b_name][1]["spread"],
                 "b_over_a": ts.ratio(b.tokens_per_second, a.tokens_per_second),
                 "final_loss_a": a.final_loss, "final_loss_b": b.final_loss,
             })  # fmt: skip
 
         if "loss" in variants:
-            chunked, _ = theirs("chunked", attention)
             price("the loss: torchtitan's ChunkedLossWrapper (its shipped configs) against one "
-                  "cross_entropy over the logits (gpuaccept's)", "torchtitan, plain loss",
-                  "torchtitan, chunked loss", titan_main, chunked)  # fmt: skip
+                  "cross_entropy over the logits (gpuaccept's)", "titan", "titan chunked",
+                  "torchtitan, plain loss", "torchtitan, chunked loss")  # fmt: skip
         if "attention" in variants:
-            sdpa, _ = theirs("plain", "sdpa")
             price("the attention kernel: torchtitan's FlexAttention (block-causal mask built "
-                  "each step) against SDPA is_causal (gpuaccept's)", "torchtitan, SDPA",
-                  "torchtitan, FlexAttention", sdpa, titan_main)  # fmt: skip
+                  "each step) against SDPA is_causal (gpuaccept's)", "titan sdpa", "titan",
+                  "torchtitan, SDPA", "torchtitan, FlexAttention")  # fmt: skip
         if "logging" in variants:
-            quiet, _ = theirs("plain", attention, log_freq=10)
             price("torchtitan's metrics every step (the loss averaged and maxed over the ranks, "
                   "the token count summed: collectives and a host sync each step) against "
-                  "every 10th", "torchtitan, every step", "torchtitan, every 10th step",
-                  titan_main, quiet)  # fmt: skip
+                  "every 10th", "titan", "titan log10", "torchtitan, every step",
+                  "torchtitan, every 10th step")  # fmt: skip
         if "compile" in variants:
-            ours_compiled, _ = ours("compiled", ["--compile"])
-            price("torch.compile per block, gpuaccept", "gpuaccept eager",
-                  "gpuaccept --compile", ours_main, ours_compiled)  # fmt: skip
-            titan_compiled, _ = theirs("plain", attention, compiled=True)
-            price("torch.compile per block and loss, torchtitan", "torchtitan eager",
-                  "torchtitan compiled", titan_main, titan_compiled)  # fmt: skip
+            price("torch.compile per block, gpuaccept", "ours", "ours compiled",
+                  "gpuaccept eager", "gpuaccept --compile")  # fmt: skip
+            price("torch.compile per block and loss, torchtitan", "titan", "titan compiled",
+                  "torchtitan eager", "torchtitan compiled")  # fmt: skip
     except ts.SideBySideError as error:
         print(f"llm_vs_torchtitan: {error}", file=sys.stderr)
         return error.exit_code
@@ -369,6 +398,12 @@ def side_by_side(args: argparse.Namespace) -> int:
         "priced": priced,
     }
     rows = ts.table(ours_main, titan_main)
+    spread = (
+        f"tokens/s per rank of each of the {args.repeat} repeats (the table holds the median "
+        f"run's figures): gpuaccept {_rates(ours_meta['spread'])}, torchtitan "
+        f"{_rates(titan_meta['spread'])}"
+    )
+    rows += ["", spread]
     print("\n".join(rows))
     for entry in priced:
         print(f"[TITAN] {entry['b']} / {entry['a']}: {entry['b_over_a']:.3f} of the tokens/s")
@@ -390,12 +425,13 @@ def side_by_side(args: argparse.Namespace) -> int:
         "",
     ]
     if priced:
-        lines += ["| what differs | a | b | a tokens/s | b tokens/s | b / a | a loss | b loss |",
-                  "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+        lines += ["| what differs | a | b | a tokens/s (repeats) | b tokens/s (repeats) | b / a "
+                  "| a loss | b loss |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
         for e in priced:
             lines.append(
-                f"| {e['difference']} | {e['a']} | {e['b']} | {e['tokens_per_second_a']:,.0f} | "
-                f"{e['tokens_per_second_b']:,.0f} | {e['b_over_a']:.3f} | "
+                f"| {e['difference']} | {e['a']} | {e['b']} | {e['tokens_per_second_a']:,.0f} "
+                f"({_rates(e['spread_a'])}) | {e['tokens_per_second_b']:,.0f} "
+                f"({_rates(e['spread_b'])}) | {e['b_over_a']:.3f} | "
                 f"{e['final_loss_a']:.3f} | {e['final_loss_b']:.3f} |"
             )
     out.with_suffix(".md").write_text("\n".join(lines) + "\n")
@@ -419,6 +455,13 @@ def main() -> None:
     )
     parser.add_argument("--flags", help="with --torchtitan-venv: the `train llm` flags of the run")
     parser.add_argument("--steps", type=int, help="with --torchtitan-venv: optimizer steps")
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="with --torchtitan-venv: run every configuration this many times, round-robin, and "
+        "report the median run (a shared machine's load moves single runs)",
+    )
     parser.add_argument(
         "--variants",
         help="with --torchtitan-venv: the differences to price, of loss, attention (GPU only), "

@@ -281,6 +281,7 @@ def test_both_sides_train_the_same_tokens_for_real(tmp_path: Path) -> None:
         (["--variants", "attention"], "FlexAttention, which has no backward on the CPU"),
         (["--flags", "--preset tiny --checkpointing selective"], "only none or full is the same"),
         (["--flags", "--preset tiny --steps 1"], "--steps must be at least 2"),
+        (["--repeat", "0"], "--repeat must be at least 1 (got 0)"),
     ],
 )
 def test_a_run_the_two_sides_cannot_share_is_refused_before_any_venv_is_made(
