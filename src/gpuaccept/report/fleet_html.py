@@ -376,14 +376,14 @@ def _histogram(d: Distribution) -> str:
         title = f"{format_number(start)} to {format_number(start + span / BINS)}: {count}"
         if lag:
             title += f", {lag} lagging"
-        h = height * count / tallest
+        h = max(2.0, height * count / tallest)  # a bin of one among thousands still shows
         x = left + i * bar
         parts.append(
             f'<rect class="bin" x="{x:.1f}" y="{top_pad + height - h:.1f}" '
             f'width="{max(bar - 1, 1):.1f}" height="{h:.1f}"><title>{escape(title)}</title></rect>'
         )
         if lag:
-            hl = height * lag / tallest
+            hl = max(2.0, height * lag / tallest)
             parts.append(
                 f'<rect class="bin lag" x="{x:.1f}" y="{top_pad + height - hl:.1f}" '
                 f'width="{max(bar - 1, 1):.1f}" height="{hl:.1f}"></rect>'
