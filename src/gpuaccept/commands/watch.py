@@ -141,10 +141,12 @@ def run(request: WatchRequest, out: Output) -> WatchResult:
                 f"--metrics-port: cannot listen on {where}: {error.strerror}"
             ) from None
         out.line(f"[WATCH] metrics on http://{request.metrics_address}:{port}/metrics")
-    out.line(
-        f"[WATCH] {node}: polling every {request.interval:g} s, a state raised after {debounce} "
-        f"poll(s), action layer: {request.act}, history: {location or 'none'}"
+    how = (
+        "one poll, judged at once"
+        if request.once
+        else f"polling every {request.interval:g} s, a state raised after {debounce} poll(s)"
     )
+    out.line(f"[WATCH] {node}: {how}, action layer: {request.act}, history: {location or 'none'}")
     stop = threading.Event()
     try:
         with _stopped_by_signals(stop) as fired:
@@ -263,7 +265,8 @@ class _Loop:
             if poll.nvml_up:
                 self.out.line(f"[WATCH] NVML read: {len(poll.gpus)} GPU(s)")
             else:
-                self.out.error(f"watch: NVML not read ({poll.nvml_problem}); trying each poll")
+                again = "" if self.request.once else "; tried again at each poll"
+                self.out.error(f"watch: NVML not read ({poll.nvml_problem}){again}")
             self.nvml_said = poll.nvml_up
         for r in change.raised:
             word = "FAIL" if r.finding.fails else "WARN"
