@@ -128,6 +128,23 @@ def _preflight(flag: str, act: bool = False) -> Argv:
     return argv
 
 
+_SWEEP_SCRIPT = str(Path(__file__).resolve().parent.parent / "slurm" / "accept-node.sbatch")
+
+
+def _sweep(flag: str) -> Argv:
+    """A shadow round of the sweep with `flag PATH`: every path is checked before Slurm is asked."""
+
+    def argv(path: str, scratch: Path) -> list[str]:
+        given = {
+            "--results": str(scratch / "results"),
+            "--script": _SWEEP_SCRIPT,
+            "--history": str(scratch / "history.sqlite"),
+        } | {flag: path}
+        return ["sweep", "--act", "shadow", *(part for pair in given.items() for part in pair)]
+
+    return argv
+
+
 MISSING_HISTORY = "a history that does not exist yet is created (or listed as empty)"
 NO_ACT_STATE = (
     "no records yet: the breaker is not tripped and no stack is held (reset/clear say so)"
@@ -799,5 +816,30 @@ REGISTRY: list[Input] = [
             "tests/commands/test_preflight_inputs.py::"
             "test_the_prolog_with_a_setting_that_is_not_one_judges_nothing_and_lets_the_job_go",
         ),
+    ),
+    # sweep (issue #54 §3)
+    Input("sweep", "--results", "writes", _sweep("--results"), ("a-file", "under-a-file")),
+    Input(
+        "sweep",
+        "--script",
+        "reads",
+        _sweep("--script"),
+        ("missing", "directory", "fifo", "dev-zero", "symlink-loop"),
+        allowed={
+            form: "sbatch reads the script, on the controller's side: it refuses one that is not "
+            "a batch script, said as the sweep's error (exit 3)"
+            for form in ("empty", "garbage", "huge")
+        },
+    ),
+    Input(
+        "sweep",
+        "--history",
+        "reads",
+        _sweep("--history"),
+        FILE_FORMS[2:],
+        allowed={
+            "missing": MISSING_HISTORY,
+            "empty": "an empty file is an empty SQLite database: the reports are imported into it",
+        },
     ),
 ]
