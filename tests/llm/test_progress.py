@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from gpuaccept.llm.progress import progress_line
 
@@ -44,3 +45,28 @@ def test_a_cpu_line_says_what_its_figures_mean_there() -> None:
 def test_a_line_cut_short_is_skipped() -> None:
     assert progress_line('{"step": 3, "lo', 1, None, cpu=True) is None
     assert progress_line("", 1, None, cpu=True) is None
+
+
+def test_the_step_log_gives_the_spread_of_the_steps_since_its_last_line(tmp_path: Path) -> None:
+    """Every `log_every` steps and the last: min, median and max of the steps since the line
+    before (an even count's median is the mean of the middle two, not the larger)."""
+    import dataclasses
+
+    import torch
+
+    from gpuaccept.llm.train import _StepLog
+    from tests.llm.helpers import short
+
+    path = tmp_path / "steps.jsonl"
+    spec = dataclasses.replace(short(), log_every=2, log_file=str(path))
+    log = _StepLog(spec, torch.device("cpu"))
+    seconds = [4.0, 1.0, 3.0]
+    for step in range(3):
+        log.step(step, 3, 5.0 - step, torch.tensor(0.5), seconds[: step + 1])
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [line["step"] for line in lines] == [1, 2]  # the second step, then the last
+    assert (lines[0]["step_seconds_min"], lines[0]["step_seconds_max"]) == (1.0, 4.0)
+    assert lines[0]["step_seconds_median"] == 2.5
+    assert lines[0]["grad_norm"] == 0.5
+    assert lines[0]["tokens_per_second"] == spec.local_batch * spec.shape.seq_len / 1.0
+    assert "memory_active_bytes" not in lines[0]  # not tracked on the CPU

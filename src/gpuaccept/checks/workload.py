@@ -337,7 +337,7 @@ def _summary(
             "pass on a healthy GPU)"
         )
     else:
-        loss = f"loss {figures.final_loss:.3f}, convergence NOT JUDGED ({_CHANGED_RUN})"
+        loss = f"loss {figures.final_loss:.3f}, convergence NOT JUDGED: {_CHANGED_RUN}"
     plan = f"; chosen as {spec.plan}" if spec.plan else ""
     return (
         f"{preset_of(spec)} on {outcome.world_size} {outcome.backend} rank(s): {speed}; {loss}, "

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import math
+import statistics
 import time
 from typing import Any, cast
 
@@ -172,7 +173,7 @@ class _StepLog:
             "grad_norm": float(whole.item()),
             "tokens_per_second": self.tokens / seconds[-1] if seconds[-1] > 0 else None,
             "step_seconds_min": min(recent),
-            "step_seconds_median": sorted(recent)[len(recent) // 2],
+            "step_seconds_median": statistics.median(recent),
             "step_seconds_max": max(recent),
         }
         if self.device.type == "cuda":
