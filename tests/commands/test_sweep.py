@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -146,6 +147,32 @@ def test_a_report_that_cannot_be_read_is_said_and_the_round_goes_on(
     assert result.submitted == {"gpu00": "102"}
     assert "sweep: not imported: " in out.text("err")
     assert "accept-56-gpu05.json" in out.text("err")
+
+
+def test_two_rounds_at_once_never_pass_the_cap_together(
+    fleet: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each round reads the queue before it submits: without the lock, two rounds on a slow
+    controller both found room for one more and submitted two (seen with the lock removed)."""
+    monkeypatch.setenv("FAKE_SWEEP_SBATCH_DELAY", "1")
+    state = json.loads(fleet.read_text())
+    state["jobs"] = []  # nothing under test: the cap of one admits one node
+    fleet.write_text(json.dumps(state))
+    results: list[dict[str, str]] = []
+    rounds = [
+        threading.Thread(
+            target=lambda: results.append(
+                run(_request(tmp_path, max_nodes=1), Collected()).submitted
+            )
+        )
+        for _ in range(2)
+    ]
+    for one in rounds:
+        one.start()
+    for one in rounds:
+        one.join(timeout=60)
+    assert sorted(len(submitted) for submitted in results) == [0, 1]
+    assert [job["name"] for job in _jobs(fleet)] == ["gpuaccept-sweep:gpu00"]
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,8 @@ the due nodes under the caps; each gets a low-priority, exclusive `accept` job (
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -67,14 +69,32 @@ class SweepResult:
 
 
 def run(request: SweepRequest, out: Output) -> SweepResult:
-    from gpuaccept.act.sweep import Limits, plan_round
-    from gpuaccept.act.sweep_slurm import Submission, read_nodes, submit, sweep_jobs
+    """Check the paths, then one round under the sweep's lock."""
     from gpuaccept.output_files import check_output_directory
 
     if not request.script.is_file():
         raise InputError(f"--script {request.script}: not a file (slurm/accept-node.sbatch)")
     check_output_directory(request.results, "--results")
     request.results.mkdir(parents=True, exist_ok=True)
+    with _one_round_at_a_time(request.results):
+        return _round(request, out)
+
+
+@contextmanager
+def _one_round_at_a_time(results: Path) -> Iterator[None]:
+    """Hold the sweep's lock from reading the queue to the last sbatch: two rounds at once would
+    each count the other's jobs as not there yet, and submit past the cap together."""
+    import fcntl
+
+    with (results / ".sweep.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def _round(request: SweepRequest, out: Output) -> SweepResult:
+    from gpuaccept.act.sweep import Limits, plan_round
+    from gpuaccept.act.sweep_slurm import Submission, read_nodes, submit, sweep_jobs
+
     tested = _imported_and_tested(request, out)
     jobs = sweep_jobs()
     nodes = [
