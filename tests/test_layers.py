@@ -56,6 +56,9 @@ FLOORS: dict[str, int] = {
     # 5 run: the suite and the burn-in, which run checks
     "suite": 5,
     "burnin": 5,
+    # the watch polls and judges readings between jobs as the burn-in judges its windows; the
+    # history and the guards are its command's (commands.watch)
+    "watch": 5,
     # 6 after a run: its record, the history's stores, the comparisons with it, the evidence,
     # the writers, the guards that act on a verdict
     "record": 6,

@@ -21,7 +21,20 @@ import typer
 import typer.core
 
 from gpuaccept import __version__
-from gpuaccept.cli import accept, act, bench, burnin, env, history, node_verdict, report, train
+from gpuaccept.cli import (
+    accept,
+    act,
+    bench,
+    burnin,
+    env,
+    history,
+    node_verdict,
+    preflight,
+    report,
+    sweep,
+    train,
+    watch,
+)
 from gpuaccept.cli.help_panels import PanelledCommand
 from gpuaccept.errors import GpuacceptError, Interrupted
 from gpuaccept.suite.selection import check_names, levels_text
@@ -210,6 +223,11 @@ app.command("node-verdict", short_help="kubectl label/taint commands from report
     node_verdict.node_verdict
 )
 app.add_typer(act.app, name="act", short_help="Drain or resume a node in Slurm, with guards.")
+app.command("preflight", short_help="A verdict in seconds before a job starts.")(
+    preflight.preflight
+)
+app.command("sweep", short_help="Accept idle nodes on a cadence, under a cap.")(sweep.sweep)
+app.command("watch", short_help="A daemon between jobs: NVML, kernel log, metrics.")(watch.watch)
 
 _OUTPUT_GONE = (errno.EPIPE, errno.ENOSPC, errno.EBADF, errno.EIO)
 
@@ -350,7 +368,7 @@ def main() -> None:
             sys.exit(2)
         where = context.command_path if isinstance(error, _UsageError) and context else "gpuaccept"
         # Typer 0.29 words its choice errors through pydantic ("Value error, ..."): drop that.
-        message = error.format_message().replace("Value error, ", "")  # type: ignore[attr-defined]
+        message = _not_a_number(error, error.format_message().replace("Value error, ", ""))  # type: ignore[attr-defined]
         typer.echo(f"{where}: error: {message}", err=True)
         sys.exit(int(getattr(error, "exit_code", 2)))
     except OSError as error:
@@ -358,6 +376,18 @@ def main() -> None:
         raise
     _flush_or_report()
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _not_a_number(error: Exception, message: str) -> str:
+    """Typer 0.29 checks an option's range (through pydantic) before its callback can refuse NaN,
+    so `--check-timeout nan` read "Input should be greater than or equal to 1", as if the number
+    were too small; say what is wrong with it."""
+    errors = getattr(error.__cause__, "errors", None)
+    for item in errors() if callable(errors) else ():
+        raw = item.get("input")
+        if isinstance(raw, str) and raw.strip().lower() in ("nan", "+nan", "-nan"):
+            return message.replace(str(item.get("msg", "")), f"must be a number (got {raw})")
+    return message
 
 
 def _exit_if_output_gone(error: OSError) -> None:

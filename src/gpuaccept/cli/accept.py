@@ -25,6 +25,7 @@ from gpuaccept.cli.options import (
     DeviceChoice,
     finite_number,
     report_dir_option,
+    request_from,
 )
 from gpuaccept.suite.selection import DEFAULT_TIMEOUT_SECONDS, LEVELS, check_names
 
@@ -264,6 +265,7 @@ def accept(
     Exit 0: fit (warnings allowed); 1: a check failed, or nothing could be judged; 2: bad input;
     3: environment error; 130/143: interrupted by SIGINT/SIGTERM (the report is still written).
     """
+    options = dict(locals())  # first: the options as parsed, and nothing else yet
     from gpuaccept.cli.render import CONSOLE
     from gpuaccept.cli.signals import interrupts_as_exceptions
 
@@ -275,39 +277,7 @@ def accept(
     with json_out as written:
         from gpuaccept.commands.accept import AcceptRequest, run
 
-        request = AcceptRequest(
-            level=level.value,
-            only=only,
-            skip=skip,
-            device=device.value,
-            expect_gpus=expect_gpus,
-            check_timeout=check_timeout,
-            dcgm=dcgm,
-            baseline=baseline,
-            record_baseline=record_baseline,
-            baseline_runs=baseline_runs,
-            rules=rules,
-            min_busbw=min_busbw,
-            min_allgather_busbw=min_allgather_busbw,
-            min_alltoall_busbw=min_alltoall_busbw,
-            node_profile=node_profile,
-            expect_nics=expect_nics,
-            expect_nic_rate=expect_nic_rate,
-            expect_nvme=expect_nvme,
-            pairwise=pairwise,
-            isolate=isolate,
-            rails=rails,
-            rails_tolerance=rails_tolerance,
-            topology=topology,
-            report_dir=report_dir,
-            junit=junit,
-            evidence=evidence,
-            as_json=as_json,
-            history=history,
-            no_history=no_history,
-            drop_tolerance=drop_tolerance,
-            fail_on_drop=fail_on_drop,
-        )
+        request = request_from(AcceptRequest, options)
         with interrupts_as_exceptions():
             result = run(request, CONSOLE, written)
         if result.exit_code:  # inside --json's block: its report is printed all the same

@@ -21,6 +21,7 @@ from gpuaccept.cli.options import (
     REPLACE_AFTER,
     REPLACE_DAYS,
     RESUME_LEVEL,
+    request_from,
 )
 from gpuaccept.cli.render import CONSOLE
 
@@ -76,22 +77,10 @@ def slurm(
     nothing changes nothing. Exit: 0 in service or resumed; 1 the node failed; 4 the breaker
     refused the drain.
     """
+    options = dict(locals())  # first: the options as parsed
     from gpuaccept.commands.act import Guarding, SlurmRequest, run_slurm
 
-    guarding = Guarding(
-        resume_level=resume_level,
-        breaker_share=breaker_share,
-        breaker_minutes=breaker_minutes,
-        debounce=debounce,
-        debounce_hours=debounce_hours,
-        replace_after=replace_after,
-        replace_days=replace_days,
-        inspect_after=inspect_after,
-        state=state,
-        record=record,
-        prometheus=prometheus,
-    )
-    request = SlurmRequest(report, act, node, partition, earlier, guarding)
+    request = request_from(SlurmRequest, options, guarding=Guarding)
     _exit(run_slurm(request, CONSOLE).exit_code)
 
 

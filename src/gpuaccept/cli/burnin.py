@@ -18,6 +18,7 @@ from gpuaccept.cli.options import (
     NO_HISTORY,
     DeviceChoice,
     report_dir_option,
+    request_from,
 )
 
 if TYPE_CHECKING:
@@ -125,27 +126,12 @@ def burnin(
     Exit 0: passed (warnings allowed); 1: a window failed; 2: bad input; 3: environment error;
     130/143: interrupted (the report says so; the checkpoint keeps the finished windows).
     """
+    options = dict(locals())  # first: the options as parsed
     from gpuaccept.cli.render import CONSOLE
     from gpuaccept.cli.signals import interrupts_as_exceptions
     from gpuaccept.commands.burnin import BurnInRequest, run
 
-    request = BurnInRequest(
-        duration=duration,
-        window=window,
-        schedule=schedule,
-        device=device.value,
-        cpu_devices=cpu_devices,
-        seed=seed,
-        checkpoint=checkpoint,
-        checkpoint_every=checkpoint_every,
-        checkpoint_exit_code=checkpoint_exit_code,
-        straggler_tolerance=straggler_tolerance,
-        report_dir=report_dir,
-        junit=junit,
-        rules=rules,
-        history=history,
-        no_history=no_history,
-    )
+    request = request_from(BurnInRequest, options)
     # planned before SIGINT/SIGTERM become Interrupted, as burnin always was
     result = run(request, _TableInALogOnly(CONSOLE), signals=interrupts_as_exceptions)
     if result.exit_code:

@@ -8,8 +8,15 @@ from pathlib import Path
 
 import typer
 
-from gpuaccept.cli.options import FLEET_MIN_GPUS, FLEET_MTBI_DAYS, FLEET_TOLERANCE
+from gpuaccept.cli.options import (
+    FLEET_MIN_GPUS,
+    FLEET_MTBI_DAYS,
+    FLEET_SINCE,
+    FLEET_TOLERANCE,
+    request_from,
+)
 from gpuaccept.cli.render import CONSOLE
+from gpuaccept.commands.history import fleet as fleet_request
 
 app = typer.Typer(
     rich_markup_mode=None,
@@ -150,10 +157,17 @@ def push(history: str | None = DATABASE) -> None:
 @app.command("fleet")
 def fleet(
     history: str | None = DATABASE,
-    tolerance: float = FLEET_TOLERANCE,
+    tolerance_percent: float = FLEET_TOLERANCE,
     min_gpus: int = FLEET_MIN_GPUS,
     as_json: bool = typer.Option(False, "--json", help="Print the view as JSON."),
     mtbi_days: float = FLEET_MTBI_DAYS,
+    since: str | None = FLEET_SINCE,
+    page: int = typer.Option(
+        1, "--page", min=1, help="The node table's page (attention first: failing nodes lead)."
+    ),
+    page_size: int = typer.Option(
+        fleet_request.PAGE_SIZE, "--page-size", min=1, max=100_000, help="Nodes per page."
+    ),
 ) -> None:
     """The newest accept run per node, GPUs that lag their fleet, and the mean time between
     incidents of each node and GPU that had one.
@@ -162,9 +176,9 @@ def fleet(
     interrupted), a GPU lags, or a node is slower than its own history; benchmark and training
     runs are not verdicts on a node.
     """
+    options = dict(locals())  # first: the options as parsed
     from gpuaccept.commands.history.fleet import FleetJudging, FleetRequest, run
 
-    judging = FleetJudging(tolerance_percent=tolerance, min_gpus=min_gpus, mtbi_days=mtbi_days)
-    result = run(FleetRequest(history=history, judging=judging, as_json=as_json), CONSOLE)
+    result = run(request_from(FleetRequest, options, judging=FleetJudging), CONSOLE)
     if result.exit_code:
         raise typer.Exit(result.exit_code)

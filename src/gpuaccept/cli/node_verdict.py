@@ -22,6 +22,7 @@ from gpuaccept.cli.options import (
     REPLACE_AFTER,
     REPLACE_DAYS,
     RESUME_LEVEL,
+    request_from,
 )
 from gpuaccept.cli.render import CONSOLE
 
@@ -93,23 +94,11 @@ def node_verdict(
     annotations gpuaccept.io/reason and gpuaccept.io/tainted-at. Exit: 0; 2 a wrong input,
     nothing changed; 3 the Kubernetes API missing or not answering; 4 a guard refused a taint.
     """
+    options = dict(locals())  # first: the options as parsed
     from gpuaccept.commands.act import Guarding
     from gpuaccept.commands.node_verdict import NodeVerdictRequest, run_node_verdict
 
-    guarding = Guarding(
-        resume_level=resume_level,
-        breaker_share=breaker_share,
-        breaker_minutes=breaker_minutes,
-        debounce=debounce,
-        debounce_hours=debounce_hours,
-        replace_after=replace_after,
-        replace_days=replace_days,
-        inspect_after=inspect_after,
-        state=state,
-        record=record,
-        prometheus=prometheus,
-    )
-    request = NodeVerdictRequest(tuple(reports), node, apply, cluster, act, pool, guarding)
+    request = request_from(NodeVerdictRequest, options, guarding=Guarding)
     result = run_node_verdict(request, CONSOLE)
     if result.exit_code:
         raise typer.Exit(result.exit_code)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from enum import StrEnum
-from typing import Any
+from collections.abc import Mapping
+from enum import Enum, StrEnum
+from typing import Any, TypeVar
 
 import typer
 
@@ -17,6 +19,37 @@ def finite_number(value: float | None) -> float | None:
     if value is not None and not math.isfinite(value):
         raise typer.BadParameter(f"must be a finite number (got {value})")
     return value
+
+
+_Request = TypeVar("_Request")
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Enum):
+        return value.value
+    return tuple(value) if isinstance(value, list) else value
+
+
+def request_from(
+    request_type: type[_Request], options: Mapping[str, Any], **parts: type
+) -> _Request:
+    """The command's request from its options as Typer parsed them (`locals()` taken as the
+    body's first statement): each option is the request's field of the same name, a choice is
+    passed as its text, a repeated option as a tuple (requests are frozen), and each of `parts`
+    (a field holding a dataclass, as `guarding`) is built from the options named as its fields.
+    An option with no field is a programming error, so a new option cannot be parsed and then
+    dropped (tests/test_cli_shape.py runs this for every command)."""
+    values = {name: _plain(value) for name, value in options.items() if name != "ctx"}
+    for name, part_type in parts.items():
+        own = [field.name for field in dataclasses.fields(part_type)]
+        values[name] = part_type(**{field: values.pop(field) for field in own})
+    fields = {field.name for field in dataclasses.fields(request_type)}  # type: ignore[arg-type]
+    stray = sorted(set(values) - fields)
+    if stray:
+        raise TypeError(
+            f"{request_type.__name__} has no field for the option(s) {', '.join(stray)}"
+        )
+    return request_type(**values)
 
 
 # -- options several commands take, declared once -------------------------------------------
@@ -151,6 +184,15 @@ FLEET_MTBI_DAYS = typer.Option(
     "incidents per node and per GPU.",
 )
 
+FLEET_SINCE = typer.Option(
+    None,
+    "--since",
+    metavar="WHEN",
+    help="What changed in the fleet since then (newly failing, newly slower, returned to pass): "
+    "hours or days before the history's newest run (24h, 7d) or an instant (2026-11-28T06:00, "
+    "UTC unless it says); default 24h.",
+)
+
 # -- where a training run's report goes: `train mnist` and `train llm` (commands.train_*)
 
 TRAIN_REPORT_DIR = typer.Option(
@@ -164,14 +206,20 @@ class DeviceChoice(StrEnum):
     cpu = "cpu"
 
 
-# accept's and burnin's: the device as a choice, in the help panel "What to run"
-DEVICE = typer.Option(
-    DeviceChoice.auto,
-    "--device",
-    metavar="[auto|cuda|cpu]",
-    help="auto (GPU when usable), cuda, or cpu (the CPU twins).",
-    rich_help_panel="What to run",
-)
+def device_option(help_text: str, panel: str | None = None) -> Any:
+    """Every command's --device: one choice, refused by the parser in one line (train and bench
+    took it as text and refused it later, each in its own words), each command saying it its way."""
+    return typer.Option(
+        DeviceChoice.auto,
+        "--device",
+        metavar="[auto|cuda|cpu]",
+        help=help_text,
+        rich_help_panel=panel,
+    )
+
+
+# accept's and burnin's, in the help panel "What to run"
+DEVICE = device_option("auto (GPU when usable), cuda, or cpu (the CPU twins).", "What to run")
 JUNIT = typer.Option(
     None, "--junit", metavar="FILE", help="Write JUnit XML.", rich_help_panel="Outputs"
 )

@@ -8,7 +8,13 @@ from pathlib import Path
 
 import typer
 
-from gpuaccept.cli.options import FLEET_MIN_GPUS, FLEET_MTBI_DAYS, FLEET_TOLERANCE
+from gpuaccept.cli.options import (
+    FLEET_MIN_GPUS,
+    FLEET_MTBI_DAYS,
+    FLEET_SINCE,
+    FLEET_TOLERANCE,
+    request_from,
+)
 from gpuaccept.cli.render import CONSOLE
 
 
@@ -34,24 +40,18 @@ def report(
         help="The whole fleet from the history on one page (with --html): every node's newest "
         "accept, each GPU model's figures, the laggards, drains, SDC, MTBI.",
     ),
-    tolerance: float = FLEET_TOLERANCE,
+    tolerance_percent: float = FLEET_TOLERANCE,
     min_gpus: int = FLEET_MIN_GPUS,
     mtbi_days: float = FLEET_MTBI_DAYS,
+    since: str | None = FLEET_SINCE,
 ) -> None:
     """Render a run as HTML (with trend charts), Markdown or Prometheus metrics; with no output
     named, the Markdown summary on stdout. With --fleet, the fleet's page."""
+    options = dict(locals())  # first: the options as parsed
     from gpuaccept.commands.history.fleet import FleetJudging
     from gpuaccept.commands.report import ReportRequest, run
 
-    request = ReportRequest(
-        source=source,
-        html=html,
-        markdown=markdown,
-        prometheus=prometheus,
-        history=history,
-        fleet=fleet,
-        judging=FleetJudging(tolerance_percent=tolerance, min_gpus=min_gpus, mtbi_days=mtbi_days),
-    )
+    request = request_from(ReportRequest, options, judging=FleetJudging)
     result = run(request, CONSOLE)
     if result.exit_code:
         raise typer.Exit(result.exit_code)

@@ -13,6 +13,9 @@ from gpuaccept.cli.options import (
     HISTORY,
     NO_HISTORY,
     TRAIN_REPORT_DIR,
+    DeviceChoice,
+    device_option,
+    request_from,
 )
 from gpuaccept.cli.train_llm import llm
 
@@ -52,9 +55,7 @@ def mnist(
         metavar="N",
         help="Seed (0 to 2^32-1): the same seed gives the same model.",
     ),
-    device: str = typer.Option(
-        "auto", "--device", metavar="[auto|cuda|cpu]", help="auto, cuda or cpu."
-    ),
+    device: DeviceChoice = device_option("auto, cuda or cpu."),
     precision: str = typer.Option(
         "auto",
         "--precision",
@@ -102,31 +103,12 @@ def mnist(
     Under torchrun every rank trains its slice of each batch (DDP); rank 0 prints and writes.
     Exit 0: trained (and target reached); 1: below --target-accuracy; 2: bad input.
     """
+    options = dict(locals())  # first: the options as parsed
     from gpuaccept.cli.render import CONSOLE
     from gpuaccept.cli.signals import interrupts_as_exceptions
     from gpuaccept.commands.train_mnist import TrainMnistRequest, run
 
-    request = TrainMnistRequest(
-        data=data,
-        model=model,
-        epochs=epochs,
-        batch_size=batch_size,
-        learning_rate=learning_rate,
-        seed=seed,
-        device=device,
-        precision=precision,
-        target_accuracy=target_accuracy,
-        save_model=save_model,
-        checkpoint=checkpoint,
-        checkpoint_every=checkpoint_every,
-        checkpoint_exit_code=checkpoint_exit_code,
-        report_dir=report_dir,
-        scratch=scratch,
-        history=history,
-        no_history=no_history,
-        drop_tolerance=drop_tolerance,
-        fail_on_drop=fail_on_drop,
-    )
+    request = request_from(TrainMnistRequest, options)
     # signals become Interrupted around the data's loading and the training (the edge's policy)
     result = run(request, CONSOLE, interrupts_as_exceptions)
     if result.exit_code:

@@ -13,6 +13,9 @@ from gpuaccept.cli.options import (
     HISTORY,
     NO_HISTORY,
     TRAIN_REPORT_DIR,
+    DeviceChoice,
+    device_option,
+    request_from,
 )
 
 
@@ -68,9 +71,7 @@ def llm(
         help="A training-log line every STEPS steps (loss, grad norm, tokens/s, TFLOPS, MFU, "
         "memory, step-time spread); 0: none.",
     ),
-    device: str = typer.Option(
-        "auto", "--device", metavar="[auto|cuda|cpu]", help="auto (GPU when usable), cuda or cpu."
-    ),
+    device: DeviceChoice = device_option("auto (GPU when usable), cuda or cpu."),
     report_dir: Path | None = TRAIN_REPORT_DIR,
     history: str | None = HISTORY,
     no_history: bool = NO_HISTORY,
@@ -84,30 +85,12 @@ def llm(
     a straggler or out of memory; 2: bad input; 130/143: interrupted by SIGINT/SIGTERM (the
     report says so).
     """
+    options = dict(locals())  # first: the options as parsed
     from gpuaccept.cli.render import CONSOLE
     from gpuaccept.cli.signals import interrupts_as_exceptions
     from gpuaccept.commands.train_llm import TrainLlmRequest, run
 
-    request = TrainLlmRequest(
-        preset=preset,
-        layers=layers,
-        dim=dim,
-        seq_len=seq_len,
-        batch=batch,
-        steps=steps,
-        learning_rate=learning_rate,
-        checkpointing=checkpointing,
-        compile_blocks=compile_blocks,
-        precision=precision,
-        seed=seed,
-        log_every=log_every,
-        device=device,
-        report_dir=report_dir,
-        history=history,
-        no_history=no_history,
-        drop_tolerance=drop_tolerance,
-        fail_on_drop=fail_on_drop,
-    )
+    request = request_from(TrainLlmRequest, options)
     # signals become Interrupted around the ranks' run (the edge's policy)
     result = run(request, CONSOLE, interrupts_as_exceptions)
     if result.exit_code:

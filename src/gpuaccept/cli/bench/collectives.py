@@ -14,14 +14,14 @@ from gpuaccept.cli.bench.common import (
     run_and_exit,
     sweep_options,
 )
-from gpuaccept.cli.options import HISTORY, NO_HISTORY, finite_number
+from gpuaccept.cli.options import HISTORY, NO_HISTORY, DeviceChoice, finite_number, request_from
 from gpuaccept.commands.bench import collectives as command
 
 _BEGIN, _END, _FACTOR = sweep_options("collectives")
 
 
 def collectives(
-    op: list[str] = typer.Option(
+    ops: list[str] = typer.Option(
         [],
         "--op",
         metavar="[all_reduce|all_gather|reduce_scatter|broadcast]",
@@ -52,27 +52,13 @@ def collectives(
         help="Fail when the average busbw (GB/s) over the whole size sweep is below 0.9 x "
         "this, as NCCL_TESTS_MIN_BW does (accept --min-busbw judges its one size).",
     ),
-    device: str = DEVICE,
+    device: DeviceChoice = DEVICE,
     json_path: Path | None = JSON_OUT,
     csv_path: Path | None = CSV_OUT,
     history: str | None = HISTORY,
     no_history: bool = NO_HISTORY,
 ) -> None:
     """nccl-tests style sweeps: time, algbw, busbw and #wrong, out-of-place and in-place."""
-    request = command.CollectivesRequest(
-        ops=tuple(op),
-        begin=begin,
-        end=end,
-        factor=factor,
-        warmup=warmup,
-        iterations=iterations,
-        check=bool(check),
-        ranks=ranks,
-        min_busbw=min_busbw,
-        device=device,
-        json_path=json_path,
-        csv_path=csv_path,
-        history=history,
-        no_history=no_history,
-    )
+    options = dict(locals())  # first: the options as parsed
+    request = request_from(command.CollectivesRequest, {**options, "check": bool(check)})
     run_and_exit(command.run, request)

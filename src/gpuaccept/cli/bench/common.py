@@ -14,15 +14,14 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from gpuaccept.cli.options import device_option
 from gpuaccept.commands.bench.common import DEFAULT_SIZES
 
 if TYPE_CHECKING:
     from gpuaccept.commands.bench.common import BenchResult, ProgressBar
     from gpuaccept.commands.output import Output
 
-DEVICE = typer.Option(
-    "auto", "--device", metavar="[auto|cuda|cpu]", help="auto (GPU when usable), cuda or cpu."
-)
+DEVICE = device_option("auto (GPU when usable), cuda or cpu.")
 JSON_OUT = typer.Option(None, "--json", help="Write the report (results model) to this file.")
 CSV_OUT = typer.Option(None, "--csv", help="Write every table row to this CSV file.")
 WARMUP = typer.Option(None, "--warmup", "-w", min=0, help="Warm-up iterations (default by device).")

@@ -14,12 +14,12 @@ from gpuaccept.cli.bench.common import (
     WARMUP,
     run_and_exit,
 )
-from gpuaccept.cli.options import HISTORY, NO_HISTORY
+from gpuaccept.cli.options import HISTORY, NO_HISTORY, DeviceChoice, request_from
 from gpuaccept.commands.bench import matmul as command
 
 
 def matmul(
-    dtype: list[str] = typer.Option(
+    dtypes: list[str] = typer.Option(
         [],
         "--dtype",
         metavar="[fp64|fp32|tf32|bf16|fp16|fp8]",
@@ -40,25 +40,13 @@ def matmul(
     ),
     warmup: int | None = WARMUP,
     iterations: int | None = ITERATIONS,
-    device: str = DEVICE,
+    device: DeviceChoice = DEVICE,
     json_path: Path | None = JSON_OUT,
     csv_path: Path | None = CSV_OUT,
     history: str | None = HISTORY,
     no_history: bool = NO_HISTORY,
 ) -> None:
     """Maximum achievable matmul TFLOPS over a sweep of shapes (mamf-finder style)."""
-    request = command.MatmulRequest(
-        dtypes=tuple(dtype),
-        m=m,
-        n=n,
-        k=k,
-        preset=preset,
-        warmup=warmup,
-        iterations=iterations,
-        device=device,
-        json_path=json_path,
-        csv_path=csv_path,
-        history=history,
-        no_history=no_history,
-    )
+    options = dict(locals())  # first: the options as parsed
+    request = request_from(command.MatmulRequest, options)
     run_and_exit(command.run, request)

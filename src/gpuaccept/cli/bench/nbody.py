@@ -15,12 +15,12 @@ from gpuaccept.cli.bench.common import (
     WARMUP,
     run_and_exit,
 )
-from gpuaccept.cli.options import HISTORY, NO_HISTORY
+from gpuaccept.cli.options import HISTORY, NO_HISTORY, DeviceChoice, request_from
 from gpuaccept.commands.bench import nbody as command
 
 
 def nbody(
-    dtype: list[str] = typer.Option(
+    dtypes: list[str] = typer.Option(
         [], "--dtype", metavar="[fp32|fp64]", help="fp32 or fp64 (repeatable; default fp32)."
     ),
     bodies: str | None = typer.Option(
@@ -37,7 +37,7 @@ def nbody(
     ),
     warmup: int | None = WARMUP,
     iterations: int | None = ITERATIONS,
-    device: str = DEVICE,
+    device: DeviceChoice = DEVICE,
     json_path: Path | None = JSON_OUT,
     csv_path: Path | None = CSV_OUT,
     history: str | None = HISTORY,
@@ -51,18 +51,6 @@ def nbody(
     ),
 ) -> None:
     """All-pairs n-body: interactions/s and GFLOP/s (20 flops fp32, 30 fp64 per interaction)."""
-    request = command.NbodyRequest(
-        dtypes=tuple(dtype),
-        bodies=bodies,
-        tile=tile,
-        kernel=kernel,
-        warmup=warmup,
-        iterations=iterations,
-        explain=explain,
-        device=device,
-        json_path=json_path,
-        csv_path=csv_path,
-        history=history,
-        no_history=no_history,
-    )
+    options = dict(locals())  # first: the options as parsed
+    request = request_from(command.NbodyRequest, options)
     run_and_exit(command.run, request)

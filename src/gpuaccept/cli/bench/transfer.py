@@ -14,7 +14,7 @@ from gpuaccept.cli.bench.common import (
     run_and_exit,
     sweep_options,
 )
-from gpuaccept.cli.options import HISTORY, NO_HISTORY
+from gpuaccept.cli.options import HISTORY, NO_HISTORY, DeviceChoice, request_from
 from gpuaccept.commands.bench import transfer as command
 
 _BEGIN, _END, _FACTOR = sweep_options("transfer")
@@ -26,23 +26,13 @@ def transfer(
     factor: int | None = _FACTOR,
     warmup: int | None = WARMUP,
     iterations: int | None = ITERATIONS,
-    device: str = DEVICE,
+    device: DeviceChoice = DEVICE,
     json_path: Path | None = JSON_OUT,
     csv_path: Path | None = CSV_OUT,
     history: str | None = HISTORY,
     no_history: bool = NO_HISTORY,
 ) -> None:
     """Host<->device copies (pinned and pageable) and a GPU-to-GPU matrix when there are several."""
-    request = command.TransferRequest(
-        begin=begin,
-        end=end,
-        factor=factor,
-        warmup=warmup,
-        iterations=iterations,
-        device=device,
-        json_path=json_path,
-        csv_path=csv_path,
-        history=history,
-        no_history=no_history,
-    )
+    options = dict(locals())  # first: the options as parsed
+    request = request_from(command.TransferRequest, options)
     run_and_exit(command.run, request)
