@@ -37,8 +37,9 @@ def report(
     fleet: bool = typer.Option(
         False,
         "--fleet",
-        help="The whole fleet from the history on one page (with --html): every node's newest "
-        "accept, each GPU model's figures, the laggards, drains, SDC, MTBI.",
+        help="The whole fleet from the history: its page (--html: what to act on first, what "
+        "changed, the stacks, each GPU model's figures, the laggards, MTBI) and/or its MTBI as "
+        "textfile metrics (--prometheus).",
     ),
     tolerance_percent: float = FLEET_TOLERANCE,
     min_gpus: int = FLEET_MIN_GPUS,
