@@ -11,7 +11,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from gpuaccept.errors import InputError
 from gpuaccept.llm.flops import flops_per_token, matmul_parameters, shape_matmul_parameters
-from gpuaccept.llm.model import PRESETS, Decoder, model_shape
+from gpuaccept.llm.model import PRESETS, Decoder, init_weights, model_shape
 
 
 def test_the_presets_have_torchtitans_llama3_shapes() -> None:
@@ -72,6 +72,12 @@ def test_a_tied_output_is_one_parameter_counted_once_in_the_matmuls() -> None:
         sum(p.numel() for p in untied.parameters()) - sum(p.numel() for p in model.parameters())
         == shape.vocab * shape.dim
     )
+    # initialised as the output layer (std dim^-0.5), not as an embedding (std 1): torchtitan
+    # skips the embedding's own init when tied (models/llama3/__init__.py:51,163 in 0.3.0)
+    init_weights(model, seed=0)
+    init_weights(untied, seed=0)
+    assert model.tok_embeddings.weight.std().item() == pytest.approx(shape.dim**-0.5, rel=0.05)
+    assert untied.tok_embeddings.weight.std().item() == pytest.approx(1.0, rel=0.05)
 
 
 def test_the_attention_term_grows_with_the_sequence() -> None:
