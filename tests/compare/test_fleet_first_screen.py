@@ -271,7 +271,10 @@ def test_a_schema_7_postgresql_history_gains_the_stacks_and_whys_when_opened(
         ("health: gpu0: volatile DBE", 0, 0),
         ("", 1, 1),
     ]
+    with psycopg.connect(pg_history, passfile=str(pg_server.passfile)) as connection:
+        days = connection.execute("SELECT * FROM stack_days").fetchall()
     database = pg_history.rsplit("/", 1)[1]
+    pg_server.sql("DROP TABLE stack_days", database)
     for column in ("stack", "why", "passed", "slower"):
         pg_server.sql(f"ALTER TABLE node_timeline DROP COLUMN {column}", database)
     pg_server.sql("UPDATE gpuaccept_history SET value = '7' WHERE key = 'schema_version'", database)
@@ -284,6 +287,7 @@ def test_a_schema_7_postgresql_history_gains_the_stacks_and_whys_when_opened(
         ] == ["replace", "drain", "monitor"]
     with psycopg.connect(pg_history, passfile=str(pg_server.passfile)) as connection:
         assert connection.execute(read).fetchall() == kept
+        assert connection.execute("SELECT * FROM stack_days").fetchall() == days
         version = connection.execute(
             "SELECT value FROM gpuaccept_history WHERE key = 'schema_version'"
         ).fetchone()

@@ -332,6 +332,8 @@ def test_a_schema_7_file_gains_each_accepts_stack_and_why_when_opened(tmp_path: 
         )
     with sqlite3.connect(path) as raw:
         kept = raw.execute(f"SELECT {columns} FROM node_timeline ORDER BY 1").fetchall()
+        days = raw.execute("SELECT * FROM stack_days").fetchall()
+        raw.execute("DROP TABLE stack_days")
         for column in ("stack", "why", "passed", "slower"):
             raw.execute(f"ALTER TABLE node_timeline DROP COLUMN {column}")
         raw.execute("PRAGMA user_version = 7")
@@ -353,4 +355,6 @@ def test_a_schema_7_file_gains_each_accepts_stack_and_why_when_opened(tmp_path: 
     with sqlite3.connect(path) as raw:
         assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 8
         again = raw.execute(f"SELECT {columns} FROM node_timeline ORDER BY 1").fetchall()
+        assert raw.execute("SELECT * FROM stack_days").fetchall() == days
     assert again == kept
+    assert [row[2:4] for row in days] == [(2, 1)]  # one day: two runs judged, one passed

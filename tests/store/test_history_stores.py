@@ -60,7 +60,7 @@ def _corpus() -> list[tuple[RunReport, str]]:
 
 
 OFFSET_START = T0.strftime("%Y-%m-%dT") + "10:30:00+05:00"
-FLEET_TABLES = ("fleet_figures", "node_timeline", "gpu_timeline")
+FLEET_TABLES = ("fleet_figures", "node_timeline", "gpu_timeline", "stack_days")
 
 
 def _table(path: Path, table: str) -> list[tuple[Any, ...]]:
@@ -343,7 +343,9 @@ def test_a_role_that_may_only_read_is_refused_before_a_run(
         with pytest.raises(HistoryError, match="may not insert runs"):
             history.check_writable()
         pg_server.sql("GRANT INSERT, UPDATE, DELETE ON fleet_figures TO reader", database)
-        pg_server.sql("GRANT INSERT, UPDATE ON node_timeline, gpu_timeline TO reader", database)
+        pg_server.sql(
+            "GRANT INSERT, UPDATE ON node_timeline, gpu_timeline, stack_days TO reader", database
+        )
         history.check_writable()  # now it may
         history.append([(gpu_report("m", [780.0]), "t")])
         assert history.count() == 2

@@ -342,8 +342,8 @@ def _stacks(state: FleetState) -> str:
         for s in state.stacks
     ]
     return (
-        f"<h2>Stacks in use: accept runs of the {escape(format_number(state.mtbi.days))} days "
-        f"to {escape(state.mtbi.until[:16].replace('T', ' '))}, first seen first</h2>"
+        f"<h2>Stacks in use: accept runs of the UTC days {escape(state.mtbi.since[:10])} to "
+        f"{escape(state.mtbi.until[:10])}, first seen first</h2>"
         + _table(
             "stacks",
             ["stack", "nodes now", "judged runs", "pass rate", "first", "last"],

@@ -621,8 +621,8 @@ class History(ABC):
         ]
 
     def stack_use(self, since: str) -> list[StackUse]:
-        """Each stack's accept runs that started at or after `since`, and the nodes whose newest
-        accept ran it, first seen first: counted in the database."""
+        """Each stack's accept runs from the UTC day of `since` on (whole days), and the nodes
+        whose newest accept ran it, first seen first: counted in the database."""
         now = {str(stack): int(count) for stack, count in self._rows(STACK_NODES)}
         found = [
             StackUse(
@@ -634,7 +634,7 @@ class History(ABC):
                 self._seconds(last),
             )
             for stack, judged, passed, first, last in self._rows(
-                STACK_RUNS, (self._instant(since),)
+                STACK_RUNS, (int(run_started(since).timestamp() // 86400),)
             )
         ]
         return sorted(found, key=lambda s: (s.first, s.stack))
@@ -673,7 +673,8 @@ class History(ABC):
         if report.command == "accept":
             from gpuaccept.results import verdict_fitness
 
-            timeline = timeline_run(report, run_id, started, verdict_fitness(report.verdict))
+            day = int(run_started(report.started_at).timestamp() // 86400)
+            timeline = timeline_run(report, run_id, started, verdict_fitness(report.verdict), day)
         return FleetUpdate(
             run_id,
             latest_key(report),

@@ -101,6 +101,17 @@ TABLES = (
         PRIMARY KEY (uuid, started, run_id)
     ){without_rowid}""",
     "CREATE INDEX IF NOT EXISTS gpu_timeline_named ON gpu_timeline (started, uuid) WHERE named = 1",
+    # schema 8: each stack's accept runs by UTC day (days since the epoch), kept by every append,
+    # so the stacks' pass rates are a read of a few rows a day, not of the window's runs
+    """CREATE TABLE IF NOT EXISTS stack_days (
+        stack TEXT NOT NULL,
+        day {int} NOT NULL,
+        judged {int} NOT NULL,
+        passed {int} NOT NULL,
+        first {instant} NOT NULL,
+        last {instant} NOT NULL,
+        PRIMARY KEY (stack, day)
+    ){without_rowid}""",
 )
 
 SQLITE_TYPES = {
@@ -236,6 +247,7 @@ class TimelineRun:
     why: str = ""  # plan_why of a failed run's plan, '' otherwise
     passed: bool = False  # its verdict passed (a pass in CPU mode too)
     slower: bool = False  # its own history check found the node slower (results.stored_drop)
+    day: int = 0  # its start's UTC day, days since the epoch
 
 
 @dataclass(frozen=True)
@@ -259,7 +271,9 @@ def failed_plan(report: RunReport) -> ActionPlan | None:
     return None if report.verdict.passed else plan_of(report)
 
 
-def timeline_run(report: RunReport, run_id: int, started: Any, fitness: str) -> TimelineRun:
+def timeline_run(
+    report: RunReport, run_id: int, started: Any, fitness: str, day: int = 0
+) -> TimelineRun:
     """What the timelines keep of a stored accept run. A UUID a capture lists twice is one GPU
     there (its least serial)."""
     from gpuaccept.actions import out_of_service_uuids
@@ -285,6 +299,7 @@ def timeline_run(report: RunReport, run_id: int, started: Any, fitness: str) -> 
         plan_why(plan) if plan is not None else "",
         report.verdict.passed,
         stored_drop(report) is not None,
+        day,
     )
 
 
@@ -332,6 +347,16 @@ WHY_FROM_JSON_SQLITE = (
 )
 
 
+# a run added to its stack's day: counted, and the day's first and last start widened to it
+STACK_DAY_UPSERT = (
+    "INSERT INTO stack_days (stack, day, judged, passed, first, last) VALUES ({m}, {m}, {m}, "
+    "{m}, {m}, {m}) ON CONFLICT (stack, day) DO UPDATE SET judged = stack_days.judged + "
+    "excluded.judged, passed = stack_days.passed + excluded.passed, first = CASE WHEN "
+    "excluded.first < stack_days.first THEN excluded.first ELSE stack_days.first END, last = "
+    "CASE WHEN excluded.last > stack_days.last THEN excluded.last ELSE stack_days.last END"
+)
+
+
 def keep_timelines(db: Cursor, m: str, run: TimelineRun) -> None:
     """Add an accept run to its node's and its GPUs' timelines: its link to the judged run
     before it, and the judged run after it (one stored late goes between) linked to it."""
@@ -360,6 +385,10 @@ def keep_timelines(db: Cursor, m: str, run: TimelineRun) -> None:
             "started, run_id LIMIT 1)",
             (int(run.fitness == "fail"), run.started, run.node, run.started, run.run_id),
         )
+    db.execute(
+        STACK_DAY_UPSERT.format(m=m),
+        (run.stack, run.day, int(judged), int(run.fitness == "pass"), run.started, run.started),
+    )
     if not run.gpus:
         return
     db.executemany(
@@ -494,12 +523,19 @@ NODE_CHANGES = (
     "q.started <= {m} ORDER BY q.started DESC, q.run_id DESC LIMIT 1) WHERE n.k = 1 AND "
     "n.started > {m}"
 )
-# each stack's accept runs since an instant: judged, passed, first and last start (not its
-# distinct nodes: a sort of the window's runs, a third of the statement's time)
+# each stack's accept runs from a UTC day on: judged, passed, first and last start (read from
+# the days' sums: at 10,000 nodes, grouping the window's 300,000 runs by stack took 0.09 s of
+# CPU, a sort of every run)
 STACK_RUNS = (
-    "SELECT stack, count(*) FILTER (WHERE fitness IN ('pass', 'fail')), count(*) FILTER "
-    "(WHERE fitness = 'pass'), min(started), max(started) "
-    "FROM node_timeline WHERE started >= {m} GROUP BY stack"
+    "SELECT stack, sum(judged), sum(passed), min(first), max(last) FROM stack_days "
+    "WHERE day >= {m} GROUP BY stack"
+)
+# the same sums from the timeline, for a history stored before schema 8 ({day}: the store's
+# UTC day of `started`)
+STACK_DAYS_FROM_TIMELINE = (
+    "INSERT INTO stack_days (stack, day, judged, passed, first, last) SELECT stack, {day}, "
+    "count(*) FILTER (WHERE fitness IN ('pass', 'fail')), count(*) FILTER (WHERE fitness = "
+    "'pass'), min(started), max(started) FROM node_timeline GROUP BY stack, {day}"
 )
 # how many nodes' newest accept ran on each stack
 STACK_NODES = (

@@ -56,6 +56,7 @@ from gpuaccept.store.base import run_values as run_values
 from gpuaccept.store.fleet_tables import (
     LATEST_UPSERT,
     SQLITE_TYPES,
+    STACK_DAYS_FROM_TIMELINE,
     STACK_FROM_JSON_SQLITE,
     WHY_FROM_JSON_SQLITE,
     tables,
@@ -529,6 +530,9 @@ class SqliteHistory(History):
                     )
             db.execute(_V8_BACKFILL)
             self._v8_whys(db, _V8_UNPLANNED, "?")
+            db.execute(tables(SQLITE_TYPES)[-1])  # stack_days
+            db.execute("DELETE FROM stack_days")  # filled from the timeline, whatever was there
+            db.execute(STACK_DAYS_FROM_TIMELINE.format(day="CAST(started / 86400 AS INTEGER)"))
         db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def append(self, reports: Sequence[tuple[RunReport, str]]) -> list[tuple[int, bool]]:

@@ -48,6 +48,7 @@ from gpuaccept.store.base import (
 from gpuaccept.store.fleet_tables import (
     GPU_WINDOWS_LATERAL,
     PG_TYPES,
+    STACK_DAYS_FROM_TIMELINE,
     FleetUpdate,
     tables,
 )
@@ -89,6 +90,7 @@ _APPEND_PRIVILEGES = (
     ("fleet_figures", "INSERT, UPDATE, DELETE"),
     ("node_timeline", "INSERT, UPDATE"),
     ("gpu_timeline", "INSERT, UPDATE"),
+    ("stack_days", "INSERT, UPDATE"),
 )
 
 _RUN_COLUMNS = (
@@ -211,6 +213,9 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "passed = r.passed, slower = r.slower FROM (SELECT id, passed, (slower_json IS NOT "
         "NULL)::int AS slower, report_json::jsonb AS j FROM runs WHERE command = 'accept') AS r "
         "WHERE r.id = t.run_id",
+        tables(PG_TYPES)[-1],  # stack_days
+        "DELETE FROM stack_days",  # filled from the timeline, whatever was there
+        STACK_DAYS_FROM_TIMELINE.format(day="floor(extract(epoch FROM started) / 86400)::bigint"),
     ),
 }
 _V8_UNPLANNED = (

@@ -177,8 +177,8 @@ def _write_first_screen(state: FleetState, tolerance: float, out: Output) -> Non
     if state.stacks:
         out.line("")
         out.line(
-            f"Stacks in use (accept runs of the {state.mtbi.days:g} days to "
-            f"{state.mtbi.until[:19]}, first seen first):"
+            f"Stacks in use (accept runs of the UTC days {state.mtbi.since[:10]} to "
+            f"{state.mtbi.until[:10]}, --mtbi-days' window; first seen first):"
         )
         for line in table_lines(
             ["stack", "nodes now", "judged runs", "passed", "pass rate", "first", "last"],
