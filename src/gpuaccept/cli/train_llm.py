@@ -52,8 +52,9 @@ def llm(
     checkpointing: str | None = typer.Option(
         None,
         "--checkpointing",
-        metavar="[none|selective|full]",
-        help="Activation checkpointing: none, selective (every second block) or full.",
+        metavar="[none|full|selective-op|selective-layer-N]",
+        help="Activation checkpointing as torchtitan names it: none, full, selective-op (per "
+        "operator; 'selective' means this) or selective-layer-N (every Nth block whole).",
     ),
     compile_blocks: bool = typer.Option(
         False, "--compile", help="torch.compile each transformer block."
