@@ -200,6 +200,11 @@ def test_a_check_the_budget_cuts_is_not_judged_never_failed(
     assert result.report.verdict.outcome == "pass"
     assert _slurm(slurm)["nodes"]["gpu00"] == {"state": "idle"}
     assert out.text().splitlines()[-1].endswith("; not judged: compute")
+    # the budget is raised into the suite as SIGTERM's Interrupted, but no signal was sent
+    assert "[RUN] the budget of 8 s ran out: stopped the checks, writing what finished" in (
+        out.text()
+    )
+    assert "SIGTERM" not in out.text()
     assert took < 8 + 10, took  # the budget held (plus the workers' teardown)
 
 

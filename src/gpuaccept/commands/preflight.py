@@ -37,10 +37,13 @@ from gpuaccept.commands.act import MODES, Guarding
 from gpuaccept.errors import InputError, Interrupted
 
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
     from gpuaccept.commands.accept.plan import AcceptPlan
     from gpuaccept.commands.output import Output
     from gpuaccept.results import RunReport
     from gpuaccept.suite.gang import Gang, GangOutcome
+    from gpuaccept.suite.runner import Observer
 
 DEFAULT_BUDGET = 30.0
 MAX_BUDGET = 3600.0
@@ -219,6 +222,7 @@ def _checks(
         no_history=request.history is None,
     )
     with _budget(seconds) as ended:
+        out = _BudgetSaid(out, ended, seconds)
         try:
             plan = plan_accept(accept, out)
             if plan.launch is not None:
@@ -240,6 +244,29 @@ def _checks(
     if interrupted is not None:
         report, cut = _without_the_cut(report, plan, seconds)
     return write_outputs(plan, [report], None, [], out), cut
+
+
+class _BudgetSaid:
+    """`out`, but the suite's "[RUN] interrupted by SIGTERM: ..." said as the budget's end when it
+    was that (the budget is raised as SIGTERM's Interrupted; no signal was sent)."""
+
+    def __init__(self, out: Output, ended: list[bool], seconds: float) -> None:
+        self._out, self._ended, self._seconds = out, ended, seconds
+
+    def line(self, text: str) -> None:
+        said = f"[RUN] interrupted by {signal.Signals(_RAISED_AS).name}:"
+        if self._ended and text.startswith(said):
+            text = f"[RUN] the budget of {self._seconds:.0f} s ran out:" + text[len(said) :]
+        self._out.line(text)
+
+    def error(self, text: str) -> None:
+        self._out.error(text)
+
+    def summary(self, report: RunReport) -> None:
+        self._out.summary(report)
+
+    def suite_progress(self) -> AbstractContextManager[Observer]:
+        return self._out.suite_progress()
 
 
 def _without_the_cut(
