@@ -136,6 +136,17 @@ def test_a_job_that_cannot_be_requeued_leaves_the_prolog_failing(
     )
 
 
+def test_a_job_another_node_requeued_first_is_requeued_all_the_same(
+    slurm: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A gang's second requeue is refused by Slurm; the job is pending again: exit 0, so Slurm
+    never reads a Prolog failure (nor drains as "Prolog error" a node a guard kept in service)."""
+    monkeypatch.setenv("FAKE_SLURM_GONE_JOBS", "41")
+    monkeypatch.setenv("FAKE_SLURM_PENDING_JOBS", "41")
+    result = run(_request(tmp_path, expect_gpus=64), Collected())
+    assert (result.exit_code, result.drained, result.requeued) == (0, True, True)
+
+
 def test_a_node_someone_else_holds_is_never_touched_but_its_job_is_requeued(
     slurm: Path, tmp_path: Path
 ) -> None:

@@ -134,7 +134,17 @@ def requeue(job: str) -> None:
     requeues it held (SchedMD/slurm at 284c3b95, doc/man/man5/slurm.conf.5:3717-3720). slurmd
     launches no batch job whose credential was revoked while its prolog ran
     (src/slurmd/slurmd/req.c:2223-2231, "already killed, do not launch batch job")."""
-    _run(["scontrol", "requeue", job])
+    try:
+        _run(["scontrol", "requeue", job])
+    except EnvironmentProblem:
+        # another node of the job's gang requeued it first: slurmctld refuses a second requeue,
+        # and the job is off this node all the same unless it still runs (job_state_string,
+        # src/common/slurm_protocol_defs.c:2894-2926 at 284c3b95: COMPLETING, REQUEUED,
+        # PENDING as a requeue goes; CONFIGURING while nodes boot)
+        shown = _run(["scontrol", "show", "job", "-o", job])
+        fields = dict(f.split("=", 1) for f in shown.split() if "=" in f)
+        if fields.get("JobState", "RUNNING") in ("RUNNING", "CONFIGURING"):
+            raise
 
 
 def act_on_node(
