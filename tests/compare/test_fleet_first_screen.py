@@ -292,3 +292,43 @@ def test_a_schema_7_postgresql_history_gains_the_stacks_and_whys_when_opened(
             "SELECT value FROM gpuaccept_history WHERE key = 'schema_version'"
         ).fetchone()
     assert version == ("8",)
+
+
+def test_the_command_line_takes_since_and_the_page_and_refuses_them_in_one_line(
+    tmp_path: Path,
+) -> None:
+    from typer.testing import CliRunner
+
+    from gpuaccept.cli import app
+
+    path = tmp_path / "h.sqlite"
+    with History.open(path) as history:
+        history.append(
+            [
+                (gpu_report("n1", [800.0], hours=0), "t"),
+                (failing("n1", 10, "ecc-uncorrectable", "gpu0: volatile DBE"), "t"),
+                (gpu_report("n2", [800.0], hours=10), "t"),
+            ]
+        )
+    base = ["history", "fleet", "--history", str(path)]
+    said = CliRunner().invoke(app, [*base, "--since", "6h", "--page-size", "1", "--json"])
+    assert said.exit_code == 1, said.output
+    view = json.loads(said.stdout)
+    assert [c["node"] for c in view["changed"]["newly_failing"]] == ["n1"]
+    assert [n["node"] for n in view["nodes"]] == ["n1"]  # the one to act on, first
+    assert view["nodes_page"]["pages"] == 2
+    page = tmp_path / "fleet.html"
+    drawn = CliRunner().invoke(
+        app, ["report", "--fleet", "--history", str(path), "--html", str(page), "--since", "6h"]
+    )
+    assert drawn.exit_code == 0, drawn.output
+    assert "<b>1 newly failing</b>: n1" in page.read_text()
+    for argv, line in (
+        ([*base, "--since", "yesterday"], "--since 'yesterday': give hours or days"),
+        ([*base, "--page", "3", "--page-size", "1"], "--page 3: the node table has 2 page(s)"),
+        (["report", "1", "--history", str(path), "--since", "6h"], "give --fleet"),
+    ):
+        result = CliRunner().invoke(app, argv)
+        assert result.exit_code == 2, result.output
+        (said_line,) = result.stderr.strip().splitlines()
+        assert line in said_line, said_line
