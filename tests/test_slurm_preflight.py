@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from gpuaccept.act.slurm import requeue
 from tests.test_slurm import (
     CLUSTER,
     REPO,
@@ -142,7 +143,7 @@ def test_a_passing_preflight_lets_the_job_run(slurm: dict[str, str], tmp_path: P
 
 
 def test_a_failing_preflight_drains_by_gpuaccepts_reason_and_requeues_the_job(
-    slurm: dict[str, str], tmp_path: Path
+    slurm: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _prolog_reads(slurm, f"{FAST} --expect-gpus 64", tmp_path)
     marker = tmp_path / "ran"
@@ -163,6 +164,13 @@ def test_a_failing_preflight_drains_by_gpuaccepts_reason_and_requeues_the_job(
     assert state.split("+")[:2] == ["idle", "drain"], state
     assert reason.startswith("gpuaccept quick: reboot-node: inventory [stack "), reason
     assert not marker.exists()  # the batch script never ran on the failing node
+    # a gang's second node requeues it too: slurmctld refuses, the job is pending: no error
+    monkeypatch.setenv("SLURM_CONF", slurm["SLURM_CONF"])
+    again = subprocess.run(
+        ["scontrol", "requeue", job], capture_output=True, text=True, env=slurm, timeout=30
+    )
+    assert again.returncode != 0, again  # what act.slurm.requeue then reads the job's state for
+    requeue(job)
     [report] = (Path(slurm["GPUACCEPT_RESULTS"]) / "preflight").glob("*.json")
     assert '"failed_checks": [\n      "inventory"\n    ]' in report.read_text()
     report.unlink()
