@@ -255,6 +255,10 @@ from gpuaccept.commands.output import Collected
 from gpuaccept.commands.preflight import PreflightRequest, run
 out = Collected()
 extra = {"expect_gpus": 64} if sys.argv[2] == "fail" else {}
+if sys.argv[2] == "wrong":  # a broken all-reduce: MAX for SUM
+    import gpuaccept.measure.collectives
+    from tests.faults import max_instead_of_sum_rank
+    gpuaccept.measure.collectives.all_reduce_rank = max_instead_of_sum_rank
 request = PreflightRequest(device="cpu", only=("inventory", "stack"), budget=float(sys.argv[3]),
                            gang=True, gang_port=int(sys.argv[1]), **extra)
 result = run(request, out)
@@ -304,3 +308,11 @@ def test_a_gang_of_fit_nodes_starts_and_a_missing_peer_breaks_it(tmp_path: Path)
     [(alone, said)] = _gang(tmp_path, ["pass"], 2, budget=10)
     assert alone == 1, said
     assert "[GANG] the gang did not meet within" in said
+
+
+@pytest.mark.slow
+def test_a_gang_whose_all_reduce_sums_wrong_keeps_every_node_from_the_job(tmp_path: Path) -> None:
+    both = _gang(tmp_path, ["wrong", "wrong"], 2)
+    assert [code for code, _ in both] == [1, 1], both
+    for _, said in both:
+        assert "[PREFLIGHT] not fit for the job: the gang's all-reduce summed " in said
