@@ -114,12 +114,21 @@ def test_the_history_is_the_sweeps_memory_of_a_test(fleet: Path, tmp_path: Path)
         assert [row.hostname for row in history.newest_runs("accept")] == ["gpu01"]
 
 
-def test_a_qos_and_a_partition_are_handed_to_sbatch(fleet: Path, tmp_path: Path) -> None:
+def test_a_qos_a_partition_and_the_sites_options_are_handed_to_sbatch(
+    fleet: Path, tmp_path: Path
+) -> None:
     state = json.loads(fleet.read_text())
     state["nodes"]["gpu05"]["partitions"] = ["gpu", "idle-checks"]
     fleet.write_text(json.dumps(state))
     result = run(
-        _request(tmp_path, partition="idle-checks", qos="scavenger", nice=500, level="standard"),
+        _request(
+            tmp_path,
+            partition="idle-checks",
+            qos="scavenger",
+            nice=500,
+            level="standard",
+            sbatch_option=("--account=ops", "--time=30"),
+        ),
         Collected(),
     )
     assert result.submitted == {"gpu05": "102"}
@@ -127,6 +136,7 @@ def test_a_qos_and_a_partition_are_handed_to_sbatch(fleet: Path, tmp_path: Path)
     assert (job["options"]["qos"], job["options"]["partition"]) == ("scavenger", "idle-checks")
     assert job["options"]["nice"] == "500"
     assert job["args"][-1] == "standard"
+    assert (job["options"]["account"], job["options"]["time"]) == ("ops", "30")
 
 
 def test_shadow_mode_submits_nothing_and_says_what_it_would(fleet: Path, tmp_path: Path) -> None:
@@ -186,6 +196,13 @@ def test_two_rounds_at_once_never_pass_the_cap_together(
         ({"max_per_pool": -2}, "--max-per-pool -2: give nodes from 0 to 100000"),
         ({"nice": -5}, "--nice -5: give 0 to 2147483645"),
         ({"qos": "low;rm"}, "--qos 'low;rm': give a QOS name"),
+        ({"sbatch_option": ("account=ops",)}, "--sbatch-option 'account=ops': give one sbatch"),
+        ({"sbatch_option": ("--time=1 --x",)}, "--sbatch-option '--time=1 --x': give one sbatch"),
+        (
+            {"sbatch_option": ("--nodelist=gpu07",)},
+            "--sbatch-option '--nodelist=gpu07': the sweep sets it itself",
+        ),
+        ({"sbatch_option": "--account=ops"}, "--sbatch-option: give a list of options"),
     ],
 )
 def test_a_request_out_of_its_bounds_is_refused_in_one_line(

@@ -68,8 +68,9 @@ def sweep_jobs() -> dict[str, str]:
 @dataclass(frozen=True)
 class Submission:
     """How a sweep job is submitted: sbatch's options (slurm/doc/man/man1/sbatch.1 at 284c3b95:
-    --exclusive :939 "can not share nodes with other running jobs", --nice :1869 "decreases"
-    the priority, --qos :2273), the job script and where its reports go."""
+    --exclusive :939-944 "can not share nodes with other running jobs", and the job "is
+    allocated all CPUs and GRES" of the node, so accept sees every GPU without --gpus; --nice
+    :1869 "decreases" the priority; --qos :2273), the job script and where its reports go."""
 
     script: Path  # slurm/accept-node.sbatch of an installed gpuaccept
     results: Path  # its reports: accept-JOBID-NODE.json
@@ -77,6 +78,7 @@ class Submission:
     nice: int = 10000
     qos: str | None = None  # the site's preemptible QOS, where it has one
     partition: str | None = None
+    extra: tuple[str, ...] = ()  # the site's own sbatch options (--account=..., --time=...)
 
 
 def submit(node: str, how: Submission) -> str:
@@ -97,5 +99,6 @@ def submit(node: str, how: Submission) -> str:
         command.append(f"--qos={how.qos}")
     if how.partition:
         command.append(f"--partition={how.partition}")
+    command += how.extra
     command += [str(how.script), how.level]
     return _run(command).strip().split(";")[0]

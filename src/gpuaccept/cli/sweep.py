@@ -36,6 +36,12 @@ HISTORY = _opt(
     "Where the jobs' reports are imported and each node's last test is read: an SQLite file or "
     "a PostgreSQL URI (default: $GPUACCEPT_HISTORY, else the data directory's).",
 )
+SBATCH_OPTION = _opt(
+    [],
+    "--sbatch-option",
+    "OPT",
+    "One more sbatch option (repeat it): --sbatch-option=--account=ops",
+)
 ACT = _opt("enforce", "--act", "MODE", "enforce: submit; shadow: say what it would submit.")
 
 
@@ -51,6 +57,7 @@ def sweep(
     nice: int = NICE,
     qos: str | None = QOS,
     act: str = ACT,
+    sbatch_option: list[str] = SBATCH_OPTION,
 ) -> None:
     """One round of capped checks on idle nodes (docs/preflight-and-sweep.md): each idle node not
     tested within --cadence-hours gets a low-priority, exclusive accept job, the most overdue

@@ -11,7 +11,7 @@ the due nodes under the caps; each gets a low-priority, exclusive `accept` job (
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -25,6 +25,11 @@ if TYPE_CHECKING:
     from gpuaccept.commands.output import Output
 
 MODES = ("shadow", "enforce")
+# sbatch options the sweep gives itself: a site's may not undo the cap's bookkeeping (the job's
+# name says its node), the exclusivity, or where the reports go
+_OURS = frozenset(
+    {"--job-name", "-J", "--nodelist", "-w", "--exclusive", "--output", "-o", "--export", "--chdir"}
+)
 MAX_NICE = 2147483645  # sbatch.1 at 284c3b95, --nice: "The adjustment range is +/- 2147483645"
 
 
@@ -41,6 +46,7 @@ class SweepRequest:
     nice: int = 10000
     qos: str | None = None
     act: str = "enforce"  # shadow: say what it would submit, submit nothing
+    sbatch_option: Sequence[str] = ()  # the site's own (--account=ops, --time=30)
 
     def __post_init__(self) -> None:
         from gpuaccept.suite.selection import LEVELS
@@ -59,6 +65,15 @@ class SweepRequest:
             raise InputError(f"--nice {self.nice}: give 0 to {MAX_NICE} (a lower priority)")
         if self.qos is not None and not self.qos.replace("-", "").replace("_", "").isalnum():
             raise InputError(f"--qos {self.qos!r}: give a QOS name")
+        if isinstance(self.sbatch_option, str):
+            raise InputError("--sbatch-option: give a list of options, not one string")
+        for option in self.sbatch_option:
+            if not option.startswith("--") or not option.isprintable() or " " in option:
+                raise InputError(
+                    f"--sbatch-option {option!r}: give one sbatch option, --NAME=VALUE"
+                )
+            if option.split("=")[0] in _OURS:
+                raise InputError(f"--sbatch-option {option!r}: the sweep sets it itself")
 
 
 @dataclass(frozen=True)
@@ -104,7 +119,13 @@ def _round(request: SweepRequest, out: Output) -> SweepResult:
     limits = Limits(request.max_nodes, request.max_per_pool, timedelta(hours=request.cadence_hours))
     choices = plan_round(nodes, limits, datetime.now(UTC))
     how = Submission(
-        request.script, request.results, request.level, request.nice, request.qos, request.partition
+        request.script,
+        request.results,
+        request.level,
+        request.nice,
+        request.qos,
+        request.partition,
+        tuple(request.sbatch_option),
     )
     submitted: dict[str, str] = {}
     for choice in choices:
