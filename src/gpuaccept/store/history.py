@@ -59,6 +59,8 @@ from gpuaccept.store.fleet_tables import (
     STACK_DAYS_FROM_TIMELINE,
     STACK_FROM_JSON_SQLITE,
     WHY_FROM_JSON_SQLITE,
+    TimelineRun,
+    keep_stack_days,
     tables,
 )
 
@@ -538,6 +540,7 @@ class SqliteHistory(History):
     def append(self, reports: Sequence[tuple[RunReport, str]]) -> list[tuple[int, bool]]:
         """Store runs (report, source) in one transaction: (run id, newly stored) for each."""
         stored: list[tuple[int, bool]] = []
+        timelines: list[TimelineRun] = []  # the accept runs stored, for their stacks' days
         recorded_at = datetime.now(UTC).isoformat()
         with self._transaction() as db:
             for report, source in reports:
@@ -564,8 +567,12 @@ class SqliteHistory(History):
                     f"INSERT INTO run_gpus ({RUN_GPU_COLUMNS}) VALUES (?, ?, ?, ?, ?)",
                     run_gpu_rows(report, run_id),
                 )
-                self._keep_fleet_tables(db, self._fleet_update(report, run_id, measurements))
+                update = self._fleet_update(report, run_id, measurements)
+                self._keep_fleet_tables(db, update)
+                if update.timeline is not None:
+                    timelines.append(update.timeline)
                 stored.append((run_id, True))
+            keep_stack_days(db, "?", timelines)
         return stored
 
     def gpu_runs(self, uuid: str, limit: int = 200) -> list[tuple[RunRow, int | None, str | None]]:

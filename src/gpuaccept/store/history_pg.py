@@ -50,6 +50,7 @@ from gpuaccept.store.fleet_tables import (
     PG_TYPES,
     STACK_DAYS_FROM_TIMELINE,
     FleetUpdate,
+    keep_stack_days,
     tables,
 )
 
@@ -540,6 +541,8 @@ class PgHistory(History):
                 cursor.execute("SELECT pg_advisory_xact_lock(%s)", (_APPEND_LOCK,))
                 for place in sorted(new):
                     self._keep_fleet_tables(cursor, new[place])
+                timelines = [new[p].timeline for p in sorted(new)]
+                keep_stack_days(cursor, "%s", [t for t in timelines if t is not None])
         return stored
 
     # -- reading ----------------------------------------------------------------------------
