@@ -833,6 +833,17 @@ REGISTRY: list[Input] = [
     ),
     Input(
         "sweep",
+        "--template",
+        "reads",
+        lambda path, scratch: [
+            *_sweep("--template")(path, scratch),
+            "--scheduler",
+            "kubernetes",
+        ],
+        FILE_FORMS,
+    ),
+    Input(
+        "sweep",
         "--history",
         "reads",
         _sweep("--history"),

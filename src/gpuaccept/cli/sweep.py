@@ -42,6 +42,10 @@ SBATCH_OPTION = _opt(
     "OPT",
     "One more sbatch option (repeat it): --sbatch-option=--account=ops",
 )
+SCHEDULER = _opt("slurm", "--scheduler", "NAME", "slurm (sbatch) or kubernetes (a Job per node).")
+TEMPLATE = _opt(None, "--template", "FILE", "Kubernetes: the Job template (k8s/sweep-job.yaml).")
+NAMESPACE = _opt("default", "--namespace", "NAME", "Kubernetes: where the Jobs run.")
+POOL_LABEL = _opt("nvidia.com/gpu.product", "--pool-label", "KEY", "Kubernetes: a pool's label.")
 ACT = _opt("enforce", "--act", "MODE", "enforce: submit; shadow: say what it would submit.")
 
 
@@ -58,6 +62,10 @@ def sweep(
     qos: str | None = QOS,
     act: str = ACT,
     sbatch_option: list[str] = SBATCH_OPTION,
+    scheduler: str = SCHEDULER,
+    template: Path | None = TEMPLATE,
+    namespace: str = NAMESPACE,
+    pool_label: str = POOL_LABEL,
 ) -> None:
     """One round of capped checks on idle nodes (docs/preflight-and-sweep.md): each idle node not
     tested within --cadence-hours gets a low-priority, exclusive accept job, the most overdue

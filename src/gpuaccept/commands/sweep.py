@@ -11,12 +11,13 @@ the due nodes under the caps; each gets a low-priority, exclusive `accept` job (
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gpuaccept.errors import InputError
 
@@ -30,13 +31,14 @@ MODES = ("shadow", "enforce")
 _OURS = frozenset(
     {"--job-name", "-J", "--nodelist", "-w", "--exclusive", "--output", "-o", "--export", "--chdir"}
 )
+SCHEDULERS = ("slurm", "kubernetes")
 MAX_NICE = 2147483645  # sbatch.1 at 284c3b95, --nice: "The adjustment range is +/- 2147483645"
 
 
 @dataclass(frozen=True)
 class SweepRequest:
-    results: Path  # the sweep jobs' reports (accept-JOBID-NODE.json), imported each round
-    script: Path  # slurm/accept-node.sbatch of the gpuaccept the nodes run
+    results: Path  # the sweep jobs' reports (accept-*.json, below it), imported each round
+    script: Path | None = None  # Slurm: slurm/accept-node.sbatch of the gpuaccept nodes run
     history: str | None = None  # None: $GPUACCEPT_HISTORY, else the default
     level: str = "quick"
     cadence_hours: float = 24.0
@@ -47,12 +49,32 @@ class SweepRequest:
     qos: str | None = None
     act: str = "enforce"  # shadow: say what it would submit, submit nothing
     sbatch_option: Sequence[str] = ()  # the site's own (--account=ops, --time=30)
+    scheduler: str = "slurm"  # or kubernetes
+    template: Path | None = None  # Kubernetes: the Job template (k8s/sweep-job.yaml)
+    namespace: str = "default"  # Kubernetes: where the sweep's Jobs run (its results volume's)
+    pool_label: str = "nvidia.com/gpu.product"  # Kubernetes: the node label that is its pool
 
     def __post_init__(self) -> None:
         from gpuaccept.suite.selection import LEVELS
 
         if self.act not in MODES:
             raise InputError(f"--act {self.act!r}: give one of {', '.join(MODES)}")
+        if self.scheduler not in SCHEDULERS:
+            raise InputError(f"--scheduler {self.scheduler!r}: give one of slurm, kubernetes")
+        if self.scheduler == "slurm" and self.script is None:
+            raise InputError("--script: give slurm/accept-node.sbatch (the job each node runs)")
+        if self.scheduler == "kubernetes":
+            if self.template is None:
+                raise InputError("--template: give the sweep's Job template (k8s/sweep-job.yaml)")
+            if self.qos is not None or self.sbatch_option:
+                raise InputError(
+                    "--qos and --sbatch-option are Slurm's: on Kubernetes the template's "
+                    "priorityClassName makes the Jobs preemptible"
+                )
+            if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", self.namespace):
+                raise InputError(f"--namespace {self.namespace!r}: give a namespace's name")
+            if not re.fullmatch(r"[A-Za-z0-9./_-]{1,253}", self.pool_label):
+                raise InputError(f"--pool-label {self.pool_label!r}: give a node label's key")
         if self.level not in LEVELS:
             raise InputError(f"--level {self.level!r}: give one of {', '.join(LEVELS)}")
         hours = self.cadence_hours
@@ -87,12 +109,17 @@ def run(request: SweepRequest, out: Output) -> SweepResult:
     """Check the paths, then one round under the sweep's lock."""
     from gpuaccept.output_files import check_output_directory
 
-    if not request.script.is_file():
+    template = None
+    if request.template is not None and request.scheduler == "kubernetes":
+        from gpuaccept.act.sweep_kubernetes import read_template
+
+        template = read_template(request.template)
+    elif request.script is not None and not request.script.is_file():
         raise InputError(f"--script {request.script}: not a file (slurm/accept-node.sbatch)")
     check_output_directory(request.results, "--results")
     request.results.mkdir(parents=True, exist_ok=True)
     with _one_round_at_a_time(request.results):
-        return _round(request, out)
+        return _round(request, template, out)
 
 
 @contextmanager
@@ -106,27 +133,44 @@ def _one_round_at_a_time(results: Path) -> Iterator[None]:
         yield
 
 
-def _round(request: SweepRequest, out: Output) -> SweepResult:
-    from gpuaccept.act.sweep import Limits, plan_round
-    from gpuaccept.act.sweep_slurm import Submission, read_nodes, submit, sweep_jobs
+def _round(request: SweepRequest, template: dict[str, Any] | None, out: Output) -> SweepResult:
+    from gpuaccept.act.sweep import Limits, SweepNode, plan_round
 
     tested = _imported_and_tested(request, out)
-    jobs = sweep_jobs()
-    nodes = [
-        replace(n, testing=n.name in jobs, tested=tested.get(n.name))
-        for n in read_nodes(request.partition)
-    ]
+    seen: list[SweepNode]
+    if template is not None:
+        from gpuaccept.act.sweep_kubernetes import read_round
+        from gpuaccept.act.sweep_kubernetes import submit as create_job
+
+        seen, jobs = read_round(request.pool_label, request.namespace)
+        if request.partition is not None:
+            seen = [n for n in seen if request.partition in n.pools]
+
+        def submit(node: str) -> str:
+            assert template is not None
+            return create_job(node, template, request.level, request.namespace)
+    else:
+        from gpuaccept.act.sweep_slurm import Submission, read_nodes, sweep_jobs
+        from gpuaccept.act.sweep_slurm import submit as sbatch
+
+        assert request.script is not None  # the request refuses Slurm without it
+        seen, jobs = read_nodes(request.partition), sweep_jobs()
+        how = Submission(
+            request.script,
+            request.results,
+            request.level,
+            request.nice,
+            request.qos,
+            request.partition,
+            tuple(request.sbatch_option),
+        )
+
+        def submit(node: str) -> str:
+            return sbatch(node, how)
+
+    nodes = [replace(n, testing=n.name in jobs, tested=tested.get(n.name)) for n in seen]
     limits = Limits(request.max_nodes, request.max_per_pool, timedelta(hours=request.cadence_hours))
     choices = plan_round(nodes, limits, datetime.now(UTC))
-    how = Submission(
-        request.script,
-        request.results,
-        request.level,
-        request.nice,
-        request.qos,
-        request.partition,
-        tuple(request.sbatch_option),
-    )
     submitted: dict[str, str] = {}
     for choice in choices:
         if choice.action == "skip":
@@ -134,7 +178,7 @@ def _round(request: SweepRequest, out: Output) -> SweepResult:
         elif request.act == "shadow":
             out.line(f"[SWEEP] {choice.node}: would submit ({choice.why}; --act shadow)")
         else:
-            submitted[choice.node] = submit(choice.node, how)
+            submitted[choice.node] = submit(choice.node)
             out.line(f"[SWEEP] {choice.node}: job {submitted[choice.node]} ({choice.why})")
     under = sum(n.testing for n in nodes) + len(submitted)
     pools = f", {request.max_per_pool} a pool" if request.max_per_pool is not None else ""
@@ -154,7 +198,8 @@ def _imported_and_tested(request: SweepRequest, out: Output) -> dict[str, dateti
     from gpuaccept.store.importing import store_reports
 
     good = []
-    for path in sorted(request.results.glob("accept-*.json")):
+    # Slurm's jobs write beside each other; Kubernetes' in a directory per node (subPathExpr)
+    for path in sorted(request.results.rglob("accept-*.json")):
         if path.name.endswith(".env.json"):
             continue
         try:

@@ -1,4 +1,5 @@
-"""kubernetes.client: CoreV1Api's list_node, read_node and patch_node over the state file, with
+"""kubernetes.client: CoreV1Api's list_node, read_node and patch_node over the state file (and,
+for the sweep, list_pod_for_all_namespaces and BatchV1Api's Jobs), with
 the strategic-merge semantics gpuaccept relies on (labels and annotations merged, a null value
 removes a key; spec.taints replaced whole, as a list without a merge key in a patch of ours)."""
 
@@ -45,7 +46,11 @@ class ApiClient:
 class CoreV1Api:
     def list_node(self) -> dict[str, Any]:
         # a V1NodeList whose kind the server left unset: sanitize_for_serialization drops None
-        return {k: v for k, v in _nodes().items() if k != "kind"}
+        return {k: v for k, v in _nodes().items() if k not in ("kind", "pods", "jobs")}
+
+    def list_pod_for_all_namespaces(self) -> dict[str, Any]:
+        # the sweep's: the state's "pods", each {"metadata", "spec", "status"}
+        return {"items": _nodes().get("pods", [])}
 
     def _find(self, document: dict[str, Any], name: str) -> dict[str, Any]:
         for item in document["items"]:
@@ -73,3 +78,30 @@ class CoreV1Api:
         if "taints" in body.get("spec", {}):
             node.setdefault("spec", {})["taints"] = body["spec"]["taints"]
         _state().write_text(json.dumps(document))
+
+
+class BatchV1Api:
+    """The sweep's Jobs: the state's "jobs"; a Job created gets its generated name and is kept."""
+
+    def list_namespaced_job(self, namespace: str, label_selector: str = "") -> dict[str, Any]:
+        key, _, value = label_selector.partition("=")
+        return {
+            "items": [
+                job
+                for job in _nodes().get("jobs", [])
+                if job["metadata"].get("namespace") == namespace
+                and (not key or job["metadata"].get("labels", {}).get(key) == value)
+            ]
+        }
+
+    def create_namespaced_job(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        if os.environ.get("FAKE_KUBE_CREATE_DENIED"):
+            raise ApiException(403, "Forbidden")
+        document = _nodes()
+        jobs = document.setdefault("jobs", [])
+        made = copy.deepcopy(body)
+        made["metadata"]["name"] = f"{body['metadata']['generateName']}{len(jobs):05d}"
+        made["metadata"]["namespace"] = namespace
+        jobs.append(made)
+        _state().write_text(json.dumps(document))
+        return made
