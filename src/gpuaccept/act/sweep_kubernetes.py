@@ -115,8 +115,11 @@ def read_round(pool_label: str, namespace: str) -> tuple[list[SweepNode], dict[s
 
 def job_for(node: str, template: dict[str, Any], level: str) -> dict[str, Any]:
     """The template's Job for one node: named after the sweep, labelled with its node, bound to
-    it by node affinity on its name (as the DaemonSet controller binds its pods), and the
-    container's `--level` set."""
+    it by node affinity on its name, and the container's `--level` set. Affinity, not
+    spec.nodeName: the scheduler still places the pod, so its priority, preemption and the
+    node's taints apply, as for the DaemonSet controller's pods ("adds the NodeAffinity parameter
+    to the DaemonSet pods, instead of the .spec.nodeName parameter", matchFields on metadata.name:
+    openshift/openshift-docs modules/nodes-pods-daemonsets-pods.adoc, PR 14751)."""
     job = copy.deepcopy(template)
     metadata = job.setdefault("metadata", {})
     metadata.pop("name", None)
