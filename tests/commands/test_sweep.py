@@ -114,6 +114,19 @@ def test_the_history_is_the_sweeps_memory_of_a_test(fleet: Path, tmp_path: Path)
         assert [row.hostname for row in history.newest_runs("accept")] == ["gpu01"]
 
 
+def test_the_sweeps_memory_is_the_same_in_a_postgresql_history(
+    fleet: Path, tmp_path: Path, pg_history: str
+) -> None:
+    """The sweep reads and writes the history through store.base.History: a fleet's PostgreSQL
+    store answers as the SQLite file does."""
+    out = Collected()
+    result = run(_request(tmp_path, history=pg_history), out)
+    assert result.submitted == {"gpu00": "102"}
+    assert "[SWEEP] gpu01: skip: tested 2.0 h ago (cadence 24 h)\n" in out.text()
+    with History.open(pg_history) as history:
+        assert [row.hostname for row in history.newest_runs("accept")] == ["gpu01"]
+
+
 def test_a_qos_a_partition_and_the_sites_options_are_handed_to_sbatch(
     fleet: Path, tmp_path: Path
 ) -> None:
