@@ -59,19 +59,16 @@ def preflight(
     prometheus: Path | None = o.ACT_PROMETHEUS,
 ) -> None:
     """A verdict in seconds before a job starts: the quick level within --budget, for a Slurm
-    Prolog or a Kubernetes init container (docs/preflight-and-sweep.md).
-
-    A failing node is acted on as `act slurm` does (--act enforce: drained with gpuaccept's
-    reason, the same guards); with --job its job is requeued, not held. Exit: 0 the job may
-    start (passed, or not judged: checks the budget cut are named), or with --job it was
-    requeued; 1 not fit (this node or, with --gang, the set); 4 the guard refused the drain.
+    Prolog or a Kubernetes init container (docs/preflight-and-sweep.md). A failing node is acted
+    on as `act slurm` does (--act enforce); with --job its job is requeued, not held. Exit: 0
+    the job may start (passed, or not judged: checks the budget cut are named), or with --job it
+    was requeued; 1 not fit (this node or, with --gang, the set); 4 the guard refused the drain.
     """
     options = dict(locals())
     from gpuaccept.commands.act import Guarding
     from gpuaccept.commands.preflight import PreflightRequest, run
 
-    request = o.request_from(PreflightRequest, options, guarding=Guarding)
     with interrupts_as_exceptions():
-        result = run(request, CONSOLE)
+        result = run(o.request_from(PreflightRequest, options, guarding=Guarding), CONSOLE)
     if result.exit_code:
         raise typer.Exit(result.exit_code)

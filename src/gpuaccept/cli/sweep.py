@@ -29,13 +29,8 @@ MAX_PER_POOL = _opt(None, "--max-per-pool", "N", "Nodes under test at once in ea
 PARTITION = _opt(None, "--partition", "NAME", "Only this partition's nodes.")
 NICE = _opt(10000, "--nice", "N", "sbatch --nice: how much lower the jobs' priority is.")
 QOS = _opt(None, "--qos", "NAME", "sbatch --qos: the site's preemptible QOS, if it has one.")
-HISTORY = _opt(
-    None,
-    "--history",
-    "FILE|URI",
-    "Where the jobs' reports are imported and each node's last test is read: an SQLite file or "
-    "a PostgreSQL URI (default: $GPUACCEPT_HISTORY, else the data directory's).",
-)
+_SAID = "Where reports are imported, last tests read (default: $GPUACCEPT_HISTORY)."
+HISTORY = _opt(None, "--history", "FILE|URI", _SAID)
 SBATCH_OPTION = _opt(
     [],
     "--sbatch-option",
