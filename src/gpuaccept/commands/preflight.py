@@ -221,8 +221,9 @@ def _checks(
         history=request.history,
         no_history=request.history is None,
     )
-    with _budget(seconds) as ended:
-        out = _BudgetSaid(out, ended, seconds)
+    reports: list[RunReport] | None = None
+    with _budget(seconds) as budget:
+        out = _BudgetSaid(out, budget, seconds)
         try:
             plan = plan_accept(accept, out)
             if plan.launch is not None:
@@ -231,12 +232,16 @@ def _checks(
                     "start it on each node (--gang joins them)"
                 )
             reports, interrupted = run_suite(plan, out)
+            budget.armed = False  # the suite is over: the budget's end cuts nothing more
         except Interrupted:
-            if not ended:
+            if not budget.fired:
                 raise
-            out.line(f"[PREFLIGHT] the budget of {seconds:.0f} s ran out before the first check")
-            return None, ()
-    if interrupted is not None and not ended:
+            if reports is None:
+                said = f"the budget of {seconds:.0f} s ran out before the first check"
+                out.line(f"[PREFLIGHT] {said}")
+                return None, ()
+            interrupted = None  # it fired as the suite returned: the run is whole
+    if interrupted is not None and not budget.fired:
         write_outputs(plan, reports, interrupted, [], out)
         raise interrupted
     report = reports[-1]
@@ -250,12 +255,12 @@ class _BudgetSaid:
     """`out`, but the suite's "[RUN] interrupted by SIGTERM: ..." said as the budget's end when it
     was that (the budget is raised as SIGTERM's Interrupted; no signal was sent)."""
 
-    def __init__(self, out: Output, ended: list[bool], seconds: float) -> None:
-        self._out, self._ended, self._seconds = out, ended, seconds
+    def __init__(self, out: Output, budget: _Budget, seconds: float) -> None:
+        self._out, self._budget, self._seconds = out, budget, seconds
 
     def line(self, text: str) -> None:
         said = f"[RUN] interrupted by {signal.Signals(_RAISED_AS).name}:"
-        if self._ended and text.startswith(said):
+        if self._budget.fired and text.startswith(said):
             text = f"[RUN] the budget of {self._seconds:.0f} s ran out:" + text[len(said) :]
         self._out.line(text)
 
@@ -298,23 +303,29 @@ def _without_the_cut(
     return rejudged, tuple(cut)
 
 
+@dataclass
+class _Budget:
+    fired: bool = False  # its end came while armed
+    armed: bool = True  # once the suite is over its end is nothing to stop
+
+
 @contextmanager
-def _budget(seconds: float) -> Iterator[list[bool]]:
+def _budget(seconds: float) -> Iterator[_Budget]:
     """The budget's end raised as an `Interrupted` where the main thread is (as the CLI's
-    SIGINT/SIGTERM are: noted first, held while a step must not be cut). Yields a list that holds
-    True once it fired. Off the main thread no signal can be taken: each check's own timeout
-    (the budget) is then the only bound."""
+    SIGINT/SIGTERM are: noted first, held while a step must not be cut), while it is armed.
+    Off the main thread no signal can be taken: each check's own timeout (the budget) is then
+    the only bound."""
     from gpuaccept import interrupts
 
-    fired: list[bool] = []
+    budget = _Budget()
     if threading.current_thread() is not threading.main_thread():
-        yield fired
+        yield budget
         return
 
     def handler(_signum: int, _frame: object) -> None:
-        if fired:
+        if budget.fired or not budget.armed:
             return
-        fired.append(True)
+        budget.fired = True
         interrupts.note(_RAISED_AS)
         if not interrupts.deferring():
             raise Interrupted(_RAISED_AS)
@@ -326,12 +337,12 @@ def _budget(seconds: float) -> Iterator[list[bool]]:
     timer.daemon = True
     timer.start()
     try:
-        yield fired
+        yield budget
     finally:
         timer.cancel()
         timer.join()
         signal.signal(_ALARM, previous)
-        if fired:
+        if budget.fired:
             interrupts.clear()  # handled here: a later run in this process starts clean
 
 
