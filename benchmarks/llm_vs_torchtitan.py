@@ -209,11 +209,11 @@ def _rates(rates: list[float]) -> str:
 
 def _median_run(runs: list[tuple[Any, dict[str, Any]]]) -> tuple[Any, dict[str, Any]]:
     """Of a configuration's repeats, the run of the median tokens/s (the lower middle of an
-    even count), with every repeat's tokens/s beside it ("spread")."""
+    even count), with every repeat's tokens/s ("spread") and load beside it."""
     ordered = sorted(runs, key=lambda run: run[0].tokens_per_second)
     figures, meta = ordered[(len(ordered) - 1) // 2]
     rates = [run[0].tokens_per_second for run in runs]
-    return figures, meta | {"spread": rates}
+    return figures, meta | {"spread": rates, "loads": [run[1]["load"] for run in runs]}
 
 
 def side_by_side(args: argparse.Namespace) -> int:
@@ -329,7 +329,11 @@ def side_by_side(args: argparse.Namespace) -> int:
         results: dict[str, list[tuple[Any, dict[str, Any]]]] = {name: [] for name in jobs}
         for _ in range(args.repeat):
             for name, job in jobs.items():
-                results[name].append(job())
+                load = os.getloadavg()[0]
+                figures, meta = job()
+                # the machine's 1-minute load before and after: other work on shared cores
+                # moves these figures more than anything compared here
+                results[name].append((figures, meta | {"load": [load, os.getloadavg()[0]]}))
         chosen = {name: _median_run(runs) for name, runs in results.items()}
         titan_main, titan_meta = chosen["titan"]
         ours_main, ours_meta = chosen["ours"]

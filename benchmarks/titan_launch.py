@@ -68,7 +68,7 @@ from torchtitan.components.loss import ChunkedLossWrapper, CrossEntropyLoss
 from torchtitan.components.metrics import MetricsProcessor
 from torchtitan.components.optimizer import LRSchedulersContainer, default_adamw
 from torchtitan.components.tokenizer import BaseTokenizer
-from torchtitan.config import CompileConfig, ParallelismConfig, TrainingConfig
+from torchtitan.config import CompileConfig, DebugConfig, ParallelismConfig, TrainingConfig
 from torchtitan.distributed.activation_checkpoint import FullAC, SelectiveAC
 from torchtitan.models.common import ComplexRoPE, Embedding, Linear, RMSNorm
 from torchtitan.models.common.attention import ScaledDotProductAttention
@@ -303,6 +303,9 @@ def gpuaccept_side() -> Trainer.Config:
         # torch.compile per block and of the loss when asked (configs.py CompileConfig;
         # models/llama3/parallelize.py:57-67), as gpuaccept's --compile compiles each block
         compile=CompileConfig(enable=bool(spec.get("compile"))),
+        # the model's initial weights from the run's seed (configs.py:353: None draws a new
+        # seed every run, and the loss after N steps moved by 0.04 between two runs)
+        debug=DebugConfig(seed=spec["seed"]),
     )
 
 
