@@ -13,6 +13,11 @@ session goes on):
   nbody       the fused kernel's measured % of fp32 peak next to the ceiling its compiled
               inner loop allows (`bench nbody --explain`, sm_<capability>)
   full        `gpuaccept accept --level full` (DCGM -r 3 when dcgmi is installed)
+  llm-floor   `gpuaccept train llm` at its GPU default (standard's configuration): the tokens/s
+              and MFU a floor for this GPU at that configuration is set from (issue #52 §6;
+              tests/test_reference_fractions.py's policy), and the report's configuration
+  preflight   `gpuaccept preflight`: its wall time against the 30 s default budget (issue #54 §2)
+  watch       `gpuaccept watch --once` on the real NVML: one poll's wall time (issue #54 §1)
 and writes OUT.md and OUT.json (default docs/results/DATE-GPU-session) with every step's exit
 status, seconds, the figures it printed and the environment capture. Budget: about 25 minutes on
 one H100 (the `full` level and DCGM dominate).
@@ -52,7 +57,11 @@ STEPS = (
     *(f"bench-{b}" for b in BENCHES),
     "nbody",
     "full",
+    "llm-floor",
+    "preflight",
+    "watch",
 )
+PREFLIGHT_TARGET_SECONDS = 30.0
 
 
 @dataclass
@@ -211,6 +220,21 @@ def plan(args: argparse.Namespace, out: Path) -> list[Step]:
             [python, "benchmarks/llm_vs_torchtitan.py", *device, "--out", str(out / "llm")],
             900,
         ),
+        "llm-floor": Step(
+            "llm-floor",
+            [*cli, "train", "llm", *device, "--no-history", "--report-dir", str(out / "llm-floor")],
+            900,
+        ),
+        "preflight": Step(
+            "preflight",
+            [*cli, "preflight", *device, "--act", "report", "--report-dir", str(out / "preflight")],
+            120,
+        ),
+        "watch": Step(
+            "watch",
+            [*cli, "watch", "--once", "--no-history", "--act", "report", "--metrics-port", "0"],
+            120,
+        ),
         "full": Step(
             "full",
             [
@@ -263,9 +287,15 @@ def _figures(step: Step, work: Path, environment: dict[str, Any]) -> dict[str, A
         figures = _report_figures(work / f"{step.name}.json")
         figures["within_60_s"] = step.seconds < BENCH_TARGET_SECONDS
         return figures
-    if step.name == "full":
-        reports = sorted((work / "full").glob("*.json")) if (work / "full").is_dir() else []
-        return _report_figures(reports[-1]) if reports else {}
+    if step.name in ("full", "llm-floor", "preflight"):
+        folder = work / step.name
+        reports = sorted(folder.glob("*.json")) if folder.is_dir() else []
+        figures = _report_figures(reports[-1]) if reports else {}
+        if step.name == "preflight":
+            figures["within_30_s"] = step.seconds < PREFLIGHT_TARGET_SECONDS
+        return figures
+    if step.name == "watch":
+        return {"one_poll_seconds": round(step.seconds, 2)}
     if step.name == "nbody":
         return _nbody_comparison(
             work / "bench-nbody.json", step.output_tail, _capability(environment)

@@ -119,3 +119,58 @@ def test_the_gpu_step_collects_every_module_with_a_gpu_test_and_no_other() -> No
     assert gpu_files  # the suite has GPU tests
     assert set(listed) == gpu_files
     assert not any("htcondor" in path or "kubernetes" in path for path in listed)
+
+
+def test_the_watch_step_runs_one_poll_and_records_its_time(tmp_path: Path) -> None:
+    """The GPU day's watch step (issue #54 §1): one poll of the real NVML, timed; here on a
+    machine without NVML it still polls (the kernel log) and exits 0."""
+    out = tmp_path / "session"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "benchmarks/gpu_session.py",
+            "--device",
+            "cpu",
+            "--only",
+            "watch",
+            "--out",
+            str(out),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    (step,) = json.loads(out.with_suffix(".json").read_text())["steps"]
+    assert step["exit_code"] == 0, step["output_tail"]
+    assert step["figures"]["one_poll_seconds"] > 0
+
+
+def test_the_floor_and_preflight_steps_keep_their_reports() -> None:
+    """llm-floor and preflight write a report each, read back as the step's figures (the floor
+    is set from llm-floor's tokens/s and MFU; the preflight's time is held to its 30 s budget)."""
+    import argparse
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import gpu_session
+
+    steps = gpu_session.plan(
+        argparse.Namespace(device="cuda", data=None, only="llm-floor,preflight,watch"),
+        Path("/w"),
+    )
+    commands = {step.name: step.command[3:] for step in steps}
+    assert commands["llm-floor"] == [
+        "train",
+        "llm",
+        "--device",
+        "cuda",
+        "--no-history",
+        "--report-dir",
+        "/w/llm-floor",
+    ]
+    assert commands["preflight"][:3] == ["preflight", "--device", "cuda"]
+    assert commands["preflight"][-2:] == ["--report-dir", "/w/preflight"]
+    slow = gpu_session.Step("preflight", [], 1, exit_code=0, seconds=31.0)
+    assert gpu_session._figures(slow, Path("/nowhere"), {}) == {"within_30_s": False}
