@@ -339,6 +339,7 @@ class History(ABC):
     # a GPU's runs in a window (store/fleet_tables.py): PostgreSQL has its own forms
     _gpu_incidents = GPU_INCIDENTS
     _gpu_stretches = GPU_STRETCHES
+    _node_changes = NODE_CHANGES  # what changed since an instant: PostgreSQL has its own form
 
     @property
     def path(self) -> HistoryLocation:
@@ -616,7 +617,7 @@ class History(ABC):
                 None if then_slower is None else bool(then_slower),
             )
             for node, run_id, passed, slower, then_run, then_passed, then_slower in self._rows(
-                NODE_CHANGES, (start, start)
+                self._node_changes, (start, start)
             )
         ]
 

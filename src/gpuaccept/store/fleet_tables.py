@@ -539,6 +539,18 @@ NODE_CHANGES = (
     "q.started <= {m} ORDER BY q.started DESC, q.run_id DESC LIMIT 1) WHERE n.k = 1 AND "
     "n.started > {m}"
 )
+# PostgreSQL's form: the node's run at or before the instant as a LATERAL subquery, one index
+# seek per node. Given NODE_CHANGES, its planner joined each node's 30 timeline rows and ran the
+# seek once per row (300,000 seeks and 300,000 heap blocks: 2.5 s at 10,000 nodes, EXPLAIN
+# ANALYZE in docs/results/2026-11-29-fleet-first-screen.md); SQLite has no LATERAL and runs the
+# subquery once per node as it is.
+NODE_CHANGES_LATERAL = (
+    "SELECT n.node, n.run_id, t.passed, t.slower, p.run_id, p.passed, p.slower FROM "
+    f"{_NEWEST_ACCEPT} JOIN node_timeline t ON t.node = n.node AND t.started = n.started AND "
+    "t.run_id = n.run_id LEFT JOIN LATERAL (SELECT q.run_id, q.passed, q.slower FROM "
+    "node_timeline q WHERE q.node = n.node AND q.started <= {m} ORDER BY q.started DESC, "
+    "q.run_id DESC LIMIT 1) AS p ON TRUE WHERE n.k = 1 AND n.started > {m}"
+)
 # each stack's accept runs from a UTC day on: judged, passed, first and last start (read from
 # the days' sums: at 10,000 nodes, grouping the window's 300,000 runs by stack took 0.09 s of
 # CPU, a sort of every run)

@@ -47,6 +47,7 @@ from gpuaccept.store.base import (
 )
 from gpuaccept.store.fleet_tables import (
     GPU_WINDOWS_LATERAL,
+    NODE_CHANGES_LATERAL,
     PG_TYPES,
     STACK_DAYS_FROM_TIMELINE,
     FleetUpdate,
@@ -262,6 +263,7 @@ class PgHistory(History):
     _mark = "%s"
     _stored_order = "ctid"  # a run's figures, written by one COPY and never updated
     _bin = "floor((value - {m}) / {m} * {m})::bigint"
+    _node_changes = NODE_CHANGES_LATERAL
 
     def __init__(self, location: PgLocation, connection: psycopg.Connection[Any]) -> None:
         self.location = location
