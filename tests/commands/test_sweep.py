@@ -232,3 +232,13 @@ def test_a_script_that_is_not_there_is_refused_before_slurm_is_asked(
     monkeypatch.setenv("PATH", str(tmp_path))  # no Slurm client at all
     with pytest.raises(InputError, match=r"^--script .*: not a file"):
         run(_request(tmp_path, script=tmp_path / "nope.sbatch"), Collected())
+
+
+def test_a_partition_with_no_node_is_refused_not_swept_as_empty(
+    fleet: Path, tmp_path: Path
+) -> None:
+    # sinfo -p answers a misspelt partition with no line and exit 0 (Slurm 22.05 here): a round
+    # that said "0 node(s) seen" and exited 0 would sweep nothing from its timer for ever
+    with pytest.raises(InputError, match=r"^--partition gpus: no node is in it"):
+        run(_request(tmp_path, partition="gpus"), Collected())
+    assert len(_jobs(fleet)) == 2

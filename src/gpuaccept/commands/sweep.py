@@ -168,6 +168,11 @@ def _round(request: SweepRequest, template: dict[str, Any] | None, out: Output) 
         def submit(node: str) -> str:
             return sbatch(node, how)
 
+    if request.partition is not None and not seen:
+        # sinfo -p answers an unknown partition with no line and exit 0: a misspelt partition
+        # in a timer's command line would sweep nothing, round after round, and say only "0 seen"
+        where = "the label's pools" if template is not None else "Slurm's partitions"
+        raise InputError(f"--partition {request.partition}: no node is in it (not among {where}?)")
     nodes = [replace(n, testing=n.name in jobs, tested=tested.get(n.name)) for n in seen]
     limits = Limits(request.max_nodes, request.max_per_pool, timedelta(hours=request.cadence_hours))
     choices = plan_round(nodes, limits, datetime.now(UTC))
