@@ -632,8 +632,8 @@ def test_the_tiny_limit_needs_the_context_and_1b_says_it_does_not_judge_it() -> 
 
 def test_what_the_workload_did_not_judge_reaches_the_verdict_and_a_healthy_node_passes() -> None:
     """No floor for 1b on an H100: the check WARNs, its not_judged names the speed, and the run's
-    verdict is PASS with 'workload speed NOT JUDGED', exit 0; a changed run adds its convergence;
-    the CPU twin adds nothing (its verdict says CPU mode); a judged run has nothing to add."""
+    verdict is PASS with 'workload speed NOT JUDGED', exit 0; a changed run adds its convergence,
+    on the CPU twin too (its speed is the CPU-mode verdict's to say); a judged run adds nothing."""
     from gpuaccept.verdict import judge_run
 
     def verdict_of(spec: object, records: list, mode: str = "cuda", target: Target = H100):
@@ -650,7 +650,11 @@ def test_what_the_workload_did_not_judge_reaches_the_verdict_and_a_healthy_node_
     result, verdict = verdict_of(changed, [record()])
     assert list(result.not_judged) == ["speed", "convergence"]
     assert verdict.exit_code == 0
-    result, _ = verdict_of(changed, [record()], mode="cpu")
+    result, verdict = verdict_of(changed, [record()], mode="cpu")
+    assert list(result.not_judged) == ["convergence"]
+    assert verdict.exit_code == 0
+    assert verdict.label == "PASS, workload convergence NOT JUDGED (CPU mode)"
+    result, _ = verdict_of(llm_spec("tiny", "fp32"), [record()], mode="cpu")
     assert result.not_judged == {}
     result, verdict = verdict_of(llm_spec("8b", "bf16"), eight_ranks())
     assert result.not_judged == {}

@@ -168,7 +168,10 @@ def judge(
             # speed (issue #52); the node is not failed for it
             findings.warnings.append(f"speed NOT JUDGED: {'; '.join(reasons)}")
             findings.not_judged["speed"] = "; ".join(reasons)
-    if not spec.judge_convergence and not context.cpu_mode:
+    if not spec.judge_convergence:
+        # on the CPU twin too: its convergence is the one thing the twin judges, so a changed
+        # twin run judged nothing, and its report must not read as a judged pass (the speed's
+        # "no floor by design" on a CPU is the CPU-mode verdict's own sentence, not added here)
         findings.not_judged["convergence"] = _CHANGED_RUN
     findings.record_node("llm_goodput", figures.goodput, "ratio")
     findings.record_node("llm_median_step_seconds", figures.median_step_seconds, "s")
