@@ -448,3 +448,35 @@ def test_a_median_of_zero_is_no_change() -> None:
     figure = SelfFigure("m", "gpu0", "TFLOPS", 5.0, 0.0, 3, baseline=0.0, baseline_runs=3)
     assert (figure.change_percent, figure.baseline_change_percent) == (0.0, 0.0)
     assert not figure.dropped(20.0)
+
+
+def test_a_changed_training_runs_loss_is_held_to_no_past_and_no_past_to_it(
+    tmp_path: Path,
+) -> None:
+    """`train llm --steps 30` after 500-step runs warned 'llm_final_loss +112.7% (3.369 vs
+    1.584 nats)': a loss whose convergence the workload did not judge is no figure of the node."""
+
+    def with_loss(report: RunReport, loss: float, judged: bool) -> RunReport:
+        workload = CheckResult(
+            name="workload",
+            area="WORKLOAD",
+            status=Status.PASS,
+            message="ok",
+            duration_seconds=9.5,
+            measurements=[Measurement(name="llm_final_loss", value=loss, unit="nats")],
+            details={"convergence_judged": judged},
+        )
+        return rejudged(report, checks=[*report.checks, workload])
+
+    path = _history(tmp_path, *[with_loss(r, 1.584, True) for r in _past()])
+    short = with_loss(gpu_report("n1", [800.0], hours=10), 3.369, False)
+    comparison = _compare(path, short)
+    assert "workload/llm_final_loss" not in [f.metric for f in comparison.figures]
+    assert comparison.drops == []
+    # a run of the preset's schedule is still held to its past loss
+    worse = with_loss(gpu_report("n1", [800.0], hours=10), 3.369, True)
+    [drop] = _compare(path, worse).drops
+    assert drop.metric == "workload/llm_final_loss"
+    # and a changed run in the past is no yardstick for it
+    path = _history(tmp_path / "b", *[with_loss(r, 9.0, False) for r in _past()])
+    assert "workload/llm_final_loss" not in [f.metric for f in _compare(path, worse).figures]

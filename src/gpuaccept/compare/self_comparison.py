@@ -226,6 +226,10 @@ def _uuids(report: RunReport) -> dict[int, str]:
     return found
 
 
+# The workload's final training loss (checks.workload records it under this name)
+LOSS_METRIC = "llm_final_loss"
+
+
 def _figures(report: RunReport) -> dict[Key, tuple[float, str, str]]:
     """(metric, GPU, model) -> (value, unit, the device's label in this run), for figures with a
     direction. A GPU's figure is keyed by its UUID where the capture names it (issue #31 §4): a
@@ -236,9 +240,16 @@ def _figures(report: RunReport) -> dict[Key, tuple[float, str, str]]:
     for check in report.checks:
         if check.name == CHECK_NAME:
             continue
+        # a changed training run's loss (fewer steps, another learning rate: the workload's
+        # convergence NOT JUDGED) ends where its own schedule leaves it: no picture of the node,
+        # nor one to hold a run of the preset's schedule to (train llm --steps 30 read as its
+        # final loss 113% worse than the node's 500-step runs)
+        unjudged_loss = check.details.get("convergence_judged") is False
         for m in check.measurements:
             if higher_is_better(m.unit) is None or not math.isfinite(m.value):
                 continue  # no direction, or a failed (NaN) or absurd (infinite) figure
+            if unjudged_loss and m.name == LOSS_METRIC:
+                continue
             label = device_label(m.device_index)
             gpu = uuids.get(m.device_index, label) if m.device_index is not None else label
             figures[(f"{check.name}/{m.name}", gpu, m.device_name or "")] = (m.value, m.unit, label)
