@@ -696,7 +696,10 @@ class History(ABC):
             )
             keep_fleet_figures(db, self._mark, update.run_id, rows, previous)
         if update.timeline is not None:
-            keep_timelines(db, self._mark, update.timeline)
+            keep_timelines(db, self._mark, update.timeline, stack_day=self._stack_day_inline)
+
+    # whether keep_timelines adds a run to its stack's day (else the append, keep_stack_days)
+    _stack_day_inline = False
 
     # the order a run's figures were stored in (their ordinal in fleet_figures)
     _stored_order: str

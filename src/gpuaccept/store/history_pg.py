@@ -51,7 +51,6 @@ from gpuaccept.store.fleet_tables import (
     PG_TYPES,
     STACK_DAYS_FROM_TIMELINE,
     FleetUpdate,
-    keep_stack_days,
     tables,
 )
 
@@ -264,6 +263,7 @@ class PgHistory(History):
     _stored_order = "ctid"  # a run's figures, written by one COPY and never updated
     _bin = "floor((value - {m}) / {m} * {m})::bigint"
     _node_changes = NODE_CHANGES_LATERAL
+    _stack_day_inline = True  # a data-modifying WITH: no round trip of its own
 
     def __init__(self, location: PgLocation, connection: psycopg.Connection[Any]) -> None:
         self.location = location
@@ -543,8 +543,6 @@ class PgHistory(History):
                 cursor.execute("SELECT pg_advisory_xact_lock(%s)", (_APPEND_LOCK,))
                 for place in sorted(new):
                     self._keep_fleet_tables(cursor, new[place])
-                timelines = [new[p].timeline for p in sorted(new)]
-                keep_stack_days(cursor, "%s", [t for t in timelines if t is not None])
         return stored
 
     # -- reading ----------------------------------------------------------------------------
