@@ -103,3 +103,32 @@ def test_a_missing_run_or_file_writes_nothing(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="cannot read"):
         run(ReportRequest(str(tmp_path / "missing.json"), html=html), Collected())
     assert not html.exists()
+
+
+@pytest.mark.parametrize("flag", ["html", "prometheus"])
+@pytest.mark.parametrize("fleet", [True, False])
+def test_a_dash_is_stdout_for_markdown_alone_never_a_file_named_dash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flag: str, fleet: bool
+) -> None:
+    db = history_with(tmp_path / "h.sqlite", gpu_report("n1", [800.0]))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InputError, match=rf"^--{flag} -: stdout is --markdown's alone"):
+        run(
+            ReportRequest(None if fleet else "1", history=str(db), fleet=fleet, **{flag: STDOUT}),
+            Collected(),
+        )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["h.sqlite"]
+
+
+@pytest.mark.timeout(60)  # without the refusal the write blocks for a reader for ever
+def test_the_fleet_page_is_refused_on_a_pipe_before_its_pages_are_put_beside_it(
+    tmp_path: Path,
+) -> None:
+    import os
+
+    db = history_with(tmp_path / "h.sqlite", gpu_report("n1", [800.0]))
+    fifo = tmp_path / "page"
+    os.mkfifo(fifo)  # written through, it blocked for a reader after making page.nodes/
+    with pytest.raises(InputError, match=r"^--html .*page: the fleet's page keeps its node pages"):
+        run(ReportRequest(None, html=fifo, history=str(db), fleet=True), Collected())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["h.sqlite", "page"]

@@ -34,6 +34,9 @@ class ReportRequest:
         from gpuaccept.store.history import history_location
 
         history_location(self.history)  # a history named wrongly is said before the rest
+        for flag, path in (("--html", self.html), ("--prometheus", self.prometheus)):
+            if path == STDOUT:  # "-" is --markdown's stdout; here it was a file named "-"
+                raise InputError(f"{flag} -: stdout is --markdown's alone; give a file path")
         if self.since is not None:
             if not self.fleet:
                 raise InputError("--since says what changed in the fleet: give --fleet")
@@ -128,6 +131,13 @@ def _fleet_page(request: ReportRequest, location: HistoryLocation, out: Output) 
     from gpuaccept.store.history import History, local_file
 
     html, prometheus = request.html, request.prometheus
+    if html is not None and _a_stream(html):
+        # written through as any output is, the page would block on a pipe with no reader (or
+        # go to a terminal) after its pages were put beside it, as /dev/NAME.nodes for a device
+        raise InputError(
+            f"--html {html}: the fleet's page keeps its node pages beside it "
+            f"({html.name}.nodes/): give a file path, not a pipe or a device"
+        )
     _check_output(html, "--html")
     _check_output(prometheus, "--prometheus")
     refuse_collisions(
@@ -169,6 +179,16 @@ def _fleet_page(request: ReportRequest, location: HistoryLocation, out: Output) 
         _write(target, text)
         out.line(f"[REPORT] {target}")
     return ReportResult([*([html] if html is not None else []), *(t for t, _ in outputs)])
+
+
+def _a_stream(path: Path) -> bool:
+    import stat
+
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return False  # not there (or not reachable): check_output_file says what is wrong
+    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)
 
 
 def _check_output(path: Path | None, flag: str) -> None:
