@@ -224,7 +224,19 @@ REGISTRY: list[Input] = [
     Input("burnin", "--history", "reads", covered_by=("tests/test_hostile_inputs.py",)),
     Input("env", "--output", "writes", lambda path, _: ["env", "--output", path], OUTPUT_FORMS),
     Input("report", "SOURCE", "reads", lambda path, _: ["report", path], FILE_FORMS),
-    Input("report", "--html", "writes", covered_by=("tests/test_hostile_inputs.py",)),
+    Input(
+        "report",
+        "--html",
+        "writes",
+        covered_by=(
+            "tests/test_hostile_inputs.py",
+            # "-" (a file named "-"), and the fleet page on a pipe or device
+            "tests/commands/test_report.py::"
+            "test_a_dash_is_stdout_for_markdown_alone_never_a_file_named_dash",
+            "tests/commands/test_report.py::"
+            "test_the_fleet_page_is_refused_on_a_pipe_before_its_pages_are_put_beside_it",
+        ),
+    ),
     Input("report", "--markdown", "writes", covered_by=("tests/test_hostile_inputs.py",)),
     Input(
         "report",
@@ -234,6 +246,8 @@ REGISTRY: list[Input] = [
             "tests/test_hostile_inputs.py",
             # with --fleet: the fleet's MTBI metrics (issue #53 §4)
             "tests/report/test_fleet_prometheus.py::test_nothing_is_written_when_an_output_is_wrong",
+            "tests/commands/test_report.py::"
+            "test_a_dash_is_stdout_for_markdown_alone_never_a_file_named_dash",
         ),
     ),
     Input("report", "--history", "reads", covered_by=("tests/test_hostile_inputs.py",)),
