@@ -126,6 +126,31 @@ def test_a_link_trained_down_under_load_fails_but_not_while_idle(node: Path) -> 
     assert debouncer.failing == []
 
 
+def test_a_link_down_in_generation_and_width_raises_both_and_each_streak_holds(
+    node: Path,
+) -> None:
+    # one key for the link kept one finding of the two: the width was never said
+    both = {"gen": 3, "gen_max_gpu": 5, "gen_max_system": 5, "width": 8, "width_max": 16}
+    poller, debouncer = Poller(window=3, events=False), Debouncer(3)
+    for _ in range(3):
+        play(h100_sxm(throttle=0, pcie=both))
+        debouncer.update(poller.poll())
+    assert sorted(r.finding.text for r in debouncer.failing) == [
+        "gpu0: PCIe Gen3 under load, a H100 SXM links at Gen5",
+        "gpu0: PCIe x8 under load, a H100 SXM links at x16",
+    ]
+    # an idle poll judges neither; the generation back to Gen5 over a window clears it alone
+    play(h100_sxm(throttle=IDLE, pcie=both))
+    debouncer.update(poller.poll())
+    assert len(debouncer.failing) == 2
+    for _ in range(3):
+        play(h100_sxm(throttle=0, pcie={**both, "gen": 5}))
+        debouncer.update(poller.poll())
+    assert [r.finding.text for r in debouncer.failing] == [
+        "gpu0: PCIe x8 under load, a H100 SXM links at x16"
+    ]
+
+
 def test_ecc_and_remapping_are_judged_by_accepts_health_rules(node: Path) -> None:
     poller, debouncer = Poller(window=2, events=False), Debouncer(2)
     for _ in range(2):

@@ -328,13 +328,18 @@ class Poller:
         """The PCIe link of the last `window` busy polls against the model's (accept's rule for
         a link under transfer load); idle polls leave the window and its finding as they are."""
         window = self._busy.setdefault(scope, deque(maxlen=self.window))
-        link_key = f"{HEALTH}|{scope}|pcie-under-load"
+        # one key per aspect of the link (its numbers change between polls): with one key for
+        # both, a link down in generation and in width kept only one of the two findings
+        link_keys = {
+            aspect: f"{HEALTH}|{scope}|pcie-under-load|{aspect}"
+            for aspect in ("generation", "width")
+        }
         if not busy:
-            unjudged.add(link_key)
+            unjudged.update(link_keys.values())
             return []
         window.append(replace(sample, reasons=()))
         if len(window) < self.window:
-            unjudged.add(link_key)
+            unjudged.update(link_keys.values())
             return []
         trace = LoadTrace(
             samples=list(window),
@@ -343,10 +348,15 @@ class Poller:
         )
         verdict = judge_load(trace, model, tag, clocks=False, pcie_loaded=True)
         found = Findings(HEALTH, "HEALTH", failures=verdict.failures, warnings=verdict.warnings)
-        return [
-            replace(finding, key=link_key if finding.fails else finding.key)
-            for finding in findings_of(found, scope, held=True, gpu=health.uuid or "")
-        ]
+
+        def keyed(finding: Finding) -> Finding:
+            if not finding.fails:
+                return finding
+            # checks.load_judging._judge_pcie says a width as "PCIe x8", a generation "PCIe Gen3"
+            aspect = "width" if "PCIe x" in str(finding.text) else "generation"
+            return replace(finding, key=link_keys[aspect])
+
+        return [keyed(f) for f in findings_of(found, scope, held=True, gpu=health.uuid or "")]
 
     def _judge_between_polls(self, now: float) -> None:
         """NVML's events since the last poll and the counters' growth since then, as events."""
