@@ -81,3 +81,16 @@ def test_gpus_that_refuse_a_second_process_are_named_by_their_compute_mode(
         fake_nvml.use(None)
     monkeypatch.setenv("GPUACCEPT_NVML_MODULE", "tests.no_nvml_here")
     assert unshared_gpus(["GPU-b"]) == []  # no NVML: nothing to say
+
+
+def test_a_named_nvml_module_that_cannot_be_imported_is_said_as_such(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`watch` said 'nvidia-ml-py is not installed' where GPUACCEPT_NVML_MODULE named a shim
+    that was not on the path: an operator would install a package that was there all along."""
+    from gpuaccept.probe.hardware import nvml_missing_reason
+
+    monkeypatch.setenv("GPUACCEPT_NVML_MODULE", "tests.no_nvml_here")
+    said = nvml_missing_reason()
+    assert said.startswith("GPUACCEPT_NVML_MODULE=tests.no_nvml_here cannot be imported (")
+    assert "nvidia-ml-py" not in said

@@ -234,7 +234,9 @@ def nvml_missing_reason() -> str:
         )
     try:
         _nvml_module()
-    except ImportError:
+    except ImportError as error:
+        if os.environ.get(NVML_MODULE_ENV):  # a site's shim named, not pynvml: say which failed
+            return f"{NVML_MODULE_ENV}={nvml_module_name()} cannot be imported ({error})"
         return "nvidia-ml-py is not installed (pip install nvidia-ml-py)"
     return "the NVIDIA driver's NVML library could not be loaded"
 
