@@ -216,6 +216,17 @@ def _median_run(runs: list[tuple[Any, dict[str, Any]]]) -> tuple[Any, dict[str, 
     return figures, meta | {"spread": rates, "loads": [run[1]["load"] for run in runs]}
 
 
+def _check_out(out: Path) -> None:
+    """Refuse, before any run, an --out that could not be written after the runs."""
+    import titan_side as ts
+
+    parent = out.parent.absolute()
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise ts.SideBySideError(f"--out {out}: {parent} is not a directory this user may write")
+
+
 def side_by_side(args: argparse.Namespace) -> int:
     """gpuaccept beside torchtitan (the module docstring); the exit code."""
     import titan_side as ts
@@ -228,6 +239,7 @@ def side_by_side(args: argparse.Namespace) -> int:
         flags += ["--steps", str(args.steps)]
     try:
         spec, variants, checkpointing = _side_plan(args, flags, gpu)
+        _check_out(out)
     except (ts.SideBySideError, InputError) as error:
         print(f"llm_vs_torchtitan: {error}", file=sys.stderr)
         return 2

@@ -294,3 +294,18 @@ def test_a_run_the_two_sides_cannot_share_is_refused_before_any_venv_is_made(
     assert len(lines) == 1
     assert refusal in lines[0]
     assert not venv.exists()
+
+
+def test_an_out_path_that_cannot_be_written_is_refused_before_any_run(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    venv = tmp_path / "venv"
+    done = _benchmark(
+        ["--torchtitan-venv", str(venv), "--out", str(blocker / "sub" / "result")], tmp_path
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        f"llm_vs_torchtitan: --out {blocker / 'sub' / 'result'}: {blocker} is not a directory "
+        "this user may write"
+    )
+    assert not venv.exists()
