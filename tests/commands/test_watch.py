@@ -67,6 +67,19 @@ def test_a_power_brake_held_over_three_busy_polls_fails_and_not_before(node: Pat
     assert raised[2] == ["gpu0: power brake (external) under load in 1 of 1 samples"]
 
 
+def test_a_state_raised_says_the_polls_that_held_it(node: Path) -> None:
+    # the brake's own text judges one poll ("in 1 of 1 samples"): said alone after three polls
+    # it read as a single sample's finding
+    play(h100_sxm(throttle=HW_POWER_BRAKE))
+    out = Collected()
+    request = WatchRequest(polls=3, interval=0.1, metrics_port=None, no_history=True, act="report")
+    run(request, out)
+    assert (
+        "[WATCH] FAIL (health): gpu0: power brake (external) under load in 1 of 1 samples "
+        "(held 3 polls in a row)\n"
+    ) in out.text()
+
+
 def test_a_busy_gpu_is_judged_by_the_load_rules_alone_not_also_at_rest(node: Path) -> None:
     narrow = {"gen": 5, "gen_max_gpu": 5, "gen_max_system": 5, "width": 8, "width_max": 16}
     poller, debouncer = Poller(window=1, events=False), Debouncer(1)

@@ -270,7 +270,10 @@ class _Loop:
             self.nvml_said = poll.nvml_up
         for r in change.raised:
             word = "FAIL" if r.finding.fails else "WARN"
-            self.out.line(f"[WATCH] {word} ({r.finding.check}): {r.finding.text}")
+            # a state's own text judges one poll ("power brake ... in 1 of 1 samples"): the
+            # streak that raised it is the watch's, said here
+            held = f" (held {r.polls} polls in a row)" if r.finding.lasting and r.polls > 1 else ""
+            self.out.line(f"[WATCH] {word} ({r.finding.check}): {r.finding.text}{held}")
         for r in change.cleared:
             self.out.line(f"[WATCH] cleared ({r.finding.check}): {r.finding.text}")
 
