@@ -132,3 +132,11 @@ def test_the_fleet_page_is_refused_on_a_pipe_before_its_pages_are_put_beside_it(
     with pytest.raises(InputError, match=r"^--html .*page: the fleet's page keeps its node pages"):
         run(ReportRequest(None, html=fifo, history=str(db), fleet=True), Collected())
     assert sorted(p.name for p in tmp_path.iterdir()) == ["h.sqlite", "page"]
+
+
+def test_since_without_the_fleet_page_is_refused_not_ignored(tmp_path: Path) -> None:
+    db = history_with(tmp_path / "h.sqlite", gpu_report("n1", [800.0]))
+    prom = tmp_path / "fleet.prom"
+    with pytest.raises(InputError, match=r"^--since says what changed on the fleet's page"):
+        ReportRequest(None, prometheus=prom, history=str(db), fleet=True, since="7d")
+    assert not prom.exists()

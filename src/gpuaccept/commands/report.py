@@ -51,6 +51,9 @@ class ReportRequest:
                     "--fleet writes its page (--html PAGE) and/or its MTBI as textfile metrics "
                     "(--prometheus FILE), no Markdown"
                 )
+            if self.since is not None and self.html is None:
+                # the metrics are the MTBI window's (--mtbi-days): --since would change nothing
+                raise InputError("--since says what changed on the fleet's page: give --html PAGE")
             return
         if self.judging != FleetJudging():
             raise InputError(
