@@ -175,7 +175,8 @@ def test_the_history_and_its_readers_know_the_node_by_its_one_name(
     page = tmp_path / "fleet.html"
     drawn = runner.invoke(app, ["report", "--fleet", "--html", str(page), "--history", str(path)])
     assert drawn.exit_code == 0, drawn.output
-    assert f">{name}<" in page.read_text()
+    # the node table's rows are JSON in the page (issue #53 §2): its first cell, the node
+    assert f"[[{json.dumps(name)}," in page.read_text()
 
 
 def test_a_report_written_before_the_name_was_recorded_reads_as_it_did() -> None:
