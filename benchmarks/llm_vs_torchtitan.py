@@ -189,10 +189,19 @@ def _side_plan(args: argparse.Namespace, flags: list[str], gpu: bool) -> tuple[A
     checkpointing = next(
         (flags[i + 1] for i, flag in enumerate(flags[:-1]) if flag == "--checkpointing"), None
     )
-    if checkpointing not in (None, "none", "full"):
+    if checkpointing is not None:
+        from gpuaccept.errors import InputError
+        from gpuaccept.llm.checkpointing import policy_name
+
+        try:
+            checkpointing = policy_name(checkpointing)
+        except InputError as error:
+            raise ts.SideBySideError(str(error)) from None
+    if checkpointing not in (None, "none", "full", "selective-op"):
         raise ts.SideBySideError(
-            f"--checkpointing {checkpointing}: only none or full is the same policy on both sides "
-            "(selective: gpuaccept every second block, torchtitan per op)"
+            f"--checkpointing {checkpointing}: torchtitan 0.3.0 has none, full and per-op "
+            "selective (SelectiveAC, the policy selective-op copies); every Nth block whole is "
+            "gpuaccept's alone"
         )
     spec = for_world(
         llm_spec(preset, "bf16" if gpu else "fp32", replace(overrides, checkpointing=None)),

@@ -262,7 +262,9 @@ def gpuaccept_side() -> Trainer.Config:
     # torch.optim.AdamW's own choice for gpuaccept's parameters: one tensor at a time on the
     # CPU, foreach on CUDA (torchtitan's default: fused, components/optimizer/optimizer.py:109)
     optimizer.implementation = "for-loop" if CPU else "foreach"
-    checkpointing = {"none": None, "full": FullAC.Config(), "selective": SelectiveAC.Config()}
+    # gpuaccept's selective-op is torchtitan's per-op SelectiveAC, its save list and every second
+    # matmul recomputed (distributed/activation_checkpoint.py:185-212; llm/checkpointing.py)
+    checkpointing = {"none": None, "full": FullAC.Config(), "selective-op": SelectiveAC.Config()}
     return Trainer.Config(
         # gpuaccept: one F.cross_entropy over the fp32 logits; torchtitan's own configs wrap it
         # in ChunkedLossWrapper (models/llama3/config_registry.py:37-41), which "chunked" picks

@@ -393,7 +393,7 @@ class RunShape:
     local_batch: int
     learning_rate: float
     precision: str  # fp32 | bf16
-    checkpointing: str  # none | full (| selective: not the same policy on the two sides)
+    checkpointing: str  # none | full | selective-op (torchtitan's SelectiveAC on its side)
     seed: int
     ranks: int
 

@@ -279,7 +279,8 @@ def test_both_sides_train_the_same_tokens_for_real(tmp_path: Path) -> None:
     [
         (["--variants", "loss,speed"], "--variants takes loss, attention, logging, compile"),
         (["--variants", "attention"], "FlexAttention, which has no backward on the CPU"),
-        (["--flags", "--preset tiny --checkpointing selective"], "only none or full is the same"),
+        (["--flags", "--preset tiny --checkpointing selective-layer-2"], "gpuaccept's alone"),
+        (["--flags", "--preset tiny --checkpointing sometimes"], "--checkpointing must be"),
         (["--flags", "--preset tiny --steps 1"], "--steps must be at least 2"),
         (["--repeat", "0"], "--repeat must be at least 1 (got 0)"),
     ],
