@@ -208,6 +208,11 @@ _SAME_UNDER_NOISE = (
     (re.compile(r"[+-]?#(?:[.,#+-]|<hex>|e\+|e-)*"), "#"),
     (re.compile(r"-{3,}"), "---"),
     (re.compile(r"[ \t]{2,}"), " "),
+    # a chart embedded in a page is drawn from the figures: its bytes move with them
+    (re.compile(r"data:image/png;base64,[A-Za-z0-9+/=#<>]+"), "data:image/png;base64,<chart>"),
+    # train mnist says where an epoch is once per TRAIN_PROGRESS_SECONDS of wall time: whether a
+    # line comes depends on the machine's load, not on the code
+    (re.compile(r"^\[TRAIN\] #% of epoch #/#\n", re.MULTILINE), ""),
     # the checkout's git state is where the code ran from (a worktree, a branch), not what it did
     (re.compile(r'("|&quot;)(branch|dirty|commit|describe)\1: [^,\n]*'), r"\2: <git>"),
 )
