@@ -242,3 +242,30 @@ def test_a_partition_with_no_node_is_refused_not_swept_as_empty(
     with pytest.raises(InputError, match=r"^--partition gpus: no node is in it"):
         run(_request(tmp_path, partition="gpus"), Collected())
     assert len(_jobs(fleet)) == 2
+
+
+def test_a_test_is_a_run_at_the_sweeps_level_or_deeper(fleet: Path, tmp_path: Path) -> None:
+    """A quick run (Slurm's health check, a preflight) an hour ago kept a node 'tested' for a
+    standard sweep, which then never came due while the health check ran."""
+    an_hour_ago = datetime.now(UTC) - timedelta(hours=1)
+
+    def run_at(node: str, level: str, when: datetime) -> Any:
+        report = rejudged(
+            gpu_report(node, [790.0]),
+            started_at=when.isoformat(),
+            finished_at=(when + timedelta(minutes=1)).isoformat(),
+        )
+        return report.model_copy(update={"level": level})
+
+    with History.open(tmp_path / "history.sqlite") as history:
+        history.append([(run_at("gpu01", "quick", an_hour_ago), "health check")])
+    standard = Collected()
+    run(_request(tmp_path, level="standard", max_nodes=9, act="shadow"), standard)
+    # gpu01's newest run is the quick one; its standard run (2 h ago) is its test
+    assert "[SWEEP] gpu01: skip: tested 2.0 h ago (cadence 24 h)\n" in standard.text()
+    full = Collected()
+    run(_request(tmp_path, level="full", max_nodes=9, act="shadow"), full)
+    assert "[SWEEP] gpu01: would submit (due: never tested; --act shadow)\n" in full.text()
+    quick = Collected()
+    run(_request(tmp_path, level="quick", max_nodes=9, act="shadow"), quick)
+    assert "[SWEEP] gpu01: skip: tested 1.0 h ago (cadence 24 h)\n" in quick.text()

@@ -220,9 +220,30 @@ def _imported_and_tested(request: SweepRequest, out: Output) -> dict[str, dateti
         if new:
             out.line(f"[SWEEP] imported {new} new report(s) into the history")
         newest = store.newest_runs("accept")
-    tested: dict[str, datetime] = {}
-    for row in newest:
-        if row.hostname:
-            started = datetime.fromisoformat(row.started_at)
-            tested[row.hostname] = started if started.tzinfo else started.replace(tzinfo=UTC)
+        # a test is a run at the sweep's level or deeper: a quick health check or preflight
+        # every few minutes would keep every node "tested" and its standard sweep never due
+        from gpuaccept.suite.selection import LEVELS
+
+        deep = LEVELS[LEVELS.index(request.level) :]
+        tested: dict[str, datetime] = {}
+        for row in newest:
+            if not row.hostname:
+                continue
+            if row.level in deep:
+                tested[row.hostname] = _aware(row.started_at)
+                continue
+            found = [
+                _aware(run.started_at)
+                for level in deep
+                for run in store.list_runs(
+                    node=row.hostname, command="accept", level=level, limit=1
+                )
+            ]
+            if found:
+                tested[row.hostname] = max(found)
     return tested
+
+
+def _aware(started_at: str) -> datetime:
+    started = datetime.fromisoformat(started_at)
+    return started if started.tzinfo else started.replace(tzinfo=UTC)
