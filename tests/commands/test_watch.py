@@ -201,6 +201,20 @@ def test_once_judges_the_kernel_log_xid_with_accepts_table_and_records_it(node: 
     assert rows == [("watch", "watch", 0, "events")]
 
 
+def test_once_with_nvml_unread_judges_no_gpu_and_exits_3_not_0(node: Path) -> None:
+    # a node whose driver cannot load read as a healthy one: exit 0 and no word
+    play(h100_sxm(), init="fail")
+    out = Collected()
+    result = run(WatchRequest(once=True, metrics_port=None, no_history=True), out)
+    assert result.exit_code == 3
+    assert "[WATCH] NOT JUDGED: NVML was not read, so no GPU was judged (exit 3)\n" in out.text()
+    # a failure the kernel log shows all the same is a failure
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S,000000+00:00", time.gmtime(time.time() - 60))
+    node.write_text(f"{stamp} NVRM: Xid (PCI:0000:18:00): 79, pid=0, GPU has fallen off the bus.\n")
+    result = run(WatchRequest(once=True, metrics_port=None, no_history=True, act="report"), out)
+    assert result.exit_code == 1
+
+
 def test_a_healthy_node_once_exits_0(node: Path) -> None:
     play(h100_sxm())
     result = run(WatchRequest(once=True, metrics_port=None, no_history=True), Collected())

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpuaccept.commands.act import MODES, Guarding
-from gpuaccept.errors import InputError
+from gpuaccept.errors import EnvironmentProblem, InputError
 
 if TYPE_CHECKING:
     from gpuaccept.actions import ActionRules
@@ -98,7 +98,7 @@ class WatchRequest:
 @dataclass(frozen=True)
 class WatchResult:
     """0: stopped as asked (a signal, --polls), or --once found nothing failing; 1: --once
-    found a failing finding."""
+    found a failing finding; 3: --once could not read NVML and found nothing failing."""
 
     exit_code: int
     polls: int
@@ -176,9 +176,13 @@ def run(request: WatchRequest, out: Output) -> WatchResult:
     if state.history_pending:
         out.error(f"watch: {state.history_pending} record(s) could not be written to the history")
     failing = bool(request.once and any(r.finding.fails for r in state.raised))
-    return WatchResult(
-        1 if failing else 0, state.polls, state.raised, state.history_writes, port, stopped_by
-    )
+    code = 1 if failing else 0
+    if request.once and not failing and state.last is not None and not state.last.nvml_up:
+        # one poll that read no GPU judged none: a node whose driver cannot load must not read
+        # as a healthy one to whatever runs --once (a health check, a cron job)
+        out.line("[WATCH] NOT JUDGED: NVML was not read, so no GPU was judged (exit 3)")
+        code = EnvironmentProblem.exit_code
+    return WatchResult(code, state.polls, state.raised, state.history_writes, port, stopped_by)
 
 
 @contextmanager
