@@ -187,3 +187,18 @@ def test_a_template_without_one_job_is_refused_before_the_cluster_is_asked(
     template.write_text("kind: ConfigMap\n---\nkind: Service\n")
     with pytest.raises(InputError, match=r"holds 0 Job\(s\); give a manifest with one$"):
         run(_request(tmp_path, template=template), Collected())
+
+
+def test_no_client_is_said_as_the_sweeps_need_not_node_verdicts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # it said "--apply needs ... (or run the printed kubectl commands)": the sweep has no --apply
+    # and prints no commands
+    (tmp_path / "results").mkdir()
+    monkeypatch.setitem(sys.modules, "kubernetes", None)  # import kubernetes: ImportError
+    with pytest.raises(EnvironmentProblem) as said:
+        run(_request(tmp_path, act="shadow"), Collected())
+    assert str(said.value) == (
+        "the Kubernetes sweep (--scheduler kubernetes) needs the Kubernetes Python client: "
+        "pip install kubernetes"
+    )

@@ -181,15 +181,17 @@ def read_cluster_file(path: Path) -> list[KubeNode]:
     return parse_nodes(document, shown)
 
 
-def _client() -> tuple[Any, Any]:
+def _client(
+    needed_by: str = "--apply", otherwise: str = " (or run the printed kubectl commands)"
+) -> tuple[Any, Any]:
     """(the kubernetes module's client, its CoreV1Api), configured in-cluster, else from the
-    kubeconfig."""
+    kubeconfig; `needed_by` and `otherwise` say who asked and what else there is, when it is
+    not installed."""
     try:
         from kubernetes import client, config  # type: ignore[import-not-found]
     except ImportError:
         raise EnvironmentProblem(
-            "--apply needs the Kubernetes Python client: pip install kubernetes "
-            "(or run the printed kubectl commands)"
+            f"{needed_by} needs the Kubernetes Python client: pip install kubernetes{otherwise}"
         ) from None
     try:
         config.load_incluster_config()

@@ -19,6 +19,8 @@ COMPONENT = "sweep"
 NODE_KEY = "gpuaccept.io/sweep-node"
 GPU = "nvidia.com/gpu"
 MAX_TEMPLATE_BYTES = 1024 * 1024
+# the sweep has no --apply and prints no kubectl commands: said as its own need
+_NEEDED_BY = ("the Kubernetes sweep (--scheduler kubernetes)", "")
 
 
 def read_template(path: Path) -> dict[str, Any]:
@@ -90,7 +92,7 @@ def running_jobs(jobs: dict[str, Any]) -> dict[str, str]:
 
 def read_round(pool_label: str, namespace: str) -> tuple[list[SweepNode], dict[str, str]]:
     """The nodes (pool: the node's `pool_label` label) and the sweep's Jobs not yet ended."""
-    client, core = _client()
+    client, core = _client(*_NEEDED_BY)
     try:
         serial = client.ApiClient().sanitize_for_serialization
         nodes = serial(core.list_node())
@@ -139,7 +141,7 @@ def job_for(node: str, template: dict[str, Any], level: str) -> dict[str, Any]:
 
 
 def submit(node: str, template: dict[str, Any], level: str, namespace: str) -> str:
-    client, _ = _client()
+    client, _ = _client(*_NEEDED_BY)
     try:
         made = client.BatchV1Api().create_namespaced_job(namespace, job_for(node, template, level))
     except Exception as error:
