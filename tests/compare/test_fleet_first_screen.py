@@ -249,7 +249,7 @@ def test_history_fleet_leads_with_the_decision_and_pages_the_nodes(tmp_path: Pat
 
 
 def test_a_schema_7_postgresql_history_gains_the_stacks_and_whys_when_opened(
-    pg_server: Any, pg_history: str
+    pg_server: Any, pg_history: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     import psycopg
 
@@ -278,7 +278,11 @@ def test_a_schema_7_postgresql_history_gains_the_stacks_and_whys_when_opened(
     for column in ("stack", "why", "passed", "slower"):
         pg_server.sql(f"ALTER TABLE node_timeline DROP COLUMN {column}", database)
     pg_server.sql("UPDATE gpuaccept_history SET value = '7' WHERE key = 'schema_version'", database)
+    caplog.clear()
     with History.open(pg_history, create=False) as history:
+        # said before it starts, with how many runs it rewrites
+        (said,) = [r.getMessage() for r in caplog.records if r.name == "gpuaccept.store"]
+        assert "upgrading it from schema 7 to 8, once (4 stored run(s)" in said
         assert [
             e.action
             for e in fleet_state(

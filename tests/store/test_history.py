@@ -317,7 +317,9 @@ def test_a_run_with_a_nan_figure_is_recorded_whole(tmp_path: Path) -> None:
     assert math.isnan(again.checks[0].measurements[0].value)
 
 
-def test_a_schema_7_file_gains_each_accepts_stack_and_why_when_opened(tmp_path: Path) -> None:
+def test_a_schema_7_file_gains_each_accepts_stack_and_why_when_opened(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """Schema 8 keeps each accept's stack and why a failed one's action (issue #53 §2): a
     schema-7 file is filled in from its stored reports when first opened, to the rows its appends
     would have kept; one that cannot be written says so in one line, and is left as it was."""
@@ -350,8 +352,16 @@ def test_a_schema_7_file_gains_each_accepts_stack_and_why_when_opened(tmp_path: 
             assert path.read_bytes() == before
     finally:
         path.chmod(0o644)
+    caplog.clear()
     with History.open(path, create=False) as history:
         assert len(history.list_runs()) == 2
+    # said before it starts (at a fleet's size it takes seconds to minutes), once
+    (said,) = [r.getMessage() for r in caplog.records if r.name == "gpuaccept.store"]
+    assert said.startswith(f"history {path}: upgrading it from schema 7 to 8, once (2 stored")
+    caplog.clear()
+    with History.open(path, create=False):
+        pass
+    assert not [r for r in caplog.records if r.name == "gpuaccept.store"]
     with sqlite3.connect(path) as raw:
         assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 8
         again = raw.execute(f"SELECT {columns} FROM node_timeline ORDER BY 1").fetchall()

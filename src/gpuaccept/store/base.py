@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import os
 import re
@@ -101,6 +102,21 @@ class StackUse(NamedTuple):
 # 8: node_timeline keeps each accept's stack and, for a failed one, why its action (issue #53
 # §2: the fleet's first screen, what to act on and the stacks' pass rates, read from it)
 SCHEMA_VERSION = 8
+
+
+def say_upgrade(where: str, found: int, runs: int) -> None:
+    """Say an upgrade before it starts: it rewrites every stored accept's rows, so at a fleet's
+    size a command pauses for it (300,000 runs: 7 to 25 s on SQLite, about 2 minutes on
+    PostgreSQL, docs/results/2026-11-29-fleet-first-screen.md). A warning of gpuaccept's logger:
+    on stderr as one line unless the caller's logging sends it elsewhere."""
+    logging.getLogger("gpuaccept.store").warning(
+        "history %s: upgrading it from schema %d to %d, once (%s stored run(s); at 300,000 this "
+        "took 7 to 25 s on SQLite, about 2 minutes on PostgreSQL)",
+        where,
+        found,
+        SCHEMA_VERSION,
+        f"{runs:,}",
+    )
 
 
 class HistoryError(InputError):

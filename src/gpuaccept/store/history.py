@@ -436,6 +436,11 @@ class SqliteHistory(History):
         version = int(db.execute("PRAGMA user_version").fetchone()[0])
         if version >= SCHEMA_VERSION:
             return
+        from gpuaccept.store.base import say_upgrade
+
+        say_upgrade(
+            str(self.path), version, int(db.execute("SELECT count(*) FROM runs").fetchone()[0])
+        )
         if version < 2:
             # version 1 kept passed/failed_checks only, which called a run that judged nothing
             # a pass: each verdict is judged again from the stored report

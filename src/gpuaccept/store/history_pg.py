@@ -382,6 +382,11 @@ class PgHistory(History):
             return
         if version is None and not create:
             raise HistoryError(f"history {self.location}: empty database (nothing recorded yet)")
+        if version is not None:
+            from gpuaccept.store.base import say_upgrade
+
+            runs = self._connection.execute("SELECT count(*) FROM runs").fetchone()
+            say_upgrade(str(self.location), version, int(runs[0]) if runs else 0)
         psycopg = _psycopg()
         # A session lock taken before the transaction, not a transaction lock inside it: a
         # transaction that began before another writer created the tables may still read the
