@@ -7,7 +7,7 @@ gives an older history the columns it reads."""
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -150,7 +150,19 @@ def test_what_changed_since_a_time_the_operator_picks(location: str) -> None:
         [],
         ["b-returned"],
     )
-    assert changed(since=T0 + timedelta(hours=11)) == ([], [], [])
+    # the same instant with an offset counts alike and is said in UTC, as the screens' times are
+    east = timezone(timedelta(hours=2))
+    assert changed(since=(T0 + timedelta(hours=8.5)).astimezone(east)) == (
+        ["a-newly-failing"],
+        [],
+        ["b-returned"],
+    )
+    said = _state(location, *reports, since=(T0 + timedelta(hours=8.5)).astimezone(east))
+    assert said.changes is not None
+    assert said.changes.since == "2026-11-01T16:30:00+00:00"
+    # after the newest run nothing can have changed: refused, not an empty screen
+    with pytest.raises(InputError, match="after the history's newest run"):
+        changed(since=T0 + timedelta(hours=11))
 
 
 def test_the_stacks_in_use_before_and_after_an_upgrade_with_their_pass_rates(

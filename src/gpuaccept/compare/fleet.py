@@ -311,7 +311,14 @@ def fleet_state(
 def _changes(store: History, until: str | None, since: timedelta | datetime) -> FleetChanges | None:
     if until is None:
         return None
-    start = datetime.fromisoformat(until) - since if isinstance(since, timedelta) else since
+    newest = _utc(datetime.fromisoformat(until))
+    # an instant given with an offset is said in UTC, as every time on the fleet's screens
+    start = newest - since if isinstance(since, timedelta) else _utc(since)
+    if start > newest:
+        raise InputError(
+            f"--since {start.isoformat()}: after the history's newest run ({newest.isoformat()}): "
+            "nothing can have changed since then"
+        )
     changed = store.node_changes(start.isoformat())
     return FleetChanges(
         start.isoformat(),
@@ -319,6 +326,11 @@ def _changes(store: History, until: str | None, since: timedelta | datetime) -> 
         [c for c in changed if c.slower and not c.then_slower],
         [c for c in changed if c.passed and c.then_passed is False],
     )
+
+
+def _utc(moment: datetime) -> datetime:
+    """An aware instant in UTC (the history's times are UTC, some stored without an offset)."""
+    return moment.astimezone(UTC) if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def _act_now(
