@@ -556,3 +556,29 @@ def test_records_the_history_refuses_are_kept_up_to_a_bound_and_the_rest_counted
         loop.once(poller.poll())
     assert (state.history_pending, state.history_dropped, state.history_errors) == (2, 3, 5)
     assert out.text("err").count("did not take the record") == 1  # said once, counted each time
+
+
+def test_a_rotated_kernel_log_does_not_clear_an_xid_the_window_still_holds(node: Path) -> None:
+    """kern.log moved aside (or a ring buffer overwritten) mid-watch: the XID 79 it held is kept
+    until its own line leaves aznhc's 2 h window, as the scan would have aged it; it read as
+    cleared, and the node fit again."""
+    play(h100_sxm())
+    seen = time.time() - 60
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S,000000+00:00", time.gmtime(seen))
+    node.write_text(f"{stamp} NVRM: Xid (PCI:0000:18:00): 79, pid=0, GPU has fallen off the bus.\n")
+    poller, debouncer = Poller(window=1, events=False), Debouncer(1)
+    now = time.time()
+    assert "XID 79" in debouncer.update(poller.poll(now)).raised[0].finding.text
+    node.rename(node.with_suffix(".1"))
+    node.write_text("")  # the new, empty kern.log
+    time.sleep(1.1)  # the reader keeps a log unchanged for a second
+    assert not debouncer.update(poller.poll(now + 600)).cleared
+    assert [r.finding.text for r in debouncer.failing if "XID 79" in r.finding.text]
+    # two hours after the line itself, the window no longer holds it: cleared, as aging would
+    later = seen + 7200 + 1
+    assert [
+        r.finding.text
+        for r in debouncer.update(poller.poll(later)).cleared
+        if "XID 79" in r.finding.text
+    ]
+    assert not [r for r in debouncer.failing if "XID 79" in r.finding.text]

@@ -33,7 +33,11 @@ def watch(
     metrics_address: str = _opt(
         "127.0.0.1", "--metrics-address", "ADDR", "Address to serve metrics on (loopback)."
     ),
-    once: bool = typer.Option(False, "--once", help="One poll, judged at once; exit 1 on a fail."),
+    once: bool = typer.Option(
+        False,
+        "--once",
+        help="One poll, judged at once; exit 1 on a fail, 3 if NVML could not be read.",
+    ),
     polls: int | None = _opt(None, "--polls", "N", "Stop after N polls (default: run until told)."),
     history: str | None = HISTORY,
     no_history: bool = NO_HISTORY,

@@ -43,7 +43,7 @@ from gpuaccept.checks.health import judge_health
 from gpuaccept.checks.judging import Findings
 from gpuaccept.checks.load_judging import judge_load
 from gpuaccept.probe.hardware import load_nvml, nvml_missing_reason
-from gpuaccept.probe.kernel_log import KernelLogScan, scan_kernel_log
+from gpuaccept.probe.kernel_log import KernelLogScan, KernelSxid, KernelXid, scan_kernel_log
 from gpuaccept.probe.load_sampler import LoadSample, LoadTrace, take_sample
 from gpuaccept.probe.nvml_events import EventWatcher
 from gpuaccept.probe.nvml_health import (
@@ -64,6 +64,8 @@ WATCHED_CHECKS = (HEALTH, EVENTS, FABRIC)
 # An event (an XID by NVML, counters that grew between two polls) is kept this long after it was
 # last seen: aznhc's window, the one accept's kernel-log rule judges XIDs by.
 EVENT_HOLD_SECONDS = KERNEL_LOG_WINDOW_SECONDS
+# the kernel log's lines a poller remembers past a rotation (an XID storm keeps the newest)
+KERNEL_LINES_KEPT = 4096
 # Scopes a finding belongs to: all NVML, one GPU's NVML readings, the kernel log.
 NVML, KERNEL = "nvml", "kernel"
 _NUMBER = re.compile(r"(?<![A-Za-z_.:])\d+(?:\.\d+)?")
@@ -184,6 +186,8 @@ class Poller:
         self._read_now: list[ErrorCounters] = []  # this poll's counters, from its health reads
         self._unread: list[str] = []
         self._read_kernel_log = kernel_log  # None: dmesg or GPUACCEPT_KERNEL_LOG
+        # dated XID and SXid lines read by earlier polls, while aznhc's window holds them
+        self._kernel_lines: dict[tuple[str, float | None], KernelXid | KernelSxid] = {}
 
     def close(self) -> None:
         if self._watcher is not None:
@@ -218,7 +222,7 @@ class Poller:
             self.close()
         scan = scan_kernel_log(self._read_kernel_log, now)
         if scan.readable:
-            findings += self._kernel_findings(scan, now)
+            findings += self._kernel_findings(self._with_remembered(scan, now), now)
         else:
             unjudged.add(KERNEL)
             notes.append(scan.source)
@@ -377,6 +381,31 @@ class Poller:
         return [finding for finding, _ in self._events.values()]
 
     # -- the kernel log ----------------------------------------------------------------------
+
+    def _with_remembered(self, scan: KernelLogScan, now: float) -> KernelLogScan:
+        """The scan with the dated XID and SXid lines an earlier poll read and this one no longer
+        finds, while aznhc's window still holds them: a kern.log rotated away, a ring buffer a
+        chatty driver overwrote or `dmesg -c` must not clear an XID NVIDIA says to act on (it
+        did: the node read fit again). Each is kept until its own time leaves the window, when the
+        scan would have aged it too; undated lines cannot age and are not remembered."""
+        lines: list[KernelXid | KernelSxid] = [*scan.xids, *scan.sxids]
+        for line in lines:
+            if line.at is not None:
+                self._kernel_lines[(line.line, line.seconds_since_boot)] = line
+        for key, line in list(self._kernel_lines.items()):
+            if line.at is None or now - line.at > KERNEL_LOG_WINDOW_SECONDS:
+                del self._kernel_lines[key]
+        while len(self._kernel_lines) > KERNEL_LINES_KEPT:  # an XID storm: the newest are kept
+            del self._kernel_lines[next(iter(self._kernel_lines))]
+        read = {(line.line, line.seconds_since_boot) for line in lines}
+        lost = [line for key, line in self._kernel_lines.items() if key not in read]
+        if not lost:
+            return scan
+        return replace(
+            scan,
+            xids=(*scan.xids, *(x for x in lost if isinstance(x, KernelXid))),
+            sxids=(*scan.sxids, *(x for x in lost if isinstance(x, KernelSxid))),
+        )
 
     def _kernel_findings(self, scan: KernelLogScan, now: float) -> list[Finding]:
         events = Findings(EVENTS, "HEALTH")
