@@ -348,3 +348,25 @@ def test_the_command_line_takes_since_and_the_page_and_refuses_them_in_one_line(
         assert result.exit_code == 2, result.output
         (said_line,) = result.stderr.strip().splitlines()
         assert line in said_line, said_line
+
+
+def test_a_node_its_watch_failed_after_its_newest_accept_is_to_act_on(location: str) -> None:
+    """The watch between jobs records its failures as runs of command watch: a node whose watch
+    failed since its newest accept passed is on the act-now list with the watch's own action and
+    why (it was on no fleet screen); a watch failure its newer accept answered is not."""
+
+    def watch(report: RunReport) -> RunReport:
+        return rejudged(report, command="watch", level="watch")
+
+    state = _state(
+        location,
+        gpu_report("a-watch-failed-since", [800.0], hours=0),
+        watch(failing("a-watch-failed-since", 2, "ecc-uncorrectable", "gpu0: volatile DBE")),
+        watch(failing("b-accepted-since", 0, "remap-failure", "gpu0: row remapping failed")),
+        gpu_report("b-accepted-since", [800.0], hours=3),
+        gpu_report("c-watch-passed", [800.0], hours=0),
+        watch(gpu_report("c-watch-passed", [800.0], hours=1)),
+    )
+    assert [(e.node, e.action, e.why, e.failing) for e in state.act_now] == [
+        ("a-watch-failed-since", "drain", "watch: gpu0: volatile DBE", True)
+    ]

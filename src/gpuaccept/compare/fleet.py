@@ -27,7 +27,7 @@ from gpuaccept.compare.comparison import (
     outlier_bounds,
 )
 from gpuaccept.errors import InputError
-from gpuaccept.results import CheckResult, device_label
+from gpuaccept.results import CheckResult, Status, device_label
 from gpuaccept.store.base import (
     GpuIncidents,
     History,
@@ -296,6 +296,7 @@ def fleet_state(
             if not run.verdict.passed and run.id in plans
         }
         sdc = [run for run in store.newest_runs("burnin") if SDC_CHECK in run.verdict.failed_checks]
+        watched = _watch_failures(store, view)
         found = first_screen.result()
         changes, stacks = found or _changes_and_stacks(store, until, since, window)
         drawn = (
@@ -304,7 +305,7 @@ def fleet_state(
         apart = gpus.result() if gpus is not None else []
         gpu_rows = apart if apart is not None else store.gpu_incidents(window)
     mtbi = _mtbi(store, until, window, mtbi_days, gpu_rows)
-    act_now = _act_now(view, plans, slower, sdc)
+    act_now = _act_now(view, plans, slower, sdc, watched)
     return FleetState(view, slower, mtbi, actions, sdc, act_now, changes, stacks, drawn)
 
 
@@ -333,19 +334,43 @@ def _utc(moment: datetime) -> datetime:
     return moment.astimezone(UTC) if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
+def _watch_failures(store: History, view: FleetView) -> list[ActNow]:
+    """A node whose watch (the daemon between jobs) failed it after its newest accept: an XID 79
+    at 3 a.m. is a reason to act before the next accept says so (it was on no fleet screen).
+    Its action and why are the watch run's own plan's."""
+    from gpuaccept.actions import plan_of
+
+    accepted = {run.hostname: run.started_at for run in view.nodes}
+    found = []
+    for run in store.newest_runs("watch"):
+        since = accepted.get(run.hostname)
+        if run.verdict.passed or (since is not None and run.started_at <= since):
+            continue
+        plan = plan_of(store.report(run.id))
+        first = next((r for r in plan.recommendations if r.status == Status.FAIL), None)
+        why = first.finding if first is not None else ", ".join(run.verdict.failed_checks)
+        found.append(ActNow(run.hostname or "", plan.action.value, f"watch: {why}", run.id, True))
+    return found
+
+
 def _act_now(
     view: FleetView,
     plans: dict[int, tuple[str, str]],
     slower: list[tuple[RunRow, CheckResult]],
     sdc: list[RunRow],
+    watched: list[ActNow] = [],  # noqa: B006 - read, never changed
 ) -> list[ActNow]:
     """Every node with a reason to act, its most severe reason first: its failing newest
-    accept's own action (or a rerun where it did not finish), silent data corruption (drain),
-    then lagging figures and a node slower than its past (monitor)."""
+    accept's own action (or a rerun where it did not finish), what its watch failed it on since,
+    silent data corruption (drain), then lagging figures and a node slower than its past
+    (monitor)."""
     reasons: dict[str, list[ActNow]] = {}
 
     def add(entry: ActNow) -> None:
         reasons.setdefault(entry.node, []).append(entry)
+
+    for entry in watched:
+        add(entry)
 
     for run in view.nodes:
         if run.verdict.passed:
