@@ -122,8 +122,11 @@ def test_the_gpu_step_collects_every_module_with_a_gpu_test_and_no_other() -> No
 
 
 def test_the_watch_step_runs_one_poll_and_records_its_time(tmp_path: Path) -> None:
-    """The GPU day's watch step (issue #54 §1): one poll of the real NVML, timed; here on a
-    machine without NVML it still polls (the kernel log) and exits 0."""
+    """The GPU day's watch step (issue #54 §1): one poll of the real NVML, timed. Here NVML is
+    pointed at a module that is not there, on any machine: the poll still runs (the kernel log)
+    and says it judged no GPU (exit 3), and its time is recorded."""
+    import os
+
     out = tmp_path / "session"
     done = subprocess.run(
         [
@@ -141,10 +144,12 @@ def test_the_watch_step_runs_one_poll_and_records_its_time(tmp_path: Path) -> No
         text=True,
         timeout=300,
         check=False,
+        env={**os.environ, "GPUACCEPT_NVML_MODULE": "tests.no_nvml_here"},
     )
     assert done.returncode == 0, done.stdout + done.stderr
     (step,) = json.loads(out.with_suffix(".json").read_text())["steps"]
-    assert step["exit_code"] == 0, step["output_tail"]
+    assert step["exit_code"] == 3, step["output_tail"]
+    assert "NOT JUDGED: NVML was not read" in step["output_tail"]
     assert step["figures"]["one_poll_seconds"] > 0
 
 
