@@ -52,3 +52,13 @@ def test_never_tested_nodes_go_first_among_aware_times() -> None:
     capped = plan_round(nodes, Limits(fleet=1, per_pool=None, cadence=DAY.cadence), NOW)
     assert capped[0] == Choice("new", "submit", "due: never tested")
     assert {c.action for c in capped[1:]} == {"skip"}
+
+
+def test_a_pools_cap_skips_the_rest_of_that_pool_and_says_so() -> None:
+    nodes = [SweepNode("a", ("gpu",)), SweepNode("b", ("gpu",)), SweepNode("c", ("cpu",))]
+    limits = Limits(fleet=10, per_pool=1, cadence=DAY.cadence)
+    assert plan_round(nodes, limits, NOW) == (
+        Choice("a", "submit", "due: never tested"),
+        Choice("c", "submit", "due: never tested"),
+        Choice("b", "skip", "due, but pool gpu's cap holds: 1 of 1"),
+    )
