@@ -209,7 +209,9 @@ def _requests_built(callback: object) -> list[tuple[type, dict[str, type]]]:
                 names[alias.asname or alias.name] = value
     built = []
     for node in ast.walk(function):
-        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "request_from":
+        called = getattr(node, "func", None)
+        name = getattr(called, "id", None) or getattr(called, "attr", None)  # `o.request_from`
+        if isinstance(node, ast.Call) and name == "request_from":
             request = eval(ast.unparse(node.args[0]), names)
             parts = {k.arg or "": eval(ast.unparse(k.value), names) for k in node.keywords}
             built.append((request, parts))
@@ -252,8 +254,9 @@ def test_every_option_is_a_field_of_its_request() -> None:
 
     callbacks = _callbacks(typer.main.get_command(app))
     building = [c for c in callbacks if _requests_built(c)]
-    # accept, burnin, train mnist/llm, bench and its five, report, node-verdict, act slurm
-    assert len(building) >= 13, [getattr(c, "__qualname__", c) for c in building]
+    # accept, burnin, train mnist/llm, bench and its five, report, node-verdict, act slurm,
+    # history fleet, watch, preflight, sweep
+    assert len(building) >= 17, [getattr(c, "__qualname__", c) for c in building]
     assert [m for c in building for m in option_field_mismatches(c)] == []
     late = [c.__qualname__ for c in building if not _first_statement_takes_the_options(c)]  # type: ignore[attr-defined]
     assert late == [], "locals() must be the body's first statement, before any other name"
