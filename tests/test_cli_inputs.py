@@ -175,3 +175,23 @@ def test_every_device_option_is_one_choice_refused_by_the_parser(command: list[s
     mnist asked for its data first): now the one choice accept and burnin take."""
     done = gpuaccept(*command, "--device", "gpu")
     one_line_error(done, 2, "'--device'", "'gpu' is not one of 'auto', 'cuda', 'cpu'")
+
+
+@pytest.mark.parametrize(
+    ("command", "said"),
+    [
+        (["train", "llm", "--steps", "1"], "'--steps': must be at least 2 (got 1)"),
+        (["history", "fleet", "--page", "0"], "'--page': must be at least 1 (got 0)"),
+        (
+            ["accept", "--rails-tolerance", "120"],
+            "'--rails-tolerance': must be at most 99 (got 120)",
+        ),
+        (["history", "list", "--limit", "2000000"], "must be at most 1,000,000 (got 2000000)"),
+    ],
+)
+def test_a_number_out_of_its_range_names_the_bound_and_the_value(
+    command: list[str], said: str
+) -> None:
+    """Typer 0.29 words a range through pydantic: "Input should be greater than or equal to 2",
+    naming no value; said as the other refusals are."""
+    one_line_error(gpuaccept(*command), 2, said)

@@ -368,7 +368,7 @@ def main() -> None:
             sys.exit(2)
         where = context.command_path if isinstance(error, _UsageError) and context else "gpuaccept"
         # Typer 0.29 words its choice errors through pydantic ("Value error, ..."): drop that.
-        message = _not_a_number(error, error.format_message().replace("Value error, ", ""))  # type: ignore[attr-defined]
+        message = _plain_range(error, error.format_message().replace("Value error, ", ""))  # type: ignore[attr-defined]
         typer.echo(f"{where}: error: {message}", err=True)
         sys.exit(int(getattr(error, "exit_code", 2)))
     except OSError as error:
@@ -378,15 +378,31 @@ def main() -> None:
     sys.exit(code if isinstance(code, int) else 0)
 
 
-def _not_a_number(error: Exception, message: str) -> str:
-    """Typer 0.29 checks an option's range (through pydantic) before its callback can refuse NaN,
-    so `--check-timeout nan` read "Input should be greater than or equal to 1", as if the number
-    were too small; say what is wrong with it."""
+_BOUNDS = {
+    "greater_than_equal": ("ge", "at least"),
+    "less_than_equal": ("le", "at most"),
+    "greater_than": ("gt", "above"),
+    "less_than": ("lt", "below"),
+}
+
+
+def _plain_range(error: Exception, message: str) -> str:
+    """Typer 0.29 checks an option's range through pydantic, which read "Input should be greater
+    than or equal to 2" and named no value, and for `nan` read as if the number were too small
+    (the range is checked before the option's own callback could refuse NaN): say it as the
+    other refusals do, "must be at least 2 (got 1)", "must be a number (got nan)"."""
     errors = getattr(error.__cause__, "errors", None)
     for item in errors() if callable(errors) else ():
-        raw = item.get("input")
-        if isinstance(raw, str) and raw.strip().lower() in ("nan", "+nan", "-nan"):
-            return message.replace(str(item.get("msg", "")), f"must be a number (got {raw})")
+        raw, said = item.get("input"), str(item.get("msg", ""))
+        if not said or not isinstance(raw, str):
+            continue
+        if raw.strip().lower() in ("nan", "+nan", "-nan"):
+            return message.replace(said, f"must be a number (got {raw})")
+        key, words = _BOUNDS.get(str(item.get("type")), ("", ""))
+        bound = (item.get("ctx") or {}).get(key)
+        if isinstance(bound, int | float):
+            shown = f"{int(bound):,}" if float(bound).is_integer() else f"{bound}"
+            return message.replace(said, f"must be {words} {shown} (got {raw})")
     return message
 
 
