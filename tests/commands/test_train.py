@@ -158,3 +158,17 @@ def test_llm_refuses_a_bad_request_in_one_line_before_any_work(
     assert str(refused.value) == line
     assert out.lines == []
     assert not (tmp_path / "reports").exists()
+
+
+def test_a_layer_policy_that_checkpoints_no_block_is_refused_before_training(
+    tmp_path: Path,
+) -> None:
+    """selective-layer-5 on the twin's 2 layers checkpoints nothing: refused, nothing written."""
+    request = TrainLlmRequest(
+        device="cpu", checkpointing="selective-layer-5", no_history=True, report_dir=tmp_path
+    )
+    with pytest.raises(InputError, match="selective-layer-5 on 2 layers checkpoints no block"):
+        run_llm(request, Collected())
+    assert list(tmp_path.iterdir()) == []
+    # every second of the two is a policy that checkpoints one
+    assert TrainLlmRequest(device="cpu", checkpointing="selective-layer-2").checkpointing

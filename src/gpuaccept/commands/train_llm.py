@@ -112,6 +112,19 @@ def _check(request: TrainLlmRequest) -> None:
         raise InputError(f"--preset must be auto, tiny, 1b or 8b (got {request.preset!r})")
 
 
+def _refuse_a_policy_that_checkpoints_nothing(spec: LlmSpec) -> None:
+    """selective-layer-5 on 2 layers checkpoints no block: a run that asked for checkpointing and
+    got none would be reported, and compared, as checkpointed (the operator review)."""
+    from gpuaccept.llm.checkpointing import layer_interval
+
+    every = layer_interval(spec.checkpointing)
+    if every is not None and every > spec.shape.layers:
+        raise InputError(
+            f"--checkpointing {spec.checkpointing} on {spec.shape.layers} layers checkpoints no "
+            f"block: give N of at most {spec.shape.layers}, or none"
+        )
+
+
 def run(
     request: TrainLlmRequest, out: Output, interrupts: Interrupts = nullcontext
 ) -> TrainLlmResult:
@@ -138,6 +151,7 @@ def run(
         ) from None
     mode = resolve_device_mode(request.device)
     spec = _spec(request, mode)
+    _refuse_a_policy_that_checkpoints_nothing(spec)
     started = datetime.now(UTC)
     clock = time.monotonic()
     try:
