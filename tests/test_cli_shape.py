@@ -8,12 +8,13 @@ import ast
 from pathlib import Path
 
 CLI = Path(__file__).resolve().parents[1] / "src" / "gpuaccept" / "cli"
-# The issue's target is 2,000 lines. At 2,686 (2026-11-29, with watch, preflight and sweep new),
-# 801 are Typer's option declarations, 254 the commands' help (docstrings), 229 the commands'
-# parameter lines, 402 blank or comment, 364 imports: 636 lines are code. Two ratchets, lowered
-# as lines leave: the whole (raised once, by the three new commands' 270 lines) and the code.
+# The issue's target is 2,000 lines. At 2,695 (2026-11-29, with watch, preflight and sweep new),
+# about 800 are option declarations (Typer's, and cli.options' makers), 254 the commands' help
+# (docstrings), 229 their parameter lines, 400 blank or comment, 364 imports: 609 lines are
+# code. Two ratchets, lowered as lines leave: the whole (raised once, by the three new commands'
+# 270 lines) and the code.
 MAX_CLI_LINES = 2700
-MAX_CLI_CODE_LINES = 650
+MAX_CLI_CODE_LINES = 620
 MAX_BODY_LINES = 60
 
 
@@ -57,16 +58,23 @@ def test_the_cli_does_not_grow() -> None:
 
 
 def code_lines(source: str) -> int:
-    """Lines of a cli module that are code: not option declarations (typer.Option/Argument), not
+    """Lines of a cli module that are code: not option declarations (typer.Option/Argument and
+    cli.options' makers), not
     a docstring (a command's help), not a parameter, not an import, not blank or a comment."""
     tree = ast.parse(source)
     lines = source.splitlines()
     other = {i + 1 for i, line in enumerate(lines) if not line.strip() or line.strip()[0] == "#"}
     for node in ast.walk(tree):
         span = range(getattr(node, "lineno", 0), (getattr(node, "end_lineno", 0) or 0) + 1)
-        declared = isinstance(node, ast.Call) and getattr(node.func, "attr", "") in (
+        called = getattr(node, "func", None)
+        name = getattr(called, "attr", None) or getattr(called, "id", None)
+        # typer's own, and the shared declarations' makers (cli/options.py)
+        declared = isinstance(node, ast.Call) and name in (
             "Option",
             "Argument",
+            "option",
+            "device_option",
+            "report_dir_option",
         )
         if declared or isinstance(node, ast.Import | ast.ImportFrom):
             other.update(span)

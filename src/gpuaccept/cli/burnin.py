@@ -4,10 +4,7 @@ The options and their help; the burn-in itself is `gpuaccept.commands.burnin`.""
 
 from __future__ import annotations
 
-import sys
-from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import typer
 
@@ -20,11 +17,6 @@ from gpuaccept.cli.options import (
     report_dir_option,
     request_from,
 )
-
-if TYPE_CHECKING:
-    from gpuaccept.cli.render import ConsoleOutput
-    from gpuaccept.results import RunReport
-    from gpuaccept.suite.runner import Observer
 
 _STRESSORS = "gemm-bf16, gemm-fp32, hbm, host-transfer, all-reduce"
 
@@ -127,33 +119,12 @@ def burnin(
     130/143: interrupted (the report says so; the checkpoint keeps the finished windows).
     """
     options = dict(locals())  # first: the options as parsed
-    from gpuaccept.cli.render import CONSOLE
+    from gpuaccept.cli.render import BURNIN_CONSOLE
     from gpuaccept.cli.signals import interrupts_as_exceptions
     from gpuaccept.commands.burnin import BurnInRequest, run
 
     request = request_from(BurnInRequest, options)
     # planned before SIGINT/SIGTERM become Interrupted, as burnin always was
-    result = run(request, _TableInALogOnly(CONSOLE), signals=interrupts_as_exceptions)
+    result = run(request, BURNIN_CONSOLE, signals=interrupts_as_exceptions)
     if result.exit_code:
         raise typer.Exit(result.exit_code)
-
-
-class _TableInALogOnly:
-    """The console as burnin has always used it: its summary table goes to a job log (plain
-    ASCII), never to a terminal, where the window lines have said it as it ran."""
-
-    def __init__(self, console: ConsoleOutput) -> None:
-        self.console = console
-
-    def line(self, text: str) -> None:
-        self.console.line(text)
-
-    def error(self, text: str) -> None:
-        self.console.error(text)
-
-    def summary(self, report: RunReport) -> None:
-        if not sys.stdout.isatty():
-            self.console.summary(report)
-
-    def suite_progress(self) -> AbstractContextManager[Observer]:
-        return self.console.suite_progress()

@@ -206,6 +206,12 @@ class DeviceChoice(StrEnum):
     cpu = "cpu"
 
 
+def option(default: object, flag: str, metavar: str, text: str) -> Any:
+    """A plain option on one line: its default, flag, metavar and help (watch's, preflight's and
+    sweep's, which need no panel, range or callback)."""
+    return typer.Option(default, flag, metavar=metavar, help=text)
+
+
 def device_option(help_text: str, panel: str | None = None) -> Any:
     """Every command's --device: one choice, refused by the parser in one line (train and bench
     took it as text and refused it later, each in its own words), each command saying it its way."""

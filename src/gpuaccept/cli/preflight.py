@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import typer
 
@@ -11,24 +10,19 @@ from gpuaccept.cli import options as o
 from gpuaccept.cli.render import CONSOLE
 from gpuaccept.cli.signals import interrupts_as_exceptions
 
-
-def _opt(default: object, flag: str, metavar: str, text: str) -> Any:
-    return typer.Option(default, flag, metavar=metavar, help=text)
-
-
-BUDGET = _opt(30.0, "--budget", "SECONDS", "The whole preflight's time (5-3600 s).")
-ONLY = _opt([], "--only", "CHECK", "Only these checks of the quick level.")
-SKIP = _opt([], "--skip", "CHECK", "Leave these checks out.")
-EXPECT_GPUS = _opt(None, "--expect-gpus", "N", "GPUs this node must have.")
-RULES = _opt(None, "--rules", "FILE", "The site's action tables (TOML).")
-REPORT_DIR = _opt(None, "--report-dir", "DIR", "Write the JSON report here.")
-HISTORY = _opt(None, "--history", "FILE|URI", "Record the run (default: not).")
-ACT = _opt("report", "--act", "MODE", "report, shadow or enforce (as `act slurm`).")
-NODE = _opt(None, "--node", "NAME", "Slurm's name for this node.")
-PARTITION = _opt(None, "--partition", "NAME", "The nodes the breaker counts.")
-JOB = _opt(None, "--job", "JOBID", "Requeue this job if not fit (a Prolog's).")
+BUDGET = o.option(30.0, "--budget", "SECONDS", "The whole preflight's time (5-3600 s).")
+ONLY = o.option([], "--only", "CHECK", "Only these checks of the quick level.")
+SKIP = o.option([], "--skip", "CHECK", "Leave these checks out.")
+EXPECT_GPUS = o.option(None, "--expect-gpus", "N", "GPUs this node must have.")
+RULES = o.option(None, "--rules", "FILE", "The site's action tables (TOML).")
+REPORT_DIR = o.option(None, "--report-dir", "DIR", "Write the JSON report here.")
+HISTORY = o.option(None, "--history", "FILE|URI", "Record the run (default: not).")
+ACT = o.option("report", "--act", "MODE", "report, shadow or enforce (as `act slurm`).")
+NODE = o.option(None, "--node", "NAME", "Slurm's name for this node.")
+PARTITION = o.option(None, "--partition", "NAME", "The nodes the breaker counts.")
+JOB = o.option(None, "--job", "JOBID", "Requeue this job if not fit (a Prolog's).")
 GANG = typer.Option(False, "--gang", help="All-reduce with the job's other nodes.")
-GANG_PORT = _opt(None, "--gang-port", "PORT", "The gang's port on node 0.")
+GANG_PORT = o.option(None, "--gang-port", "PORT", "The gang's port on node 0.")
 
 
 def preflight(

@@ -15,7 +15,11 @@ if TYPE_CHECKING:
 
 
 class ConsoleOutput:
-    """commands.output.Output on this process's stdout and stderr."""
+    """commands.output.Output on this process's stdout and stderr. `table_on_a_terminal`: burnin's
+    is False (its window lines said it as it ran: the table goes to a job log only)."""
+
+    def __init__(self, table_on_a_terminal: bool = True) -> None:
+        self.table_on_a_terminal = table_on_a_terminal
 
     def line(self, text: str) -> None:
         typer.echo(text)
@@ -27,6 +31,8 @@ class ConsoleOutput:
         from gpuaccept.report.console import summary_table, summary_text
 
         if sys.stdout.isatty():
+            if not self.table_on_a_terminal:
+                return
             from rich.console import Console
 
             Console().print(summary_table(report))
@@ -40,3 +46,4 @@ class ConsoleOutput:
 
 
 CONSOLE = ConsoleOutput()
+BURNIN_CONSOLE = ConsoleOutput(table_on_a_terminal=False)

@@ -3,45 +3,45 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import typer
 
 from gpuaccept.cli import options as o
 from gpuaccept.cli.render import CONSOLE
 
-
-def _opt(default: object, flag: str, metavar: str, text: str) -> Any:
-    return typer.Option(default, flag, metavar=metavar, help=text)
-
-
-RESULTS = _opt(..., "--results", "DIR", "The sweep jobs' reports (shared storage).")
-SCRIPT = _opt(
+RESULTS = o.option(..., "--results", "DIR", "The sweep jobs' reports (shared storage).")
+SCRIPT = o.option(
     Path("/opt/gpuaccept/slurm/accept-node.sbatch"),
     "--script",
     "FILE",
     "The job script: slurm/accept-node.sbatch of the gpuaccept the nodes run.",
 )
-LEVEL = _opt("quick", "--level", "LEVEL", "The accept level each job runs.")
-CADENCE = _opt(24.0, "--cadence-hours", "HOURS", "A node tested within it is not due.")
-MAX_NODES = _opt(1, "--max-nodes", "N", "Nodes under test at once, fleet-wide (the cap).")
-MAX_PER_POOL = _opt(None, "--max-per-pool", "N", "Nodes under test at once in each partition.")
-PARTITION = _opt(None, "--partition", "NAME", "Only this partition's nodes.")
-NICE = _opt(10000, "--nice", "N", "sbatch --nice: how much lower the jobs' priority is.")
-QOS = _opt(None, "--qos", "NAME", "sbatch --qos: the site's preemptible QOS, if it has one.")
+LEVEL = o.option("quick", "--level", "LEVEL", "The accept level each job runs.")
+CADENCE = o.option(24.0, "--cadence-hours", "HOURS", "A node tested within it is not due.")
+MAX_NODES = o.option(1, "--max-nodes", "N", "Nodes under test at once, fleet-wide (the cap).")
+MAX_PER_POOL = o.option(None, "--max-per-pool", "N", "Nodes under test at once in each partition.")
+PARTITION = o.option(None, "--partition", "NAME", "Only this partition's nodes.")
+NICE = o.option(10000, "--nice", "N", "sbatch --nice: how much lower the jobs' priority is.")
+QOS = o.option(None, "--qos", "NAME", "sbatch --qos: the site's preemptible QOS, if it has one.")
 _SAID = "Where reports are imported, last tests read (default: $GPUACCEPT_HISTORY)."
-HISTORY = _opt(None, "--history", "FILE|URI", _SAID)
-SBATCH_OPTION = _opt(
+HISTORY = o.option(None, "--history", "FILE|URI", _SAID)
+SBATCH_OPTION = o.option(
     [],
     "--sbatch-option",
     "OPT",
     "One more sbatch option (repeat it): --sbatch-option=--account=ops",
 )
-SCHEDULER = _opt("slurm", "--scheduler", "NAME", "slurm (sbatch) or kubernetes (a Job per node).")
-TEMPLATE = _opt(None, "--template", "FILE", "Kubernetes: the Job template (k8s/sweep-job.yaml).")
-NAMESPACE = _opt("default", "--namespace", "NAME", "Kubernetes: where the Jobs run.")
-POOL_LABEL = _opt("nvidia.com/gpu.product", "--pool-label", "KEY", "Kubernetes: a pool's label.")
-ACT = _opt("enforce", "--act", "MODE", "enforce: submit; shadow: say what it would submit.")
+SCHEDULER = o.option(
+    "slurm", "--scheduler", "NAME", "slurm (sbatch) or kubernetes (a Job per node)."
+)
+TEMPLATE = o.option(
+    None, "--template", "FILE", "Kubernetes: the Job template (k8s/sweep-job.yaml)."
+)
+NAMESPACE = o.option("default", "--namespace", "NAME", "Kubernetes: where the Jobs run.")
+POOL_LABEL = o.option(
+    "nvidia.com/gpu.product", "--pool-label", "KEY", "Kubernetes: a pool's label."
+)
+ACT = o.option("enforce", "--act", "MODE", "enforce: submit; shadow: say what it would submit.")
 
 
 def sweep(

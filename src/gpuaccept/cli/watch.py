@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import typer
 
@@ -14,23 +13,19 @@ from gpuaccept.cli.options import (
     HISTORY,
     NO_HISTORY,
     RESUME_LEVEL,
+    option,
     request_from,
 )
 from gpuaccept.cli.render import CONSOLE
 
-
-def _opt(default: object, flag: str, metavar: str, text: str) -> Any:
-    return typer.Option(default, flag, metavar=metavar, help=text)
-
-
-RULES = _opt(None, "--rules", "FILE", "The site's action tables (TOML).")
+RULES = option(None, "--rules", "FILE", "The site's action tables (TOML).")
 
 
 def watch(
-    interval: float = _opt(10.0, "--interval", "SECONDS", "Seconds between polls (0.1-3600)."),
-    debounce_polls: int = _opt(3, "--debounce-polls", "N", "Polls a state holds before raised."),
-    metrics_port: int = _opt(9847, "--metrics-port", "PORT", "Prometheus port (0: any free)."),
-    metrics_address: str = _opt(
+    interval: float = option(10.0, "--interval", "SECONDS", "Seconds between polls (0.1-3600)."),
+    debounce_polls: int = option(3, "--debounce-polls", "N", "Polls a state holds before raised."),
+    metrics_port: int = option(9847, "--metrics-port", "PORT", "Prometheus port (0: any free)."),
+    metrics_address: str = option(
         "127.0.0.1", "--metrics-address", "ADDR", "Address to serve metrics on (loopback)."
     ),
     once: bool = typer.Option(
@@ -38,12 +33,14 @@ def watch(
         "--once",
         help="One poll, judged at once; exit 1 on a fail, 3 if NVML could not be read.",
     ),
-    polls: int | None = _opt(None, "--polls", "N", "Stop after N polls (default: run until told)."),
+    polls: int | None = option(
+        None, "--polls", "N", "Stop after N polls (default: run until told)."
+    ),
     history: str | None = HISTORY,
     no_history: bool = NO_HISTORY,
-    act: str = _opt("shadow", "--act", "MODE", "report, shadow or enforce (as `act slurm`)."),
-    node: str | None = _opt(None, "--node", "NAME", "The scheduler's name for this node."),
-    partition: str | None = _opt(None, "--partition", "NAME", "The nodes the breaker counts."),
+    act: str = option("shadow", "--act", "MODE", "report, shadow or enforce (as `act slurm`)."),
+    node: str | None = option(None, "--node", "NAME", "The scheduler's name for this node."),
+    partition: str | None = option(None, "--partition", "NAME", "The nodes the breaker counts."),
     rules: Path | None = RULES,
     resume_level: str = RESUME_LEVEL,
     breaker_share: float = BREAKER_SHARE,
