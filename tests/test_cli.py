@@ -207,3 +207,25 @@ def test_listing_runs_reads_their_verdicts_without_the_report_models(tmp_path: P
     listed = runner.invoke(app, argv)
     assert listed.exit_code == 0
     assert "node-a" in listed.output
+
+
+def test_a_signal_python_wrapped_is_still_one_line_and_its_exit_code(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A signal raised inside a class being built (a lazy import) comes out as a RuntimeError: it
+    traced back with exit 1; the edge finds the signal behind it."""
+    import signal
+
+    from gpuaccept.commands import env
+    from gpuaccept.errors import Interrupted
+
+    def stopped(*_: object) -> None:
+        raise RuntimeError("Error calling __set_name__") from Interrupted(signal.SIGTERM)
+
+    monkeypatch.setattr(env, "run", stopped)
+    result = CliRunner().invoke(app, ["env"])
+    assert result.exit_code == 143
+    assert result.stderr.strip() == "gpuaccept env: error: interrupted by SIGTERM"
+    # a RuntimeError with no signal behind it is not turned into one
+    monkeypatch.setattr(env, "run", lambda *_: (_ for _ in ()).throw(RuntimeError("a bug")))
+    assert isinstance(CliRunner().invoke(app, ["env"]).exception, RuntimeError)

@@ -56,3 +56,23 @@ def test_nested_in_a_deferred_step_it_waits_for_the_outer_one() -> None:
     with pytest.raises(Interrupted):
         _outer_step(seen)
     assert seen == [True]
+
+
+def test_a_signal_python_wrapped_on_its_way_out_is_found_behind_it() -> None:
+    """Raised inside a class body being built (pydantic's __set_name__ during a lazy import),
+    Interrupted comes out as RuntimeError("Error calling __set_name__ ...") from it."""
+
+    def builds_a_model_when_the_signal_lands() -> None:
+        # what Python does with an exception raised by __set_name__ while building a class
+        raise RuntimeError("Error calling __set_name__") from Interrupted(signal.SIGTERM)
+
+    with pytest.raises(RuntimeError) as wrapped:
+        builds_a_model_when_the_signal_lands()
+    found = interrupts.interrupted_cause(wrapped.value)
+    assert isinstance(found, Interrupted)
+    assert found.exit_code == 143
+    assert interrupts.interrupted_cause(RuntimeError("no signal behind it")) is None
+    looped = RuntimeError("a")
+    looped.__context__ = RuntimeError("b")
+    looped.__context__.__context__ = looped  # a cycle ends the walk, not the process
+    assert interrupts.interrupted_cause(looped) is None

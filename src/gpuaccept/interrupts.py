@@ -68,3 +68,18 @@ def held() -> Iterator[None]:
 def deferring() -> bool:
     """Whether a signal is to be noted only, and raised when the deferred step ends."""
     return _deferring[0] > 0
+
+
+def interrupted_cause(error: BaseException) -> Interrupted | None:
+    """The signal's Interrupted behind `error`, where Python wrapped it on its way out: raised
+    inside a class body being built (pydantic's `__set_name__` during a lazy import), Python
+    raises a RuntimeError "Error calling __set_name__" from it, and the run then ended with a
+    traceback and exit 1 instead of its INTERRUPTED report and 143."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, Interrupted):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None

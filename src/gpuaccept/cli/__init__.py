@@ -37,6 +37,7 @@ from gpuaccept.cli import (
 )
 from gpuaccept.cli.help_panels import PanelledCommand
 from gpuaccept.errors import GpuacceptError, Interrupted
+from gpuaccept.interrupts import interrupted_cause
 from gpuaccept.suite.selection import check_names, levels_text
 
 
@@ -53,7 +54,11 @@ class _ErrorMappingGroup(typer.core.TyperGroup):
         words = [*getattr(ctx, "_protected_args", []), *getattr(ctx, "args", [])]
         try:
             return super().invoke(ctx)
-        except (GpuacceptError, Interrupted) as error:
+        except (GpuacceptError, Interrupted, RuntimeError) as raised:
+            # a signal inside a class being built comes out as a RuntimeError (interrupted_cause)
+            error = raised if not isinstance(raised, RuntimeError) else interrupted_cause(raised)
+            if error is None:
+                raise
             # prefixed with the command as typed, as the parser's own usage errors are
             typer.echo(f"{self._command_path(ctx, words)}: error: {error}", err=True)
             raise typer.Exit(error.exit_code) from None

@@ -12,6 +12,7 @@ from gpuaccept.commands.accept.early import interrupted_early, write_early
 from gpuaccept.commands.accept.one_node import run_suite, write_outputs
 from gpuaccept.commands.accept.plan import plan_accept
 from gpuaccept.errors import InputError, Interrupted
+from gpuaccept.interrupts import interrupted_cause
 
 if TYPE_CHECKING:
     from gpuaccept.commands.accept.request import AcceptRequest
@@ -57,10 +58,16 @@ def run(
         reports, interrupted = run_suite(plan, out)
         report = write_outputs(plan, reports, interrupted, written, out)
         return AcceptResult(exit_code=report.verdict.exit_code, report=report)
-    except Interrupted as error:
+    except BaseException as raised:  # Interrupted is one, as KeyboardInterrupt is
+        # a signal while a module is imported may come out wrapped (interrupted_cause)
+        error = raised if isinstance(raised, Interrupted) else interrupted_cause(raised)
+        if error is None:
+            raise
         # with --json the caller reports the early stop on stdout; under a launcher every
         # node writes its own, so only one node's own --report-dir gets it here
         if not request.as_json and request.report_dir is not None and one_node and not written:
             early = interrupted_early(request.level, request.device, started, clock, error)
             write_early(early, request.report_dir, out)
-        raise
+        if error is raised:
+            raise
+        raise error from None
