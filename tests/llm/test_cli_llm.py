@@ -30,7 +30,7 @@ def not_warned_but_for_stragglers(check: dict[str, Any]) -> bool:
     )
 
 
-@pytest.mark.slow
+@pytest.mark.service  # a whole default run through the CLI (~40 s): the long runs' step of CI
 def test_the_cpu_twin_with_no_other_flag_trains_and_passes(tmp_path: Path) -> None:
     with cpu_turn():
         done = gpuaccept(

@@ -60,7 +60,8 @@ def _ranks(marker: str, cli: int) -> list[int]:
 @pytest.mark.parametrize(
     "when",
     [
-        "training",  # both ranks are running
+        # both ranks are running: an end-to-end run of ~30 s, in the long runs' step of CI
+        pytest.param("training", marks=pytest.mark.service),
         "starting",  # as the ranks start: one cut in two was left to die with a traceback
     ],
 )
