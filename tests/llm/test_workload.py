@@ -77,7 +77,7 @@ def test_an_out_of_memory_in_a_step_becomes_the_workloads_own_error(
         dist.destroy_process_group()
 
 
-@pytest.mark.slow
+@pytest.mark.service  # a whole 500-step training (~30 s): the long runs' step of CI
 def test_one_rank_alone_learns_what_two_learn() -> None:
     """The shape a one-GPU node has: the tiny preset on one rank, on a seed where one rank with
     half of two ranks' batch ended at 2.27 nats, above the 2.16 limit (a healthy node failed)."""
