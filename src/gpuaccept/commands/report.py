@@ -128,7 +128,8 @@ def run(request: ReportRequest, out: Output) -> ReportResult:
 def _fleet_page(request: ReportRequest, location: HistoryLocation, out: Output) -> ReportResult:
     from datetime import UTC, datetime
 
-    from gpuaccept.compare.fleet import DEFAULT_SINCE, fleet_mtbi, fleet_state, parse_since
+    from gpuaccept.commands.history.fleet import judged_fleet
+    from gpuaccept.compare.fleet import fleet_mtbi
     from gpuaccept.output_files import refuse_collisions
     from gpuaccept.report.fleet_html import pages_directory, render_fleet_html, write_fleet_page
     from gpuaccept.store.history import History, local_file
@@ -150,14 +151,7 @@ def _fleet_page(request: ReportRequest, location: HistoryLocation, out: Output) 
     outputs: list[tuple[Path, str]] = []
     with History.open(location, create=False) as store:
         if html is not None:
-            state = fleet_state(
-                store,
-                tolerance_percent=judging.tolerance_percent,
-                min_samples=judging.min_gpus,
-                mtbi_days=judging.mtbi_days,
-                since=DEFAULT_SINCE if request.since is None else parse_since(request.since),
-                distributions=True,
-            )
+            state = judged_fleet(store, judging, request.since, distributions=True)
             mtbi = state.mtbi
             page = render_fleet_html(
                 state,

@@ -192,6 +192,11 @@ class FleetState:
             found[state] = found.get(state, 0) + 1
         return found
 
+    def lagging(self) -> tuple[int, int]:
+        """(GPU figures, CPU-twin figures) lagging their model: the screens count them apart."""
+        gpus = sum(1 for figure in self.view.outliers if figure.model != "cpu")
+        return gpus, len(self.view.outliers) - gpus
+
     def attention_order(self) -> list[RunRow]:
         """The nodes, those to act on first (most severe action first), then the rest by
         name: the node table's default order."""

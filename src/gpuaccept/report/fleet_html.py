@@ -261,8 +261,7 @@ def _states(state: FleetState) -> str:
         for what, n in sorted(counts.items(), key=lambda item: (item[0] != "fail", item[0]))
     )
     view = state.view
-    gpu_lag = sum(1 for f in view.outliers if f.model != "cpu")
-    cpu_lag = len(view.outliers) - gpu_lag
+    gpu_lag, cpu_lag = state.lagging()
     overlays = [
         f"{len(state.out_of_service)} to take out of service",
         f"{gpu_lag} GPU figure(s) lagging",

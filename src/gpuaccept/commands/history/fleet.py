@@ -18,7 +18,7 @@ from gpuaccept.errors import InputError
 if TYPE_CHECKING:
     from gpuaccept.commands.output import Output
     from gpuaccept.compare.fleet import FleetMtbi, FleetState
-    from gpuaccept.store.base import NodeChange, RunRow
+    from gpuaccept.store.base import History, NodeChange, RunRow
 
 # how the fleet is judged unless told otherwise: `history fleet`'s and `report --fleet`'s
 TOLERANCE_PERCENT = 10.0
@@ -71,18 +71,26 @@ class FleetResult:
     exit_code: int  # 1 when the fleet needs a person (FleetState.attention)
 
 
-def run(request: FleetRequest, out: Output) -> FleetResult:
+def judged_fleet(
+    store: History, judging: FleetJudging, since: str | None, *, distributions: bool = False
+) -> FleetState:
+    """The fleet's state as `history fleet` and the fleet page judge it: the judging options
+    and `--since` (None: the default window) applied to the store."""
     from gpuaccept.compare.fleet import DEFAULT_SINCE, fleet_state, parse_since
 
-    judging = request.judging
+    return fleet_state(
+        store,
+        tolerance_percent=judging.tolerance_percent,
+        min_samples=judging.min_gpus,
+        mtbi_days=judging.mtbi_days,
+        since=DEFAULT_SINCE if since is None else parse_since(since),
+        distributions=distributions,
+    )
+
+
+def run(request: FleetRequest, out: Output) -> FleetResult:
     with opened(request.history) as store:
-        state = fleet_state(
-            store,
-            tolerance_percent=judging.tolerance_percent,
-            min_samples=judging.min_gpus,
-            mtbi_days=judging.mtbi_days,
-            since=DEFAULT_SINCE if request.since is None else parse_since(request.since),
-        )
+        state = judged_fleet(store, request.judging, request.since)
     ordered = state.attention_order()
     pages = max(1, -(-len(ordered) // request.page_size))
     if request.page > pages:
@@ -98,9 +106,9 @@ def run(request: FleetRequest, out: Output) -> FleetResult:
     if request.as_json:
         # one line: Python's indenting encoder is its slow one (a fleet of 10,000 nodes: 2.8 s
         # of 3.5 against 0.2 s, benchmarks/history_scale.py)
-        out.line(json.dumps(_as_json(state, judging.tolerance_percent, page)))
+        out.line(json.dumps(_as_json(state, request.judging.tolerance_percent, page)))
     else:
-        _write_view(state, judging.tolerance_percent, page, out)
+        _write_view(state, request.judging.tolerance_percent, page, out)
     return FleetResult(state, 1 if state.attention else 0)
 
 
@@ -130,8 +138,7 @@ def _write_first_screen(state: FleetState, tolerance: float, out: Output) -> Non
     nodes = len(state.view.nodes)
     said = " · ".join(f"{format_number(n)} {what}" for what, n in counts.items()) or "none"
     out.line(f"Fleet: {format_number(nodes)} node(s), each by its newest accept: {said}")
-    gpu_lag = sum(1 for f in state.view.outliers if f.model != "cpu")
-    cpu_lag = len(state.view.outliers) - gpu_lag
+    gpu_lag, cpu_lag = state.lagging()
     overlays = [
         f"{format_number(len(state.out_of_service))} to take out of service",
         f"{format_number(gpu_lag)} GPU figure(s) lagging their model by over {tolerance:g}%",
