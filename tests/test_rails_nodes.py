@@ -23,8 +23,9 @@ NAMES = ["node-a", "node-b", "node-c"]
 
 
 def _rails(
-    tmp_path: Path, args: list[str], slow: dict[str, str] | None = None
+    tmp_path: Path, args: list[str], slow: dict[str, str | None] | None = None
 ) -> list[CheckResult]:
+    """`slow` maps a node to the one local rank whose all-reduces sleep (None: every rank)."""
     results = run_nodes(
         tmp_path,
         NAMES,
@@ -32,7 +33,8 @@ def _rails(
         ["--only", "stack", "--rails", *args],
         faults=dict.fromkeys(slow or {}, "slow"),
         extra_env={
-            name: {"SLOW_ALL_REDUCE_SECONDS": "0.25", "SLOW_LOCAL_RANK": rank}
+            name: {"SLOW_ALL_REDUCE_SECONDS": "0.25"}
+            | ({} if rank is None else {"SLOW_LOCAL_RANK": rank})
             for name, rank in (slow or {}).items()
         },
     )
@@ -53,11 +55,16 @@ def test_a_slow_rail_is_named_by_every_node(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_healthy_rails_pass(tmp_path: Path) -> None:
-    # two gloo rails on two shared cores differ by chance: a wide tolerance for the healthy
-    # case (the slow rail above is 0.25 s per all-reduce slower, tens of times the gap)
-    checks = _rails(tmp_path, ["--rails-tolerance", "75"])
+    # Healthy rails are equal rails. Two gloo rails on shared cores are not: their speed is
+    # whichever processes the cores happened to run (CI once measured one rail at -78% with
+    # nothing wrong), so here every rank of every node carries the slow test's delay. Each
+    # all-reduce then takes 0.25 s + the gloo time, the rails are equal within the gloo time's
+    # noise: within 0.5% of each other with three CPU burners on this 2-core machine, so the
+    # judge's default tolerance (10%) must pass them.
+    checks = _rails(tmp_path, [], slow=dict.fromkeys(NAMES))
     assert all(c.status is Status.PASS for c in checks), [c.message for c in checks]
     assert [m.device_index for m in checks[0].measurements] == [0, 1]
+    assert all(c.details == checks[0].details for c in checks)
 
 
 @pytest.mark.parametrize(
