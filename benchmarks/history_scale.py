@@ -235,13 +235,16 @@ def fleet_side_by_side(
 
 def _schema(db: object) -> int:
     """The schema version of an existing history, read without opening it as gpuaccept does
-    (which would upgrade it)."""
+    (which would upgrade it); 0 for an empty PostgreSQL database."""
     from gpuaccept.store.history import PgLocation
 
     if isinstance(db, PgLocation):
         import psycopg
 
         with psycopg.connect(db.uri) as connection:
+            table = connection.execute("SELECT to_regclass('gpuaccept_history')").fetchone()
+            if not table or table[0] is None:
+                return 0
             row = connection.execute(
                 "SELECT value FROM gpuaccept_history WHERE key = 'schema_version'"
             ).fetchone()
@@ -420,7 +423,7 @@ def main() -> int:
         before = _schema(db)
         with History.open(db) as history:
             existing = history.count()
-        if before < SCHEMA_VERSION:
+        if 0 < before < SCHEMA_VERSION:
             print(
                 f"schema {before} -> {SCHEMA_VERSION}: upgraded when first opened, "
                 f"{time.monotonic() - began:.1f} s"

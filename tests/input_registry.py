@@ -754,6 +754,14 @@ REGISTRY: list[Input] = [
         ),
     ),
     Input("watch", "--rules", "reads", _watch("--rules"), FILE_FORMS),
+    # the ports' error counters, read at every poll (refused before the first)
+    Input(
+        "watch",
+        "GPUACCEPT_SYSFS_ROOT",
+        "env",
+        lambda value, _: ["watch", "--once", "--no-history"],
+        ENV_DIR_FORMS,
+    ),
     Input(
         "watch",
         "--history",

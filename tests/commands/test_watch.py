@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -20,11 +21,12 @@ import pytest
 from gpuaccept.commands.output import Collected
 from gpuaccept.commands.watch import WatchRequest, run
 from gpuaccept.errors import InputError
-from gpuaccept.watch.debounce import Debouncer
+from gpuaccept.watch.debounce import Debouncer, Raised
 from gpuaccept.watch.metrics import WatchState, render
 from gpuaccept.watch.poll import Poller
 from tests import fake_nvml
 from tests.checks.conftest import h100_sxm
+from tests.fabric_tree import hgx_tree, port_dir
 
 REPO = Path(__file__).resolve().parents[2]
 FAKE_SLURM = REPO / "tests" / "fake_slurm"
@@ -33,11 +35,14 @@ IDLE, SW_POWER_CAP, HW_POWER_BRAKE = 0x1, 0x4, 0x80
 
 @pytest.fixture
 def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Fake NVML and an empty kernel log in place of the host's (hermetic on a GPU node too)."""
+    """Fake NVML, an empty kernel log and a sysfs tree without ports in place of the host's
+    (hermetic on a GPU node with InfiniBand too)."""
     log = tmp_path / "kernel.log"
     log.write_text("")
+    (tmp_path / "sysfs" / "sys").mkdir(parents=True)
     monkeypatch.setenv("GPUACCEPT_NVML_MODULE", "tests.fake_nvml")
     monkeypatch.setenv("GPUACCEPT_KERNEL_LOG", str(log))
+    monkeypatch.setenv("GPUACCEPT_SYSFS_ROOT", str(tmp_path / "sysfs"))
     monkeypatch.setenv("GPUACCEPT_NODE_NAME", "gpu-node-1")
     yield log
     fake_nvml.use(None)
@@ -185,6 +190,79 @@ def test_nvlink_errors_that_grow_between_polls_are_raised_at_once(node: Path) ->
     [raised] = debouncer.failing
     assert "NVLink 0 replay errors grew by 3" in raised.finding.text
     assert not raised.finding.lasting
+
+
+def _port_polls(
+    node: Path, monkeypatch: pytest.MonkeyPatch, *changes: dict[str, int] | None
+) -> list[tuple[list[Raised], list[str]]]:
+    """Polls of a node whose eight HCAs (tests/fabric_tree.py) start clean; before each poll
+    after the first, mlx5_0's counters are set as `changes` says (None: the HCA is gone). After
+    each: the failures raised, and the warnings' texts."""
+    root = hgx_tree(node.parent / "hgx")
+    monkeypatch.setenv("GPUACCEPT_SYSFS_ROOT", str(root))
+    play(h100_sxm())
+    poller, debouncer = Poller(window=3, events=False), Debouncer(3)
+    debouncer.update(poller.poll())
+    after = []
+    for change in changes:
+        if change is None:
+            shutil.rmtree(port_dir(root, 0).parents[1])
+        else:
+            for counter, value in change.items():
+                (port_dir(root, 0) / "counters" / counter).write_text(f"{value}\n")
+        debouncer.update(poller.poll())
+        warned = [str(r.finding.text) for r in debouncer.raised.values() if not r.finding.fails]
+        after.append((debouncer.failing, warned))
+    return after
+
+
+def test_a_port_that_went_down_between_polls_fails_at_once_by_accepts_rule(
+    node: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # accept's fabric-errors: link_downed growth fails (checks/fabric.py, FAILING_GROWTH); a
+    # flap shorter than the interval leaves it grown, so the watch sees what it never polled
+    [(failing, _)] = _port_polls(node, monkeypatch, {"link_downed": 1})
+    [raised] = failing
+    assert raised.finding.text == "mlx5_0:1 link_downed grew by 1 in the run"
+    assert raised.finding.check == "fabric"
+    assert not raised.finding.lasting
+
+
+def test_minor_port_errors_warn_and_steady_counters_say_nothing(
+    node: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (steady, steady_warned), (grown, grown_warned) = _port_polls(
+        node, monkeypatch, {}, {"symbol_error": 7}
+    )
+    assert steady == []
+    assert not any("mlx5" in text for text in steady_warned)
+    assert grown == []
+    assert "mlx5_0:1 symbol_error grew by 7 in the run" in grown_warned
+
+
+def test_a_port_gone_between_polls_fails(node: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    [(failing, _)] = _port_polls(node, monkeypatch, None)
+    [raised] = failing
+    assert "mlx5_0:1 was read at the start but not at the end" in raised.finding.text
+
+
+def test_a_port_error_is_kept_two_hours_after_it_grew(
+    node: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = hgx_tree(node.parent / "hgx")
+    monkeypatch.setenv("GPUACCEPT_SYSFS_ROOT", str(root))
+    play(h100_sxm())
+    poller = Poller(window=1, events=False)
+    poller.poll(now=1000.0)
+    (port_dir(root, 0) / "counters" / "link_downed").write_text("1\n")
+
+    def downed(now: float) -> list[bool]:
+        found = poller.poll(now=now).findings
+        return [f.fails for f in found if "link_downed" in str(f.text)]
+
+    assert downed(1010.0) == [True]
+    assert downed(1010.0 + 7200.0) == [True]  # not grown since, still held
+    assert downed(1011.0 + 7200.0) == []
 
 
 def test_once_judges_the_kernel_log_xid_with_accepts_table_and_records_it(node: Path) -> None:
@@ -348,8 +426,14 @@ def _env(tmp_path: Path) -> dict[str, str]:
         "GPUACCEPT_NVML_MODULE": "tests.fake_nvml",
         "FAKE_NVML_SCENARIO": str(tmp_path / "scenario.json"),
         "GPUACCEPT_KERNEL_LOG": str(tmp_path / "kernel.log"),
+        "GPUACCEPT_SYSFS_ROOT": str(_no_ports(tmp_path)),
         "PYTHONPATH": str(REPO),
     }
+
+
+def _no_ports(tmp_path: Path) -> Path:
+    (tmp_path / "sysfs" / "sys").mkdir(parents=True, exist_ok=True)
+    return tmp_path / "sysfs"
 
 
 def _start(tmp_path: Path, scenario: dict[str, Any], *extra: str) -> subprocess.Popen[str]:

@@ -114,11 +114,13 @@ def run(request: WatchRequest, out: Output) -> WatchResult:
     from gpuaccept.commands.recording import history_target
     from gpuaccept.probe.hardware import check_nvml_init_timeout_setting
     from gpuaccept.probe.kernel_log import check_kernel_log_setting
+    from gpuaccept.probe.sysfs import check_sysfs_root_setting
     from gpuaccept.watch.debounce import Debouncer
     from gpuaccept.watch.metrics import WatchState, serve
     from gpuaccept.watch.poll import Poller
 
     check_kernel_log_setting()
+    check_sysfs_root_setting()  # the ports' counters are read at every poll
     check_nvml_init_timeout_setting()
     checked_guard(request.act, request.guarding)
     rules = _rules(request.rules)

@@ -16,8 +16,11 @@ is written here (issue #54 §1: one source of truth).
 - The kernel log since boot: `checks.events.judge_kernel_log` (the XID and SXid tables, aznhc's
   2-hour window), and InfiniBand link flaps: `checks.fabric.judge_link_flaps` (24 hours, 5 fail).
 - What happened between two polls: NVML events (`checks.events.judge_events`) and the growing
-  counters (`checks.events.judge_growth`: NVLink replay/recovery errors, the CRC rate, ECC).
-  These are events, not states: each is kept `EVENT_HOLD_SECONDS` after it was last seen.
+  counters (`checks.events.judge_growth`: NVLink replay/recovery errors, the CRC rate, ECC), and
+  each InfiniBand/RoCE port's error counters (`checks.fabric.judge_counter_growth`, the rule
+  accept's `fabric-errors` judges a run's growth by: `link_downed` and the other physical-link
+  errors fail, the minor ones and congestion warn, a port gone fails). These are events, not
+  states: each is kept `EVENT_HOLD_SECONDS` after it was last seen.
 
 A poll never raises: NVML unavailable (no driver, a driver being reloaded) or a GPU it cannot
 read leaves its findings unjudged for that poll, said in `Poll.unjudged`.
@@ -38,10 +41,11 @@ from gpuaccept.checks.events import (
     judge_growth,
     judge_kernel_log,
 )
-from gpuaccept.checks.fabric import judge_link_flaps
+from gpuaccept.checks.fabric import judge_counter_growth, judge_link_flaps
 from gpuaccept.checks.health import judge_health
 from gpuaccept.checks.judging import Findings
 from gpuaccept.checks.load_judging import judge_load
+from gpuaccept.probe.fabric import read_port_counters
 from gpuaccept.probe.hardware import load_nvml, nvml_missing_reason
 from gpuaccept.probe.kernel_log import KernelLogScan, KernelSxid, KernelXid, scan_kernel_log
 from gpuaccept.probe.load_sampler import LoadSample, LoadTrace, take_sample
@@ -66,8 +70,8 @@ WATCHED_CHECKS = (HEALTH, EVENTS, FABRIC)
 EVENT_HOLD_SECONDS = KERNEL_LOG_WINDOW_SECONDS
 # the kernel log's lines a poller remembers past a rotation (an XID storm keeps the newest)
 KERNEL_LINES_KEPT = 4096
-# Scopes a finding belongs to: all NVML, one GPU's NVML readings, the kernel log.
-NVML, KERNEL = "nvml", "kernel"
+# Scopes a finding belongs to: all NVML, one GPU's NVML readings, the kernel log, the ports.
+NVML, KERNEL, PORTS = "nvml", "kernel", "ports"
 _NUMBER = re.compile(r"(?<![A-Za-z_.:])\d+(?:\.\d+)?")
 
 
@@ -181,6 +185,7 @@ class Poller:
         self._want_events = events
         self._watcher: EventWatcher | None = None
         self._counters: CounterSnapshot | None = None
+        self._ports: dict[str, dict[str, int | None]] | None = None  # the ports' counters last read
         self._busy: dict[str, deque[LoadSample]] = {}
         self._events: dict[str, tuple[Finding, float]] = {}
         self._read_now: list[ErrorCounters] = []  # this poll's counters, from its health reads
@@ -226,6 +231,7 @@ class Poller:
         else:
             unjudged.add(KERNEL)
             notes.append(scan.source)
+        self._judge_ports(now, unjudged, notes)
         findings += self._held_events(now)
         return Poll(
             at=now,
@@ -373,6 +379,23 @@ class Poller:
         self._counters = snapshot
         for finding in findings_of(events, NVML, lasting=False):
             self._events[finding.key] = (finding, now)
+
+    def _judge_ports(self, now: float, unjudged: set[str], notes: list[str]) -> None:
+        """The ports' error counters against the last poll's, as events (a port that goes
+        and comes back between two polls leaves `link_downed` grown: the flap is still seen)."""
+        try:
+            ports = read_port_counters()
+        except Exception as error:  # a tree the sysfs reader gave up on: no reading, no verdict
+            unjudged.add(PORTS)
+            notes.append(f"InfiniBand/RoCE counters not read: {type(error).__name__}: {error}")
+            self._ports = None
+            return
+        if self._ports is not None:
+            found = Findings(FABRIC, "FABRIC")
+            judge_counter_growth(self._ports, ports, found)
+            for finding in findings_of(found, PORTS, lasting=False):
+                self._events[finding.key] = (finding, now)
+        self._ports = ports
 
     def _held_events(self, now: float) -> list[Finding]:
         for key, (_, seen) in list(self._events.items()):
