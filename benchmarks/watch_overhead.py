@@ -8,12 +8,14 @@ into a temporary SQLite history, with its metrics scraped every 15 s as a Promet
 would. After a warm-up of two polls, it reads the process's CPU time (/proc/PID/stat, user +
 system, every thread's) over --seconds and its resident memory (VmRSS now, VmHWM its peak). The
 configurations run at the same time: CPU time is the process's own, whatever else the cores do.
+The node's sysfs is tests/fabric_tree.py's HGX H100 tree (eight InfiniBand HCAs, each port's
+error counters read at every poll), or none with --hcas 0.
 
 NVML's event watcher is measured on and off: the real nvmlEventSetWait blocks in the driver,
 while the stand-in's wait is a Python loop that wakes every 20 ms, so "events on" here is an upper
 bound of what the real watcher costs.
 
-Run:  python benchmarks/watch_overhead.py [--seconds 180] [--intervals 10 1] [--gpus 8]
+Run:  python benchmarks/watch_overhead.py [--seconds 180] [--intervals 10 1] [--gpus 8] [--hcas 8]
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from tests.checks.conftest import h100_sxm  # noqa: E402
+from tests.fabric_tree import hgx_tree  # noqa: E402
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -76,6 +79,7 @@ def memory_mb(pid: int) -> tuple[float, float]:
 def start(name: str, interval: float, events: bool, work: Path) -> Watch:
     env = {
         **os.environ,
+        "GPUACCEPT_SYSFS_ROOT": str(work / "sysfs"),
         "GPUACCEPT_NVML_MODULE": "tests.fake_nvml",
         "FAKE_NVML_SCENARIO": str(work / "scenario.json"),
         "GPUACCEPT_KERNEL_LOG": str(work / "kern.log"),
@@ -97,12 +101,17 @@ def main() -> None:
     parser.add_argument("--intervals", type=float, nargs="+", default=[10.0, 1.0])
     parser.add_argument("--gpus", type=int, default=8)
     parser.add_argument("--log-lines", type=int, default=5000)
+    parser.add_argument("--hcas", type=int, choices=(0, 8), default=8)
     options = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
         scenario = {"gpus": [h100_sxm(i) for i in range(options.gpus)]}
         (work / "scenario.json").write_text(json.dumps(scenario))
         (work / "kern.log").write_text(kernel_log(options.log_lines))
+        if options.hcas:
+            hgx_tree(work / "sysfs")
+        else:
+            (work / "sysfs" / "sys").mkdir(parents=True)
         watches = [
             start(f"{interval:g}s-events-{'on' if events else 'off'}", interval, events, work)
             for interval in options.intervals
@@ -123,7 +132,8 @@ def main() -> None:
                     urllib.request.urlopen(watch.url, timeout=10).read()
                 time.sleep(min(15.0, max(0.0, end - time.monotonic())))
             print(
-                f"{options.gpus} fake GPUs, {options.log_lines} kernel-log lines, "
+                f"{options.gpus} fake GPUs, {options.hcas} InfiniBand HCAs, "
+                f"{options.log_lines} kernel-log lines, "
                 f"{options.seconds:g} s measured after the warm-up, scraped every 15 s"
             )
             print(f"{'configuration':<22} {'CPU % of a core':>16} {'RSS MB':>8} {'peak MB':>8}")

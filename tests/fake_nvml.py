@@ -65,6 +65,8 @@ NVML_MEMORY_LOCATION_SRAM = 7
 NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS = 0
 NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR = 1
 NVML_TEMPERATURE_GPU = 0
+NVML_TEMPERATURE_THRESHOLD_SLOWDOWN = 1
+NVML_TEMPERATURE_THRESHOLD_GPU_MAX = 3
 NVML_CLOCK_SM = 1
 NVML_NVLINK_MAX_LINKS = 18
 NVML_NVLINK_ERROR_DL_REPLAY = 0
@@ -375,6 +377,18 @@ def nvmlDeviceGetTemperatureV(handle: _Handle, sensor: int) -> int:
     if _old_driver():
         raise NVMLError(NVML_ERROR_FUNCTION_NOT_FOUND)
     return int(_fact(handle, "temperature_c"))
+
+
+def nvmlDeviceGetTemperatureThreshold(handle: _Handle, threshold: int) -> int:
+    """A scenario's `temperature_thresholds` by name ("gpu_max", "slowdown"); one it leaves out
+    is NOT_SUPPORTED, as on a board that reports no such threshold."""
+    name = {
+        NVML_TEMPERATURE_THRESHOLD_GPU_MAX: "gpu_max",
+        NVML_TEMPERATURE_THRESHOLD_SLOWDOWN: "slowdown",
+    }
+    if threshold not in name:
+        raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+    return int(_fact(handle, "temperature_thresholds", name[threshold]))
 
 
 def nvmlDeviceGetClockInfo(handle: _Handle, clock: int) -> int:

@@ -478,3 +478,35 @@ def test_a_device_of_no_known_model_is_held_to_the_fastest_gpus_peak(tmp_path: P
         resume(path, bound)
     _edited(path, _set(["windows", 0, "devices", "cpu1", "throughput"], bf16))  # at it: kept
     assert resume(path, bound).next_window == 1
+
+
+def test_a_keyed_file_written_before_the_temperature_limit_was_kept_still_resumes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The load's temperature limit (2026-11-29) joins the keyed digest only where it holds a
+    value: a file signed before the field existed (no such key in its loads) still matches, and
+    a limit a file holds cannot be changed unseen."""
+    key = tmp_path / "node.key"
+    key.write_text("c2VjcmV0LW9mLXRoaXMtbm9kZS1vbmx5LTMyYnl0ZXM=\n")
+    monkeypatch.setenv("GPUACCEPT_CHECKPOINT_KEY", str(key))
+    path = tmp_path / "burnin.json"
+    _save(path, [_healthy(0)])
+    data = json.loads(path.read_text())
+    for load in (d["load"] for d in data["windows"][0]["devices"].values()):
+        assert load.pop("temperature_limit_c") is None
+        assert load.pop("temperature_limit_kind") is None
+    path.write_text(json.dumps(data))  # as the code before the field wrote it
+    assert resume(path, BOUND).next_window == 1
+
+    hot = StoredLoad(
+        samples=60,
+        loaded_samples=50,
+        temperature_max_c=80.0,
+        temperature_limit_c=87.0,
+        temperature_limit_kind="maximum operating",
+    )
+    _save(path, [record(PLAN, 0, {d: device(800.0 - i, load=hot) for i, d in enumerate(DEVICES)})])
+    assert resume(path, BOUND).next_window == 1
+    _edited(path, _set(["windows", 0, "devices", "gpu0", "load", "temperature_limit_c"], 95.0))
+    with pytest.raises(InputError, match="its keyed digest does not match"):
+        resume(path, BOUND)

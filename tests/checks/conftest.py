@@ -116,6 +116,8 @@ def h100_sxm(index: int = 0, **facts: Any) -> dict[str, Any]:
         "power_mw": 650_000,
         "power_limit_mw": 700_000,
         "temperature_c": 60,
+        # the stand-in board's thresholds (NVML's GPU_MAX and SLOWDOWN; no real board's claimed)
+        "temperature_thresholds": {"gpu_max": 87, "slowdown": 90},
         "sm_clock_mhz": 1755,
         "sm_clock_max_mhz": 1980,
     }

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from gpuaccept.checks.load_judging import judge_load, replay_rate_limit
+from gpuaccept.checks.load_judging import judge_load, judge_load_summary, replay_rate_limit
 from gpuaccept.probe.load_sampler import LoadSample, LoadTrace, sampler_for
 from gpuaccept.references import load_shipped_references
 from tests.checks.conftest import h100_sxm
@@ -517,3 +517,56 @@ def test_replays_without_a_link_generation_are_not_judged() -> None:
     verdict = judge_load_summary(summary, H100, "gpu0")
     assert (verdict.failures, verdict.warnings) == ([], [])
     assert judge_load_summary({**summary, "pcie_replay_gen": 5}, H100, "gpu0").warnings
+
+
+# -- the temperature under load (DCGM's DCGM_FR_TEMP_VIOLATION; checks/load_judging.py) ---------
+
+
+def _hot(hottest: float, limit: float | None, kind: str = "maximum operating") -> list[str]:
+    summary = {"samples": 3, "loaded_samples": 3, "temperature_max_c": hottest}
+    if limit is not None:
+        summary |= {"temperature_limit_c": limit, "temperature_limit_kind": kind}
+    return judge_load_summary(summary, H100, "gpu3").failures
+
+
+def test_above_its_maximum_operating_temperature_under_load_fails_as_dcgms_diag() -> None:
+    # DCGM's CheckGpuTemperature: highTemp > maxTemp is a temperature violation; equal is not
+    assert _hot(88.0, 87.0) == [
+        "gpu3: 88 °C under load, above its 87 °C maximum operating temperature (DCGM's "
+        "temperature violation: check this GPU's cooling and the node's airflow)"
+    ]
+    assert _hot(87.0, 87.0) == []
+    assert _hot(95.0, None) == []  # no threshold read: nothing to hold it to
+
+
+def test_without_a_maximum_operating_temperature_the_slowdown_one_is_held_and_named() -> None:
+    [said] = _hot(91.0, 90.0, "slowdown")
+    assert "above its 90 °C slowdown temperature" in said
+
+
+@pytest.mark.parametrize(
+    ("thresholds", "read"),
+    [
+        ({"gpu_max": 87, "slowdown": 90}, (87.0, "maximum operating")),
+        ({"slowdown": 90}, (90.0, "slowdown")),  # DCGM's DetermineMaxTemp falls back to it
+        ({}, (None, None)),
+        ({"gpu_max": 0, "slowdown": 0}, (None, None)),  # no sensor's answer: not a limit of 0
+    ],
+)
+def test_the_limit_is_the_maximum_operating_temperature_else_the_slowdown_one(
+    fake_gpus: Any, thresholds: dict[str, int], read: tuple[float | None, str | None]
+) -> None:
+    trace = _sample_while_busy(fake_gpus, 0.3, temperature_thresholds=thresholds)
+    assert (trace.temperature_limit_c, trace.temperature_limit_kind) == read
+
+
+def test_a_gpu_hotter_than_its_limit_while_sampled_fails_and_the_summary_says_the_limit(
+    fake_gpus: Any,
+) -> None:
+    trace = _sample_while_busy(fake_gpus, 1.0, temperature_c=[60] * 6 + [89])
+    verdict = judge_load(trace, H100, "gpu0")
+    assert verdict.summary["temperature_limit_c"] == 87.0
+    assert [f for f in verdict.failures if "°C" in f] == [
+        "gpu0: 89 °C under load, above its 87 °C maximum operating temperature (DCGM's "
+        "temperature violation: check this GPU's cooling and the node's airflow)"
+    ]

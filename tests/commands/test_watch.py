@@ -169,6 +169,23 @@ def test_a_link_down_in_generation_and_width_raises_both_and_each_streak_holds(
     ]
 
 
+def test_a_busy_gpu_above_its_maximum_operating_temperature_fails_once_held(node: Path) -> None:
+    # accept's rule under load (DCGM's temperature violation), held over the polls as any state;
+    # an idle GPU is judged at rest, where accept judges no temperature
+    poller, debouncer = Poller(window=3, events=False), Debouncer(3)
+    raised = []
+    for busy in (True, True, False, True, True, True):
+        play(h100_sxm(temperature_c=89, throttle=0 if busy else IDLE))
+        debouncer.update(poller.poll())
+        raised.append([str(r.finding.text) for r in debouncer.failing])
+    hot = (
+        "gpu0: 89 °C under load, above its 87 °C maximum operating temperature (DCGM's "
+        "temperature violation: check this GPU's cooling and the node's airflow)"
+    )
+    assert raised[:5] == [[], [], [], [], []]
+    assert raised[5] == [hot]
+
+
 def test_ecc_and_remapping_are_judged_by_accepts_health_rules(node: Path) -> None:
     poller, debouncer = Poller(window=2, events=False), Debouncer(2)
     for _ in range(2):

@@ -86,6 +86,7 @@ class CheckpointFile(BaseModel):
     windows_hmac: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
 
 
+LATER_LOAD_FIELDS = ("temperature_limit_c", "temperature_limit_kind")
 _keys: dict[str, bytes] = {}  # key file -> key, read once a process (a run keeps its key)
 
 
@@ -112,6 +113,13 @@ def _windows_hmac(key: bytes, saved: CheckpointFile) -> str:
     """The keyed digest of everything the file says, in one canonical JSON form (sorted keys),
     so a file re-encoded without a change still matches and any change does not."""
     body = saved.model_dump(mode="json", exclude={"windows_hmac"})
+    # fields added after keyed files were first written join the digest only where they hold a
+    # value, so a file signed before them still matches
+    for window in body["windows"]:
+        for device in window["devices"].values():
+            for name in LATER_LOAD_FIELDS:
+                if device["load"].get(name) is None:
+                    device["load"].pop(name, None)
     text = json.dumps(body, sort_keys=True, separators=(",", ":"))
     return hmac.new(key, text.encode(), hashlib.sha256).hexdigest()
 

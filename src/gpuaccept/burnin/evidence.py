@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -62,6 +62,9 @@ class StoredLoad(BaseModel):
     power_limit_w: Finite | None = None
     power_held_share: Finite | None = Field(default=None, ge=0, le=1)
     temperature_max_c: Finite | None = None
+    # the GPU's maximum operating (or slowdown) temperature; absent from files before 2026-11-29
+    temperature_limit_c: Finite | None = Field(default=None, gt=0)
+    temperature_limit_kind: Literal["maximum operating", "slowdown"] | None = None
     pcie_replays_grown: int | None = Field(default=None, ge=-(2**63), le=2**63 - 1)
     pcie_replay_minutes: Finite | None = Field(default=None, gt=0)
     pcie_replay_gen: int | None = Field(default=None, ge=1, le=16)

@@ -140,6 +140,9 @@ def summarise_trace(trace: LoadTrace, *, pcie_loaded: bool = False) -> dict[str,
     temperatures = _values(loaded, "temperature_c")
     if temperatures:
         summary["temperature_max_c"] = max(temperatures)
+        if trace.temperature_limit_c is not None:
+            summary["temperature_limit_c"] = trace.temperature_limit_c
+            summary["temperature_limit_kind"] = trace.temperature_limit_kind
     if pcie_loaded:
         # the best link seen while the copies ran: a healthy link trains up as soon as data
         # moves (and may drop again between copies), a downtrained one never reaches the model's
@@ -213,6 +216,7 @@ def judge_load_summary(
                 f"{label}: power phase reached {reached:.0f} W (90th percentile), below "
                 f"{power_fraction:g} x the {limit:.0f} W limit"
             )
+    _judge_temperature(summary, label, verdict)
     if pcie_loaded:
         gen, width = summary.get("pcie_gen_loaded"), summary.get("pcie_width_loaded")
         slot = (summary.get("pcie_gen_slot"), summary.get("pcie_width_slot"))
@@ -251,6 +255,25 @@ def _judge_pcie(
             expected, standard = allowed, f"its slot allows {prefix}{allowed}"
         if seen < expected:
             verdict.failures.append(f"{label}: PCIe {prefix}{seen} under load, {standard}")
+
+
+def _judge_temperature(summary: dict[str, Any], label: str, verdict: LoadVerdict) -> None:
+    """DCGM's diagnostic fails a GPU whose highest temperature during a test exceeded its
+    maximum operating temperature (DCGM_FR_TEMP_VIOLATION, "Temperature %lld of %s %u exceeded
+    user-specified maximum allowed temperature %lld": `DcgmRecorder::CheckGpuTemperature`,
+    nvvs/src/DcgmRecorder.cpp:930-937, into the test's fatal errors; dcgmlib/dcgm_errors.h:341 at
+    NVIDIA/DCGM 72fa3fe). gpud reads the same threshold and calls the GPU degraded at any time
+    (components/accelerator/nvidia/temperature/component.go:228-236 and 279-281 at leptonai/gpud
+    4a8de33): under load the stricter reading, DCGM's, is taken. Equal to the limit passes, as in
+    both."""
+    hottest, limit = summary.get("temperature_max_c"), summary.get("temperature_limit_c")
+    if hottest is None or not limit or hottest <= limit:
+        return
+    kind = summary.get("temperature_limit_kind") or "maximum operating"
+    verdict.failures.append(
+        f"{label}: {hottest:.0f} °C under load, above its {limit:.0f} °C {kind} temperature "
+        "(DCGM's temperature violation: check this GPU's cooling and the node's airflow)"
+    )
 
 
 def _judge_replays(summary: dict[str, Any], label: str, verdict: LoadVerdict) -> None:

@@ -51,6 +51,37 @@ class LoadTrace:
     # judging believes it only where the loaded link stayed within it (load_judging).
     pcie_gen_slot: int | None = None
     pcie_width_slot: int | None = None
+    # The temperature the GPU must stay under while loaded, and which threshold it is
+    # (read_temperature_limit)
+    temperature_limit_c: float | None = None
+    temperature_limit_kind: str | None = None
+
+
+# nvmlTemperatureThresholds_t: NVML_TEMPERATURE_THRESHOLD_SLOWDOWN = 1 ("Temperature at which the
+# GPU will begin HW slowdown") and NVML_TEMPERATURE_THRESHOLD_GPU_MAX = 3 ("GPU Temperature at
+# which the GPU can be throttled below base clock"): nvml.h of CUDA 12.6.2, lines 762-771
+# (XuehaiPan/nvml-dev 4b26e7cc); read where a binding lacks the names
+_THRESHOLDS = (
+    ("maximum operating", "NVML_TEMPERATURE_THRESHOLD_GPU_MAX", 3),
+    ("slowdown", "NVML_TEMPERATURE_THRESHOLD_SLOWDOWN", 1),
+)
+
+
+def read_temperature_limit(nvml: Any, handle: Any) -> tuple[float | None, str | None]:
+    """The temperature DCGM's diagnostic holds a loaded GPU under: its maximum operating
+    temperature (DCGM_FI_DEV_GPU_MAX_OP_TEMP, NVML's GPU_MAX threshold), or where the GPU gives
+    none, its slowdown temperature, as DCGM falls back (`DcgmRecorder::DetermineMaxTemp`,
+    nvvs/src/DcgmRecorder.cpp:1140-1170 at NVIDIA/DCGM 72fa3fe). (None, None) where NVML gives
+    neither: then no temperature is judged. nvml.h calls this query "no longer the preferred
+    interface" on Ada and later (lines 4779-4786) but still answers it there."""
+    get = getattr(nvml, "nvmlDeviceGetTemperatureThreshold", None)
+    if get is None:
+        return None, None
+    for kind, name, number in _THRESHOLDS:
+        value = read_or_none(get, handle, getattr(nvml, name, number))
+        if isinstance(value, int | float) and 0 < value < 200:  # a sensor's answer, not noise
+            return float(value), kind
+    return None, None
 
 
 def take_sample(nvml: Any, handle: Any, seconds: float) -> LoadSample:
@@ -104,6 +135,8 @@ class LoadSampler:
         self.trace.pcie_width_slot = read_or_none(
             self._nvml.nvmlDeviceGetMaxPcieLinkWidth, self._handle
         )
+        limit = read_temperature_limit(self._nvml, self._handle)
+        self.trace.temperature_limit_c, self.trace.temperature_limit_kind = limit
         self._thread = threading.Thread(target=self._run, name="load-sampler", daemon=True)
         self._thread.start()
         return self

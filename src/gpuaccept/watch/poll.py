@@ -4,10 +4,12 @@ is written here (issue #54 §1: one source of truth).
 - Each GPU's NVML health (ECC, row remapping, page retirement, the recovery action, NVLinks down,
   fabric registration, the PCIe link at rest): `checks.health.judge_health`, as accept's health
   check judges it at the start of a run.
-- Clock-event reasons and the PCIe link while the GPU is busy: `checks.load_judging.judge_load`,
-  as accept judges the samples taken under load (hardware slowdown, hardware thermal slowdown and
-  the power brake, 0x80, fail; software thermal slowdown warns; the software power cap, 0x04, is
-  how the power limit is enforced and never a finding). Busy and idle are told apart by NVML's own
+- Clock-event reasons, the temperature and the PCIe link while the GPU is busy:
+  `checks.load_judging.judge_load`, as accept judges the samples taken under load (above the
+  GPU's maximum operating temperature fails, as in DCGM's diagnostic; hardware slowdown,
+  hardware thermal slowdown and the power brake, 0x80, fail; software thermal slowdown warns;
+  the software power cap, 0x04, is how the power limit is enforced and never a finding). Busy
+  and idle are told apart by NVML's own
   clock-event reason GpuIdle (0x1): an idle GPU is judged at rest (a reason warns, as accept's
   health check says it) and its link generation is not judged at all, because an idle GPU trains
   its link down to save power. The link under load is the best reading of the last `window` busy
@@ -48,7 +50,12 @@ from gpuaccept.checks.load_judging import judge_load
 from gpuaccept.probe.fabric import read_port_counters
 from gpuaccept.probe.hardware import load_nvml, nvml_missing_reason
 from gpuaccept.probe.kernel_log import KernelLogScan, KernelSxid, KernelXid, scan_kernel_log
-from gpuaccept.probe.load_sampler import LoadSample, LoadTrace, take_sample
+from gpuaccept.probe.load_sampler import (
+    LoadSample,
+    LoadTrace,
+    read_temperature_limit,
+    take_sample,
+)
 from gpuaccept.probe.nvml_events import EventWatcher
 from gpuaccept.probe.nvml_health import (
     CounterSnapshot,
@@ -186,6 +193,7 @@ class Poller:
         self._watcher: EventWatcher | None = None
         self._counters: CounterSnapshot | None = None
         self._ports: dict[str, dict[str, int | None]] | None = None  # the ports' counters last read
+        self._limits: dict[str | None, tuple[float | None, str | None]] = {}  # GPU -> temperature
         self._busy: dict[str, deque[LoadSample]] = {}
         self._events: dict[str, tuple[Finding, float]] = {}
         self._read_now: list[ErrorCounters] = []  # this poll's counters, from its health reads
@@ -304,7 +312,11 @@ class Poller:
         found.failures += failures
         found.warnings += warnings
         if busy:
-            now_verdict = judge_load(LoadTrace(samples=[sample]), model, tag, clocks=False)
+            if health.uuid not in self._limits:  # a GPU's thresholds do not change: read once
+                self._limits[health.uuid] = read_temperature_limit(nvml, handle)
+            limit, kind = self._limits[health.uuid]
+            trace = LoadTrace([sample], temperature_limit_c=limit, temperature_limit_kind=kind)
+            now_verdict = judge_load(trace, model, tag, clocks=False)
             found.failures += now_verdict.failures
             found.warnings += now_verdict.warnings
         findings += findings_of(found, scope, gpu=health.uuid or "")
