@@ -75,6 +75,7 @@ def code_lines(source: str) -> int:
             "option",
             "device_option",
             "report_dir_option",
+            "rules_option",
         )
         if declared or isinstance(node, ast.Import | ast.ImportFrom):
             other.update(span)

@@ -26,6 +26,7 @@ from gpuaccept.cli.options import (
     finite_number,
     report_dir_option,
     request_from,
+    rules_option,
 )
 from gpuaccept.suite.selection import DEFAULT_TIMEOUT_SECONDS, LEVELS, check_names
 
@@ -134,14 +135,7 @@ def accept(
         "Default: -r 3 at level full, off otherwise.",
         rich_help_panel="What to run",
     ),
-    rules: Path | None = typer.Option(
-        None,
-        "--rules",
-        metavar="FILE",
-        help="TOML of the site's action tables over the built-in ones: what each XID, DCGM "
-        "error or finding recommends (docs/actions.md).",
-        rich_help_panel="Judging",
-    ),
+    rules: Path | None = rules_option("Judging"),
     min_busbw: float | None = typer.Option(
         None,
         "--min-busbw",

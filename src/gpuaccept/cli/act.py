@@ -14,6 +14,7 @@ from gpuaccept.cli.options import (
     ACT_RECORD,
     ACT_STATE,
     BREAKER_MINUTES,
+    BREAKER_PARTITION,
     BREAKER_SHARE,
     DEBOUNCE,
     DEBOUNCE_HOURS,
@@ -42,9 +43,7 @@ def slurm(
         "against Slurm's state and say what it would do, change nothing; enforce: drain or "
         "resume.",
     ),
-    partition: str | None = typer.Option(
-        None, "--partition", metavar="NAME", help="The nodes the breaker counts (default: all)."
-    ),
+    partition: str | None = BREAKER_PARTITION,
     resume_level: str = RESUME_LEVEL,
     breaker_share: float = BREAKER_SHARE,
     breaker_minutes: float = BREAKER_MINUTES,

@@ -16,6 +16,7 @@ from gpuaccept.cli.options import (
     DeviceChoice,
     report_dir_option,
     request_from,
+    rules_option,
 )
 
 _STRESSORS = "gemm-bf16, gemm-fp32, hbm, host-transfer, all-reduce"
@@ -102,13 +103,7 @@ def burnin(
     ),
     report_dir: Path | None = report_dir_option("with the time series"),
     junit: Path | None = JUNIT,
-    rules: Path | None = typer.Option(
-        None,
-        "--rules",
-        metavar="FILE",
-        help="TOML of the site's action tables over the built-in ones (docs/actions.md).",
-        rich_help_panel="Judging",
-    ),
+    rules: Path | None = rules_option("Judging"),
     history: str | None = HISTORY,
     no_history: bool = NO_HISTORY,
 ) -> None:

@@ -85,9 +85,25 @@ FAIL_ON_DROP = typer.Option(
     rich_help_panel="History",
 )
 
+
+def rules_option(panel: str | None = None) -> Any:
+    """--rules of every command that plans actions (accept, burnin, watch, preflight)."""
+    return typer.Option(
+        None,
+        "--rules",
+        metavar="FILE",
+        help="TOML of the site's action tables over the built-in ones: what each XID, DCGM "
+        "error or finding recommends (docs/actions.md).",
+        rich_help_panel=panel,
+    )
+
+
 # -- the guards of `act slurm` and `node-verdict` (one policy: act.policy), and where their
 # records and outputs go (the person's `act breaker` and `act regression` commands take --state)
 
+BREAKER_PARTITION = typer.Option(
+    None, "--partition", metavar="NAME", help="The nodes the breaker counts (default: all)."
+)
 RESUME_LEVEL = typer.Option(
     "standard",
     "--resume-level",

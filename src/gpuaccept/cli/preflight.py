@@ -14,12 +14,10 @@ BUDGET = o.option(30.0, "--budget", "SECONDS", "The whole preflight's time (5-36
 ONLY = o.option([], "--only", "CHECK", "Only these checks of the quick level.")
 SKIP = o.option([], "--skip", "CHECK", "Leave these checks out.")
 EXPECT_GPUS = o.option(None, "--expect-gpus", "N", "GPUs this node must have.")
-RULES = o.option(None, "--rules", "FILE", "The site's action tables (TOML).")
 REPORT_DIR = o.option(None, "--report-dir", "DIR", "Write the JSON report here.")
 HISTORY = o.option(None, "--history", "FILE|URI", "Record the run (default: not).")
 ACT = o.option("report", "--act", "MODE", "report, shadow or enforce (as `act slurm`).")
 NODE = o.option(None, "--node", "NAME", "Slurm's name for this node.")
-PARTITION = o.option(None, "--partition", "NAME", "The nodes the breaker counts.")
 JOB = o.option(None, "--job", "JOBID", "Requeue this job if not fit (a Prolog's).")
 GANG = typer.Option(False, "--gang", help="All-reduce with the job's other nodes.")
 GANG_PORT = o.option(None, "--gang-port", "PORT", "The gang's port on node 0.")
@@ -31,12 +29,12 @@ def preflight(
     only: list[str] = ONLY,
     skip: list[str] = SKIP,
     expect_gpus: int | None = EXPECT_GPUS,
-    rules: Path | None = RULES,
+    rules: Path | None = o.rules_option(),
     report_dir: Path | None = REPORT_DIR,
     history: str | None = HISTORY,
     act: str = ACT,
     node: str | None = NODE,
-    partition: str | None = PARTITION,
+    partition: str | None = o.BREAKER_PARTITION,
     job: str | None = JOB,
     gang: bool = GANG,
     gang_port: int | None = GANG_PORT,

@@ -9,16 +9,16 @@ import typer
 from gpuaccept.cli.options import (
     ACT_STATE,
     BREAKER_MINUTES,
+    BREAKER_PARTITION,
     BREAKER_SHARE,
     HISTORY,
     NO_HISTORY,
     RESUME_LEVEL,
     option,
     request_from,
+    rules_option,
 )
 from gpuaccept.cli.render import CONSOLE
-
-RULES = option(None, "--rules", "FILE", "The site's action tables (TOML).")
 
 
 def watch(
@@ -40,8 +40,8 @@ def watch(
     no_history: bool = NO_HISTORY,
     act: str = option("shadow", "--act", "MODE", "report, shadow or enforce (as `act slurm`)."),
     node: str | None = option(None, "--node", "NAME", "The scheduler's name for this node."),
-    partition: str | None = option(None, "--partition", "NAME", "The nodes the breaker counts."),
-    rules: Path | None = RULES,
+    partition: str | None = BREAKER_PARTITION,
+    rules: Path | None = rules_option(),
     resume_level: str = RESUME_LEVEL,
     breaker_share: float = BREAKER_SHARE,
     breaker_minutes: float = BREAKER_MINUTES,
