@@ -3,6 +3,8 @@ when a run could not have written it, and every window judged again from its fig
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import os
 from pathlib import Path
@@ -495,7 +497,12 @@ def test_a_keyed_file_written_before_the_temperature_limit_was_kept_still_resume
     for load in (d["load"] for d in data["windows"][0]["devices"].values()):
         assert load.pop("temperature_limit_c") is None
         assert load.pop("temperature_limit_kind") is None
-    path.write_text(json.dumps(data))  # as the code before the field wrote it
+    # as the code before the field wrote and signed it: its digest over what it held then
+    body = {k: v for k, v in data.items() if k != "windows_hmac"}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"))
+    secret = key.read_text().strip().encode()
+    data["windows_hmac"] = hmac.new(secret, text.encode(), hashlib.sha256).hexdigest()
+    path.write_text(json.dumps(data))
     assert resume(path, BOUND).next_window == 1
 
     hot = StoredLoad(

@@ -4,10 +4,12 @@ samples are judged (power brake, clock sag, the power phase, the PCIe link, repl
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from gpuaccept.actions import ActionRules, load_rules
 from gpuaccept.checks.load_judging import judge_load, judge_load_summary, replay_rate_limit
 from gpuaccept.probe.load_sampler import LoadSample, LoadTrace, sampler_for
 from gpuaccept.references import load_shipped_references
@@ -521,26 +523,47 @@ def test_replays_without_a_link_generation_are_not_judged() -> None:
 
 # -- the temperature under load (DCGM's DCGM_FR_TEMP_VIOLATION; checks/load_judging.py) ---------
 
+HOT = (
+    "gpu3: 88 °C under load, above its 87 °C maximum operating temperature "
+    "(DCGM_FR_TEMP_VIOLATION: check this GPU's cooling and the node's airflow)"
+)
 
-def _hot(hottest: float, limit: float | None, kind: str = "maximum operating") -> list[str]:
+
+def _hot(
+    hottest: float,
+    limit: float | None,
+    kind: str = "maximum operating",
+    rules: ActionRules | None = None,
+) -> tuple[list[str], list[str]]:
     summary = {"samples": 3, "loaded_samples": 3, "temperature_max_c": hottest}
     if limit is not None:
         summary |= {"temperature_limit_c": limit, "temperature_limit_kind": kind}
-    return judge_load_summary(summary, H100, "gpu3").failures
+    verdict = judge_load_summary(summary, H100, "gpu3", rules=rules)
+    return verdict.failures, verdict.warnings
 
 
-def test_above_its_maximum_operating_temperature_under_load_fails_as_dcgms_diag() -> None:
-    # DCGM's CheckGpuTemperature: highTemp > maxTemp is a temperature violation; equal is not
-    assert _hot(88.0, 87.0) == [
-        "gpu3: 88 °C under load, above its 87 °C maximum operating temperature (DCGM's "
-        "temperature violation: check this GPU's cooling and the node's airflow)"
-    ]
-    assert _hot(87.0, 87.0) == []
-    assert _hot(95.0, None) == []  # no threshold read: nothing to hold it to
+def test_above_its_maximum_operating_temperature_under_load_warns_as_dcgm_classes_it() -> None:
+    # DCGM's CheckGpuTemperature: highTemp > maxTemp is DCGM_FR_TEMP_VIOLATION, which
+    # dcgm_errors.c:66 classes MONITOR: a warning, as the dcgm check judges the same code
+    failures, warnings = _hot(88.0, 87.0)
+    assert (failures, warnings) == ([], [HOT])
+    [said] = warnings
+    assert (said.kind, said.code) == ("dcgm-error", "42")  # type: ignore[attr-defined]
+    assert _hot(87.0, 87.0) == ([], [])  # equal is no violation
+    assert _hot(95.0, None) == ([], [])  # no threshold read: nothing to hold it to
+
+
+def test_a_sites_row_for_the_temperature_violation_makes_it_fail(tmp_path: Path) -> None:
+    # the same [dcgm_error] row the dcgm check reads (tests/checks/test_dcgm.py)
+    site = tmp_path / "rules.toml"
+    site.write_text('[dcgm_error]\n42 = { action = "drain" }\n')
+    assert _hot(88.0, 87.0, rules=load_rules(site)) == ([HOT], [])
+    site.write_text('[dcgm_error]\n42 = { action = "monitor", judge = "ignore", why = "lab" }\n')
+    assert _hot(88.0, 87.0, rules=load_rules(site)) == ([], [])
 
 
 def test_without_a_maximum_operating_temperature_the_slowdown_one_is_held_and_named() -> None:
-    [said] = _hot(91.0, 90.0, "slowdown")
+    [said] = _hot(91.0, 90.0, "slowdown")[1]
     assert "above its 90 °C slowdown temperature" in said
 
 
@@ -550,7 +573,9 @@ def test_without_a_maximum_operating_temperature_the_slowdown_one_is_held_and_na
         ({"gpu_max": 87, "slowdown": 90}, (87.0, "maximum operating")),
         ({"slowdown": 90}, (90.0, "slowdown")),  # DCGM's DetermineMaxTemp falls back to it
         ({}, (None, None)),
-        ({"gpu_max": 0, "slowdown": 0}, (None, None)),  # no sensor's answer: not a limit of 0
+        ({"gpu_max": 0, "slowdown": 0}, (None, None)),  # a misread, not a limit of 0
+        ({"gpu_max": 5, "slowdown": 4294967295}, (None, None)),  # outside 50-130: no answer
+        ({"gpu_max": 5, "slowdown": 90}, (90.0, "slowdown")),
     ],
 )
 def test_the_limit_is_the_maximum_operating_temperature_else_the_slowdown_one(
@@ -560,13 +585,31 @@ def test_the_limit_is_the_maximum_operating_temperature_else_the_slowdown_one(
     assert (trace.temperature_limit_c, trace.temperature_limit_kind) == read
 
 
-def test_a_gpu_hotter_than_its_limit_while_sampled_fails_and_the_summary_says_the_limit(
+def test_a_gpu_hotter_than_its_limit_while_sampled_warns_and_the_summary_says_the_limit(
     fake_gpus: Any,
 ) -> None:
     trace = _sample_while_busy(fake_gpus, 1.0, temperature_c=[60] * 6 + [89])
     verdict = judge_load(trace, H100, "gpu0")
     assert verdict.summary["temperature_limit_c"] == 87.0
-    assert [f for f in verdict.failures if "°C" in f] == [
-        "gpu0: 89 °C under load, above its 87 °C maximum operating temperature (DCGM's "
-        "temperature violation: check this GPU's cooling and the node's airflow)"
-    ]
+    assert verdict.failures == []
+    assert verdict.warnings == [HOT.replace("gpu3: 88", "gpu0: 89")]
+
+
+def test_a_burn_in_window_hotter_than_its_limit_warns_and_one_without_a_limit_is_not_judged() -> (
+    None
+):
+    from gpuaccept.burnin.evidence import StoredLoad
+    from gpuaccept.burnin.plan import BurnInPlan
+    from gpuaccept.burnin.window import judge_record
+    from tests.burnin.records import device, record
+
+    plan = BurnInPlan.build(600, 300, gpu_count=1, schedule=["gemm-bf16"])
+
+    def window(**limit: Any) -> list[str]:
+        load = StoredLoad(samples=60, loaded_samples=50, temperature_max_c=92.0, **limit)
+        judged = judge_record(record(plan, 0, {"gpu0": device(load=load)}))
+        return [w for w in judged.warnings if "°C" in w] + [f for f in judged.hardware if "°C" in f]
+
+    [said] = window(temperature_limit_c=87.0, temperature_limit_kind="maximum operating")
+    assert "gpu0: 92 °C under load, above its 87 °C maximum operating temperature" in said
+    assert window() == []

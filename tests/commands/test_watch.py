@@ -21,7 +21,7 @@ import pytest
 from gpuaccept.commands.output import Collected
 from gpuaccept.commands.watch import WatchRequest, run
 from gpuaccept.errors import InputError
-from gpuaccept.watch.debounce import Debouncer, Raised
+from gpuaccept.watch.debounce import Change, Debouncer, Raised
 from gpuaccept.watch.metrics import WatchState, render
 from gpuaccept.watch.poll import Poller
 from tests import fake_nvml
@@ -169,21 +169,46 @@ def test_a_link_down_in_generation_and_width_raises_both_and_each_streak_holds(
     ]
 
 
-def test_a_busy_gpu_above_its_maximum_operating_temperature_fails_once_held(node: Path) -> None:
-    # accept's rule under load (DCGM's temperature violation), held over the polls as any state;
-    # an idle GPU is judged at rest, where accept judges no temperature
+HOT = (
+    "gpu0: 89 °C under load, above its 87 °C maximum operating temperature "
+    "(DCGM_FR_TEMP_VIOLATION: check this GPU's cooling and the node's airflow)"
+)
+
+
+def _temperatures(polls: list[tuple[bool, dict[str, Any]]]) -> list[list[str]]:
+    """The temperature findings raised after each poll of a GPU at 89 °C (busy or idle, with the
+    board's facts changed as each poll says)."""
     poller, debouncer = Poller(window=3, events=False), Debouncer(3)
     raised = []
-    for busy in (True, True, False, True, True, True):
-        play(h100_sxm(temperature_c=89, throttle=0 if busy else IDLE))
+    for busy, facts in polls:
+        play(h100_sxm(throttle=0 if busy else IDLE, **{"temperature_c": 89, **facts}))
         debouncer.update(poller.poll())
-        raised.append([str(r.finding.text) for r in debouncer.failing])
-    hot = (
-        "gpu0: 89 °C under load, above its 87 °C maximum operating temperature (DCGM's "
-        "temperature violation: check this GPU's cooling and the node's airflow)"
+        raised.append(
+            [str(r.finding.text) for r in debouncer.raised.values() if "°C" in r.finding.text]
+        )
+    return raised
+
+
+def test_a_busy_gpu_above_its_maximum_operating_temperature_warns_once_held(node: Path) -> None:
+    # accept's rule under load (DCGM_FR_TEMP_VIOLATION, a MONITOR code: a warning), held over the
+    # polls as any state; idle polls neither raise nor clear it (an idle GPU is judged at rest,
+    # where accept judges no temperature), so a GPU between jobs does not flap
+    busy, idle = (True, {}), (False, {})
+    raised = _temperatures(
+        [busy, busy, idle, busy, idle, idle, busy, (True, {"temperature_c": 80})]
     )
-    assert raised[:5] == [[], [], [], [], []]
-    assert raised[5] == [hot]
+    assert raised == [[], [], [], [HOT], [HOT], [HOT], [HOT], []]
+
+
+def test_a_threshold_read_that_failed_once_is_read_again(node: Path) -> None:
+    # the board answers no threshold at the first poll, then does (one reading per call): the
+    # watch asks again rather than keep "no limit" for good
+    flaky = {"gpu_max": [None, 87], "slowdown": [None, None, 90]}
+    play(h100_sxm(temperature_c=89, temperature_thresholds=flaky))
+    poller, debouncer = Poller(window=3, events=False), Debouncer(3)
+    for _ in range(4):
+        debouncer.update(poller.poll())
+    assert [str(r.finding.text) for r in debouncer.raised.values()] == [HOT]
 
 
 def test_ecc_and_remapping_are_judged_by_accepts_health_rules(node: Path) -> None:
@@ -240,7 +265,7 @@ def test_a_port_that_went_down_between_polls_fails_at_once_by_accepts_rule(
     # flap shorter than the interval leaves it grown, so the watch sees what it never polled
     [(failing, _)] = _port_polls(node, monkeypatch, {"link_downed": 1})
     [raised] = failing
-    assert raised.finding.text == "mlx5_0:1 link_downed grew by 1 in the run"
+    assert raised.finding.text == "mlx5_0:1 link_downed grew by 1 since the last poll"
     assert raised.finding.check == "fabric"
     assert not raised.finding.lasting
 
@@ -254,13 +279,135 @@ def test_minor_port_errors_warn_and_steady_counters_say_nothing(
     assert steady == []
     assert not any("mlx5" in text for text in steady_warned)
     assert grown == []
-    assert "mlx5_0:1 symbol_error grew by 7 in the run" in grown_warned
+    assert "mlx5_0:1 symbol_error grew by 7 since the last poll" in grown_warned
 
 
-def test_a_port_gone_between_polls_fails(node: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    [(failing, _)] = _port_polls(node, monkeypatch, None)
-    [raised] = failing
-    assert "mlx5_0:1 was read at the start but not at the end" in raised.finding.text
+def test_a_port_gone_is_a_state_held_while_it_is_away_and_cleared_when_back(
+    node: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = hgx_tree(node.parent / "hgx")
+    monkeypatch.setenv("GPUACCEPT_SYSFS_ROOT", str(root))
+    play(h100_sxm())
+    poller, debouncer = Poller(window=3, events=False), Debouncer(3)
+    debouncer.update(poller.poll())
+    hca = port_dir(root, 3).parents[1]
+    shutil.move(hca, node.parent / "mlx5_3-away")
+    failing = []
+    for _ in range(5):  # held over the polls, never dropped while the port is away
+        debouncer.update(poller.poll(now=time.time() + 3 * 3600))
+        failing.append([str(r.finding.text) for r in debouncer.failing])
+    gone = "mlx5_3:1 was read at an earlier poll and is gone now"
+    assert failing == [[], [], [gone], [gone], [gone]]
+    shutil.move(node.parent / "mlx5_3-away", hca)
+    debouncer.update(poller.poll())
+    assert debouncer.failing == []
+
+
+def test_a_port_the_reader_cannot_list_is_unread_not_gone(
+    node: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # probe/sysfs.py's rule: the reader's own trouble never fails a node. A ports directory
+    # turned into a symlink loop is there but unreadable: a warning, no "gone", no growth
+    root = hgx_tree(node.parent / "hgx")
+    monkeypatch.setenv("GPUACCEPT_SYSFS_ROOT", str(root))
+    play(h100_sxm())
+    poller = Poller(window=1, events=False)
+    poller.poll()
+    ports = port_dir(root, 2).parent
+    shutil.rmtree(ports)
+    ports.symlink_to(ports)
+    found = [f for f in poller.poll().findings if "mlx5_2" in str(f.text)]
+    assert [f.fails for f in found] == [False]
+    assert "error counter(s) unreadable at the last poll or this one" in str(found[0].text)
+
+
+def test_growth_across_a_poll_that_could_not_read_a_counter_still_fails(
+    node: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # each counter's last value read is the baseline: a counter unreadable at one poll ("N/A
+    # (no PMA)") and grown by the next does not hide the flap
+    root = hgx_tree(node.parent / "hgx")
+    monkeypatch.setenv("GPUACCEPT_SYSFS_ROOT", str(root))
+    play(h100_sxm())
+    poller, debouncer = Poller(window=3, events=False), Debouncer(3)
+    debouncer.update(poller.poll())
+    counter = port_dir(root, 0) / "counters" / "link_downed"
+    counter.write_text("N/A (no PMA)\n")
+    debouncer.update(poller.poll())
+    assert debouncer.failing == []
+    counter.write_text("3\n")
+    debouncer.update(poller.poll())
+    assert [str(r.finding.text) for r in debouncer.failing] == [
+        "mlx5_0:1 link_downed grew by 3 since the last poll"
+    ]
+
+
+def test_a_saturated_counter_reset_and_grown_again_fails(
+    node: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # link_downed is 8 bits: at 255 it no longer counts; `perfquery -R` (what the warning
+    # advises) and two more flaps leave it at 2: a reset, and growth since
+    root = hgx_tree(node.parent / "hgx")
+    monkeypatch.setenv("GPUACCEPT_SYSFS_ROOT", str(root))
+    counter = port_dir(root, 0) / "counters" / "link_downed"
+    counter.write_text("255\n")
+    play(h100_sxm())
+    poller, debouncer = Poller(window=3, events=False), Debouncer(3)
+    debouncer.update(poller.poll())
+    counter.write_text("2\n")
+    debouncer.update(poller.poll())
+    assert [str(r.finding.text) for r in debouncer.failing] == [
+        "mlx5_0:1 link_downed grew by 2 since the last poll"
+    ]
+
+
+def test_a_port_error_that_happens_again_while_held_is_raised_again(
+    node: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a second flap within the two hours is news: said, counted and handed to the action layer
+    [first, second] = _port_changes(node, monkeypatch, {"link_downed": 1}, {"link_downed": 2})
+    assert first.new_failure
+    assert second.new_failure
+    assert [str(r.finding.text) for r in second.raised] == [
+        "mlx5_0:1 link_downed grew by 1 since the last poll"
+    ]
+
+
+def _port_changes(
+    node: Path, monkeypatch: pytest.MonkeyPatch, *changes: dict[str, int]
+) -> list[Change]:
+    root = hgx_tree(node.parent / "hgx")
+    monkeypatch.setenv("GPUACCEPT_SYSFS_ROOT", str(root))
+    play(h100_sxm())
+    poller, debouncer = Poller(window=3, events=False), Debouncer(3)
+    debouncer.update(poller.poll())
+    seen = []
+    for change in changes:
+        for counter, value in change.items():
+            (port_dir(root, 0) / "counters" / counter).write_text(f"{value}\n")
+        seen.append(debouncer.update(poller.poll()))
+    return seen
+
+
+def test_ports_that_cannot_be_read_are_said_and_not_judged(
+    node: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import gpuaccept.watch.poll as poll_module
+
+    def refused() -> dict[str, dict[str, int | None]]:
+        raise OSError("the reader gave up")
+
+    play(h100_sxm())
+    poller = Poller(window=1, events=False)
+    assert poller.poll().ports_readable
+    monkeypatch.setattr(poll_module, "read_port_counters", refused)
+    poll = poller.poll()
+    assert not poll.ports_readable
+    assert "ports" in poll.unjudged
+    assert poll.notes == ("InfiniBand/RoCE counters not read: OSError: the reader gave up",)
+    state = WatchState()
+    state.last = poll
+    assert 'gpuaccept_watch_ports_readable{node="gpu-node-1"} 0.0' in render(state, "gpu-node-1")
 
 
 def test_a_port_error_is_kept_two_hours_after_it_grew(

@@ -104,7 +104,7 @@ def judge_record(
     gemm = stressor.startswith("gemm")
     for device, work in sorted(devices.items()):
         load = judge_load_summary(
-            work.load.model_dump(exclude_none=True), None, device, clocks=gemm
+            work.load.model_dump(exclude_none=True), None, device, clocks=gemm, rules=rules
         )
         hardware += [f"{where}: {text}" for text in load.failures]
         warnings += [f"{where}: {text}" for text in load.warnings]

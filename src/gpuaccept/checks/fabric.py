@@ -52,7 +52,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from gpuaccept.actions import Cause
 from gpuaccept.checks.context import CheckContext
@@ -458,10 +458,29 @@ def _counter_maximum(port: str, name: str, value: int, wraps: bool) -> str:
     )
 
 
+# How the findings of judge_counter_growth name the span they judge: accept's and a burn-in
+# window's run, or the watch's two polls
+_SPANS = {
+    "run": (
+        "in the run",
+        "during the run",
+        "at the start or the end of the run",
+        "at the start but not at the end",
+    ),
+    "polls": (
+        "since the last poll",
+        "since the last poll",
+        "at the last poll or this one",
+        "at the last poll but not at this one",
+    ),
+}
+
+
 def judge_counter_growth(
     start: dict[str, dict[str, int | None]],
     end: dict[str, dict[str, int | None]],
     findings: Findings,
+    span: Literal["run", "polls"] = "run",
 ) -> list[dict[str, Any]]:
     """Each port's error counters now against the start; the growth per port for the report.
 
@@ -473,6 +492,7 @@ def judge_counter_growth(
     is simply not there (an older driver), and is not listed. Ports with no readable counter at
     all (no PMA: an EFA device) are said once, together, not once each: a burn-in judges every
     window with this, and a p5's 32 EFA devices would fill each window with 32 lines."""
+    within, during, ends, first = _SPANS[span]
     growth = []
     blind = [
         port
@@ -493,9 +513,7 @@ def judge_counter_growth(
         after = end.get(port)
         if after is None:
             findings.failures.append(
-                Cause(
-                    f"{port} was read at the start but not at the end (gone?)", "cause", "port-down"
-                )
+                Cause(f"{port} was read {first} (gone?)", "cause", "port-down")
             )
             continue
         grew: dict[str, int] = {}
@@ -509,7 +527,9 @@ def judge_counter_growth(
                 unread.append(name)
                 continue
             top = (1 << bits) - 1
-            if was >= top and (not wraps or now >= top):
+            # at the top at both ends, it may have stopped counting; read below it now, a counter
+            # at the top before was reset (the fix its maximum's message advises) or wrapped
+            if was >= top and now >= top:
                 findings.warnings.append(_counter_maximum(port, name, was, wraps))
                 continue
             if now > was:
@@ -519,22 +539,22 @@ def judge_counter_growth(
             elif now < was:
                 findings.warnings.append(
                     f"{port} {name} went back from {was} to {now}: its counters were reset "
-                    "during the run, what they counted before the reset is unknown"
+                    f"{during}, what they counted before the reset is unknown"
                 )
                 if now > 0:
                     grew[name] = now
             if now >= top and name in grew:
                 findings.warnings.append(
-                    f"{port} {name} reached its maximum ({now}) in the run: it grew by at least "
+                    f"{port} {name} reached its maximum ({now}) {within}: it grew by at least "
                     f"{grew[name]} and may no longer count"
                 )
         if unread:
             findings.warnings.append(
-                f"{port}: {len(unread)} error counter(s) unreadable at the start or the end of "
-                f"the run ({', '.join(unread)}): their growth is unknown, not judged"
+                f"{port}: {len(unread)} error counter(s) unreadable {ends} "
+                f"({', '.join(unread)}): their growth is unknown, not judged"
             )
         for name, delta in grew.items():
-            text = Cause(f"{port} {name} grew by {delta} in the run", "cause", "port-errors")
+            text = Cause(f"{port} {name} grew by {delta} {within}", "cause", "port-errors")
             if name in FAILING_GROWTH:
                 findings.failures.append(text)
             elif name in WARNING_GROWTH:

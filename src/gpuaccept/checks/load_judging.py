@@ -21,6 +21,7 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from gpuaccept.actions import ActionRules, Cause, builtin_rules, dcgm_error_verdict
 from gpuaccept.checks.context import CheckContext
 from gpuaccept.checks.judging import Findings, Target, target_references
 from gpuaccept.probe.load_sampler import LoadSample, LoadTrace
@@ -97,10 +98,11 @@ def judge_load(
     clocks: bool = True,
     power_phase: bool = False,
     pcie_loaded: bool = False,
+    rules: ActionRules | None = None,
 ) -> LoadVerdict:
     """Judge one GPU's samples taken while a check loaded it: `clocks` for compute load (a copy
     engine at work leaves the SMs idle), `power_phase` for the phase that aims at the power
-    limit, `pcie_loaded` for host transfers."""
+    limit, `pcie_loaded` for host transfers; `rules`, the site's action tables (built-in: None)."""
     return judge_load_summary(
         summarise_trace(trace, pcie_loaded=pcie_loaded),
         model,
@@ -109,6 +111,7 @@ def judge_load(
         clocks=clocks,
         power_phase=power_phase,
         pcie_loaded=pcie_loaded,
+        rules=rules,
     )
 
 
@@ -183,6 +186,7 @@ def judge_load_summary(
     clocks: bool = True,
     power_phase: bool = False,
     pcie_loaded: bool = False,
+    rules: ActionRules | None = None,
 ) -> LoadVerdict:
     """The verdict on a `summarise_trace` summary (the summary returned with it, and the power
     phase's reached fraction added)."""
@@ -216,7 +220,7 @@ def judge_load_summary(
                 f"{label}: power phase reached {reached:.0f} W (90th percentile), below "
                 f"{power_fraction:g} x the {limit:.0f} W limit"
             )
-    _judge_temperature(summary, label, verdict)
+    _judge_temperature(summary, label, verdict, rules)
     if pcie_loaded:
         gen, width = summary.get("pcie_gen_loaded"), summary.get("pcie_width_loaded")
         slot = (summary.get("pcie_gen_slot"), summary.get("pcie_width_slot"))
@@ -257,23 +261,37 @@ def _judge_pcie(
             verdict.failures.append(f"{label}: PCIe {prefix}{seen} under load, {standard}")
 
 
-def _judge_temperature(summary: dict[str, Any], label: str, verdict: LoadVerdict) -> None:
-    """DCGM's diagnostic fails a GPU whose highest temperature during a test exceeded its
-    maximum operating temperature (DCGM_FR_TEMP_VIOLATION, "Temperature %lld of %s %u exceeded
+# DCGM_FR_TEMP_VIOLATION (dcgmlib/dcgm_errors.h:78 at NVIDIA/DCGM 72fa3fe): its row in the action
+# tables judges it, here as in the dcgm check
+TEMP_VIOLATION = 42
+
+
+def _judge_temperature(
+    summary: dict[str, Any], label: str, verdict: LoadVerdict, rules: ActionRules | None
+) -> None:
+    """A GPU whose highest temperature under load exceeded its maximum operating temperature is
+    what DCGM's diagnostic reports as DCGM_FR_TEMP_VIOLATION ("Temperature %lld of %s %u exceeded
     user-specified maximum allowed temperature %lld": `DcgmRecorder::CheckGpuTemperature`,
-    nvvs/src/DcgmRecorder.cpp:930-937, into the test's fatal errors; dcgmlib/dcgm_errors.h:341 at
-    NVIDIA/DCGM 72fa3fe). gpud reads the same threshold and calls the GPU degraded at any time
+    nvvs/src/DcgmRecorder.cpp:930-937 at NVIDIA/DCGM 72fa3fe), and gpud calls degraded
     (components/accelerator/nvidia/temperature/component.go:228-236 and 279-281 at leptonai/gpud
-    4a8de33): under load the stricter reading, DCGM's, is taken. Equal to the limit passes, as in
-    both."""
+    4a8de33). Judged by that code's row of the action tables, as the dcgm check judges it: DCGM
+    classes it MONITOR (dcgmlib/src/dcgm_errors.c:66), so it warns, and a site's `--rules` row
+    can make it fail. Equal to the limit is no violation, as in both."""
     hottest, limit = summary.get("temperature_max_c"), summary.get("temperature_limit_c")
     if hottest is None or not limit or hottest <= limit:
         return
     kind = summary.get("temperature_limit_kind") or "maximum operating"
-    verdict.failures.append(
+    judged = dcgm_error_verdict(rules or builtin_rules(), TEMP_VIOLATION) or "fail"
+    text = Cause(
         f"{label}: {hottest:.0f} °C under load, above its {limit:.0f} °C {kind} temperature "
-        "(DCGM's temperature violation: check this GPU's cooling and the node's airflow)"
+        "(DCGM_FR_TEMP_VIOLATION: check this GPU's cooling and the node's airflow)",
+        "dcgm-error",
+        TEMP_VIOLATION,
     )
+    if judged == "fail":
+        verdict.failures.append(text)
+    elif judged == "warn":
+        verdict.warnings.append(text)
 
 
 def _judge_replays(summary: dict[str, Any], label: str, verdict: LoadVerdict) -> None:
@@ -305,7 +323,14 @@ def judge_trace(
 ) -> dict[str, Any]:
     """Judge a target's load samples into the findings; the samples and summary for details."""
     model = target_references(context, target)
-    verdict = judge_load(trace, model, target.label, full=context.level == "full", **kinds)
+    verdict = judge_load(
+        trace,
+        model,
+        target.label,
+        full=context.level == "full",
+        rules=context.action_rules,
+        **kinds,
+    )
     findings.failures += verdict.failures
     findings.warnings += verdict.warnings
     return trace_details(trace, verdict)

@@ -245,6 +245,7 @@ class _Loop:
         self.node, self.rules, self.location = node, rules, location
         self.pending: list[RunReport] = []
         self.nvml_said: bool | None = None
+        self.ports_said: bool | None = None
         self.history_failing = False
 
     def once(self, poll: Poll) -> None:
@@ -274,6 +275,14 @@ class _Loop:
                 again = "" if self.request.once else "; tried again at each poll"
                 self.out.error(f"watch: NVML not read ({poll.nvml_problem}){again}")
             self.nvml_said = poll.nvml_up
+        if self.ports_said is not poll.ports_readable:
+            if poll.ports_readable:
+                if self.ports_said is not None:
+                    self.out.line("[WATCH] the InfiniBand/RoCE ports' counters are read again")
+            else:
+                said = next((n for n in poll.notes if "InfiniBand" in n), "not read")
+                self.out.error(f"watch: {said}; their growth is not judged until they are read")
+            self.ports_said = poll.ports_readable
         for r in change.raised:
             word = "FAIL" if r.finding.fails else "WARN"
             # a state's own text judges one poll ("power brake ... in 1 of 1 samples"): the
@@ -376,9 +385,9 @@ def _checks(raised: tuple[Raised, ...], unjudged: frozenset[str]) -> list[Any]:
     action plan reads)."""
     from gpuaccept.checks.judging import Findings
     from gpuaccept.results import CheckResult, Status
-    from gpuaccept.watch.poll import FABRIC, KERNEL, NVML, WATCHED_CHECKS
+    from gpuaccept.watch.poll import FABRIC, KERNEL, NVML, PORTS, WATCHED_CHECKS
 
-    unread = {"health": {NVML}, "events": {NVML, KERNEL}, "fabric": {KERNEL}}
+    unread = {"health": {NVML}, "events": {NVML, KERNEL}, "fabric": {KERNEL, PORTS}}
     results = []
     for check in WATCHED_CHECKS:
         found = Findings(check, "FABRIC" if check == FABRIC else "HEALTH")
@@ -414,6 +423,7 @@ def _record(
             "debounce_polls": request.debounce_polls,
             "nvml": poll.nvml_problem or "read",
             "kernel_log": poll.kernel_log_source,
+            "ports": "read" if poll.ports_readable else "not read",
             "raised_since": {
                 r.finding.key: datetime.fromtimestamp(r.since, UTC).isoformat() for r in raised
             },

@@ -67,6 +67,12 @@ _THRESHOLDS = (
 )
 
 
+# A threshold outside these is taken as no answer: a misread returns 0 or 4294967295, and a limit
+# of, say, 5 °C would fail every GPU on a wrong number. The bounds are wide on purpose: they are
+# a sanity check of the reading, not a judgement of the GPU.
+LIMIT_BOUNDS_C = (50, 130)
+
+
 def read_temperature_limit(nvml: Any, handle: Any) -> tuple[float | None, str | None]:
     """The temperature DCGM's diagnostic holds a loaded GPU under: its maximum operating
     temperature (DCGM_FI_DEV_GPU_MAX_OP_TEMP, NVML's GPU_MAX threshold), or where the GPU gives
@@ -79,7 +85,7 @@ def read_temperature_limit(nvml: Any, handle: Any) -> tuple[float | None, str | 
         return None, None
     for kind, name, number in _THRESHOLDS:
         value = read_or_none(get, handle, getattr(nvml, name, number))
-        if isinstance(value, int | float) and 0 < value < 200:  # a sensor's answer, not noise
+        if isinstance(value, int | float) and LIMIT_BOUNDS_C[0] <= value <= LIMIT_BOUNDS_C[1]:
             return float(value), kind
     return None, None
 

@@ -8,7 +8,9 @@ streak, and a GPU with no usable sample is skipped and keeps its counter, so a g
 neither raises nor clears a finding"), which its PR #1715 extended to every health-watch incident
 after NVLinks briefly down while they train at boot raised a fatal finding on 214 of 288 nodes
 with no fault. Here it holds every state a poll reads; an event (an XID seen by NVML, counters
-that grew between two polls) cannot be seen again on the next poll and is raised when seen.
+that grew between two polls) cannot be seen again on the next poll and is raised when seen; one
+that happens again while it is held (the same counter grown again) is raised again, so that it
+is said, counted and handed to the action layer as its first occurrence was.
 """
 
 from __future__ import annotations
@@ -62,7 +64,15 @@ class Debouncer:
         for key, finding in found.items():
             count = self.streaks.get(key, (finding, 0))[1] + 1
             self.streaks[key] = (finding, count)
-            if key in self.raised:
+            again = (
+                key in self.raised
+                and not finding.lasting
+                and finding.seen != self.raised[key].finding.seen
+            )
+            if again:  # an event that happened again while held: news, as its first time was
+                self.raised[key] = Raised(finding, poll.at, count)
+                new.append(self.raised[key])
+            elif key in self.raised:
                 self.raised[key] = Raised(finding, self.raised[key].since, count)
             elif not finding.lasting or finding.held or count >= self.polls:
                 self.raised[key] = Raised(finding, poll.at, count)

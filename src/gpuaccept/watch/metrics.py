@@ -119,6 +119,11 @@ class WatchCollector(Collector):
                 "1 when the last poll could read the kernel log.",
                 float(last.kernel_log_readable),
             )
+            yield gauge(
+                "ports_readable",
+                "1 when the last poll could read the InfiniBand/RoCE ports' counters.",
+                float(last.ports_readable),
+            )
         failing = [r for r in raised if r.finding.fails]
         yield gauge("node_fit", "1 while no failing finding is raised.", float(not failing))
         by_labels: Counter[tuple[str, str, str, str]] = Counter(

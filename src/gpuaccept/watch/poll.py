@@ -30,6 +30,7 @@ read leaves its findings unjudged for that poll, said in `Poll.unjudged`.
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections import deque
@@ -46,7 +47,7 @@ from gpuaccept.checks.events import (
 from gpuaccept.checks.fabric import judge_counter_growth, judge_link_flaps
 from gpuaccept.checks.health import judge_health
 from gpuaccept.checks.judging import Findings
-from gpuaccept.checks.load_judging import judge_load
+from gpuaccept.checks.load_judging import TEMP_VIOLATION, judge_load
 from gpuaccept.probe.fabric import read_port_counters
 from gpuaccept.probe.hardware import load_nvml, nvml_missing_reason
 from gpuaccept.probe.kernel_log import KernelLogScan, KernelSxid, KernelXid, scan_kernel_log
@@ -67,6 +68,7 @@ from gpuaccept.probe.nvml_health import (
     read_or_none,
     read_throttle_mask,
 )
+from gpuaccept.probe.sysfs import sysfs_root
 from gpuaccept.references import ReferenceTable, load_shipped_references
 
 # The checks of accept whose rules judge each finding: the action tables plan by them.
@@ -100,6 +102,7 @@ class Finding:
     lasting: bool = True
     held: bool = False
     gpu: str = ""  # the GPU's UUID, a PCI address, or "" for the node
+    seen: float | None = None  # an event: the poll that last saw it happen (a repeat is news)
 
 
 @dataclass(frozen=True)
@@ -134,6 +137,7 @@ class Poll:
     kernel_log_readable: bool
     kernel_log_source: str
     notes: tuple[str, ...] = ()
+    ports_readable: bool = True  # the InfiniBand/RoCE ports' counters could be read
 
 
 def key_of(check: str, scope: str, text: str) -> str:
@@ -193,7 +197,8 @@ class Poller:
         self._watcher: EventWatcher | None = None
         self._counters: CounterSnapshot | None = None
         self._ports: dict[str, dict[str, int | None]] | None = None  # the ports' counters last read
-        self._limits: dict[str | None, tuple[float | None, str | None]] = {}  # GPU -> temperature
+        self.ports_readable = True
+        self._limits: dict[str, tuple[float, str | None]] = {}  # a GPU's scope -> its limit
         self._busy: dict[str, deque[LoadSample]] = {}
         self._events: dict[str, tuple[Finding, float]] = {}
         self._read_now: list[ErrorCounters] = []  # this poll's counters, from its health reads
@@ -239,7 +244,7 @@ class Poller:
         else:
             unjudged.add(KERNEL)
             notes.append(scan.source)
-        self._judge_ports(now, unjudged, notes)
+        findings += self._judge_ports(now, unjudged, notes)
         findings += self._held_events(now)
         return Poll(
             at=now,
@@ -252,6 +257,7 @@ class Poller:
             kernel_log_readable=scan.readable,
             kernel_log_source=scan.source,
             notes=tuple(notes),
+            ports_readable=self.ports_readable,
         )
 
     # -- NVML --------------------------------------------------------------------------------
@@ -311,15 +317,23 @@ class Poller:
         failures, warnings = judge_health(at_rest, model, alone=count == 1, rules=self.rules)
         found.failures += failures
         found.warnings += warnings
+        # the temperature under load is one state across polls: idle polls neither raise nor
+        # clear it (an idle GPU cools), as they leave the link under load
+        hot_key = f"{HEALTH}|{scope}|temperature-under-load"
         if busy:
-            if health.uuid not in self._limits:  # a GPU's thresholds do not change: read once
-                self._limits[health.uuid] = read_temperature_limit(nvml, handle)
-            limit, kind = self._limits[health.uuid]
+            limit, kind = self._limits.get(scope) or read_temperature_limit(nvml, handle)
+            if limit is not None:  # a GPU's thresholds do not change; an unanswered read is retried
+                self._limits[scope] = (limit, kind)
             trace = LoadTrace([sample], temperature_limit_c=limit, temperature_limit_kind=kind)
-            now_verdict = judge_load(trace, model, tag, clocks=False)
+            now_verdict = judge_load(trace, model, tag, clocks=False, rules=self.rules)
             found.failures += now_verdict.failures
             found.warnings += now_verdict.warnings
-        findings += findings_of(found, scope, gpu=health.uuid or "")
+        else:
+            unjudged.add(hot_key)
+        findings += [
+            replace(f, key=hot_key) if getattr(f.text, "code", None) == str(TEMP_VIOLATION) else f
+            for f in findings_of(found, scope, gpu=health.uuid or "")
+        ]
         findings += self._link_under_load(health, sample, busy, model, tag, scope, unjudged)
         gen_max = _smallest(health.pcie_gen_max_gpu, health.pcie_gen_max_system)
         return GpuReading(
@@ -389,25 +403,53 @@ class Poller:
         if self._counters is not None:
             judge_growth(self._counters, snapshot, events, self.rules)
         self._counters = snapshot
-        for finding in findings_of(events, NVML, lasting=False):
-            self._events[finding.key] = (finding, now)
+        self._note_events(findings_of(events, NVML, lasting=False), now)
 
-    def _judge_ports(self, now: float, unjudged: set[str], notes: list[str]) -> None:
-        """The ports' error counters against the last poll's, as events (a port that goes
-        and comes back between two polls leaves `link_downed` grown: the flap is still seen)."""
+    def _judge_ports(self, now: float, unjudged: set[str], notes: list[str]) -> list[Finding]:
+        """The ports' error counters against the last good reading of each, as events (a port
+        that goes and comes back between two polls leaves `link_downed` grown: the flap is still
+        seen), and a port read before and gone now as a state (it holds while the port is away).
+        The reader's own trouble is never a finding: a poll that cannot read the ports keeps the
+        last reading as the baseline, a counter unreadable at one poll keeps its last value, and a
+        port whose directory is still there but cannot be listed (a loop, a refusal) is unread,
+        not gone."""
         try:
-            ports = read_port_counters()
+            read = read_port_counters()
         except Exception as error:  # a tree the sysfs reader gave up on: no reading, no verdict
             unjudged.add(PORTS)
             notes.append(f"InfiniBand/RoCE counters not read: {type(error).__name__}: {error}")
-            self._ports = None
-            return
+            self.ports_readable = False
+            return []
+        self.ports_readable = True
+        gone: list[str] = []
+        for port, before in (self._ports or {}).items():
+            if port in read:
+                continue
+            if _port_is_gone(port):
+                gone.append(port)
+            else:  # there, but not listed: every counter unread this poll
+                read[port] = dict.fromkeys(before)
+        found = Findings(FABRIC, "FABRIC")
         if self._ports is not None:
-            found = Findings(FABRIC, "FABRIC")
-            judge_counter_growth(self._ports, ports, found)
-            for finding in findings_of(found, PORTS, lasting=False):
-                self._events[finding.key] = (finding, now)
-        self._ports = ports
+            still = {port: values for port, values in self._ports.items() if port not in gone}
+            judge_counter_growth(still, read, found, span="polls")
+        self._note_events(findings_of(found, PORTS, lasting=False), now)
+        # the baseline: each counter's last value read, a gone port's until it comes back
+        kept = dict(self._ports or {})
+        for port, values in read.items():
+            last = kept.get(port, {})
+            kept[port] = {name: last.get(name) if v is None else v for name, v in values.items()}
+        self._ports = kept
+        away = Findings(FABRIC, "FABRIC")
+        away.failures += [
+            Cause(f"{port} was read at an earlier poll and is gone now", "cause", "port-down")
+            for port in gone
+        ]
+        return findings_of(away, PORTS)
+
+    def _note_events(self, findings: list[Finding], now: float) -> None:
+        for finding in findings:
+            self._events[finding.key] = (replace(finding, seen=now), now)
 
     def _held_events(self, now: float) -> list[Finding]:
         for key, (_, seen) in list(self._events.items()):
@@ -448,6 +490,20 @@ class Poller:
         fabric = Findings(FABRIC, "FABRIC")
         judge_link_flaps(scan, fabric, now)
         return findings_of(events, KERNEL) + findings_of(fabric, KERNEL)
+
+
+def _port_is_gone(port: str) -> bool:
+    """Whether a port ('mlx5_0:1') is absent from sysfs, as against there but unreadable: only
+    "no such file" at its directory or a directory above it is absence."""
+    device, _, number = port.rpartition(":")
+    where = sysfs_root() / "sys" / "class" / "infiniband" / device / "ports" / number
+    try:
+        os.lstat(where)
+    except FileNotFoundError:
+        return True
+    except OSError:  # a loop, a refusal: the reader's trouble
+        return False
+    return False
 
 
 def _smallest(*values: int | None) -> int | None:
