@@ -939,6 +939,14 @@ def test_a_counter_at_its_maximum_is_said_whatever_its_width(name: str, bits: in
         wrapped = Findings("fabric-errors", "FABRIC")
         fabric.judge_counter_growth({"p:1": {name: top}}, {"p:1": {name: 4}}, wrapped)
         assert wrapped.warnings == [f"p:1 {name} grew by 5 in the run"]
+    else:  # read lower at the end: reset (what its maximum's warning advises), and grown since
+        reset = Findings("fabric-errors", "FABRIC")
+        fabric.judge_counter_growth({"p:1": {name: top}}, {"p:1": {name: 2}}, reset)
+        assert reset.warnings[0] == (
+            f"p:1 {name} went back from {top} to 2: its counters were reset during the run, "
+            "what they counted before the reset is unknown"
+        )
+        assert f"p:1 {name} grew by 2 in the run" in [*reset.failures, *reset.warnings]
 
 
 def test_rails_slotted_on_the_other_socket_are_a_topology_warning_not_missing_rails(
