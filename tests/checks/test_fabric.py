@@ -1013,3 +1013,44 @@ def test_a_node_without_numa_is_not_faulted_for_it(node: Path) -> None:
     mixed = Findings("fabric", "FABRIC")
     fabric.judge_topology(dataclasses.replace(lonely, ports=[on_zero]), mixed)
     assert mixed.warnings == []
+
+
+@pytest.mark.parametrize(("ports", "tail"), [(4, ""), (5, " and 1 more")])
+def test_blind_ports_are_named_up_to_four_then_counted(ports: int, tail: str) -> None:
+    none = dict.fromkeys(("symbol_error", "link_downed"))
+    blind = {f"efa{i}:1": none for i in range(ports)}
+    findings = Findings("fabric-errors", "FABRIC")
+    # a blind port sorts first: the ports after it are still judged
+    fabric.judge_counter_growth(
+        {**blind, "mlx5_9:1": {"link_downed": 0}},
+        {**blind, "mlx5_9:1": {"link_downed": 1}},
+        findings,
+    )
+    assert findings.warnings[0] == (
+        f"{ports} port(s) without a readable error counter (no PMA), their errors not judged: "
+        "efa0:1, efa1:1, efa2:1, efa3:1" + tail
+    )
+    assert findings.failures == ["mlx5_9:1 link_downed grew by 1 in the run"]
+
+
+def test_unreadable_counters_are_listed_and_one_exposed_at_one_end_only_is_unread() -> None:
+    findings = Findings("fabric-errors", "FABRIC")
+    fabric.judge_counter_growth(
+        {"p:1": {"link_downed": None, "symbol_error": None, "port_rcv_errors": 0}},
+        {"p:1": {"link_downed": 0, "symbol_error": 0, "port_rcv_errors": 0, "out_of_sequence": 9}},
+        findings,
+    )
+    assert findings.warnings == [
+        "p:1: 3 error counter(s) unreadable at the start or the end of the run (symbol_error, "
+        "link_downed, out_of_sequence): their growth is unknown, not judged"
+    ]
+
+
+def test_a_q_counter_at_its_maximum_says_its_width() -> None:
+    findings = Findings("fabric-errors", "FABRIC")
+    top = (1 << 32) - 1
+    fabric.judge_counter_growth(
+        {"p:1": {"out_of_sequence": top}}, {"p:1": {"out_of_sequence": top}}, findings
+    )
+    [said] = findings.warnings
+    assert "(4294967295, 32 bits)" in said

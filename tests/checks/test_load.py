@@ -613,3 +613,17 @@ def test_a_burn_in_window_hotter_than_its_limit_warns_and_one_without_a_limit_is
     [said] = window(temperature_limit_c=87.0, temperature_limit_kind="maximum operating")
     assert "gpu0: 92 °C under load, above its 87 °C maximum operating temperature" in said
     assert window() == []
+
+
+def test_a_limit_of_no_named_kind_is_the_maximum_operating_one_and_an_unjudged_row_fails(
+    tmp_path: Path,
+) -> None:
+    # a summary stored without the limit's kind reads as the maximum operating temperature
+    summary = {"samples": 3, "loaded_samples": 3, "temperature_max_c": 88.0}
+    said = judge_load_summary({**summary, "temperature_limit_c": 87.0}, H100, "gpu3").warnings
+    assert said == [HOT]
+    # a site row that judges nothing (DCGM's UNKNOWN, no action): DCGM's own verdict stands,
+    # and its diagnostic fails the GPU (the error lands in the test's fatal errors)
+    site = tmp_path / "rules.toml"
+    site.write_text('[dcgm_error]\n42 = { severity = "UNKNOWN" }\n')
+    assert _hot(88.0, 87.0, rules=load_rules(site)) == ([HOT], [])

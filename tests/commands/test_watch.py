@@ -368,6 +368,9 @@ def test_a_port_error_that_happens_again_while_held_is_raised_again(
     [first, second] = _port_changes(node, monkeypatch, {"link_downed": 1}, {"link_downed": 2})
     assert first.new_failure
     assert second.new_failure
+    [again] = second.raised
+    assert again.since > first.raised[0].since  # raised at the poll that saw it again
+    assert again.polls == 2
     assert [str(r.finding.text) for r in second.raised] == [
         "mlx5_0:1 link_downed grew by 1 since the last poll"
     ]
