@@ -568,3 +568,22 @@ def test_a_sites_recovery_action_row_decides_fail_or_warn(
     fake_gpus({"gpus": [h100_sxm(recovery_action=action), h100_sxm(1)]})
     result = health.run(replace(gpu_context(), action_rules=rules))
     assert result.status is status, result.message
+
+
+def test_a_gpu_above_its_maximum_operating_temperature_at_rest_warns_as_gpud_reads_it(
+    fake_gpus: Any,
+) -> None:
+    # gpud: degraded at any time (component.go:228-236); judged by DCGM_FR_TEMP_VIOLATION's row,
+    # MONITOR: a warning, as under load
+    result = _health(fake_gpus, h100_sxm(temperature_c=91))
+    assert result.status is Status.WARN, result.message
+    [found] = [f for f in result.details["findings"] if "°C" in f["text"]]
+    assert found["text"] == (
+        "gpu0: 91 °C at rest, above its 87 °C maximum operating temperature "
+        "(DCGM_FR_TEMP_VIOLATION: check this GPU's cooling and the node's airflow)"
+    )
+    assert (found["kind"], found["code"]) == ("dcgm-error", "42")
+    assert result.details["gpus"][0]["temperature_limit_c"] == 87.0
+    assert _health(fake_gpus, h100_sxm(temperature_c=87)).status is Status.PASS
+    no_limit = h100_sxm(temperature_c=91, temperature_thresholds={})
+    assert _health(fake_gpus, no_limit).status is Status.PASS  # nothing to hold it to

@@ -191,13 +191,16 @@ def _temperatures(polls: list[tuple[bool, dict[str, Any]]]) -> list[list[str]]:
 
 def test_a_busy_gpu_above_its_maximum_operating_temperature_warns_once_held(node: Path) -> None:
     # accept's rule under load (DCGM_FR_TEMP_VIOLATION, a MONITOR code: a warning), held over the
-    # polls as any state; idle polls neither raise nor clear it (an idle GPU is judged at rest,
-    # where accept judges no temperature), so a GPU between jobs does not flap
+    # polls as any state; idle polls neither raise nor clear it, so a GPU between jobs does not
+    # flap
     busy, idle = (True, {}), (False, {})
     raised = _temperatures(
         [busy, busy, idle, busy, idle, idle, busy, (True, {"temperature_c": 80})]
     )
-    assert raised == [[], [], [], [HOT], [HOT], [HOT], [HOT], []]
+    # at rest too (gpud's reading: degraded at any time), a state of its own that busy polls
+    # leave as it is
+    rest = HOT.replace("under load", "at rest")
+    assert raised == [[], [], [], [HOT], [HOT], [HOT, rest], [HOT, rest], [rest]]
 
 
 def test_a_threshold_read_that_failed_once_is_read_again(node: Path) -> None:
@@ -265,7 +268,7 @@ def test_a_port_that_went_down_between_polls_fails_at_once_by_accepts_rule(
     # flap shorter than the interval leaves it grown, so the watch sees what it never polled
     [(failing, _)] = _port_polls(node, monkeypatch, {"link_downed": 1})
     [raised] = failing
-    assert raised.finding.text == "mlx5_0:1 link_downed grew by 1 since the last poll"
+    assert raised.finding.text == "mlx5_0:1 link_downed grew by 1 since it was last read"
     assert raised.finding.check == "fabric"
     assert not raised.finding.lasting
 
@@ -279,7 +282,7 @@ def test_minor_port_errors_warn_and_steady_counters_say_nothing(
     assert steady == []
     assert not any("mlx5" in text for text in steady_warned)
     assert grown == []
-    assert "mlx5_0:1 symbol_error grew by 7 since the last poll" in grown_warned
+    assert "mlx5_0:1 symbol_error grew by 7 since it was last read" in grown_warned
 
 
 def test_a_port_gone_is_a_state_held_while_it_is_away_and_cleared_when_back(
@@ -296,11 +299,34 @@ def test_a_port_gone_is_a_state_held_while_it_is_away_and_cleared_when_back(
     for _ in range(5):  # held over the polls, never dropped while the port is away
         debouncer.update(poller.poll(now=time.time() + 3 * 3600))
         failing.append([str(r.finding.text) for r in debouncer.failing])
+    # its going is an event at once (accept's rule for a port gone in a run); its being away, a
+    # state raised after the debounce's polls and held while it is
+    went = "mlx5_3:1 was read at the last poll but not at this one (gone?)"
     gone = "mlx5_3:1 was read at an earlier poll and is gone now"
-    assert failing == [[], [], [gone], [gone], [gone]]
+    assert failing == [[went], [went], [went, gone], [went, gone], [went, gone]]
     shutil.move(node.parent / "mlx5_3-away", hca)
-    debouncer.update(poller.poll())
+    debouncer.update(poller.poll(now=time.time() + 6 * 3600))  # back, the event's 2 h gone by
     assert debouncer.failing == []
+
+
+def test_an_hca_that_vanishes_every_other_poll_is_raised_at_each_going(
+    node: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = hgx_tree(node.parent / "hgx")
+    monkeypatch.setenv("GPUACCEPT_SYSFS_ROOT", str(root))
+    play(h100_sxm())
+    poller, debouncer = Poller(window=3, events=False), Debouncer(3)
+    debouncer.update(poller.poll())
+    hca = port_dir(root, 5).parents[1]
+    goings = []
+    for away in (True, False, True, False, True):
+        if away:
+            shutil.move(hca, node.parent / "mlx5_5-away")
+        else:
+            shutil.move(node.parent / "mlx5_5-away", hca)
+        change = debouncer.update(poller.poll())
+        goings.append(change.new_failure)
+    assert goings == [True, False, True, False, True]
 
 
 def test_a_port_the_reader_cannot_list_is_unread_not_gone(
@@ -338,7 +364,7 @@ def test_growth_across_a_poll_that_could_not_read_a_counter_still_fails(
     counter.write_text("3\n")
     debouncer.update(poller.poll())
     assert [str(r.finding.text) for r in debouncer.failing] == [
-        "mlx5_0:1 link_downed grew by 3 since the last poll"
+        "mlx5_0:1 link_downed grew by 3 since it was last read"
     ]
 
 
@@ -357,7 +383,7 @@ def test_a_saturated_counter_reset_and_grown_again_fails(
     counter.write_text("2\n")
     debouncer.update(poller.poll())
     assert [str(r.finding.text) for r in debouncer.failing] == [
-        "mlx5_0:1 link_downed grew by 2 since the last poll"
+        "mlx5_0:1 link_downed grew by 2 since it was last read"
     ]
 
 
@@ -372,7 +398,7 @@ def test_a_port_error_that_happens_again_while_held_is_raised_again(
     assert again.since > first.raised[0].since  # raised at the poll that saw it again
     assert again.polls == 2
     assert [str(r.finding.text) for r in second.raised] == [
-        "mlx5_0:1 link_downed grew by 1 since the last poll"
+        "mlx5_0:1 link_downed grew by 1 since it was last read"
     ]
 
 
@@ -833,3 +859,39 @@ def test_a_rotated_kernel_log_does_not_clear_an_xid_the_window_still_holds(node:
         if "XID 79" in r.finding.text
     ]
     assert not [r for r in debouncer.failing if "XID 79" in r.finding.text]
+
+
+def test_a_counter_that_stays_unreadable_is_one_state_said_once_not_a_warning_per_poll(
+    node: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = hgx_tree(node.parent / "hgx")
+    monkeypatch.setenv("GPUACCEPT_SYSFS_ROOT", str(root))
+    play(h100_sxm())
+    poller, debouncer = Poller(window=3, events=False), Debouncer(3)
+    assert poller.poll().ports_readable
+    (port_dir(root, 4) / "counters" / "symbol_error").write_text("N/A (no PMA)\n")
+    raised, readable = [], []
+    for _ in range(6):
+        poll = poller.poll()
+        readable.append(poll.ports_readable)
+        raised += [str(r.finding.text) for r in debouncer.update(poll).raised]
+    assert raised == [
+        "mlx5_4:1: 1 error counter(s) unreadable at the last poll or this one (symbol_error): "
+        "their growth is unknown, not judged"
+    ]
+    assert readable == [False] * 6
+    assert poll.notes == ("InfiniBand/RoCE counters not all read: mlx5_4:1",)
+
+
+def test_gpus_without_a_uuid_are_each_their_own_scope_and_limit(node: Path) -> None:
+    # NVML that cannot say a GPU's UUID: the GPU is its index, never the text "None" two GPUs
+    # would share (their temperatures judged against one limit)
+    cool = h100_sxm(0, uuid=None, temperature_c=86, temperature_thresholds={"gpu_max": 90})
+    hot = h100_sxm(1, uuid=None, temperature_c=86, temperature_thresholds={"gpu_max": 85})
+    play(cool, hot)
+    poller, debouncer = Poller(window=3, events=False), Debouncer(3)
+    for _ in range(3):
+        debouncer.update(poller.poll())
+    assert [(r.finding.scope, str(r.finding.text)[:20]) for r in debouncer.raised.values()] == [
+        ("gpu:1", "gpu1: 86 °C under lo")
+    ]

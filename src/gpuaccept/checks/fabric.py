@@ -468,12 +468,22 @@ _SPANS = {
         "at the start but not at the end",
     ),
     "polls": (
-        "since the last poll",
-        "since the last poll",
+        "since it was last read",
+        "since it was last read",
         "at the last poll or this one",
         "at the last poll but not at this one",
     ),
 }
+
+
+# What a reading cannot say, as against what happened: such a finding holds for as long as the
+# reading does (a counter unread, at its top at both ends, a port without a PMA). The watch keeps
+# these as states, the rest (growth, a reset, a port gone) as events.
+_UNSAID = ("is at its maximum (", "error counter(s) unreadable", "without a readable error counter")
+
+
+def says_what_a_reading_cannot(text: str) -> bool:
+    return any(phrase in text for phrase in _UNSAID)
 
 
 def judge_counter_growth(

@@ -11,6 +11,7 @@ from dataclasses import asdict
 from gpuaccept.actions import ActionRules, Cause, builtin_rules, judge_of
 from gpuaccept.checks.context import CheckContext
 from gpuaccept.checks.judging import Findings, measurement_targets
+from gpuaccept.checks.load_judging import temperature_violation
 from gpuaccept.probe.hardware import load_nvml, nvml_missing_reason
 from gpuaccept.probe.nvml_health import GpuHealth, GpuNotFound, read_gpu_health
 from gpuaccept.probe.xid import FAILING_RECOVERY_ACTIONS
@@ -240,6 +241,16 @@ def judge_health(
         warnings.append(f"{tag}: PCIe slot allows Gen{system_gen}, the GPU supports Gen{gpu_gen}")
     if health.persistence_mode is False:
         warnings.append(f"{tag}: persistence mode off")
+    hot = temperature_violation(
+        tag,
+        health.temperature_c,
+        health.temperature_limit_c,
+        health.temperature_limit_kind,
+        rules,
+        when="at rest",
+    )
+    if hot is not None and hot[0] in ("fail", "warn"):
+        (failures if hot[0] == "fail" else warnings).append(hot[1])
     return failures, warnings
 
 

@@ -266,28 +266,50 @@ def _judge_pcie(
 TEMP_VIOLATION = 42
 
 
-def _judge_temperature(
-    summary: dict[str, Any], label: str, verdict: LoadVerdict, rules: ActionRules | None
-) -> None:
-    """A GPU whose highest temperature under load exceeded its maximum operating temperature is
-    what DCGM's diagnostic reports as DCGM_FR_TEMP_VIOLATION ("Temperature %lld of %s %u exceeded
-    user-specified maximum allowed temperature %lld": `DcgmRecorder::CheckGpuTemperature`,
-    nvvs/src/DcgmRecorder.cpp:930-937 at NVIDIA/DCGM 72fa3fe), and gpud calls degraded
+def temperature_violation(
+    label: str,
+    hottest: float | None,
+    limit: float | None,
+    kind: str | None,
+    rules: ActionRules | None,
+    when: str = "under load",
+) -> tuple[str, Cause] | None:
+    """A GPU hotter than its maximum operating temperature is what DCGM's diagnostic reports as
+    DCGM_FR_TEMP_VIOLATION ("Temperature %lld of %s %u exceeded user-specified maximum allowed
+    temperature %lld": `DcgmRecorder::CheckGpuTemperature`, nvvs/src/DcgmRecorder.cpp:930-937 at
+    NVIDIA/DCGM 72fa3fe), and what gpud calls degraded at any time, at rest too
     (components/accelerator/nvidia/temperature/component.go:228-236 and 279-281 at leptonai/gpud
     4a8de33). Judged by that code's row of the action tables, as the dcgm check judges it: DCGM
     classes it MONITOR (dcgmlib/src/dcgm_errors.c:66), so it warns, and a site's `--rules` row
-    can make it fail. Equal to the limit is no violation, as in both."""
-    hottest, limit = summary.get("temperature_max_c"), summary.get("temperature_limit_c")
+    can make it fail ("fail" where a row judges nothing: DCGM's diagnostic counts it among a
+    test's fatal errors). Equal to the limit is no violation, as in both. (verdict, finding), or
+    None."""
     if hottest is None or not limit or hottest <= limit:
-        return
-    kind = summary.get("temperature_limit_kind") or "maximum operating"
+        return None
     judged = dcgm_error_verdict(rules or builtin_rules(), TEMP_VIOLATION) or "fail"
     text = Cause(
-        f"{label}: {hottest:.0f} °C under load, above its {limit:.0f} °C {kind} temperature "
+        f"{label}: {hottest:.0f} °C {when}, above its {limit:.0f} °C "
+        f"{kind or 'maximum operating'} temperature "
         "(DCGM_FR_TEMP_VIOLATION: check this GPU's cooling and the node's airflow)",
         "dcgm-error",
         TEMP_VIOLATION,
     )
+    return judged, text
+
+
+def _judge_temperature(
+    summary: dict[str, Any], label: str, verdict: LoadVerdict, rules: ActionRules | None
+) -> None:
+    found = temperature_violation(
+        label,
+        summary.get("temperature_max_c"),
+        summary.get("temperature_limit_c"),
+        summary.get("temperature_limit_kind"),
+        rules,
+    )
+    if found is None:
+        return
+    judged, text = found
     if judged == "fail":
         verdict.failures.append(text)
     elif judged == "warn":

@@ -14,6 +14,7 @@ from typing import Any
 from gpuaccept.probe.nvml_health import (
     call_newest,
     read_or_none,
+    read_temperature_limit,
     read_throttle_mask,
     throttle_labels,
 )
@@ -55,39 +56,6 @@ class LoadTrace:
     # (read_temperature_limit)
     temperature_limit_c: float | None = None
     temperature_limit_kind: str | None = None
-
-
-# nvmlTemperatureThresholds_t: NVML_TEMPERATURE_THRESHOLD_SLOWDOWN = 1 ("Temperature at which the
-# GPU will begin HW slowdown") and NVML_TEMPERATURE_THRESHOLD_GPU_MAX = 3 ("GPU Temperature at
-# which the GPU can be throttled below base clock"): nvml.h of CUDA 12.6.2, lines 762-771
-# (XuehaiPan/nvml-dev 4b26e7cc); read where a binding lacks the names
-_THRESHOLDS = (
-    ("maximum operating", "NVML_TEMPERATURE_THRESHOLD_GPU_MAX", 3),
-    ("slowdown", "NVML_TEMPERATURE_THRESHOLD_SLOWDOWN", 1),
-)
-
-
-# A threshold outside these is taken as no answer: a misread returns 0 or 4294967295, and a limit
-# of, say, 5 °C would fail every GPU on a wrong number. The bounds are wide on purpose: they are
-# a sanity check of the reading, not a judgement of the GPU.
-LIMIT_BOUNDS_C = (50, 130)
-
-
-def read_temperature_limit(nvml: Any, handle: Any) -> tuple[float | None, str | None]:
-    """The temperature DCGM's diagnostic holds a loaded GPU under: its maximum operating
-    temperature (DCGM_FI_DEV_GPU_MAX_OP_TEMP, NVML's GPU_MAX threshold), or where the GPU gives
-    none, its slowdown temperature, as DCGM falls back (`DcgmRecorder::DetermineMaxTemp`,
-    nvvs/src/DcgmRecorder.cpp:1140-1170 at NVIDIA/DCGM 72fa3fe). (None, None) where NVML gives
-    neither: then no temperature is judged. nvml.h calls this query "no longer the preferred
-    interface" on Ada and later (lines 4779-4786) but still answers it there."""
-    get = getattr(nvml, "nvmlDeviceGetTemperatureThreshold", None)
-    if get is None:
-        return None, None
-    for kind, name, number in _THRESHOLDS:
-        value = read_or_none(get, handle, getattr(nvml, name, number))
-        if isinstance(value, int | float) and LIMIT_BOUNDS_C[0] <= value <= LIMIT_BOUNDS_C[1]:
-            return float(value), kind
-    return None, None
 
 
 def take_sample(nvml: Any, handle: Any, seconds: float) -> LoadSample:

@@ -121,6 +121,9 @@ class GpuHealth:
     mig_enabled: bool | None = None
     mig_instance: str | None = None  # the MIG instance's UUID when torch's device is one
     recovery_action: str | None = None  # RECOVERY_ACTIONS; None where the driver lacks it
+    temperature_c: float | None = None
+    temperature_limit_c: float | None = None  # read_temperature_limit
+    temperature_limit_kind: str | None = None
 
 
 class GpuNotFound(Exception):
@@ -431,6 +434,39 @@ def read_snapshot() -> CounterSnapshot | None:
     return CounterSnapshot(time.time(), tuple(counters), tuple(problems))
 
 
+# nvmlTemperatureThresholds_t: NVML_TEMPERATURE_THRESHOLD_SLOWDOWN = 1 ("Temperature at which the
+# GPU will begin HW slowdown") and NVML_TEMPERATURE_THRESHOLD_GPU_MAX = 3 ("GPU Temperature at
+# which the GPU can be throttled below base clock"): nvml.h of CUDA 12.6.2, lines 762-771
+# (XuehaiPan/nvml-dev 4b26e7cc); read where a binding lacks the names
+_THRESHOLDS = (
+    ("maximum operating", "NVML_TEMPERATURE_THRESHOLD_GPU_MAX", 3),
+    ("slowdown", "NVML_TEMPERATURE_THRESHOLD_SLOWDOWN", 1),
+)
+
+
+# A threshold outside these is taken as no answer: a misread returns 0 or 4294967295, and a limit
+# of, say, 5 °C would fail every GPU on a wrong number. The bounds are wide on purpose: they are
+# a sanity check of the reading, not a judgement of the GPU.
+LIMIT_BOUNDS_C = (50, 130)
+
+
+def read_temperature_limit(nvml: Any, handle: Any) -> tuple[float | None, str | None]:
+    """The temperature DCGM's diagnostic holds a loaded GPU under: its maximum operating
+    temperature (DCGM_FI_DEV_GPU_MAX_OP_TEMP, NVML's GPU_MAX threshold), or where the GPU gives
+    none, its slowdown temperature, as DCGM falls back (`DcgmRecorder::DetermineMaxTemp`,
+    nvvs/src/DcgmRecorder.cpp:1140-1170 at NVIDIA/DCGM 72fa3fe). (None, None) where NVML gives
+    neither: then no temperature is judged. nvml.h calls this query "no longer the preferred
+    interface" on Ada and later (lines 4779-4786) but still answers it there."""
+    get = getattr(nvml, "nvmlDeviceGetTemperatureThreshold", None)
+    if get is None:
+        return None, None
+    for kind, name, number in _THRESHOLDS:
+        value = read_or_none(get, handle, getattr(nvml, name, number))
+        if isinstance(value, int | float) and LIMIT_BOUNDS_C[0] <= value <= LIMIT_BOUNDS_C[1]:
+            return float(value), kind
+    return None, None
+
+
 def read_gpu_health(nvml: Any, index: int, uuid: str | None = None) -> GpuHealth:
     """A health snapshot of the GPU torch numbers `index` (found in NVML by UUID when known).
 
@@ -460,10 +496,21 @@ def read_gpu_health(nvml: Any, index: int, uuid: str | None = None) -> GpuHealth
     pci = read_or_none(nvml.nvmlDeviceGetPciInfo, handle)
     mig = read_or_none(nvml.nvmlDeviceGetMigMode, handle)
     replays = read_or_none(nvml.nvmlDeviceGetPcieReplayCounter, handle)
+    temperature = read_or_none(
+        call_newest,
+        nvml,
+        "nvmlDeviceGetTemperatureV",
+        "nvmlDeviceGetTemperature",
+        handle,
+        nvml.NVML_TEMPERATURE_GPU,
+    )
+    limit, limit_kind = read_temperature_limit(nvml, handle)
     return GpuHealth(
         index=index,
         name=_text(name),
-        uuid=_text(read_or_none(nvml.nvmlDeviceGetUUID, handle) or uuid),
+        uuid=_text(read)
+        if (read := read_or_none(nvml.nvmlDeviceGetUUID, handle) or uuid)
+        else None,
         pci_device_id=int(pci.pciDeviceId) if pci is not None else None,
         ecc_uncorrectable_volatile=int(ecc_total) if ecc_total is not None else None,
         ecc=_ecc_by_location(nvml, handle),
@@ -487,6 +534,9 @@ def read_gpu_health(nvml: Any, index: int, uuid: str | None = None) -> GpuHealth
         mig_enabled=bool(mig[0]) if mig is not None else None,
         mig_instance=mig_instance,
         recovery_action=read_recovery_action(nvml, handle),
+        temperature_c=float(temperature) if isinstance(temperature, int | float) else None,
+        temperature_limit_c=limit,
+        temperature_limit_kind=limit_kind,
     )
 
 

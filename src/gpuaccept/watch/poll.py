@@ -44,19 +44,18 @@ from gpuaccept.checks.events import (
     judge_growth,
     judge_kernel_log,
 )
-from gpuaccept.checks.fabric import judge_counter_growth, judge_link_flaps
+from gpuaccept.checks.fabric import (
+    judge_counter_growth,
+    judge_link_flaps,
+    says_what_a_reading_cannot,
+)
 from gpuaccept.checks.health import judge_health
 from gpuaccept.checks.judging import Findings
 from gpuaccept.checks.load_judging import TEMP_VIOLATION, judge_load
 from gpuaccept.probe.fabric import read_port_counters
 from gpuaccept.probe.hardware import load_nvml, nvml_missing_reason
 from gpuaccept.probe.kernel_log import KernelLogScan, KernelSxid, KernelXid, scan_kernel_log
-from gpuaccept.probe.load_sampler import (
-    LoadSample,
-    LoadTrace,
-    read_temperature_limit,
-    take_sample,
-)
+from gpuaccept.probe.load_sampler import LoadSample, LoadTrace, take_sample
 from gpuaccept.probe.nvml_events import EventWatcher
 from gpuaccept.probe.nvml_health import (
     CounterSnapshot,
@@ -198,7 +197,7 @@ class Poller:
         self._counters: CounterSnapshot | None = None
         self._ports: dict[str, dict[str, int | None]] | None = None  # the ports' counters last read
         self.ports_readable = True
-        self._limits: dict[str, tuple[float, str | None]] = {}  # a GPU's scope -> its limit
+        self._present: set[str] = set()  # the ports read at the last poll
         self._busy: dict[str, deque[LoadSample]] = {}
         self._events: dict[str, tuple[Finding, float]] = {}
         self._read_now: list[ErrorCounters] = []  # this poll's counters, from its health reads
@@ -312,24 +311,28 @@ class Poller:
         at_rest = health
         if busy:
             # judged below by the rules for a GPU under load, not twice
-            at_rest = replace(health, throttle_reasons=[], pcie_width_current=None)
+            at_rest = replace(
+                health, throttle_reasons=[], pcie_width_current=None, temperature_c=None
+            )
         found = Findings(HEALTH, "HEALTH")
         failures, warnings = judge_health(at_rest, model, alone=count == 1, rules=self.rules)
         found.failures += failures
         found.warnings += warnings
-        # the temperature under load is one state across polls: idle polls neither raise nor
-        # clear it (an idle GPU cools), as they leave the link under load
-        hot_key = f"{HEALTH}|{scope}|temperature-under-load"
+        # the temperature under load and at rest are a state each across polls: a busy poll
+        # neither raises nor clears the one at rest, an idle poll the one under load (an idle
+        # GPU cools), as they leave the link under load
+        keys = {when: f"{HEALTH}|{scope}|temperature-{when}" for when in ("under-load", "at-rest")}
         if busy:
-            limit, kind = self._limits.get(scope) or read_temperature_limit(nvml, handle)
-            if limit is not None:  # a GPU's thresholds do not change; an unanswered read is retried
-                self._limits[scope] = (limit, kind)
-            trace = LoadTrace([sample], temperature_limit_c=limit, temperature_limit_kind=kind)
+            trace = LoadTrace(
+                [sample],
+                temperature_limit_c=health.temperature_limit_c,
+                temperature_limit_kind=health.temperature_limit_kind,
+            )
             now_verdict = judge_load(trace, model, tag, clocks=False, rules=self.rules)
             found.failures += now_verdict.failures
             found.warnings += now_verdict.warnings
-        else:
-            unjudged.add(hot_key)
+        unjudged.add(keys["at-rest" if busy else "under-load"])
+        hot_key = keys["under-load" if busy else "at-rest"]
         findings += [
             replace(f, key=hot_key) if getattr(f.text, "code", None) == str(TEMP_VIOLATION) else f
             for f in findings_of(found, scope, gpu=health.uuid or "")
@@ -406,13 +409,14 @@ class Poller:
         self._note_events(findings_of(events, NVML, lasting=False), now)
 
     def _judge_ports(self, now: float, unjudged: set[str], notes: list[str]) -> list[Finding]:
-        """The ports' error counters against the last good reading of each, as events (a port
-        that goes and comes back between two polls leaves `link_downed` grown: the flap is still
-        seen), and a port read before and gone now as a state (it holds while the port is away).
-        The reader's own trouble is never a finding: a poll that cannot read the ports keeps the
-        last reading as the baseline, a counter unreadable at one poll keeps its last value, and a
-        port whose directory is still there but cannot be listed (a loop, a refusal) is unread,
-        not gone."""
+        """The ports' error counters against the last good reading of each: growth, a reset and
+        a port's going are events (a port that goes and comes back between two polls leaves
+        `link_downed` grown: the flap is still seen; one that vanishes every other poll is
+        raised at each going); a port away, a counter unread or at its top, are states that
+        hold while they do. The reader's own trouble is never a failure: a poll that cannot
+        read the ports keeps the last reading as the baseline, a counter unreadable at one poll
+        keeps its last value, and a port whose directory is still there but cannot be listed (a
+        loop, a refusal) is unread, not gone; each makes `ports_readable` false."""
         try:
             read = read_port_counters()
         except Exception as error:  # a tree the sysfs reader gave up on: no reading, no verdict
@@ -420,8 +424,8 @@ class Poller:
             notes.append(f"InfiniBand/RoCE counters not read: {type(error).__name__}: {error}")
             self.ports_readable = False
             return []
-        self.ports_readable = True
         gone: list[str] = []
+        unlisted: list[str] = []
         for port, before in (self._ports or {}).items():
             if port in read:
                 continue
@@ -429,10 +433,34 @@ class Poller:
                 gone.append(port)
             else:  # there, but not listed: every counter unread this poll
                 read[port] = dict.fromkeys(before)
+                unlisted.append(port)
+        partly = [
+            port
+            for port, values in read.items()
+            if any(v is None for v in values.values())
+            and any(v is not None for v in values.values())
+        ]
+        self.ports_readable = not unlisted and not partly
+        if not self.ports_readable:
+            notes.append(
+                "InfiniBand/RoCE counters not all read: "
+                + ", ".join(sorted({*unlisted, *partly})[:4])
+                + (
+                    f" and {len({*unlisted, *partly}) - 4} more"
+                    if len({*unlisted, *partly}) > 4
+                    else ""
+                )
+            )
         found = Findings(FABRIC, "FABRIC")
         if self._ports is not None:
-            still = {port: values for port, values in self._ports.items() if port not in gone}
+            # a port gone since the last poll: accept's rule for a port gone in a run, an event
+            went = [port for port in gone if port in self._present]
+            still = {p: v for p, v in self._ports.items() if p not in gone or p in went}
             judge_counter_growth(still, read, found, span="polls")
+        self._present = set(read)
+        states = Findings(FABRIC, "FABRIC")
+        states.warnings = [w for w in found.warnings if says_what_a_reading_cannot(w)]
+        found.warnings = [w for w in found.warnings if not says_what_a_reading_cannot(w)]
         self._note_events(findings_of(found, PORTS, lasting=False), now)
         # the baseline: each counter's last value read, a gone port's until it comes back
         kept = dict(self._ports or {})
@@ -440,12 +468,11 @@ class Poller:
             last = kept.get(port, {})
             kept[port] = {name: last.get(name) if v is None else v for name, v in values.items()}
         self._ports = kept
-        away = Findings(FABRIC, "FABRIC")
-        away.failures += [
+        states.failures += [
             Cause(f"{port} was read at an earlier poll and is gone now", "cause", "port-down")
             for port in gone
         ]
-        return findings_of(away, PORTS)
+        return findings_of(states, PORTS)
 
     def _note_events(self, findings: list[Finding], now: float) -> None:
         for finding in findings:
