@@ -587,3 +587,18 @@ def test_a_gpu_above_its_maximum_operating_temperature_at_rest_warns_as_gpud_rea
     assert _health(fake_gpus, h100_sxm(temperature_c=87)).status is Status.PASS
     no_limit = h100_sxm(temperature_c=91, temperature_thresholds={})
     assert _health(fake_gpus, no_limit).status is Status.PASS  # nothing to hold it to
+
+
+def test_a_sites_row_makes_the_temperature_at_rest_fail_and_the_slowdown_limit_is_named(
+    fake_gpus: Any, tmp_path: Any
+) -> None:
+    from dataclasses import replace
+
+    from gpuaccept.actions import load_rules
+
+    site = tmp_path / "rules.toml"
+    site.write_text('[dcgm_error]\n42 = { action = "drain" }\n')
+    fake_gpus({"gpus": [h100_sxm(0, temperature_c=92, temperature_thresholds={"slowdown": 90})]})
+    result = health.run(replace(gpu_context(), action_rules=load_rules(site)))
+    assert result.status is Status.FAIL, result.message
+    assert "gpu0: 92 °C at rest, above its 90 °C slowdown temperature" in result.message
