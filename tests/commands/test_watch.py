@@ -895,3 +895,21 @@ def test_gpus_without_a_uuid_are_each_their_own_scope_and_limit(node: Path) -> N
     assert [(r.finding.scope, str(r.finding.text)[:20]) for r in debouncer.raised.values()] == [
         ("gpu:1", "gpu1: 86 °C under lo")
     ]
+
+
+def test_a_q_counter_at_its_top_says_the_watchs_span_not_a_run(
+    node: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = hgx_tree(node.parent / "hgx")
+    monkeypatch.setenv("GPUACCEPT_SYSFS_ROOT", str(root))
+    hw = port_dir(root, 0) / "hw_counters"
+    hw.mkdir()
+    (hw / "out_of_sequence").write_text(f"{(1 << 32) - 1}\n")
+    play(h100_sxm())
+    poller = Poller(window=1, events=False)
+    poller.poll()
+    [said] = [str(f.text) for f in poller.poll().findings if "out_of_sequence" in str(f.text)]
+    assert said.endswith(
+        "it may no longer count, so its growth since it was last read is unknown (the driver "
+        "clears it when the port's counters are reallocated, e.g. on a driver reload)"
+    )

@@ -439,7 +439,9 @@ def run(context: CheckContext) -> CheckResult:
     )
 
 
-def _counter_maximum(port: str, name: str, value: int, wraps: bool) -> str:
+def _counter_maximum(
+    port: str, name: str, value: int, wraps: bool, within: str = "in the run"
+) -> str:
     """What a counter read at the top of its width means, said the same for every width."""
     if wraps:
         # The Q counters are 32 bits (mlx5_ib_query_q_counters copies a be32); whether the
@@ -449,7 +451,7 @@ def _counter_maximum(port: str, name: str, value: int, wraps: bool) -> str:
         # the top at both ends, growth cannot be told from a counter that stopped.
         return (
             f"{port} {name} is at its maximum ({value}, 32 bits): it may no longer count, so its "
-            "growth in the run is unknown (the driver clears it when the port's counters are "
+            f"growth {within} is unknown (the driver clears it when the port's counters are "
             "reallocated, e.g. on a driver reload)"
         )
     return (
@@ -540,7 +542,7 @@ def judge_counter_growth(
             # at the top at both ends, it may have stopped counting; read below it now, a counter
             # at the top before was reset (the fix its maximum's message advises) or wrapped
             if was >= top and now >= top:
-                findings.warnings.append(_counter_maximum(port, name, was, wraps))
+                findings.warnings.append(_counter_maximum(port, name, was, wraps, within))
                 continue
             if now > was:
                 grew[name] = now - was
