@@ -316,7 +316,7 @@ def side_by_side(args: argparse.Namespace) -> int:
                 f"a metrics line every {log_freq} step(s)",
                 flush=True,
             )
-            text, seconds, rss = ts.run_titan(
+            text, seconds, rss, teardown = ts.run_titan(
                 python, run, gpu=gpu, loss=loss, attention=attn,
                 peak_flops=peak * 1e12 if peak else None, threads=threads, work=work,
                 limit=limit, compiled=compiled, log_freq=log_freq,
@@ -331,7 +331,10 @@ def side_by_side(args: argparse.Namespace) -> int:
                 figures.peak_memory_gib = rss
             rate = figures.tokens_per_second
             print(f"[TITAN]   {rate:,.0f} tokens/s per rank in {seconds:.0f} s", flush=True)
-            return figures, {"seconds": seconds, "rss_gib": rss, "log_tail": text[-2000:]}
+            if teardown:
+                print(f"[TITAN]   note: {teardown}", flush=True)
+            return figures, {"seconds": seconds, "rss_gib": rss, "log_tail": text[-2000:],
+                             "teardown": teardown}  # fmt: skip
 
         gpu_peak: float | None = None
         # each configuration `--repeat` times, round-robin so a shared machine's load falls on

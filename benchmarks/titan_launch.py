@@ -311,7 +311,26 @@ def gpuaccept_side() -> Trainer.Config:
     )
 
 
+def _train_then_wait(train: Any) -> Any:
+    """Trainer.train, then a barrier: no rank tears its process group down while another still
+    works. torchtitan's rank 0 sleeps 2 s after the last step ("Sleeping 2 seconds for other
+    ranks to complete", trainer.py:1069-1071 of the 0.3.0 wheel) while the other ranks go on to
+    Trainer.close and destroy_process_group (train.py:67-75); on the CPU a rank 1 that tore down
+    gloo meanwhile twice died of SIGABRT after the last step (2026-11-28 and a fresh clone's
+    `.ci/run` of 2026-11-29)."""
+
+    def wrapped(self: Any) -> Any:
+        done = train(self)
+        if torch.distributed.is_initialized():
+            torch.distributed.barrier()
+        return done
+
+    return wrapped
+
+
 if __name__ == "__main__":
     from torchtitan.train import main
+    from torchtitan.trainer import Trainer
 
+    Trainer.train = _train_then_wait(Trainer.train)  # type: ignore[method-assign]
     main()

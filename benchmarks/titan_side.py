@@ -420,8 +420,9 @@ def run_titan(
     limit: float,
     compiled: bool = False,
     log_freq: int = 1,
-) -> tuple[str, float, float]:
-    """torchtitan's rank-0 log, its seconds, and the largest process's peak RSS (GiB)."""
+) -> tuple[str, float, float, str | None]:
+    """torchtitan's rank-0 log, its seconds, the largest process's peak RSS (GiB), and what went
+    wrong after its last step, if anything did (said in the record, not hidden)."""
     name = f"titan-{loss}-{attention}{'-compiled' if compiled else ''}-log{log_freq}"
     log = work / f"{name}.log"
     env = dict(os.environ)
@@ -434,18 +435,35 @@ def run_titan(
     if peak_flops:
         env["GPUACCEPT_TT_PEAK_FLOPS"] = repr(peak_flops)
     torchrun = python.parent / "torchrun"
+    ranks = work / f"{name}-ranks"  # every rank's output (the console shows rank 0's)
     command = [
         str(torchrun), "--standalone", f"--nproc-per-node={shape.ranks}",
-        "--local-ranks-filter=0", str(LAUNCHER),
+        "--local-ranks-filter=0", "--log-dir", str(ranks), "--tee", "3", str(LAUNCHER),
         "--module", "titan_launch", "--config", "gpuaccept_side",
         "--dump_folder", str(work / f"{name}-out"),
     ]  # fmt: skip
     code, seconds, rss = run_logged(command, env, log, limit)
     text = log.read_text(errors="replace")
-    if code != 0:
-        why = "ran past --limit" if code is None else f"exit {code}"
-        raise SideBySideError(f"torchtitan failed ({why}): {titan_failure_line(text)}; log {log}")
-    return text, seconds, rss
+    if code == 0:
+        return text, seconds, rss, None
+    why = "ran past --limit" if code is None else f"exit {code}"
+    said = f"{titan_failure_line(text)}{_other_ranks_said(ranks)}"
+    logged = parse_titan_log(text)
+    if code is not None and logged and logged[-1].step >= shape.steps:
+        # every step trained and logged; a rank died in the teardown after it (torchtitan's and
+        # gloo's, on the CPU): the figures are the log's, and the record says what happened
+        return text, seconds, rss, f"torchtitan {why} after its last step, in its teardown: {said}"
+    raise SideBySideError(f"torchtitan failed ({why}): {said}; log {log}")
+
+
+def _other_ranks_said(ranks: Path) -> str:
+    """The last line of each other rank's error output, where torchrun kept it (--log-dir)."""
+    said = []
+    for stderr in sorted(ranks.glob("**/attempt_*/[1-9]*/stderr.log")):
+        lines = [line for line in stderr.read_text(errors="replace").splitlines() if line.strip()]
+        if lines:
+            said.append(f"rank {stderr.parent.name}: {lines[-1].strip()[:200]}")
+    return "".join(f"; {line}" for line in said)
 
 
 def run_gpuaccept(
