@@ -913,3 +913,24 @@ def test_a_q_counter_at_its_top_says_the_watchs_span_not_a_run(
         "it may no longer count, so its growth since it was last read is unknown (the driver "
         "clears it when the port's counters are reallocated, e.g. on a driver reload)"
     )
+
+
+def test_a_ports_finding_is_labelled_with_its_port_in_the_metrics(
+    node: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = hgx_tree(node.parent / "hgx")
+    monkeypatch.setenv("GPUACCEPT_SYSFS_ROOT", str(root))
+    play(h100_sxm())
+    poller, debouncer = Poller(window=3, events=False), Debouncer(3)
+    state = WatchState()
+    state.last = poller.poll()
+    debouncer.update(state.last)
+    (port_dir(root, 6) / "counters" / "link_downed").write_text("2\n")
+    state.last = poller.poll()
+    debouncer.update(state.last)
+    state.raised = tuple(debouncer.raised.values())
+    scraped = render(state, "gpu-node-1")
+    assert (
+        'gpuaccept_watch_findings{cause="cause:port-errors",check="fabric",gpu="",'
+        'node="gpu-node-1",port="mlx5_6:1",severity="fail"} 1.0'
+    ) in scraped

@@ -5,6 +5,7 @@ sees half a poll; served by prometheus_client's own HTTP server, on loopback unl
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -15,7 +16,10 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from gpuaccept.watch.debounce import Raised
-from gpuaccept.watch.poll import Poll
+from gpuaccept.watch.poll import PORTS, Poll
+
+# a port as the ports' findings name it first: 'mlx5_0:1 link_downed grew ...', 'mlx5_0:1: ...'
+_PORT = re.compile(r"^([A-Za-z0-9_.-]+:\d+)[: ]")
 
 # nvmlClocksEventReason* bits (nvml.h; pynvml's constants): kept apart on purpose, the brake is
 # a power-delivery fault and the cap is how the power limit is enforced (NVSentinel PR #1668)
@@ -50,6 +54,14 @@ def _cause(raised: Raised) -> str:
     text = raised.finding.text
     kind, code = getattr(text, "kind", None), getattr(text, "code", None)
     return f"{kind}:{code}" if kind else ""
+
+
+def _port(raised: Raised) -> str:
+    """The InfiniBand/RoCE port ('mlx5_0:1') a ports' finding names first, else ''."""
+    if raised.finding.scope != PORTS:
+        return ""
+    found = _PORT.match(str(raised.finding.text))
+    return found[1] if found else ""
 
 
 class WatchCollector(Collector):
@@ -126,13 +138,13 @@ class WatchCollector(Collector):
             )
         failing = [r for r in raised if r.finding.fails]
         yield gauge("node_fit", "1 while no failing finding is raised.", float(not failing))
-        by_labels: Counter[tuple[str, str, str, str]] = Counter(
-            (r.finding.check, _severity(r), r.finding.gpu, _cause(r)) for r in raised
+        by_labels: Counter[tuple[str, str, str, str, str]] = Counter(
+            (r.finding.check, _severity(r), r.finding.gpu, _cause(r), _port(r)) for r in raised
         )
         family = GaugeMetricFamily(
             "gpuaccept_watch_findings",
             "Findings raised now, by the accept check whose rules judged them.",
-            labels=["node", "check", "severity", "gpu", "cause"],
+            labels=["node", "check", "severity", "gpu", "cause", "port"],
         )
         for labels, count in sorted(by_labels.items()):
             family.add_metric([self.node, *labels], count)
