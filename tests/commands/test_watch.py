@@ -237,17 +237,29 @@ def test_nvlink_errors_that_grow_between_polls_are_raised_at_once(node: Path) ->
     assert not raised.finding.lasting
 
 
+def _hgx(node: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A healthy H100 and tests/fabric_tree.py's HGX sysfs tree (eight HCAs) as the node's."""
+    root = hgx_tree(node.parent / "hgx")
+    monkeypatch.setenv("GPUACCEPT_SYSFS_ROOT", str(root))
+    play(h100_sxm())
+    return root
+
+
+def _watched(node: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Poller, Debouncer]:
+    """That node after a first poll (the ports' baseline), with a 3-poll debounce."""
+    root = _hgx(node, monkeypatch)
+    poller, debouncer = Poller(window=3, events=False), Debouncer(3)
+    debouncer.update(poller.poll())
+    return root, poller, debouncer
+
+
 def _port_polls(
     node: Path, monkeypatch: pytest.MonkeyPatch, *changes: dict[str, int] | None
 ) -> list[tuple[list[Raised], list[str]]]:
     """Polls of a node whose eight HCAs (tests/fabric_tree.py) start clean; before each poll
     after the first, mlx5_0's counters are set as `changes` says (None: the HCA is gone). After
     each: the failures raised, and the warnings' texts."""
-    root = hgx_tree(node.parent / "hgx")
-    monkeypatch.setenv("GPUACCEPT_SYSFS_ROOT", str(root))
-    play(h100_sxm())
-    poller, debouncer = Poller(window=3, events=False), Debouncer(3)
-    debouncer.update(poller.poll())
+    root, poller, debouncer = _watched(node, monkeypatch)
     after = []
     for change in changes:
         if change is None:
@@ -288,11 +300,7 @@ def test_minor_port_errors_warn_and_steady_counters_say_nothing(
 def test_a_port_gone_is_a_state_held_while_it_is_away_and_cleared_when_back(
     node: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    root = hgx_tree(node.parent / "hgx")
-    monkeypatch.setenv("GPUACCEPT_SYSFS_ROOT", str(root))
-    play(h100_sxm())
-    poller, debouncer = Poller(window=3, events=False), Debouncer(3)
-    debouncer.update(poller.poll())
+    root, poller, debouncer = _watched(node, monkeypatch)
     hca = port_dir(root, 3).parents[1]
     shutil.move(hca, node.parent / "mlx5_3-away")
     failing = []
@@ -312,11 +320,7 @@ def test_a_port_gone_is_a_state_held_while_it_is_away_and_cleared_when_back(
 def test_an_hca_that_vanishes_every_other_poll_is_raised_at_each_going(
     node: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    root = hgx_tree(node.parent / "hgx")
-    monkeypatch.setenv("GPUACCEPT_SYSFS_ROOT", str(root))
-    play(h100_sxm())
-    poller, debouncer = Poller(window=3, events=False), Debouncer(3)
-    debouncer.update(poller.poll())
+    root, poller, debouncer = _watched(node, monkeypatch)
     hca = port_dir(root, 5).parents[1]
     goings = []
     for away in (True, False, True, False, True):
@@ -334,9 +338,7 @@ def test_a_port_the_reader_cannot_list_is_unread_not_gone(
 ) -> None:
     # probe/sysfs.py's rule: the reader's own trouble never fails a node. A ports directory
     # turned into a symlink loop is there but unreadable: a warning, no "gone", no growth
-    root = hgx_tree(node.parent / "hgx")
-    monkeypatch.setenv("GPUACCEPT_SYSFS_ROOT", str(root))
-    play(h100_sxm())
+    root = _hgx(node, monkeypatch)
     poller = Poller(window=1, events=False)
     poller.poll()
     ports = port_dir(root, 2).parent
@@ -352,11 +354,7 @@ def test_growth_across_a_poll_that_could_not_read_a_counter_still_fails(
 ) -> None:
     # each counter's last value read is the baseline: a counter unreadable at one poll ("N/A
     # (no PMA)") and grown by the next does not hide the flap
-    root = hgx_tree(node.parent / "hgx")
-    monkeypatch.setenv("GPUACCEPT_SYSFS_ROOT", str(root))
-    play(h100_sxm())
-    poller, debouncer = Poller(window=3, events=False), Debouncer(3)
-    debouncer.update(poller.poll())
+    root, poller, debouncer = _watched(node, monkeypatch)
     counter = port_dir(root, 0) / "counters" / "link_downed"
     counter.write_text("N/A (no PMA)\n")
     debouncer.update(poller.poll())
@@ -373,11 +371,9 @@ def test_a_saturated_counter_reset_and_grown_again_fails(
 ) -> None:
     # link_downed is 8 bits: at 255 it no longer counts; `perfquery -R` (what the warning
     # advises) and two more flaps leave it at 2: a reset, and growth since
-    root = hgx_tree(node.parent / "hgx")
-    monkeypatch.setenv("GPUACCEPT_SYSFS_ROOT", str(root))
+    root = _hgx(node, monkeypatch)
     counter = port_dir(root, 0) / "counters" / "link_downed"
     counter.write_text("255\n")
-    play(h100_sxm())
     poller, debouncer = Poller(window=3, events=False), Debouncer(3)
     debouncer.update(poller.poll())
     counter.write_text("2\n")
@@ -405,11 +401,7 @@ def test_a_port_error_that_happens_again_while_held_is_raised_again(
 def _port_changes(
     node: Path, monkeypatch: pytest.MonkeyPatch, *changes: dict[str, int]
 ) -> list[Change]:
-    root = hgx_tree(node.parent / "hgx")
-    monkeypatch.setenv("GPUACCEPT_SYSFS_ROOT", str(root))
-    play(h100_sxm())
-    poller, debouncer = Poller(window=3, events=False), Debouncer(3)
-    debouncer.update(poller.poll())
+    root, poller, debouncer = _watched(node, monkeypatch)
     seen = []
     for change in changes:
         for counter, value in change.items():
@@ -442,9 +434,7 @@ def test_ports_that_cannot_be_read_are_said_and_not_judged(
 def test_a_port_error_is_kept_two_hours_after_it_grew(
     node: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    root = hgx_tree(node.parent / "hgx")
-    monkeypatch.setenv("GPUACCEPT_SYSFS_ROOT", str(root))
-    play(h100_sxm())
+    root = _hgx(node, monkeypatch)
     poller = Poller(window=1, events=False)
     poller.poll(now=1000.0)
     (port_dir(root, 0) / "counters" / "link_downed").write_text("1\n")
@@ -864,9 +854,7 @@ def test_a_rotated_kernel_log_does_not_clear_an_xid_the_window_still_holds(node:
 def test_a_counter_that_stays_unreadable_is_one_state_said_once_not_a_warning_per_poll(
     node: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    root = hgx_tree(node.parent / "hgx")
-    monkeypatch.setenv("GPUACCEPT_SYSFS_ROOT", str(root))
-    play(h100_sxm())
+    root = _hgx(node, monkeypatch)
     poller, debouncer = Poller(window=3, events=False), Debouncer(3)
     assert poller.poll().ports_readable
     (port_dir(root, 4) / "counters" / "symbol_error").write_text("N/A (no PMA)\n")
@@ -900,12 +888,10 @@ def test_gpus_without_a_uuid_are_each_their_own_scope_and_limit(node: Path) -> N
 def test_a_q_counter_at_its_top_says_the_watchs_span_not_a_run(
     node: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    root = hgx_tree(node.parent / "hgx")
-    monkeypatch.setenv("GPUACCEPT_SYSFS_ROOT", str(root))
+    root = _hgx(node, monkeypatch)
     hw = port_dir(root, 0) / "hw_counters"
     hw.mkdir()
     (hw / "out_of_sequence").write_text(f"{(1 << 32) - 1}\n")
-    play(h100_sxm())
     poller = Poller(window=1, events=False)
     poller.poll()
     [said] = [str(f.text) for f in poller.poll().findings if "out_of_sequence" in str(f.text)]
@@ -918,9 +904,7 @@ def test_a_q_counter_at_its_top_says_the_watchs_span_not_a_run(
 def test_a_ports_finding_is_labelled_with_its_port_in_the_metrics(
     node: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    root = hgx_tree(node.parent / "hgx")
-    monkeypatch.setenv("GPUACCEPT_SYSFS_ROOT", str(root))
-    play(h100_sxm())
+    root = _hgx(node, monkeypatch)
     poller, debouncer = Poller(window=3, events=False), Debouncer(3)
     state = WatchState()
     state.last = poller.poll()

@@ -488,6 +488,12 @@ def says_what_a_reading_cannot(text: str) -> bool:
     return any(phrase in text for phrase in _UNSAID)
 
 
+def shown_ports(ports: Sequence[str]) -> str:
+    """Up to four ports by name, the rest counted (a p5's 32 EFA devices in one line)."""
+    more = f" and {len(ports) - 4} more" if len(ports) > 4 else ""
+    return ", ".join(ports[:4]) + more
+
+
 def judge_counter_growth(
     start: dict[str, dict[str, int | None]],
     end: dict[str, dict[str, int | None]],
@@ -514,10 +520,9 @@ def judge_counter_growth(
         and all(v is None for v in end[port].values())
     ]
     if blind:
-        shown = ", ".join(blind[:4]) + (f" and {len(blind) - 4} more" if len(blind) > 4 else "")
         findings.warnings.append(
             f"{len(blind)} port(s) without a readable error counter (no PMA), their errors not "
-            f"judged: {shown}"
+            f"judged: {shown_ports(blind)}"
         )
     for port, before in sorted(start.items()):
         if port in blind:

@@ -86,16 +86,13 @@ FAIL_ON_DROP = typer.Option(
 )
 
 
+_RULES = "TOML of the site's action tables over the built-in ones: what each XID, DCGM error or "
+
+
 def rules_option(panel: str | None = None) -> Any:
     """--rules of every command that plans actions (accept, burnin, watch, preflight)."""
-    return typer.Option(
-        None,
-        "--rules",
-        metavar="FILE",
-        help="TOML of the site's action tables over the built-in ones: what each XID, DCGM "
-        "error or finding recommends (docs/actions.md).",
-        rich_help_panel=panel,
-    )
+    said = _RULES + "finding recommends (docs/actions.md)."
+    return typer.Option(None, "--rules", metavar="FILE", help=said, rich_help_panel=panel)
 
 
 # -- the guards of `act slurm` and `node-verdict` (one policy: act.policy), and where their

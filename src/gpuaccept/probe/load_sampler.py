@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuaccept.probe.nvml_health import (
-    call_newest,
     read_or_none,
+    read_temperature,
     read_temperature_limit,
     read_throttle_mask,
     throttle_labels,
@@ -61,22 +61,12 @@ class LoadTrace:
 def take_sample(nvml: Any, handle: Any, seconds: float) -> LoadSample:
     power = read_or_none(nvml.nvmlDeviceGetPowerUsage, handle)  # milliwatts
     limit = read_or_none(nvml.nvmlDeviceGetEnforcedPowerLimit, handle)
-    # the versioned call (nvmlDeviceGetTemperature is deprecated and goes in CUDA 14); the old
-    # one only where this NVML binding or the driver has no other
-    temperature = read_or_none(
-        call_newest,
-        nvml,
-        "nvmlDeviceGetTemperatureV",
-        "nvmlDeviceGetTemperature",
-        handle,
-        nvml.NVML_TEMPERATURE_GPU,
-    )
     clock = read_or_none(nvml.nvmlDeviceGetClockInfo, handle, nvml.NVML_CLOCK_SM)
     return LoadSample(
         seconds=round(seconds, 3),
         power_w=power / 1000 if power is not None else None,
         power_limit_w=limit / 1000 if limit is not None else None,
-        temperature_c=float(temperature) if temperature is not None else None,
+        temperature_c=read_temperature(nvml, handle),
         sm_clock_mhz=float(clock) if clock is not None else None,
         reasons=tuple(throttle_labels(nvml, read_throttle_mask(nvml, handle))),
         pcie_gen=read_or_none(nvml.nvmlDeviceGetCurrPcieLinkGeneration, handle),

@@ -434,6 +434,21 @@ def read_snapshot() -> CounterSnapshot | None:
     return CounterSnapshot(time.time(), tuple(counters), tuple(problems))
 
 
+def read_temperature(nvml: Any, handle: Any) -> float | None:
+    """The GPU die's temperature (°C): the versioned call (nvmlDeviceGetTemperature is
+    deprecated and goes in CUDA 14), the old one only where this NVML binding or the driver has
+    no other."""
+    value = read_or_none(
+        call_newest,
+        nvml,
+        "nvmlDeviceGetTemperatureV",
+        "nvmlDeviceGetTemperature",
+        handle,
+        nvml.NVML_TEMPERATURE_GPU,
+    )
+    return float(value) if isinstance(value, int | float) else None
+
+
 # nvmlTemperatureThresholds_t: NVML_TEMPERATURE_THRESHOLD_SLOWDOWN = 1 ("Temperature at which the
 # GPU will begin HW slowdown") and NVML_TEMPERATURE_THRESHOLD_GPU_MAX = 3 ("GPU Temperature at
 # which the GPU can be throttled below base clock"): nvml.h of CUDA 12.6.2, lines 762-771
@@ -496,14 +511,7 @@ def read_gpu_health(nvml: Any, index: int, uuid: str | None = None) -> GpuHealth
     pci = read_or_none(nvml.nvmlDeviceGetPciInfo, handle)
     mig = read_or_none(nvml.nvmlDeviceGetMigMode, handle)
     replays = read_or_none(nvml.nvmlDeviceGetPcieReplayCounter, handle)
-    temperature = read_or_none(
-        call_newest,
-        nvml,
-        "nvmlDeviceGetTemperatureV",
-        "nvmlDeviceGetTemperature",
-        handle,
-        nvml.NVML_TEMPERATURE_GPU,
-    )
+    temperature = read_temperature(nvml, handle)
     limit, limit_kind = read_temperature_limit(nvml, handle)
     return GpuHealth(
         index=index,
@@ -534,7 +542,7 @@ def read_gpu_health(nvml: Any, index: int, uuid: str | None = None) -> GpuHealth
         mig_enabled=bool(mig[0]) if mig is not None else None,
         mig_instance=mig_instance,
         recovery_action=read_recovery_action(nvml, handle),
-        temperature_c=float(temperature) if isinstance(temperature, int | float) else None,
+        temperature_c=temperature,
         temperature_limit_c=limit,
         temperature_limit_kind=limit_kind,
     )

@@ -48,6 +48,7 @@ from gpuaccept.checks.fabric import (
     judge_counter_growth,
     judge_link_flaps,
     says_what_a_reading_cannot,
+    shown_ports,
 )
 from gpuaccept.checks.health import judge_health
 from gpuaccept.checks.judging import Findings
@@ -442,20 +443,13 @@ class Poller:
         ]
         self.ports_readable = not unlisted and not partly
         if not self.ports_readable:
-            notes.append(
-                "InfiniBand/RoCE counters not all read: "
-                + ", ".join(sorted({*unlisted, *partly})[:4])
-                + (
-                    f" and {len({*unlisted, *partly}) - 4} more"
-                    if len({*unlisted, *partly}) > 4
-                    else ""
-                )
-            )
+            unread = sorted({*unlisted, *partly})
+            notes.append(f"InfiniBand/RoCE counters not all read: {shown_ports(unread)}")
         found = Findings(FABRIC, "FABRIC")
         if self._ports is not None:
-            # a port gone since the last poll: accept's rule for a port gone in a run, an event
-            went = [port for port in gone if port in self._present]
-            still = {p: v for p, v in self._ports.items() if p not in gone or p in went}
+            # a port gone since the last poll is judged (accept's rule for a port gone in a run:
+            # an event); one gone before it is the state below
+            still = {p: v for p, v in self._ports.items() if p not in gone or p in self._present}
             judge_counter_growth(still, read, found, span="polls")
         self._present = set(read)
         states = Findings(FABRIC, "FABRIC")
