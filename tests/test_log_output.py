@@ -117,7 +117,7 @@ def test_bench_help_shows_each_sweeps_own_defaults(benchmark: str) -> None:
     from typer.testing import CliRunner
 
     from gpuaccept.cli import app
-    from gpuaccept.cli.bench.common import DEFAULT_SIZES
+    from gpuaccept.commands.bench.common import DEFAULT_SIZES
 
     text = " ".join(CliRunner().invoke(app, ["bench", benchmark, "--help"]).output.split())
     gpu, cpu = DEFAULT_SIZES[benchmark]["cuda"], DEFAULT_SIZES[benchmark]["cpu"]

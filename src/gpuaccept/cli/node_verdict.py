@@ -6,73 +6,15 @@ The options and the exit; what is checked, decided, done and said is commands.no
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import typer
 
-from gpuaccept.cli.options import (
-    ACT_PROMETHEUS,
-    ACT_RECORD,
-    ACT_STATE,
-    BREAKER_MINUTES,
-    BREAKER_SHARE,
-    DEBOUNCE,
-    DEBOUNCE_HOURS,
-    INSPECT_AFTER,
-    REPLACE_AFTER,
-    REPLACE_DAYS,
-    RESUME_LEVEL,
-    request_from,
-)
+from gpuaccept.cli.declared import command_of
 from gpuaccept.cli.render import CONSOLE
+from gpuaccept.commands.node_verdict import NodeVerdictRequest
 
 
-def node_verdict(
-    reports: list[Path] = typer.Argument(
-        ..., help="JSON reports, one or more per node (a node's older ones are its past)."
-    ),
-    node: str | None = typer.Option(
-        None, "--node", metavar="NAME", help="The node (default: the one the report names)."
-    ),
-    apply: bool = typer.Option(
-        False,
-        "--apply",
-        help="Read the nodes from and change them through the Kubernetes API (needs the "
-        "kubernetes client) instead of printing the kubectl commands.",
-    ),
-    cluster: Path | None = typer.Option(
-        None,
-        "--cluster",
-        metavar="FILE",
-        help="The cluster's nodes as `kubectl get nodes -o json` prints them: the guards "
-        "decide against them and the guarded commands are printed.",
-    ),
-    act: str | None = typer.Option(
-        None,
-        "--act",
-        metavar="MODE",
-        help="report: the verdict's commands, no guards, nothing read (the default without "
-        "--cluster or --apply); shadow: decide with the guards, say what would be done, change "
-        "nothing; enforce: the guarded change (the default with --cluster or --apply).",
-    ),
-    pool: str | None = typer.Option(
-        None,
-        "--pool",
-        metavar="KEY=VALUE[,...]",
-        help="The nodes the breaker counts: those with these labels (default: every node).",
-    ),
-    resume_level: str = RESUME_LEVEL,
-    breaker_share: float = BREAKER_SHARE,
-    breaker_minutes: float = BREAKER_MINUTES,
-    debounce: int = DEBOUNCE,
-    debounce_hours: float = DEBOUNCE_HOURS,
-    replace_after: int = REPLACE_AFTER,
-    replace_days: float = REPLACE_DAYS,
-    inspect_after: int = INSPECT_AFTER,
-    state: Path | None = ACT_STATE,
-    record: Path | None = ACT_RECORD,
-    prometheus: Path | None = ACT_PROMETHEUS,
-) -> None:
+@command_of(NodeVerdictRequest)
+def node_verdict(request: NodeVerdictRequest) -> None:
     """Record each node's verdict on it as labels and a taint (kubectl commands, or --apply).
 
     Reads `gpuaccept accept` reports. pass on the GPUs: gpuaccept.io/verdict=pass and the
@@ -94,11 +36,8 @@ def node_verdict(
     annotations gpuaccept.io/reason and gpuaccept.io/tainted-at. Exit: 0; 2 a wrong input,
     nothing changed; 3 the Kubernetes API missing or not answering; 4 a guard refused a taint.
     """
-    options = dict(locals())  # first: the options as parsed
-    from gpuaccept.commands.act import Guarding
-    from gpuaccept.commands.node_verdict import NodeVerdictRequest, run_node_verdict
+    from gpuaccept.commands.node_verdict import run_node_verdict
 
-    request = request_from(NodeVerdictRequest, options, guarding=Guarding)
     result = run_node_verdict(request, CONSOLE)
     if result.exit_code:
         raise typer.Exit(result.exit_code)

@@ -13,8 +13,9 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
+from gpuaccept.commands.options import arg, opt
 from gpuaccept.errors import InputError
 
 if TYPE_CHECKING:
@@ -27,22 +28,80 @@ REFUSED_EXIT = 4  # a guard refused to take a failing node out: it stays in serv
 MODES = ("report", "shadow", "enforce")
 
 
+# -- the guards of `act slurm` and `node-verdict` (one policy: act.policy), and where their
+# records and outputs go (the person's `act breaker` and `act regression` commands take --state)
+
+BREAKER_PARTITION = opt("--partition", "NAME", "The nodes the breaker counts (default: all).")
+RESUME_LEVEL = opt(
+    "--resume-level",
+    "LEVEL",
+    "The level a node gpuaccept took out (drain, taint) must pass to return to service.",
+)
+BREAKER_SHARE = opt(
+    "--breaker-share",
+    "FRACTION",
+    "At most this share of the nodes (at least one) taken out by gpuaccept within "
+    "--breaker-minutes; past it a failing node is left in service and the exit is 4.",
+)
+BREAKER_MINUTES = opt("--breaker-minutes", "MINUTES", "The breaker's window.")
+ACT_STATE = opt(
+    "--state",
+    "FILE",
+    "gpuaccept's records of the breaker's trip and the regressions it holds (JSON; default "
+    "$GPUACCEPT_ACT_STATE, else the data directory beside the history). Share one file between "
+    "every node's health check (shared storage) so that the breaker counts the whole cluster.",
+)
+_DEBOUNCE = (
+    "A failure whose recommended action is only a rerun takes the node out when it failed "
+    "K runs in a row (1: at once); hard faults at once."
+)
+_REPLACE_AFTER = (
+    "A node, or a GPU by its UUID, failing in N incidents within --replace-days is a "
+    "repeat offender: its action becomes replace (0: never)."
+)
+_INSPECT_AFTER = (
+    "A node, or a GPU by its UUID, failing in N incidents within --replace-days is drained "
+    "for a person to inspect it (its repair did not hold), before --replace-after makes it "
+    "replace (0: never). A failure that only a rerun was recommended for is never replaced."
+)
+_PROMETHEUS = (
+    "Write the decisions as node_exporter textfile metrics: gpuaccept_act_decision, "
+    "gpuaccept_act_refused{guard=breaker|regression}."
+)
+
+
 @dataclass(frozen=True)
 class Guarding:
     """The guards' values `act slurm` and `node-verdict` share (one policy: act.policy), and
     where the records and the round's outputs go; the defaults are the CLI's."""
 
-    resume_level: str = "standard"
-    breaker_share: float = 0.02
-    breaker_minutes: float = 60.0
-    debounce: int = 2
-    debounce_hours: float = 24.0
-    replace_after: int = 3
-    replace_days: float = 7.0
-    inspect_after: int = 2
-    state: Path | None = None  # None: $GPUACCEPT_ACT_STATE, else the data directory
-    record: Path | None = None
-    prometheus: Path | None = None
+    resume_level: Annotated[str, RESUME_LEVEL] = "standard"
+    breaker_share: Annotated[float, BREAKER_SHARE] = 0.02
+    breaker_minutes: Annotated[float, BREAKER_MINUTES] = 60.0
+    debounce: Annotated[int, opt("--debounce", "K", _DEBOUNCE, least=1, most=20)] = 2
+    debounce_hours: Annotated[
+        float, opt("--debounce-hours", "HOURS", "The runs in a row count within this.")
+    ] = 24.0
+    replace_after: Annotated[
+        int, opt("--replace-after", "N", _REPLACE_AFTER, least=0, most=100)
+    ] = 3
+    replace_days: Annotated[
+        float, opt("--replace-days", "DAYS", "The repeat offenders' window.")
+    ] = 7.0
+    inspect_after: Annotated[
+        int, opt("--inspect-after", "N", _INSPECT_AFTER, least=0, most=100)
+    ] = 2
+    # None: $GPUACCEPT_ACT_STATE, else the data directory
+    state: Annotated[Path | None, ACT_STATE] = None
+    record: Annotated[
+        Path | None,
+        opt(
+            "--record",
+            "FILE",
+            "Write what was decided for each node, and why, as JSON (replaced atomically).",
+        ),
+    ] = None
+    prometheus: Annotated[Path | None, opt("--prometheus", "FILE", _PROMETHEUS)] = None
 
 
 def state_path(state: Path | None) -> Path:
@@ -106,16 +165,30 @@ def checked_guard(act: str, given: Guarding) -> Guard:
 # -- act slurm ------------------------------------------------------------------------------
 
 
+_SLURM_MODES = (
+    "report: say the verdict, ask Slurm nothing, change nothing; shadow: decide against Slurm's "
+    "state and say what it would do, change nothing; enforce: drain or resume."
+)
+_EARLIER = (
+    "Where the node's earlier accept reports are (default: the report's directory; the newest "
+    "192 files are read)."
+)
+
+
 @dataclass(frozen=True)
 class SlurmRequest:
     """`act slurm`: one node's accept report, acted on in Slurm in `act` mode (report: say it,
     ask Slurm nothing; shadow: decide, change nothing; enforce: drain or resume)."""
 
-    report: Path
-    act: str = "enforce"
-    node: str | None = None  # Slurm's name for it; None: the report's
-    partition: str | None = None  # the nodes the breaker counts; None: all
-    earlier: Path | None = None  # the node's earlier reports; None: the report's directory
+    report: Annotated[Path, arg("The node's `gpuaccept accept` JSON report.")]
+    # Slurm's name for it; None: the report's
+    node: Annotated[
+        str | None, opt("--node", "NAME", "Slurm's name for the node (default: the report's).")
+    ] = None
+    act: Annotated[str, opt("--act", "MODE", _SLURM_MODES)] = "enforce"
+    partition: Annotated[str | None, BREAKER_PARTITION] = None  # the nodes the breaker counts
+    # the node's earlier reports; None: the report's directory
+    earlier: Annotated[Path | None, opt("--earlier", "DIR", _EARLIER)] = None
     guarding: Guarding = field(default_factory=Guarding)
 
 
@@ -262,24 +335,29 @@ def _write(
 # -- a person's word on the records: the breaker's status and reset, a regression cleared ----
 
 
+BY = opt("--by", "NAME", "Who does it (recorded).")
+WHY = opt("--why", "TEXT", "Why (recorded).")
+
+
 @dataclass(frozen=True)
 class BreakerStatusRequest:
-    state: Path | None = None
+    state: Annotated[Path | None, ACT_STATE] = None
 
 
 @dataclass(frozen=True)
 class BreakerResetRequest:
-    by: str  # who (recorded)
-    why: str  # why (recorded)
-    state: Path | None = None
+    by: Annotated[str, BY]  # who (recorded)
+    why: Annotated[str, WHY]  # why (recorded)
+    state: Annotated[Path | None, ACT_STATE] = None
 
 
 @dataclass(frozen=True)
 class RegressionClearRequest:
-    stack: str  # the 8 hex digits a drain's [stack ...] shows
-    by: str
-    why: str
-    state: Path | None = None
+    # the 8 hex digits a drain's [stack ...] shows
+    stack: Annotated[str, arg("The stack's 8-digit digest.")]
+    by: Annotated[str, BY]
+    why: Annotated[str, WHY]
+    state: Annotated[Path | None, ACT_STATE] = None
 
 
 @dataclass(frozen=True)

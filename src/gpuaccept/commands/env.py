@@ -8,8 +8,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
+from gpuaccept.commands.options import opt
 from gpuaccept.errors import InputError
 
 if TYPE_CHECKING:
@@ -21,8 +22,10 @@ class EnvRequest:
     """`as_json`: the capture as JSON on the log (else a summary, unless it goes to a file);
     `output`: a file the capture is written to, as JSON."""
 
-    as_json: bool = False
-    output: Path | None = None
+    as_json: Annotated[bool, opt("--json", text="Print the capture as JSON to stdout.")] = False
+    output: Annotated[
+        Path | None, opt(("--output", "-o"), text="Write the capture as JSON to this file.")
+    ] = None
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
 from gpuaccept.commands.act import (
     REFUSED_EXIT,
@@ -20,6 +20,7 @@ from gpuaccept.commands.act import (
     checked_guard,
     state_path,
 )
+from gpuaccept.commands.options import arg, opt
 from gpuaccept.errors import InputError
 
 if TYPE_CHECKING:
@@ -29,18 +30,40 @@ if TYPE_CHECKING:
     from gpuaccept.results import RunReport
 
 
+_APPLY = (
+    "Read the nodes from and change them through the Kubernetes API (needs the kubernetes "
+    "client) instead of printing the kubectl commands."
+)
+_CLUSTER = (
+    "The cluster's nodes as `kubectl get nodes -o json` prints them: the guards decide against "
+    "them and the guarded commands are printed."
+)
+_MODES = (
+    "report: the verdict's commands, no guards, nothing read (the default without --cluster or "
+    "--apply); shadow: decide with the guards, say what would be done, change nothing; "
+    "enforce: the guarded change (the default with --cluster or --apply)."
+)
+_POOL = "The nodes the breaker counts: those with these labels (default: every node)."
+
+
 @dataclass(frozen=True)
 class NodeVerdictRequest:
     """`node-verdict`: the reports (one or more per node: a node's older ones are its past) and
     how they are acted on. `act` None: report without a cluster, enforce with one (`cluster`, a
     `kubectl get nodes -o json` file, or `apply`: the Kubernetes API)."""
 
-    reports: tuple[Path, ...]
-    node: str | None = None
-    apply: bool = False
-    cluster: Path | None = None
-    act: str | None = None
-    pool: str | None = None  # KEY=VALUE[,KEY=VALUE]: the nodes the breaker counts
+    reports: Annotated[
+        tuple[Path, ...],
+        arg("JSON reports, one or more per node (a node's older ones are its past)."),
+    ]
+    node: Annotated[
+        str | None, opt("--node", "NAME", "The node (default: the one the report names).")
+    ] = None
+    apply: Annotated[bool, opt("--apply", text=_APPLY)] = False
+    cluster: Annotated[Path | None, opt("--cluster", "FILE", _CLUSTER)] = None
+    act: Annotated[str | None, opt("--act", "MODE", _MODES)] = None
+    # KEY=VALUE[,KEY=VALUE]: the nodes the breaker counts
+    pool: Annotated[str | None, opt("--pool", "KEY=VALUE[,...]", _POOL)] = None
     guarding: Guarding = field(default_factory=Guarding)
 
 

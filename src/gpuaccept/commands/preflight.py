@@ -31,9 +31,10 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
-from gpuaccept.commands.act import MODES, Guarding
+from gpuaccept.commands.act import BREAKER_PARTITION, MODES, Guarding
+from gpuaccept.commands.options import DEVICE, RULES, opt
 from gpuaccept.errors import InputError, Interrupted
 
 if TYPE_CHECKING:
@@ -66,20 +67,38 @@ class PreflightRequest:
     """One preflight as asked for. `job`: the job to requeue when this node or its gang fails (a
     Prolog's $SLURM_JOB_ID); None: nothing requeued, the exit says the verdict."""
 
-    budget: float = DEFAULT_BUDGET
-    device: str = "auto"
-    only: Sequence[str] = ()
-    skip: Sequence[str] = ()
-    expect_gpus: int | None = None
-    rules: Path | None = None
-    report_dir: Path | None = None
-    history: str | None = None  # None: not recorded (a preflight per job would flood it)
-    act: str = "report"
-    node: str | None = None  # Slurm's name for the node; None: the report's
-    partition: str | None = None
-    job: str | None = None
-    gang: bool = False
-    gang_port: int | None = None
+    budget: Annotated[
+        float, opt("--budget", "SECONDS", "The whole preflight's time (5-3600 s).")
+    ] = DEFAULT_BUDGET
+    device: Annotated[str, DEVICE] = "auto"
+    only: Annotated[
+        Sequence[str], opt("--only", "CHECK", "Only these checks of the quick level.")
+    ] = ()
+    skip: Annotated[Sequence[str], opt("--skip", "CHECK", "Leave these checks out.")] = ()
+    expect_gpus: Annotated[int | None, opt("--expect-gpus", "N", "GPUs this node must have.")] = (
+        None
+    )
+    rules: Annotated[Path | None, RULES] = None
+    report_dir: Annotated[
+        Path | None, opt("--report-dir", "DIR", "Write the JSON report here.")
+    ] = None
+    # None: not recorded (a preflight per job would flood it)
+    history: Annotated[
+        str | None, opt("--history", "FILE|URI", "Record the run (default: not).")
+    ] = None
+    act: Annotated[str, opt("--act", "MODE", "report, shadow or enforce (as `act slurm`).")] = (
+        "report"
+    )
+    # Slurm's name for the node; None: the report's
+    node: Annotated[str | None, opt("--node", "NAME", "Slurm's name for this node.")] = None
+    partition: Annotated[str | None, BREAKER_PARTITION] = None
+    job: Annotated[
+        str | None, opt("--job", "JOBID", "Requeue this job if not fit (a Prolog's).")
+    ] = None
+    gang: Annotated[bool, opt("--gang", text="All-reduce with the job's other nodes.")] = False
+    gang_port: Annotated[int | None, opt("--gang-port", "PORT", "The gang's port on node 0.")] = (
+        None
+    )
     guarding: Guarding = field(default_factory=Guarding)
 
     def __post_init__(self) -> None:

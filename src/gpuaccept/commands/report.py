@@ -6,9 +6,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
-from gpuaccept.commands.history.fleet import FleetJudging
+from gpuaccept.commands.history.fleet import SINCE, FleetJudging
+from gpuaccept.commands.options import arg, check_bounds, opt
 from gpuaccept.errors import InputError
 
 if TYPE_CHECKING:
@@ -19,18 +20,40 @@ if TYPE_CHECKING:
 STDOUT = Path("-")  # --markdown -: the summary on stdout (e.g. a CI job's summary)
 
 
+_HISTORY = "History for run ids and trend charts: an SQLite file or a postgresql:// URI."
+_FLEET = (
+    "The whole fleet from the history: its page (--html: what to act on first, what changed, "
+    "the stacks, each GPU model's figures, the laggards, MTBI) and/or its MTBI as textfile "
+    "metrics (--prometheus)."
+)
+
+
 @dataclass(frozen=True)
 class ReportRequest:
-    source: str | None  # a run id from the history, or a REPORT.json file; None with fleet
-    html: Path | None = None
-    markdown: Path | None = None  # STDOUT for stdout
-    prometheus: Path | None = None
-    history: str | None = None  # for run ids, trend charts and the fleet: a file or a URI
-    fleet: bool = False  # the whole fleet: its page (html) and/or its MTBI metrics (prometheus)
+    # a run id from the history, or a REPORT.json file; None with fleet
+    source: Annotated[
+        str | None, arg("A run id from the history, or a REPORT.json file (not with --fleet).")
+    ] = None
+    html: Annotated[Path | None, opt("--html", text="Write a self-contained HTML page.")] = None
+    # STDOUT for stdout
+    markdown: Annotated[
+        Path | None,
+        opt("--markdown", text="Write a Markdown summary ('-' for stdout, e.g. CI summaries)."),
+    ] = None
+    prometheus: Annotated[
+        Path | None,
+        opt("--prometheus", text="Write node_exporter textfile metrics (a .prom file)."),
+    ] = None
+    # for run ids, trend charts and the fleet: a file or a URI
+    history: Annotated[str | None, opt("--history", text=_HISTORY)] = None
+    # the whole fleet: its page (html) and/or its MTBI metrics (prometheus)
+    fleet: Annotated[bool, opt("--fleet", text=_FLEET)] = False
     judging: FleetJudging = field(default_factory=FleetJudging)  # the fleet page's judgement
-    since: str | None = None  # the fleet page's "changed since" (history fleet's --since)
+    # the fleet page's "changed since" (history fleet's --since)
+    since: Annotated[str | None, SINCE] = None
 
     def __post_init__(self) -> None:
+        check_bounds(self)
         from gpuaccept.store.history import history_location
 
         history_location(self.history)  # a history named wrongly is said before the rest

@@ -17,8 +17,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
+from gpuaccept.commands.options import opt
 from gpuaccept.errors import InputError
 
 if TYPE_CHECKING:
@@ -35,24 +36,62 @@ SCHEDULERS = ("slurm", "kubernetes")
 MAX_NICE = 2147483645  # sbatch.1 at 284c3b95, --nice: "The adjustment range is +/- 2147483645"
 
 
+DEFAULT_SCRIPT = Path("/opt/gpuaccept/slurm/accept-node.sbatch")
+_SCRIPT = "The job script: slurm/accept-node.sbatch of the gpuaccept the nodes run."
+_HISTORY = "Where reports are imported, last tests read (default: $GPUACCEPT_HISTORY)."
+_SBATCH = "One more sbatch option (repeat it): --sbatch-option=--account=ops"
+
+
 @dataclass(frozen=True)
 class SweepRequest:
-    results: Path  # the sweep jobs' reports (accept-*.json, below it), imported each round
-    script: Path | None = None  # Slurm: slurm/accept-node.sbatch of the gpuaccept nodes run
-    history: str | None = None  # None: $GPUACCEPT_HISTORY, else the default
-    level: str = "quick"
-    cadence_hours: float = 24.0
-    max_nodes: int = 1  # under test at once, fleet-wide
-    max_per_pool: int | None = None  # and per partition
-    partition: str | None = None  # only this partition's nodes (all: None)
-    nice: int = 10000
-    qos: str | None = None
-    act: str = "enforce"  # shadow: say what it would submit, submit nothing
-    sbatch_option: Sequence[str] = ()  # the site's own (--account=ops, --time=30)
-    scheduler: str = "slurm"  # or kubernetes
-    template: Path | None = None  # Kubernetes: the Job template (k8s/sweep-job.yaml)
-    namespace: str = "default"  # Kubernetes: where the sweep's Jobs run (its results volume's)
-    pool_label: str = "nvidia.com/gpu.product"  # Kubernetes: the node label that is its pool
+    # the sweep jobs' reports (accept-*.json, below it), imported each round
+    results: Annotated[Path, opt("--results", "DIR", "The sweep jobs' reports (shared storage).")]
+    # Slurm: slurm/accept-node.sbatch of the gpuaccept nodes run
+    script: Annotated[Path | None, opt("--script", "FILE", _SCRIPT)] = DEFAULT_SCRIPT
+    # None: $GPUACCEPT_HISTORY, else the default
+    history: Annotated[str | None, opt("--history", "FILE|URI", _HISTORY)] = None
+    level: Annotated[str, opt("--level", "LEVEL", "The accept level each job runs.")] = "quick"
+    cadence_hours: Annotated[
+        float, opt("--cadence-hours", "HOURS", "A node tested within it is not due.")
+    ] = 24.0
+    # under test at once, fleet-wide
+    max_nodes: Annotated[
+        int, opt("--max-nodes", "N", "Nodes under test at once, fleet-wide (the cap).")
+    ] = 1
+    # and per partition
+    max_per_pool: Annotated[
+        int | None, opt("--max-per-pool", "N", "Nodes under test at once in each partition.")
+    ] = None
+    # only this partition's nodes (all: None)
+    partition: Annotated[str | None, opt("--partition", "NAME", "Only this partition's nodes.")] = (
+        None
+    )
+    nice: Annotated[
+        int, opt("--nice", "N", "sbatch --nice: how much lower the jobs' priority is.")
+    ] = 10000
+    qos: Annotated[
+        str | None, opt("--qos", "NAME", "sbatch --qos: the site's preemptible QOS, if it has one.")
+    ] = None
+    # shadow: say what it would submit, submit nothing
+    act: Annotated[
+        str, opt("--act", "MODE", "enforce: submit; shadow: say what it would submit.")
+    ] = "enforce"
+    # the site's own (--account=ops, --time=30)
+    sbatch_option: Annotated[Sequence[str], opt("--sbatch-option", "OPT", _SBATCH)] = ()
+    scheduler: Annotated[
+        str, opt("--scheduler", "NAME", "slurm (sbatch) or kubernetes (a Job per node).")
+    ] = "slurm"
+    template: Annotated[
+        Path | None, opt("--template", "FILE", "Kubernetes: the Job template (k8s/sweep-job.yaml).")
+    ] = None
+    # Kubernetes: where the sweep's Jobs run (its results volume's)
+    namespace: Annotated[str, opt("--namespace", "NAME", "Kubernetes: where the Jobs run.")] = (
+        "default"
+    )
+    # Kubernetes: the node label that is its pool
+    pool_label: Annotated[str, opt("--pool-label", "KEY", "Kubernetes: a pool's label.")] = (
+        "nvidia.com/gpu.product"
+    )
 
     def __post_init__(self) -> None:
         from gpuaccept.suite.selection import LEVELS

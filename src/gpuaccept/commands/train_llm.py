@@ -18,8 +18,18 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
+from gpuaccept.commands.options import (
+    DROP_TOLERANCE,
+    FAIL_ON_DROP,
+    HISTORY,
+    NO_HISTORY,
+    TRAIN_REPORT_DIR,
+    check_bounds,
+    device_opt,
+    opt,
+)
 from gpuaccept.commands.recording import (
     StoppedRun,
     drop_policy,
@@ -40,28 +50,67 @@ if TYPE_CHECKING:
 Interrupts = Callable[[], AbstractContextManager[None]]
 
 
+_PRESET = (
+    "Model size: tiny (the CPU twin), 1b, 8b (Llama 3.1 8B shapes); auto: tiny on the CPU, 1b "
+    "on GPUs."
+)
+_DIM = "Override the model width (the head dimension is kept)."
+_CHECKPOINTING = (
+    "Activation checkpointing as torchtitan names it: none, full, selective-op (per operator; "
+    "'selective' means this) or selective-layer-N (every Nth block whole)."
+)
+_LOG_EVERY = (
+    "A training-log line every STEPS steps (loss, grad norm, tokens/s, TFLOPS, MFU, memory, "
+    "step-time spread); 0: none."
+)
+
+
 @dataclass(frozen=True)
 class TrainLlmRequest:
     """Every value `train llm` takes, as parsed; checked once, by `run`. None: the preset's."""
 
-    preset: str = "auto"  # auto: tiny on the CPU, 1b on GPUs
-    layers: int | None = None
-    dim: int | None = None
-    seq_len: int | None = None
-    batch: int | None = None
-    steps: int | None = None
-    learning_rate: float | None = None
-    checkpointing: str | None = None
-    compile_blocks: bool = False
-    precision: str = "auto"  # auto: bf16 on GPUs, fp32 on the CPU
-    seed: int = 0
-    log_every: int = 10  # 0: no step log
-    device: str = "auto"
-    report_dir: Path | None = None
-    history: str | None = None
-    no_history: bool = False
-    drop_tolerance: float | None = None
-    fail_on_drop: bool = False
+    # auto: tiny on the CPU, 1b on GPUs
+    preset: Annotated[str, opt("--preset", "[auto|tiny|1b|8b]", _PRESET)] = "auto"
+    layers: Annotated[
+        int | None, opt("--layers", text="Override the layers.", least=1, most=1024)
+    ] = None
+    dim: Annotated[int | None, opt("--dim", text=_DIM, least=8, most=65536)] = None
+    seq_len: Annotated[
+        int | None, opt("--seq-len", text="Override the sequence length.", least=2, most=1 << 20)
+    ] = None
+    batch: Annotated[
+        int | None, opt("--batch", text="Sequences per GPU per step.", least=1, most=1 << 16)
+    ] = None
+    steps: Annotated[
+        int | None,
+        opt("--steps", text="Optimizer steps (default: the preset's).", least=2, most=1_000_000),
+    ] = None
+    learning_rate: Annotated[
+        float | None, opt("--lr", "RATE", "Peak learning rate (default: the preset's).")
+    ] = None
+    checkpointing: Annotated[
+        str | None,
+        opt("--checkpointing", "[none|full|selective-op|selective-layer-N]", _CHECKPOINTING),
+    ] = None
+    compile_blocks: Annotated[
+        bool, opt("--compile", text="torch.compile each transformer block.")
+    ] = False
+    # auto: bf16 on GPUs, fp32 on the CPU
+    precision: Annotated[
+        str, opt("--precision", "[auto|bf16|fp32]", "auto: bf16 on GPUs, fp32 on CPU.")
+    ] = "auto"
+    seed: Annotated[int, opt("--seed", text="Seed of model and data.", least=0, most=2**31 - 1)] = 0
+    # 0: no step log
+    log_every: Annotated[int, opt("--log-every", "STEPS", _LOG_EVERY, least=0, most=1_000_000)] = 10
+    device: Annotated[str, device_opt("auto (GPU when usable), cuda or cpu.")] = "auto"
+    report_dir: Annotated[Path | None, TRAIN_REPORT_DIR] = None
+    history: Annotated[str | None, HISTORY] = None
+    no_history: Annotated[bool, NO_HISTORY] = False
+    drop_tolerance: Annotated[float | None, DROP_TOLERANCE] = None
+    fail_on_drop: Annotated[bool, FAIL_ON_DROP] = False
+
+    def __post_init__(self) -> None:
+        check_bounds(self)
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,18 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
+from gpuaccept.commands.options import (
+    DROP_TOLERANCE,
+    FAIL_ON_DROP,
+    HISTORY,
+    NO_HISTORY,
+    TRAIN_REPORT_DIR,
+    check_bounds,
+    device_opt,
+    opt,
+)
 from gpuaccept.commands.recording import (
     DropPolicy,
     StoppedRun,
@@ -51,29 +61,65 @@ DEFAULT_DATA = (Path("MNIST_data.tar.gz"), Path("data"))
 Interrupts = Callable[[], AbstractContextManager[None]]
 
 
+_DATA = (
+    "MNIST as a directory (flat or MNIST/raw/, gzipped or not) or MNIST_data.tar.gz. Default: "
+    "./MNIST_data.tar.gz, else ./data/."
+)
+_SEED = "Seed (0 to 2^32-1): the same seed gives the same model."
+_PRECISION = "auto (bf16 on a GPU that has it, else fp32), bf16 or fp32."
+_TARGET = "Exit 1 when the final test accuracy is below this (0.99 or 99 both mean 99%)."
+_CHECKPOINT = "Checkpoint file: resumed from when it exists, rewritten every --checkpoint-every."
+_CHECKPOINT_EXIT = (
+    "Exit with this code after each checkpoint but the last (HTCondor's checkpoint_exit_code: "
+    "the job is restarted and resumes)."
+)
+_SCRATCH = "Where a tarball is extracted (default: $_CONDOR_SCRATCH_DIR, else the temp dir)."
+
+
 @dataclass(frozen=True)
 class TrainMnistRequest:
     """Every value `train mnist` takes, as parsed; checked once, by `run`."""
 
-    data: Path | None = None  # None: ./MNIST_data.tar.gz, else ./data/
-    model: str = "fast"
-    epochs: int = 20
-    batch_size: int | None = None  # None: the recipe's
-    learning_rate: float | None = None  # None: the recipe's
-    seed: int = 0
-    device: str = "auto"
-    precision: str = "auto"
-    target_accuracy: float | None = None  # 0.99 and 99 both mean 99%
-    save_model: Path | None = None
-    checkpoint: Path | None = None
-    checkpoint_every: int = 1
-    checkpoint_exit_code: int | None = None
-    report_dir: Path | None = None
-    scratch: Path | None = None  # None: $_CONDOR_SCRATCH_DIR, else the temp dir
-    history: str | None = None
-    no_history: bool = False
-    drop_tolerance: float | None = None
-    fail_on_drop: bool = False
+    # None: ./MNIST_data.tar.gz, else ./data/
+    data: Annotated[Path | None, opt("--data", text=_DATA)] = None
+    model: Annotated[
+        str, opt("--model", "[fast|lenet]", "fast (default recipe) or lenet (the seed's).")
+    ] = "fast"
+    epochs: Annotated[int, opt("--epochs", text="Number of training epochs.", least=1)] = 20
+    # None: the recipe's
+    batch_size: Annotated[
+        int | None, opt("--batch-size", text="Global batch size (default: the recipe's).", least=1)
+    ] = None
+    # None: the recipe's
+    learning_rate: Annotated[
+        float | None, opt("--lr", "RATE", "Peak learning rate (default: the recipe's).", least=0)
+    ] = None
+    seed: Annotated[int, opt("--seed", "N", _SEED, least=0, most=2**32 - 1)] = 0
+    device: Annotated[str, device_opt("auto, cuda or cpu.")] = "auto"
+    precision: Annotated[str, opt("--precision", "[auto|bf16|fp32]", _PRECISION)] = "auto"
+    # 0.99 and 99 both mean 99%
+    target_accuracy: Annotated[float | None, opt("--target-accuracy", "FRACTION", _TARGET)] = None
+    save_model: Annotated[
+        Path | None,
+        opt("--save-model", text="Write the trained model and its metadata here (atomically)."),
+    ] = None
+    checkpoint: Annotated[Path | None, opt("--checkpoint", text=_CHECKPOINT)] = None
+    checkpoint_every: Annotated[
+        int, opt("--checkpoint-every", text="Epochs between checkpoints.", least=1)
+    ] = 1
+    checkpoint_exit_code: Annotated[
+        int | None, opt("--checkpoint-exit-code", text=_CHECKPOINT_EXIT, least=4, most=255)
+    ] = None
+    report_dir: Annotated[Path | None, TRAIN_REPORT_DIR] = None
+    # None: $_CONDOR_SCRATCH_DIR, else the temp dir
+    scratch: Annotated[Path | None, opt("--scratch", text=_SCRATCH)] = None
+    history: Annotated[str | None, HISTORY] = None
+    no_history: Annotated[bool, NO_HISTORY] = False
+    drop_tolerance: Annotated[float | None, DROP_TOLERANCE] = None
+    fail_on_drop: Annotated[bool, FAIL_ON_DROP] = False
+
+    def __post_init__(self) -> None:
+        check_bounds(self)
 
 
 @dataclass(frozen=True)

@@ -29,9 +29,18 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-from gpuaccept.commands.act import MODES, Guarding
+from gpuaccept.commands.act import (
+    ACT_STATE,
+    BREAKER_MINUTES,
+    BREAKER_PARTITION,
+    BREAKER_SHARE,
+    MODES,
+    RESUME_LEVEL,
+    Guarding,
+)
+from gpuaccept.commands.options import HISTORY, NO_HISTORY, RULES, opt
 from gpuaccept.errors import EnvironmentProblem, InputError
 
 if TYPE_CHECKING:
@@ -48,28 +57,47 @@ MAX_PENDING = 1000  # records kept while the history refuses them (a full disk);
 # the level a watch's drain reason carries: its findings are judged by the quick level's health
 # and events checks, and a pass at the resume level (standard) returns the node, as after accept
 ACT_LEVEL = "quick"
+_ONCE = "One poll, judged at once; exit 1 on a fail, 3 if NVML could not be read."
 
 
 @dataclass(frozen=True)
 class WatchRequest:
-    interval: float = 10.0  # seconds between polls
-    debounce_polls: int = 3  # consecutive polls a state is held before it is raised
-    metrics_port: int | None = DEFAULT_PORT  # 0: any free port; None: no metrics server
-    metrics_address: str = "127.0.0.1"
-    once: bool = False  # one poll, judged at once (a debounce of 1), then exit
-    polls: int | None = None  # stop after this many polls (tests, the benchmark)
-    history: Path | str | None = None  # None: the default history
-    no_history: bool = False
-    act: str = "shadow"
-    node: str | None = None  # None: GPUACCEPT_NODE_NAME, SLURMD_NODENAME, ..., the host name
-    partition: str | None = None  # the nodes the breaker counts
-    rules: Path | None = None  # a site's action tables over the built-in ones
+    interval: Annotated[
+        float, opt("--interval", "SECONDS", "Seconds between polls (0.1-3600).")
+    ] = 10.0
+    # consecutive polls a state is held before it is raised
+    debounce_polls: Annotated[
+        int, opt("--debounce-polls", "N", "Polls a state holds before raised.")
+    ] = 3
+    # 0: any free port; None: no metrics server (a library caller's)
+    metrics_port: Annotated[
+        int | None, opt("--metrics-port", "PORT", "Prometheus port (0: any free).")
+    ] = DEFAULT_PORT
+    metrics_address: Annotated[
+        str, opt("--metrics-address", "ADDR", "Address to serve metrics on (loopback).")
+    ] = "127.0.0.1"
+    once: Annotated[bool, opt("--once", text=_ONCE)] = False
+    polls: Annotated[
+        int | None, opt("--polls", "N", "Stop after N polls (default: run until told).")
+    ] = None
+    history: Annotated[str | None, HISTORY] = None  # None: the default history
+    no_history: Annotated[bool, NO_HISTORY] = False
+    act: Annotated[str, opt("--act", "MODE", "report, shadow or enforce (as `act slurm`).")] = (
+        "shadow"
+    )
+    # None: GPUACCEPT_NODE_NAME, SLURMD_NODENAME, ..., the host name
+    node: Annotated[str | None, opt("--node", "NAME", "The scheduler's name for this node.")] = None
+    partition: Annotated[str | None, BREAKER_PARTITION] = None  # the nodes the breaker counts
+    rules: Annotated[Path | None, RULES] = None  # a site's action tables over the built-in ones
     # the guards `act slurm` takes that a watch's drain meets (commands.act.Guarding)
-    resume_level: str = "standard"
-    breaker_share: float = 0.02
-    breaker_minutes: float = 60.0
-    state: Path | None = None
-    nvml_events: bool = True  # NVML's event watcher beside the polls (off: the benchmark's A/B)
+    resume_level: Annotated[str, RESUME_LEVEL] = "standard"
+    breaker_share: Annotated[float, BREAKER_SHARE] = 0.02
+    breaker_minutes: Annotated[float, BREAKER_MINUTES] = 60.0
+    state: Annotated[Path | None, ACT_STATE] = None
+    # NVML's event watcher beside the polls (off: the benchmark's A/B)
+    nvml_events: Annotated[
+        bool, opt("--nvml-events/--no-nvml-events", text="Watch NVML's events beside the polls.")
+    ] = True
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.interval) and 0.1 <= self.interval <= 3600):

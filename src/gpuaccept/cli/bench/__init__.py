@@ -4,13 +4,11 @@ gpuaccept.commands.bench."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import typer
 
 from gpuaccept.cli.bench import collectives, matmul, membw, nbody, transfer
-from gpuaccept.cli.bench.common import CSV_OUT, DEVICE, JSON_OUT, run_and_exit
-from gpuaccept.cli.options import HISTORY, NO_HISTORY, DeviceChoice, request_from
+from gpuaccept.cli.bench.common import run_and_exit
+from gpuaccept.cli.declared import command_of
 from gpuaccept.commands.bench import every
 from gpuaccept.commands.bench.common import BenchRequest
 from gpuaccept.errors import InputError
@@ -23,20 +21,12 @@ app = typer.Typer(
 
 
 @app.callback()
-def bench(
-    ctx: typer.Context,
-    device: DeviceChoice = DEVICE,
-    json_path: Path | None = JSON_OUT,
-    csv_path: Path | None = CSV_OUT,
-    history: str | None = HISTORY,
-    no_history: bool = NO_HISTORY,
-) -> None:
+@command_of(BenchRequest, context=True)
+def bench(request: BenchRequest, ctx: typer.Context) -> None:
     """Run every benchmark with its default sweep (or name one: see the commands below)."""
-    options = dict(locals())  # first: the options as parsed
     if ctx.invoked_subcommand is not None:
         _refuse_options_before(ctx, ctx.invoked_subcommand)
         return
-    request = request_from(BenchRequest, options)
     run_and_exit(every.run, request)
 
 

@@ -1,5 +1,5 @@
-"""What every `gpuaccept bench` command shares on the command line: its own options, the sweep
-options with each benchmark's defaults in their help, the progress a sweep shows, and the exit.
+"""What every `gpuaccept bench` command shares on the command line: the progress a sweep shows,
+and the exit (their options are their requests' fields, commands.bench).
 
 What the benchmarks do (planning, refusals, measuring, the report) is gpuaccept.commands.bench.
 """
@@ -14,20 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from gpuaccept.cli.options import device_option
-from gpuaccept.commands.bench.common import DEFAULT_SIZES
-
 if TYPE_CHECKING:
     from gpuaccept.commands.bench.common import BenchResult, ProgressBar
     from gpuaccept.commands.output import Output
-
-DEVICE = device_option("auto (GPU when usable), cuda or cpu.")
-JSON_OUT = typer.Option(None, "--json", help="Write the report (results model) to this file.")
-CSV_OUT = typer.Option(None, "--csv", help="Write every table row to this CSV file.")
-WARMUP = typer.Option(None, "--warmup", "-w", min=0, help="Warm-up iterations (default by device).")
-ITERATIONS = typer.Option(
-    None, "--iterations", "-n", min=1, help="Timed iterations (default by device)."
-)
 
 LOG_PROGRESS_SECONDS = 10.0
 
@@ -67,31 +56,3 @@ def run_and_exit(run: Callable[[Any, Output, ProgressBar], BenchResult], request
         result = run(request, CONSOLE, progress_bar)
     if result.exit_code:
         raise typer.Exit(result.exit_code)
-
-
-def _defaults(benchmark: str, part: int) -> str:
-    gpu, cpu = (DEFAULT_SIZES[benchmark][kind][part] for kind in ("cuda", "cpu"))
-    return f"default {gpu} on a GPU, {cpu} on the CPU"
-
-
-def sweep_options(benchmark: str) -> tuple[Any, Any, Any]:
-    """-b/-e/-f for one benchmark's sweep, as nccl-tests takes them, with its defaults shown."""
-    return (
-        typer.Option(
-            None,
-            "-b",
-            "--begin",
-            metavar="SIZE",
-            help=f"Smallest size: 8, 64K, 256M, 1G ({_defaults(benchmark, 0)}).",
-        ),
-        typer.Option(
-            None, "-e", "--end", metavar="SIZE", help=f"Largest size ({_defaults(benchmark, 1)})."
-        ),
-        typer.Option(
-            None,
-            "-f",
-            "--factor",
-            metavar="N",
-            help=f"Multiply the size by this each step ({_defaults(benchmark, 2)}).",
-        ),
-    )

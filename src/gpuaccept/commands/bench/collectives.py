@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
 from gpuaccept.commands.bench.common import (
     BenchResult,
@@ -16,8 +16,10 @@ from gpuaccept.commands.bench.common import (
     no_progress,
     prepare,
     show,
+    sweep_opts,
     sweep_sizes,
 )
+from gpuaccept.commands.options import opt
 from gpuaccept.errors import InputError
 
 if TYPE_CHECKING:
@@ -27,16 +29,49 @@ if TYPE_CHECKING:
     from gpuaccept.results import CheckResult
 
 
+_BEGIN, _END, _FACTOR = sweep_opts("collectives")
+_RANKS = (
+    "Local ranks to start (default: every GPU; 2 on CPU). Under torchrun the launcher's ranks "
+    "are used."
+)
+_MIN_BUSBW = (
+    "Fail when the average busbw (GB/s) over the whole size sweep is below 0.9 x this, as "
+    "NCCL_TESTS_MIN_BW does (accept --min-busbw judges its one size)."
+)
+
+
 @dataclass(frozen=True, kw_only=True)
 class CollectivesRequest(SizeSweepRequest):
     """The collectives (none: all four), the size sweep, iterations (None: 5 warm-up and 20
     timed), whether results are checked exactly, the local ranks (None: every GPU, 2 on the
     CPU) and the average busbw floor in GB/s (None: none)."""
 
-    ops: tuple[str, ...] = ()
-    check: bool = True
-    ranks: int | None = None
-    min_busbw: float | None = None
+    ops: Annotated[
+        tuple[str, ...],
+        opt(
+            "--op",
+            "[all_reduce|all_gather|reduce_scatter|broadcast]",
+            "The collective to run (repeatable; default all four).",
+        ),
+    ] = ()
+    begin: Annotated[str | None, _BEGIN] = None
+    end: Annotated[str | None, _END] = None
+    factor: Annotated[int | None, _FACTOR] = None
+    warmup: Annotated[int | None, opt(("-w", "--warmup"), text="Warm-up iterations.", least=0)] = (
+        None
+    )
+    iterations: Annotated[
+        int | None, opt(("-n", "--iterations"), text="Timed iterations per size.", least=1)
+    ] = None
+    # 1 (or True): results checked exactly (#wrong); 0: not
+    check: Annotated[
+        int,
+        opt(("-c", "--check"), text="1: check results exactly (#wrong); 0: skip.", least=0, most=1),
+    ] = 1
+    ranks: Annotated[int | None, opt("--ranks", text=_RANKS)] = None
+    min_busbw: Annotated[
+        float | None, opt("--min-busbw", "GBPS", _MIN_BUSBW, least=0, finite="number")
+    ] = None
 
 
 def collective_names() -> tuple[str, ...]:
@@ -70,7 +105,7 @@ def run_collectives(
     if ranks is not None and ranks < 1:
         raise InputError(f"--ranks must be at least 1 (got {ranks})")
     started = time.monotonic()
-    specs = {op: SweepSpec(op, tuple(sizes), w, n, request.check) for op in ops}
+    specs = {op: SweepSpec(op, tuple(sizes), w, n, bool(request.check)) for op in ops}
     from gpuaccept.distributed.launch_env import rank_env
 
     if rank_env(os.environ) is not None:  # torchrun's variables, checked: bad ones exit 2

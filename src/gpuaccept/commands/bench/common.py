@@ -16,8 +16,9 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
+from gpuaccept.commands.options import HISTORY, NO_HISTORY, Opt, check_bounds, device_opt, opt
 from gpuaccept.commands.recording import history_path, history_target
 from gpuaccept.errors import InputError, Interrupted
 
@@ -49,22 +50,57 @@ def no_progress(total: int, label: str) -> Iterator[Advance]:
     yield lambda: None
 
 
+def _defaults(benchmark: str, part: int) -> str:
+    gpu, cpu = (DEFAULT_SIZES[benchmark][kind][part] for kind in ("cuda", "cpu"))
+    return f"default {gpu} on a GPU, {cpu} on the CPU"
+
+
+def sweep_opts(benchmark: str) -> tuple[Opt, Opt, Opt]:
+    """-b/-e/-f for one benchmark's sweep, as nccl-tests takes them, with its defaults shown."""
+    return (
+        opt(
+            ("-b", "--begin"),
+            "SIZE",
+            f"Smallest size: 8, 64K, 256M, 1G ({_defaults(benchmark, 0)}).",
+        ),
+        opt(("-e", "--end"), "SIZE", f"Largest size ({_defaults(benchmark, 1)})."),
+        opt(
+            ("-f", "--factor"),
+            "N",
+            f"Multiply the size by this each step ({_defaults(benchmark, 2)}).",
+        ),
+    )
+
+
+WARMUP = opt(("--warmup", "-w"), text="Warm-up iterations (default by device).", least=0)
+ITERATIONS = opt(("--iterations", "-n"), text="Timed iterations (default by device).", least=1)
+
+
 @dataclass(frozen=True, kw_only=True)
 class BenchRequest:
     """What every benchmark command takes: where it runs and where its run goes. Alone, it is
     the request of `gpuaccept bench` without a benchmark named (every one, default sweeps)."""
 
-    device: str = "auto"  # auto, cuda or cpu
-    json_path: Path | None = None
-    csv_path: Path | None = None
-    history: str | None = None  # an SQLite file or a PostgreSQL URI; None: the default history
-    no_history: bool = False
+    device: Annotated[str, device_opt("auto (GPU when usable), cuda or cpu.")] = "auto"
+    json_path: Annotated[
+        Path | None, opt("--json", text="Write the report (results model) to this file.")
+    ] = None
+    csv_path: Annotated[
+        Path | None, opt("--csv", text="Write every table row to this CSV file.")
+    ] = None
+    # an SQLite file or a PostgreSQL URI; None: the default history
+    history: Annotated[str | None, HISTORY] = None
+    no_history: Annotated[bool, NO_HISTORY] = False
+
+    def __post_init__(self) -> None:
+        check_bounds(self)
 
 
 @dataclass(frozen=True, kw_only=True)
 class SizeSweepRequest(BenchRequest):
     """A sweep of sizes as nccl-tests takes it: -b, -e as 8, 64K, 256M, 1G and -f (None: the
-    benchmark's default on this device), iterations (None: the device's defaults)."""
+    benchmark's default on this device), iterations (None: the device's defaults). Each
+    benchmark declares their options, whose help says its own defaults."""
 
     begin: str | None = None
     end: str | None = None

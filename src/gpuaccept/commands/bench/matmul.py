@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
 from gpuaccept.commands.bench.common import (
+    ITERATIONS,
+    WARMUP,
     BenchRequest,
     BenchResult,
     PlannedRuns,
@@ -14,6 +16,7 @@ from gpuaccept.commands.bench.common import (
     no_progress,
     run_planned,
 )
+from gpuaccept.commands.options import opt
 from gpuaccept.errors import InputError
 
 if TYPE_CHECKING:
@@ -36,13 +39,27 @@ class MatmulRequest(BenchRequest):
     """The sweep: dtypes (none: bf16 on a GPU, fp32 on the CPU) and M, N, K as N, N,M,... or
     START:STOP:STEP (None: the preset's), iterations (None: the device's defaults)."""
 
-    dtypes: tuple[str, ...] = ()
-    m: str | None = None
-    n: str | None = None
-    k: str | None = None
-    preset: str = "quick"  # quick or full
-    warmup: int | None = None
-    iterations: int | None = None
+    dtypes: Annotated[
+        tuple[str, ...],
+        opt(
+            "--dtype",
+            "[fp64|fp32|tf32|bf16|fp16|fp8]",
+            "Repeatable; default bf16 on GPU, fp32 on CPU.",
+        ),
+    ] = ()
+    m: Annotated[str | None, opt("--m", "DIMS", "M dimensions: N, N,M,... or START:STOP:STEP.")] = (
+        None
+    )
+    n: Annotated[
+        str | None,
+        opt("--n", "DIMS", "N dimensions (same forms; not -n, which is the timed iterations)."),
+    ] = None
+    k: Annotated[str | None, opt("--k", "DIMS", "K dimensions (same forms).")] = None
+    preset: Annotated[str, opt("--preset", "[quick|full]", "quick or full shape sweep.")] = (
+        "quick"  # quick or full
+    )
+    warmup: Annotated[int | None, WARMUP] = None
+    iterations: Annotated[int | None, ITERATIONS] = None
 
 
 def default_matmul_dtype(device: torch.device) -> str:

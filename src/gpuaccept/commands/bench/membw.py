@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
 from gpuaccept.commands.bench.common import (
+    ITERATIONS,
+    WARMUP,
     BenchResult,
     PlannedRuns,
     ProgressBar,
@@ -13,6 +15,7 @@ from gpuaccept.commands.bench.common import (
     iterations_for,
     no_progress,
     run_planned,
+    sweep_opts,
     sweep_sizes,
 )
 
@@ -20,9 +23,18 @@ if TYPE_CHECKING:
     from gpuaccept.commands.output import Output
 
 
+_BEGIN, _END, _FACTOR = sweep_opts("membw")
+
+
 @dataclass(frozen=True, kw_only=True)
 class MembwRequest(SizeSweepRequest):
     """STREAM copy, scale, add and triad over arrays of each size."""
+
+    begin: Annotated[str | None, _BEGIN] = None
+    end: Annotated[str | None, _END] = None
+    factor: Annotated[int | None, _FACTOR] = None
+    warmup: Annotated[int | None, WARMUP] = None
+    iterations: Annotated[int | None, ITERATIONS] = None
 
 
 def plan_membw(runs: PlannedRuns, request: SizeSweepRequest) -> None:

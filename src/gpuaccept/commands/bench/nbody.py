@@ -4,9 +4,11 @@ and --explain: what the fused kernel compiles to, with no GPU needed."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
 from gpuaccept.commands.bench.common import (
+    ITERATIONS,
+    WARMUP,
     BenchRequest,
     BenchResult,
     PlannedRuns,
@@ -15,6 +17,7 @@ from gpuaccept.commands.bench.common import (
     no_progress,
     run_planned,
 )
+from gpuaccept.commands.options import opt
 from gpuaccept.errors import InputError
 
 if TYPE_CHECKING:
@@ -31,6 +34,12 @@ NBODY_BODIES = {  # (device type, kernel) -> default body counts
 NBODY_TILE_ELEMENTS = 2**24  # tile x bodies pairs held at once: bounded memory for any N
 
 
+_EXPLAIN = (
+    "Compile the fused kernel for sm_80, sm_90 and sm_100 (no GPU needed) and print registers, "
+    "spills, the inner loop's instruction mix and the fp32 ceiling it allows; runs nothing."
+)
+
+
 @dataclass(frozen=True, kw_only=True)
 class NbodyRequest(BenchRequest):
     """dtypes (none: fp32), body counts as N, N,M,... or START:STOP:STEP (None: the kernel's
@@ -38,13 +47,27 @@ class NbodyRequest(BenchRequest):
     triton or torch), iterations (None: the device's, at most 2 and 10); `explain`: compile and
     describe the fused kernel instead of running anything."""
 
-    dtypes: tuple[str, ...] = ()
-    bodies: str | None = None
-    tile: int | None = None
-    kernel: str = "auto"
-    warmup: int | None = None
-    iterations: int | None = None
-    explain: bool = False
+    dtypes: Annotated[
+        tuple[str, ...], opt("--dtype", "[fp32|fp64]", "fp32 or fp64 (repeatable; default fp32).")
+    ] = ()
+    bodies: Annotated[
+        str | None, opt("--bodies", "COUNTS", "Body counts: N, N,M,... or START:STOP:STEP.")
+    ] = None
+    tile: Annotated[
+        int | None,
+        opt("--tile", text="Bodies per tile of the torch kernel (default: bounded memory)."),
+    ] = None
+    kernel: Annotated[
+        str,
+        opt(
+            "--kernel",
+            "[auto|triton|torch]",
+            "auto: the fused Triton kernel on a GPU, tiled torch on the CPU.",
+        ),
+    ] = "auto"
+    warmup: Annotated[int | None, WARMUP] = None
+    iterations: Annotated[int | None, ITERATIONS] = None
+    explain: Annotated[bool, opt("--explain", text=_EXPLAIN)] = False
 
 
 def plan_nbody(runs: PlannedRuns, request: NbodyRequest, out: Output) -> None:

@@ -4,9 +4,11 @@ matrix."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
 from gpuaccept.commands.bench.common import (
+    ITERATIONS,
+    WARMUP,
     BenchResult,
     PlannedRuns,
     ProgressBar,
@@ -14,6 +16,7 @@ from gpuaccept.commands.bench.common import (
     iterations_for,
     no_progress,
     run_planned,
+    sweep_opts,
     sweep_sizes,
 )
 
@@ -21,9 +24,18 @@ if TYPE_CHECKING:
     from gpuaccept.commands.output import Output
 
 
+_BEGIN, _END, _FACTOR = sweep_opts("transfer")
+
+
 @dataclass(frozen=True, kw_only=True)
 class TransferRequest(SizeSweepRequest):
     """Copies of each size: host to device and back, pinned and pageable."""
+
+    begin: Annotated[str | None, _BEGIN] = None
+    end: Annotated[str | None, _END] = None
+    factor: Annotated[int | None, _FACTOR] = None
+    warmup: Annotated[int | None, WARMUP] = None
+    iterations: Annotated[int | None, ITERATIONS] = None
 
 
 def plan_transfer(runs: PlannedRuns, request: SizeSweepRequest) -> None:

@@ -8,7 +8,19 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+from gpuaccept.commands.options import opt
 from gpuaccept.errors import InputError
+
+# the options every `history` command shares
+HISTORY = opt(
+    "--history",
+    "FILE|postgresql://...",
+    "History: an SQLite file or a PostgreSQL URI (default: $GPUACCEPT_HISTORY, else "
+    "~/.local/share/gpuaccept/history.sqlite).",
+)
+NODE = opt("--node", "NODE", "Only this node (its name as recorded).")
+AS_JSON = opt("--json", text="Print it as JSON on stdout (for scripts).")
+COMMAND = opt("--command", "[accept|bench|train-mnist|burnin]", "Only runs of this command.")
 
 if TYPE_CHECKING:
     from gpuaccept.commands.output import Output

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
-from gpuaccept.commands.history.common import opened, run_id, write_table
+from gpuaccept.commands.history.common import AS_JSON, HISTORY, opened, run_id, write_table
+from gpuaccept.commands.options import arg
 
 if TYPE_CHECKING:
     from gpuaccept.commands.output import Output
@@ -15,10 +16,11 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class CompareRequest:
-    run_a: str  # the earlier (reference) run id, as typed (common.run_id)
-    run_b: str
-    history: str | None = None
-    as_json: bool = False
+    # the earlier (reference) run id, as typed (common.run_id)
+    run_a: Annotated[str, arg("The earlier (reference) run id.")]
+    run_b: Annotated[str, arg("The run to compare with it.")]
+    history: Annotated[str | None, HISTORY] = None
+    as_json: Annotated[bool, AS_JSON] = False
 
 
 @dataclass(frozen=True)

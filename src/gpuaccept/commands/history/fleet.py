@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
-from gpuaccept.commands.history.common import opened, table_lines, write_table
+from gpuaccept.commands.history.common import HISTORY, opened, table_lines, write_table
+from gpuaccept.commands.options import check_bounds, opt
 from gpuaccept.errors import InputError
 
 if TYPE_CHECKING:
@@ -26,13 +27,35 @@ MIN_GPUS = 3
 MTBI_DAYS = 30.0
 
 
+_TOLERANCE = "Flag a GPU more than this many percent worse than its model's fleet median."
+_MTBI_DAYS = (
+    "The window (ending at the history's newest run) of the mean time between incidents per "
+    "node and per GPU."
+)
+_PAGE = "The node table's page (attention first: failing nodes lead)."
+SINCE = opt(
+    "--since",
+    "WHEN",
+    "What changed in the fleet since then (newly failing, newly slower, returned to pass): "
+    "hours or days before the history's newest run (24h, 7d) or an instant (2026-11-28T06:00, "
+    "UTC unless it says); default 24h.",
+)
+
+
 @dataclass(frozen=True)
 class FleetJudging:
     """How the fleet is judged (--tolerance, --min-gpus, --mtbi-days)."""
 
-    tolerance_percent: float = TOLERANCE_PERCENT  # a GPU this much worse than its model lags
-    min_gpus: int = MIN_GPUS  # GPUs of a model needed before its median is trusted
-    mtbi_days: float = MTBI_DAYS  # the MTBI's window, ending at the history's newest run
+    # a GPU this much worse than its model lags
+    tolerance_percent: Annotated[
+        float, opt("--tolerance", "PERCENT", _TOLERANCE, least=0, most=100)
+    ] = TOLERANCE_PERCENT
+    # GPUs of a model needed before its median is trusted
+    min_gpus: Annotated[
+        int, opt("--min-gpus", text="GPUs of a model needed before its median is trusted.", least=2)
+    ] = MIN_GPUS
+    # the MTBI's window, ending at the history's newest run
+    mtbi_days: Annotated[float, opt("--mtbi-days", "DAYS", _MTBI_DAYS)] = MTBI_DAYS
 
 
 PAGE_SIZE = 50  # the node table's rows a page (`history fleet`)
@@ -42,14 +65,19 @@ NAMES_SHOWN = 10  # nodes named in a line of what changed
 
 @dataclass(frozen=True)
 class FleetRequest:
-    history: str | None = None
+    history: Annotated[str | None, HISTORY] = None
     judging: FleetJudging = field(default_factory=FleetJudging)
-    as_json: bool = False
-    since: str | None = None  # --since: 24h, 7d, or an instant; None: 24 h before the newest run
-    page: int = 1  # --page: the node table's page, attention first
-    page_size: int = PAGE_SIZE  # --page-size
+    as_json: Annotated[bool, opt("--json", text="Print the view as JSON.")] = False
+    # 24h, 7d, or an instant; None: 24 h before the newest run
+    since: Annotated[str | None, SINCE] = None
+    # the node table's page, attention first
+    page: Annotated[int, opt("--page", text=_PAGE, least=1)] = 1
+    page_size: Annotated[int, opt("--page-size", text="Nodes per page.", least=1, most=100_000)] = (
+        PAGE_SIZE
+    )
 
     def __post_init__(self) -> None:
+        check_bounds(self)
         from gpuaccept.compare.fleet import check_window, parse_since
 
         check_window(self.judging.mtbi_days)

@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
-from gpuaccept.commands.history.common import opened, write_table
+from gpuaccept.commands.history.common import AS_JSON, HISTORY, opened, write_table
+from gpuaccept.commands.options import arg, check_bounds, opt
 from gpuaccept.errors import InputError
 
 if TYPE_CHECKING:
@@ -19,12 +20,15 @@ _GPU_UUID = re.compile(r"(GPU|MIG)-[0-9A-Fa-f-]{8,64}")
 
 @dataclass(frozen=True)
 class GpuRequest:
-    uuid: str  # as NVML says it: GPU-... (or MIG-...)
-    history: str | None = None
-    limit: int = 100  # the newest runs read
-    as_json: bool = False
+    # as NVML says it: GPU-... (or MIG-...)
+    uuid: Annotated[str, arg("The GPU's UUID (GPU-...), as NVML says.")]
+    history: Annotated[str | None, HISTORY] = None
+    # the newest runs read
+    limit: Annotated[int, opt("--limit", "N", "Newest runs to read.", least=1, most=10_000)] = 100
+    as_json: Annotated[bool, AS_JSON] = False
 
     def __post_init__(self) -> None:
+        check_bounds(self)
         if not _GPU_UUID.fullmatch(self.uuid):
             raise InputError(
                 f"{self.uuid!r} is not a GPU UUID (GPU-xxxxxxxx-..., from nvidia-smi -L)"

@@ -10,18 +10,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
-from gpuaccept.commands.history.common import opened
+from gpuaccept.commands.history.common import HISTORY, opened
+from gpuaccept.commands.options import arg
 
 if TYPE_CHECKING:
     from gpuaccept.commands.output import Output
 
 
+_REPORTS = "JSON reports (e.g. from HTCondor jobs), or directories of them (their *.json files)."
+
+
 @dataclass(frozen=True)
 class ImportRequest:
-    reports: list[Path]  # report files, or directories of them (their *.json files)
-    history: str | None = None
+    # report files, or directories of them (their *.json files)
+    reports: Annotated[list[Path], arg(_REPORTS)]
+    history: Annotated[str | None, HISTORY] = None
 
 
 @dataclass(frozen=True)

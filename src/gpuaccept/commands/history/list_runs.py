@@ -4,9 +4,18 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
-from gpuaccept.commands.history.common import known_command, opened, write_table
+from gpuaccept.commands.history.common import (
+    AS_JSON,
+    COMMAND,
+    HISTORY,
+    NODE,
+    known_command,
+    opened,
+    write_table,
+)
+from gpuaccept.commands.options import check_bounds, opt
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -17,13 +26,15 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class ListRequest:
-    history: str | None = None  # --history: a file or a postgresql:// URI; None: the default
-    node: str | None = None
-    command: str | None = None
-    limit: int = 20
-    as_json: bool = False
+    # --history: a file or a postgresql:// URI; None: the default
+    history: Annotated[str | None, HISTORY] = None
+    node: Annotated[str | None, NODE] = None
+    command: Annotated[str | None, COMMAND] = None
+    limit: Annotated[int, opt("--limit", "N", "Newest runs to show.", least=1, most=1_000_000)] = 20
+    as_json: Annotated[bool, AS_JSON] = False
 
     def __post_init__(self) -> None:
+        check_bounds(self)
         known_command(self.command)
 
 

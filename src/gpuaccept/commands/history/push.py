@@ -8,9 +8,9 @@ said, and refused once the others are delivered.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
-from gpuaccept.commands.history.common import opened
+from gpuaccept.commands.history.common import HISTORY, opened
 
 if TYPE_CHECKING:
     from gpuaccept.commands.output import Output
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class PushRequest:
-    history: str | None = None
+    history: Annotated[str | None, HISTORY] = None
 
 
 @dataclass(frozen=True)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
-from gpuaccept.commands.history.common import opened, run_id
+from gpuaccept.commands.history.common import HISTORY, opened, run_id
+from gpuaccept.commands.options import arg, opt
 
 if TYPE_CHECKING:
     from gpuaccept.commands.output import Output
@@ -14,9 +15,10 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class ShowRequest:
-    run: str  # the run id as typed: read once the history is open (common.run_id)
-    history: str | None = None
-    as_json: bool = False
+    # the run id as typed: read once the history is open (common.run_id)
+    run: Annotated[str, arg("Run id (see `gpuaccept history list`).")]
+    history: Annotated[str | None, HISTORY] = None
+    as_json: Annotated[bool, opt("--json", text="Print the stored report as JSON.")] = False
 
 
 @dataclass(frozen=True)

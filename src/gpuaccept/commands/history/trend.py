@@ -4,9 +4,18 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
-from gpuaccept.commands.history.common import known_command, opened, write_table
+from gpuaccept.commands.history.common import (
+    AS_JSON,
+    COMMAND,
+    HISTORY,
+    NODE,
+    known_command,
+    opened,
+    write_table,
+)
+from gpuaccept.commands.options import arg, opt
 from gpuaccept.errors import InputError
 
 if TYPE_CHECKING:
@@ -14,14 +23,18 @@ if TYPE_CHECKING:
     from gpuaccept.store.history import MetricPoint
 
 
+_LEVEL = "Only runs of this level (accept: quick, standard, full; bench: the benchmark)."
+
+
 @dataclass(frozen=True)
 class TrendRequest:
-    metric: str  # a figure's name, or CHECK/NAME
-    history: str | None = None
-    node: str | None = None
-    command: str | None = None
-    level: str | None = None
-    as_json: bool = False
+    # a figure's name, or CHECK/NAME
+    metric: Annotated[str, arg("A figure's name, or CHECK/NAME (e.g. matmul/...")]
+    history: Annotated[str | None, HISTORY] = None
+    node: Annotated[str | None, NODE] = None
+    command: Annotated[str | None, COMMAND] = None
+    level: Annotated[str | None, opt("--level", "LEVEL", _LEVEL)] = None
+    as_json: Annotated[bool, AS_JSON] = False
 
     def __post_init__(self) -> None:
         known_command(self.command)
