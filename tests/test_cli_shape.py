@@ -286,7 +286,8 @@ class _Own(_Base):
 class _Bounded:
     dcgm: Annotated[int | None, opt("--dcgm", least=0, most=4)] = None
     runs: Annotated[int, opt("--runs", least=1)] = 3
-    cap: Annotated[float, opt("--cap", most=2)] = 1.0
+    cap: Annotated[float, opt("--cap", most=2, finite="number")] = 1.0
+    rate: Annotated[float, opt("--rate", least=0)] = 1.0  # inf: the command's own words
 
 
 def test_a_command_parses_into_its_request_whole() -> None:
@@ -355,6 +356,7 @@ def test_check_bounds_says_the_option_and_its_bounds() -> None:
     ):
         with pytest.raises(InputError, match=re.escape(said)):
             check_bounds(_Bounded(**values))
+    check_bounds(_Bounded(rate=float("inf")))  # left to the command, which says it its way
 
 
 # Requests whose bounds a library caller meets elsewhere, in that check's own words.

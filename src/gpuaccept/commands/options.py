@@ -152,8 +152,9 @@ def _values(request: object) -> Iterator[tuple[Declared, Any]]:
 
 def check_bounds(request: object) -> None:
     """Hold a request's numbers to their options' bounds, in one line naming the option: a
-    library caller gets the parser's bounds (InputError, exit 2). Choices are the plan's to
-    refuse, in its own words, as they were before the bounds were declared here."""
+    library caller gets the parser's bounds (InputError, exit 2); inf and NaN where the option
+    says `finite` (elsewhere the command's own check says them, in its words: train mnist's
+    --lr). Choices are the plan's to refuse, as they were before the bounds were declared here."""
     for item, value in _values(request):
         option, flag = item.option, flag_of(item.name, item.option)
         bounded = option.least is not None or option.most is not None or option.finite
@@ -163,7 +164,7 @@ def check_bounds(request: object) -> None:
         switch = option.least == 0 and option.most == 1
         if (isinstance(value, bool) and not switch) or not isinstance(value, int | float):
             raise InputError(f"{flag}: a number, not {value!r}")
-        if not math.isfinite(value):
+        if option.finite and not math.isfinite(value):
             raise InputError(f"{flag}: must be a finite number (got {value})")
         least, most = option.least, option.most
         if (least is not None and value < least) or (most is not None and value > most):

@@ -243,7 +243,15 @@ class AcceptRequest:
     rails: Annotated[bool, opt("--rails", text=_RAILS, panel=_ACROSS)] = False
     rails_tolerance: Annotated[
         float | None,
-        opt("--rails-tolerance", "PERCENT", _RAILS_TOLERANCE, panel=_ACROSS, least=0, most=99),
+        opt(
+            "--rails-tolerance",
+            "PERCENT",
+            _RAILS_TOLERANCE,
+            panel=_ACROSS,
+            least=0,
+            most=99,
+            finite="number",
+        ),
     ] = None
     topology: Annotated[Path | None, opt("--topology", "FILE", _TOPOLOGY, panel=_ACROSS)] = None
     # the report goes to stdout at the end (the caller prints it)
