@@ -106,7 +106,10 @@ def main() -> int:
     from gpuaccept.commands.report import ReportRequest, run
 
     # `gpuaccept report --fleet --history H --html PAGE --since 30h`, called as the CLI does
-    run(ReportRequest(None, html=page, history=str(history), fleet=True, since="30h"), Collected())
+    run(
+        ReportRequest(source=None, html=page, history=str(history), fleet=True, since="30h"),
+        Collected(),
+    )
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
         print("no chromium: the page is written, not shot")

@@ -229,24 +229,43 @@ def test_every_command_is_declared_by_its_request() -> None:
 def test_every_request_field_is_an_option() -> None:
     """A field no option sets is a value the command line cannot give: named in LIBRARY_ONLY
     with its reason, or it is a mistake (an Opt forgotten on a new field)."""
-    import dataclasses
-
     import typer
 
     from gpuaccept.cli import app
     from gpuaccept.commands.options import declared
 
-    missing = []
+    missing: list[str] = []
     for _, callback in _commands(typer.main.get_command(app)):
         request = getattr(callback, "request_type", None)
         if request is None:
             continue
-        named = {item.part or item.name for item in declared(request)}
-        for each in dataclasses.fields(request):
-            key = f"{request.__name__}.{each.name}"
-            if each.name not in named and key not in LIBRARY_ONLY:
-                missing.append(key)
-    assert missing == []
+        missing += _undeclared(request, {item.part or item.name for item in declared(request)})
+        for part in {item.part for item in declared(request) if item.part}:
+            kind = type(request.__dataclass_fields__[part].default_factory())
+            missing += _undeclared(kind, {i.name for i in declared(request) if i.part == part})
+    assert sorted(set(missing)) == []
+
+
+def _undeclared(request: type, named: set[str]) -> list[str]:
+    import dataclasses
+
+    found = []
+    for each in dataclasses.fields(request):  # type: ignore[arg-type]
+        key = f"{request.__name__}.{each.name}"
+        if each.name not in named and key not in LIBRARY_ONLY:
+            found.append(key)
+    return found
+
+
+def test_a_field_left_without_an_option_is_found_in_a_part_too() -> None:
+    from gpuaccept.commands.options import declared
+
+    named = {item.name for item in declared(_Own) if item.part == "part"}
+    assert _undeclared(_Share, named) == []
+    assert _undeclared(_Own, {item.part or item.name for item in declared(_Own)}) == [
+        "_Own.library"
+    ]
+    assert _undeclared(_Quiet, set()) == ["_Quiet.hidden"]
 
 
 @dataclass(frozen=True)
@@ -283,9 +302,32 @@ class _Own(_Base):
 
 
 @dataclass(frozen=True)
+class _Quiet:
+    hidden: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Guarded:
+    guard: _Share = field(default_factory=lambda: _Share(share=0.25))
+    kinds: Annotated[tuple[str, ...], opt("--kind", choices=("a", "b"))] = ("a",)
+
+
+@dataclass(frozen=True)
+class _Clash:
+    part: _Share = field(default_factory=_Share)
+    share: Annotated[float, opt("--share")] = 0.1
+
+
+@dataclass(frozen=True)
+class _MaybeMany:
+    items: Annotated[tuple[str, ...] | None, opt("--item")] = None
+
+
+@dataclass(frozen=True)
 class _Bounded:
     dcgm: Annotated[int | None, opt("--dcgm", least=0, most=4)] = None
     runs: Annotated[int, opt("--runs", least=1)] = 3
+    limit: Annotated[int, opt("--limit", least=1, most=1_000_000)] = 20
     cap: Annotated[float, opt("--cap", most=2, finite="number")] = 1.0
     rate: Annotated[float, opt("--rate", least=0)] = 1.0  # inf: the command's own words
 
@@ -353,6 +395,10 @@ def test_check_bounds_says_the_option_and_its_bounds() -> None:
         ({"cap": 3.0}, "--cap 3: give at most 2"),
         ({"cap": float("nan")}, "--cap: must be a finite number (got nan)"),
         ({"runs": "3"}, "--runs: a number, not '3'"),
+        ({"runs": True}, "--runs: a number, not True"),
+        ({"runs": 1.5}, "--runs: a whole number, not 1.5"),
+        ({"limit": 10**7}, "--limit 10000000: give 1 to 1,000,000"),
+        ({"rate": float("nan")}, "--rate: must be a finite number (got nan)"),
     ):
         with pytest.raises(InputError, match=re.escape(said)):
             check_bounds(_Bounded(**values))
@@ -420,3 +466,46 @@ def test_every_request_holds_its_options_bounds_for_a_library_caller() -> None:
                 request(**values)
             held.append(f"{request.__name__}.{item.name}")
     assert len(held) >= 30, held
+
+
+def test_a_part_takes_the_defaults_its_request_gives_it_and_choices_repeat() -> None:
+    """A part's options default to what the request's default_factory gives (not the part
+    class's own), so the command line and a library caller agree; a repeated choice parses each
+    value as a choice and the request holds their texts."""
+    import typer
+    from typer.testing import CliRunner
+
+    from gpuaccept.cli.declared import command_of
+    from gpuaccept.commands.options import declared
+
+    assert {item.name: item.default for item in declared(_Guarded)} == {
+        "share": 0.25,
+        "kinds": ("a",),
+    }
+    got: list[_Guarded] = []
+    app = typer.Typer()
+
+    @app.command()
+    @command_of(_Guarded)
+    def guarded(request: _Guarded) -> None:
+        got.append(request)
+
+    runner = CliRunner()
+    assert runner.invoke(app, []).exit_code == 0
+    assert runner.invoke(app, ["--kind", "b", "--kind", "a"]).exit_code == 0
+    assert runner.invoke(app, ["--kind", "c"]).exit_code == 2
+    assert got == [_Guarded(), _Guarded(kinds=("b", "a"))]
+    assert "[a|b]" in runner.invoke(app, ["--help"]).output
+
+
+def test_an_ambiguous_declaration_is_refused_when_read() -> None:
+    """Two fields claiming one flag, or a repeated option that may be None, would be parsed
+    into something the request did not mean: refused when the request is first read."""
+    import pytest
+
+    from gpuaccept.commands.options import declared
+
+    with pytest.raises(TypeError, match=r"_Clash.share and _Clash.part.share both declare"):
+        declared(_Clash)
+    with pytest.raises(TypeError, match=r"_MaybeMany.items: a repeated option holds a tuple"):
+        declared(_MaybeMany)

@@ -57,7 +57,8 @@ def _state_of(slurm: Path, node: str) -> dict[str, str]:
 def test_a_failing_report_drains_its_node_in_enforce_mode(slurm: Path, tmp_path: Path) -> None:
     record = tmp_path / "out" / "record.json"
     request = SlurmRequest(
-        _report(tmp_path, "gpu00", passed=False), guarding=Guarding(debounce=1, record=record)
+        report=_report(tmp_path, "gpu00", passed=False),
+        guarding=Guarding(debounce=1, record=record),
     )
     out = Collected()
     result = run_slurm(request, out)
@@ -77,7 +78,9 @@ def test_a_pass_in_report_mode_says_so_and_asks_slurm_nothing(
 ) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))  # no Slurm client at all
     out = Collected()
-    result = run_slurm(SlurmRequest(_report(tmp_path, "gpu00", passed=True), act="report"), out)
+    result = run_slurm(
+        SlurmRequest(report=_report(tmp_path, "gpu00", passed=True), act="report"), out
+    )
     assert (result.exit_code, result.verdict, result.decision.action) == (0, "pass", "none")
     assert out.lines == [
         ("out", "[ACT] report: gpu00: pass at quick, recommended action none (nothing acted on)")
@@ -87,12 +90,12 @@ def test_a_pass_in_report_mode_says_so_and_asks_slurm_nothing(
 def test_the_breakers_refusal_leaves_the_node_in_service_and_exits_4(
     slurm: Path, tmp_path: Path
 ) -> None:
-    first = run_slurm(SlurmRequest(_report(tmp_path, "gpu00", passed=False)), Collected())
+    first = run_slurm(SlurmRequest(report=_report(tmp_path, "gpu00", passed=False)), Collected())
     assert first.exit_code == 1
     out = Collected()
     # another stack: the breaker alone refuses, not the regression rule
     second = _report(tmp_path, "gpu01", passed=False, torch="2.12.0")
-    result = run_slurm(SlurmRequest(second), out)
+    result = run_slurm(SlurmRequest(report=second), out)
     assert result.exit_code == REFUSED_EXIT == 4
     assert (result.decision.action, result.decision.guard) == ("refused", "breaker")
     assert _state_of(slurm, "gpu01")["state"] == "idle"
@@ -104,7 +107,7 @@ def test_the_breakers_refusal_leaves_the_node_in_service_and_exits_4(
     assert run_breaker_status(BreakerStatusRequest(), status).ledger.tripped is not None
     assert status.text().startswith("breaker: TRIPPED at ")
     reset = Collected()
-    done = run_breaker_reset(BreakerResetRequest(" ops ", "driver rolled back"), reset)
+    done = run_breaker_reset(BreakerResetRequest(by=" ops ", why="driver rolled back"), reset)
     assert (done.exit_code, done.ledger.tripped) == (0, None)
     assert reset.text() == "breaker: reset by ops: driver rolled back\n"
 
@@ -116,22 +119,28 @@ def test_the_requests_are_checked_before_slurm_is_asked_anything(
     failing = _report(tmp_path, "gpu00", passed=False)
     gone = tmp_path / "none"
     refusals = [
-        (SlurmRequest(failing, act="drain"), "--act 'drain': give one of report, shadow, enforce"),
         (
-            SlurmRequest(failing, guarding=Guarding(breaker_share=1.5)),
+            SlurmRequest(report=failing, act="drain"),
+            "--act 'drain': give one of report, shadow, enforce",
+        ),
+        (
+            SlurmRequest(report=failing, guarding=Guarding(breaker_share=1.5)),
             "--breaker-share 1.5: give a fraction from 0 to 1",
         ),
         (
-            SlurmRequest(failing, guarding=Guarding(debounce=0)),
+            SlurmRequest(report=failing, guarding=Guarding(debounce=0)),
             "--debounce 0: give runs from 1 to 20",
         ),
-        (SlurmRequest(failing, earlier=gone), f"--earlier {gone}: not a directory of reports"),
+        (
+            SlurmRequest(report=failing, earlier=gone),
+            f"--earlier {gone}: not a directory of reports",
+        ),
     ]
     for request, said in refusals:
         with pytest.raises(InputError) as refused:
             run_slurm(request, Collected())
         assert str(refused.value) == said
     with pytest.raises(InputError, match="STACK 'abc': give the 8 hex digits"):
-        run_regression_clear(RegressionClearRequest("abc", "ops", "why"), Collected())
+        run_regression_clear(RegressionClearRequest(stack="abc", by="ops", why="why"), Collected())
     with pytest.raises(InputError, match=r"^--why: give a line of printable text"):
-        run_breaker_reset(BreakerResetRequest("ops", "  "), Collected())
+        run_breaker_reset(BreakerResetRequest(by="ops", why="  "), Collected())

@@ -50,7 +50,7 @@ def test_import_stores_each_report_once_and_says_so(tmp_path: Path) -> None:
         "[HISTORY] imported 2 new run(s), 0 already recorded",
     ]
     again = Collected()
-    second = import_reports.run(import_reports.ImportRequest([files[1]], db), again)
+    second = import_reports.run(import_reports.ImportRequest(reports=[files[1]], history=db), again)
     assert (second.new, second.again) == (0, 1)
     assert f"[HISTORY] {files[1]}: run 2 (already recorded)" in again.text()
 
@@ -61,7 +61,9 @@ def test_a_malformed_report_imports_nothing(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
     with pytest.raises(InputError, match="not JSON"):
-        import_reports.run(import_reports.ImportRequest([good, bad], str(db)), Collected())
+        import_reports.run(
+            import_reports.ImportRequest(reports=[good, bad], history=str(db)), Collected()
+        )
     assert not db.exists()  # checked before the history was opened
 
 
@@ -105,8 +107,8 @@ def test_list_of_a_history_not_made_yet_is_empty(tmp_path: Path) -> None:
     ("make", "message"),
     [
         (lambda: list_runs.ListRequest(command="train"), "--command must be one of accept"),
-        (lambda: trending.TrendRequest("x", command="x"), "--command must be one of accept"),
-        (lambda: gpu.GpuRequest("0"), "'0' is not a GPU UUID"),
+        (lambda: trending.TrendRequest(metric="x", command="x"), "--command must be one of accept"),
+        (lambda: gpu.GpuRequest(uuid="0"), "'0' is not a GPU UUID"),
         (lambda: fleet.FleetRequest(judging=fleet.FleetJudging(mtbi_days=0)), "--mtbi-days 0"),
     ],
 )
@@ -118,14 +120,14 @@ def test_bad_requests_are_refused_before_any_work(make: object, message: str) ->
 def test_show_says_a_runs_checks_and_figures(tmp_path: Path) -> None:
     db = _fleet(tmp_path / "h.sqlite")
     out = Collected()
-    result = show.run(show.ShowRequest("4", db), out)
+    result = show.run(show.ShowRequest(run="4", history=db), out)
     assert result.report.environment["system"]["hostname"] == "slow"
     said = out.text()
     assert said.startswith("run 4: gpuaccept accept --level standard (cuda) on slow, started ")
     assert "    gpu1 matmul_bf16_tflops 690 TFLOPS" in said
     for text, error in (("abc", "run id must be a number"), ("9", "no run 9")):
         with pytest.raises(InputError, match=error):
-            show.run(show.ShowRequest(text, db), Collected())
+            show.run(show.ShowRequest(run=text, history=db), Collected())
 
 
 def test_compare_judges_runs_of_one_kind_only(tmp_path: Path) -> None:
@@ -133,7 +135,7 @@ def test_compare_judges_runs_of_one_kind_only(tmp_path: Path) -> None:
     history_with(tmp_path / "h.sqlite", gpu_report("n1", [800.0]), quick)  # runs 1 and 2
     db = _fleet(tmp_path / "h.sqlite")  # runs 3 to 6, the slow GPU's run 6
     out = Collected()
-    alike = compare.run(compare.CompareRequest("3", "6", db), out)
+    alike = compare.run(compare.CompareRequest(run_a="3", run_b="6", history=db), out)
     assert alike.judged
     [gpu1] = [
         f for f in alike.figures if f.metric.endswith("matmul_bf16_tflops") and f.device == "gpu1"
@@ -142,7 +144,7 @@ def test_compare_judges_runs_of_one_kind_only(tmp_path: Path) -> None:
     row = next(line for line in out.text().splitlines() if "matmul" in line and "gpu1" in line)
     assert row.split()[-2:] == ["-13.8%", "worse"]
     unlike = Collected()
-    assert not compare.run(compare.CompareRequest("2", "6", db), unlike).judged
+    assert not compare.run(compare.CompareRequest(run_a="2", run_b="6", history=db), unlike).judged
     assert unlike.text().startswith("[WARN] run 2 is `gpuaccept accept --level quick")
     assert "worse" not in unlike.text()
 
@@ -150,7 +152,9 @@ def test_compare_judges_runs_of_one_kind_only(tmp_path: Path) -> None:
 def test_trend_follows_a_figure_and_refuses_one_never_recorded(tmp_path: Path) -> None:
     db = _fleet(tmp_path / "h.sqlite")
     out = Collected()
-    result = trending.run(trending.TrendRequest("compute/matmul_bf16_tflops", db, node="slow"), out)
+    result = trending.run(
+        trending.TrendRequest(metric="compute/matmul_bf16_tflops", history=db, node="slow"), out
+    )
     assert [(p.run_id, p.device_index, p.value) for p in result.points] == [
         (4, 0, 800.0),
         (4, 1, 690.0),
@@ -158,7 +162,9 @@ def test_trend_follows_a_figure_and_refuses_one_never_recorded(tmp_path: Path) -
     assert result.mixed == ["accept standard (cuda)"]
     assert len(out.text().splitlines()) == 2 + 2  # header, rule, two GPUs
     with pytest.raises(InputError, match="no figure named 'nonsense' recorded at level full"):
-        trending.run(trending.TrendRequest("nonsense", db, level="full"), Collected())
+        trending.run(
+            trending.TrendRequest(metric="nonsense", history=db, level="full"), Collected()
+        )
 
 
 def test_a_gpus_life_and_a_uuid_no_run_names(tmp_path: Path) -> None:
@@ -166,12 +172,12 @@ def test_a_gpus_life_and_a_uuid_no_run_names(tmp_path: Path) -> None:
     runs = [gpu_report("deadbeef", [800.0, 800.0], hours=h) for h in (0, 1)]
     db = str(history_with(tmp_path / "h.sqlite", *runs))
     out = Collected()
-    life = gpu.run(gpu.GpuRequest("GPU-deadbeef-1", db), out).life
+    life = gpu.run(gpu.GpuRequest(uuid="GPU-deadbeef-1", history=db), out).life
     assert [(r.run, r.host, r.index) for r in life.runs] == [(2, "deadbeef", 1), (1, "deadbeef", 1)]
     assert (life.incidents, life.offender) == (0, False)
     assert out.text().splitlines()[-1] == life.said
     with pytest.raises(InputError, match="no run recorded with GPU GPU-00000000-0"):
-        gpu.run(gpu.GpuRequest("GPU-00000000-0", db), Collected())
+        gpu.run(gpu.GpuRequest(uuid="GPU-00000000-0", history=db), Collected())
 
 
 def test_the_fleet_needs_a_person_when_a_gpu_lags(tmp_path: Path) -> None:
@@ -214,12 +220,12 @@ def spool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_push_delivers_the_spool_once(tmp_path: Path, spool: Path) -> None:
     db = str(tmp_path / "h.sqlite")
     empty = Collected()
-    assert push.run(push.PushRequest(db), empty).delivery is None
+    assert push.run(push.PushRequest(history=db), empty).delivery is None
     assert empty.text() == f"[HISTORY] nothing to push: the spool {spool} is empty\n"
     assert not Path(db).exists()  # nothing to push: the history is not made
     kept = spool_report(gpu_report("gpu01", [790.0]), spool)
     out = Collected()
-    result = push.run(push.PushRequest(db), out)
+    result = push.run(push.PushRequest(history=db), out)
     assert result.delivery is not None
     assert [(run_id, new) for _, run_id, new in result.delivery.delivered] == [(1, True)]
     assert out.text().splitlines() == [
@@ -238,7 +244,7 @@ def test_push_refuses_a_spooled_file_that_is_no_report_after_the_rest(
     (spool / "zz-garbage.json").write_bytes(b"\x00not json")
     out = Collected()
     with pytest.raises(SpoolError, match="1 spooled file"):
-        push.run(push.PushRequest(str(tmp_path / "h.sqlite")), out)
+        push.run(push.PushRequest(history=str(tmp_path / "h.sqlite")), out)
     assert "zz-garbage.json: not delivered, left in place: not JSON" in out.text()
     assert "pushed 1 run(s)" in out.text()
     assert [p.name for p in pending(spool)] == ["zz-garbage.json"]

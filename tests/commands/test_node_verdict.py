@@ -39,7 +39,7 @@ def _cluster(tmp_path: Path, nodes: int) -> Path:
 
 def test_report_mode_prints_the_verdicts_kubectl_commands(tmp_path: Path) -> None:
     out = Collected()
-    result = run_node_verdict(NodeVerdictRequest((_failing(tmp_path, "gpu00"),)), out)
+    result = run_node_verdict(NodeVerdictRequest(reports=(_failing(tmp_path, "gpu00"),)), out)
     assert (result.exit_code, result.mode, result.decided) == (0, "report", None)
     [verdict] = result.applied
     assert (verdict.node, verdict.verdict) == ("gpu00", "fail")
@@ -54,7 +54,7 @@ def test_the_breaker_taints_one_node_of_a_small_pool_and_refuses_the_next(tmp_pa
     reports = (_failing(tmp_path, "gpu00"), _failing(tmp_path, "gpu01", torch="2.12.0"))
     out = Collected()
     result = run_node_verdict(
-        NodeVerdictRequest(reports, cluster=cluster, guarding=Guarding(debounce=1)), out
+        NodeVerdictRequest(reports=reports, cluster=cluster, guarding=Guarding(debounce=1)), out
     )
     assert (result.exit_code, result.mode) == (REFUSED_EXIT, "enforce")
     assert result.decided is not None
@@ -69,7 +69,7 @@ def test_the_breaker_taints_one_node_of_a_small_pool_and_refuses_the_next(tmp_pa
 
 def test_a_cluster_and_the_api_at_once_is_refused(tmp_path: Path) -> None:
     request = NodeVerdictRequest(
-        (_failing(tmp_path, "gpu00"),), apply=True, cluster=_cluster(tmp_path, 1)
+        reports=(_failing(tmp_path, "gpu00"),), apply=True, cluster=_cluster(tmp_path, 1)
     )
     with pytest.raises(InputError) as refused:
         run_node_verdict(request, Collected())

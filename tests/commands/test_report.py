@@ -22,7 +22,7 @@ def test_a_report_file_with_no_output_named_is_its_markdown_on_stdout(tmp_path: 
     source = tmp_path / "r.json"
     source.write_text(report.model_dump_json())
     out = Collected()
-    result = run(ReportRequest(str(source)), out)
+    result = run(ReportRequest(source=str(source)), out)
     assert (result.exit_code, result.written) == (0, [])
     assert result.report == report
     assert out.text() == render_markdown(report)  # byte for byte, its last newline once
@@ -38,7 +38,7 @@ def test_a_stored_run_is_written_as_html_and_prometheus(tmp_path: Path) -> None:
     )
     html, prom = tmp_path / "out" / "r.html", tmp_path / "out" / "r.prom"
     out = Collected()
-    request = ReportRequest("2", html=html, prometheus=prom, history=str(db))
+    request = ReportRequest(source="2", html=html, prometheus=prom, history=str(db))
     result = run(request, out)
     assert result.written == [html, prom]
     assert out.lines == [("out", f"[REPORT] {html}"), ("out", f"[REPORT] {prom}")]
@@ -53,7 +53,7 @@ def test_files_written_beside_markdown_on_stdout_are_said_on_stderr(tmp_path: Pa
     source.write_text(gpu_report("n1", [800.0]).model_dump_json())
     prom = tmp_path / "r.prom"
     out = Collected()
-    run(ReportRequest(str(source), markdown=STDOUT, prometheus=prom), out)
+    run(ReportRequest(source=str(source), markdown=STDOUT, prometheus=prom), out)
     assert out.text("err") == f"[REPORT] {prom}\n"
     assert "[REPORT]" not in out.text()
     assert prom.is_file()
@@ -63,7 +63,7 @@ def test_the_fleet_page_is_written(tmp_path: Path) -> None:
     db = history_with(tmp_path / "h.sqlite", *(gpu_report(f"n{i}", [800.0]) for i in range(3)))
     page = tmp_path / "fleet.html"
     out = Collected()
-    result = run(ReportRequest(None, html=page, history=str(db), fleet=True), out)
+    result = run(ReportRequest(source=None, html=page, history=str(db), fleet=True), out)
     assert (result.written, result.report) == ([page], None)
     assert out.text() == f"[REPORT] {page}\n"
     assert page.read_text().startswith("<!DOCTYPE html>")
@@ -99,9 +99,9 @@ def test_a_missing_run_or_file_writes_nothing(tmp_path: Path) -> None:
     db = history_with(tmp_path / "h.sqlite", gpu_report("n1", [800.0]))
     html = tmp_path / "r.html"
     with pytest.raises(InputError, match="no run 9"):
-        run(ReportRequest("9", html=html, history=str(db)), Collected())
+        run(ReportRequest(source="9", html=html, history=str(db)), Collected())
     with pytest.raises(InputError, match="cannot read"):
-        run(ReportRequest(str(tmp_path / "missing.json"), html=html), Collected())
+        run(ReportRequest(source=str(tmp_path / "missing.json"), html=html), Collected())
     assert not html.exists()
 
 
@@ -114,7 +114,9 @@ def test_a_dash_is_stdout_for_markdown_alone_never_a_file_named_dash(
     monkeypatch.chdir(tmp_path)
     with pytest.raises(InputError, match=rf"^--{flag} -: stdout is --markdown's alone"):
         run(
-            ReportRequest(None if fleet else "1", history=str(db), fleet=fleet, **{flag: STDOUT}),
+            ReportRequest(
+                source=None if fleet else "1", history=str(db), fleet=fleet, **{flag: STDOUT}
+            ),
             Collected(),
         )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["h.sqlite"]
@@ -130,7 +132,7 @@ def test_the_fleet_page_is_refused_on_a_pipe_before_its_pages_are_put_beside_it(
     fifo = tmp_path / "page"
     os.mkfifo(fifo)  # written through, it blocked for a reader after making page.nodes/
     with pytest.raises(InputError, match=r"^--html .*page: the fleet's page keeps its node pages"):
-        run(ReportRequest(None, html=fifo, history=str(db), fleet=True), Collected())
+        run(ReportRequest(source=None, html=fifo, history=str(db), fleet=True), Collected())
     assert sorted(p.name for p in tmp_path.iterdir()) == ["h.sqlite", "page"]
 
 
@@ -138,5 +140,5 @@ def test_since_without_the_fleet_page_is_refused_not_ignored(tmp_path: Path) -> 
     db = history_with(tmp_path / "h.sqlite", gpu_report("n1", [800.0]))
     prom = tmp_path / "fleet.prom"
     with pytest.raises(InputError, match=r"^--since says what changed on the fleet's page"):
-        ReportRequest(None, prometheus=prom, history=str(db), fleet=True, since="7d")
+        ReportRequest(source=None, prometheus=prom, history=str(db), fleet=True, since="7d")
     assert not prom.exists()

@@ -45,25 +45,27 @@ def _choice(choices: tuple[str, ...]) -> type[enum.Enum]:
     return enum.StrEnum("Choice", {text: text for text in choices})  # type: ignore[return-value]
 
 
+def _repeated(item: Declared) -> bool:
+    return typing.get_origin(item.type) in (Sequence, tuple, list)
+
+
 def _typer_type(item: Declared) -> Any:
     """The annotation Typer parses the option by: a choice's enum, a repeated option's list."""
+    element = typing.get_args(item.type)[0] if _repeated(item) else item.type
     if item.option.choices:
         choice = _choice(item.option.choices)
-        return choice | None if item.default is None else choice
-    kind = item.type
-    origin = typing.get_origin(kind)
-    if origin in (Sequence, tuple, list, typing.get_origin(Sequence[str])):
-        return list[typing.get_args(kind)[0]]  # type: ignore[misc]
-    return kind
+        element = choice | None if item.default is None else choice
+    return list[element] if _repeated(item) else element  # type: ignore[valid-type]
 
 
 def _typer_default(item: Declared) -> Any:
     if item.default is dataclasses.MISSING:
         return ...
-    if item.option.choices and item.default is not None:
-        return _choice(item.option.choices)(item.default)
-    if isinstance(item.default, tuple):
-        return list(item.default)
+    choice = _choice(item.option.choices) if item.option.choices else None
+    if _repeated(item):
+        return [choice(value) if choice else value for value in item.default]
+    if choice is not None and item.default is not None:
+        return choice(item.default)
     return item.default
 
 
@@ -72,10 +74,11 @@ def _parameter(item: Declared) -> inspect.Parameter:
     if option.argument:
         declaration = typer.Argument(default, help=option.help, show_default=option.show_default)
     else:
+        choices = "[" + "|".join(option.choices) + "]" if option.choices else None
         declaration = typer.Option(
             default,
             *option.flags,
-            metavar=option.metavar,
+            metavar=option.metavar or choices,
             help=option.help,
             rich_help_panel=option.panel,
             min=option.least,

@@ -70,7 +70,7 @@ _PROMETHEUS = (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Guarding:
     """The guards' values `act slurm` and `node-verdict` share (one policy: act.policy), and
     where the records and the round's outputs go; the defaults are the CLI's."""
@@ -175,7 +175,7 @@ _EARLIER = (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SlurmRequest:
     """`act slurm`: one node's accept report, acted on in Slurm in `act` mode (report: say it,
     ask Slurm nothing; shadow: decide, change nothing; enforce: drain or resume)."""
@@ -339,19 +339,19 @@ BY = opt("--by", "NAME", "Who does it (recorded).")
 WHY = opt("--why", "TEXT", "Why (recorded).")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BreakerStatusRequest:
     state: Annotated[Path | None, ACT_STATE] = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BreakerResetRequest:
     by: Annotated[str, BY]  # who (recorded)
     why: Annotated[str, WHY]  # why (recorded)
     state: Annotated[Path | None, ACT_STATE] = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RegressionClearRequest:
     # the 8 hex digits a drain's [stack ...] shows
     stack: Annotated[str, arg("The stack's 8-digit digest.")]

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from gpuaccept.commands.output import Output
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class EnvRequest:
     """`as_json`: the capture as JSON on the log (else a summary, unless it goes to a file);
     `output`: a file the capture is written to, as JSON."""

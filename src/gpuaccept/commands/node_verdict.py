@@ -46,7 +46,7 @@ _MODES = (
 _POOL = "The nodes the breaker counts: those with these labels (default: every node)."
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class NodeVerdictRequest:
     """`node-verdict`: the reports (one or more per node: a node's older ones are its past) and
     how they are acted on. `act` None: report without a cluster, enforce with one (`cluster`, a

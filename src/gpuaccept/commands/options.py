@@ -14,7 +14,7 @@ import dataclasses
 import inspect
 import math
 import typing
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -117,8 +117,39 @@ def _declared(request_type: type) -> tuple[Declared, ...]:
         if option is not None:
             found.append(Declared(name, typing.get_args(hint)[0], _default(field), option))
         elif dataclasses.is_dataclass(hint) and isinstance(hint, type):
-            found += [dataclasses.replace(inner, part=name) for inner in declared(hint)]
+            # the part's options, with the defaults this request gives it (its default_factory)
+            given = _default(field)
+            found += [
+                dataclasses.replace(
+                    inner,
+                    part=name,
+                    default=inner.default
+                    if given is dataclasses.MISSING
+                    else getattr(given, inner.name),
+                )
+                for inner in declared(hint)
+            ]
+    _refuse_ambiguity(request_type, found)
     return tuple(found)
+
+
+def _refuse_ambiguity(request_type: type, found: list[Declared]) -> None:
+    """A flag two fields claim, or a repeated option that may be None: either would be parsed
+    into something the request did not mean, silently. Said when the request is first read (the
+    CLI's import), naming the fields."""
+    claimed: dict[str, str] = {}
+    for item in found:
+        where = f"{request_type.__name__}.{item.part + '.' if item.part else ''}{item.name}"
+        for flag in (part for flags in item.option.flags for part in flags.split("/")):
+            if flag in claimed:
+                raise TypeError(f"{where} and {claimed[flag]} both declare {flag}")
+            claimed[flag] = where
+        arguments = [a for a in typing.get_args(item.type) if a is not type(None)]
+        repeated = typing.get_origin(item.type) in (tuple, list, Sequence)
+        if not repeated and len(arguments) == 1 and type(None) in typing.get_args(item.type):
+            repeated = typing.get_origin(arguments[0]) in (tuple, list, Sequence)
+            if repeated:
+                raise TypeError(f"{where}: a repeated option holds a tuple, () when not given")
 
 
 def _option_of(hint: Any) -> Opt | None:
@@ -152,29 +183,45 @@ def _values(request: object) -> Iterator[tuple[Declared, Any]]:
 
 def check_bounds(request: object) -> None:
     """Hold a request's numbers to their options' bounds, in one line naming the option: a
-    library caller gets the parser's bounds (InputError, exit 2); inf and NaN where the option
-    says `finite` (elsewhere the command's own check says them, in its words: train mnist's
-    --lr). Choices are the plan's to refuse, as they were before the bounds were declared here."""
+    library caller gets the parser's bounds (InputError, exit 2), NaN refused, inf where the
+    option says `finite`. Choices are the plan's to refuse, as they were before the bounds were declared here."""
     for item, value in _values(request):
         option, flag = item.option, flag_of(item.name, item.option)
         bounded = option.least is not None or option.most is not None or option.finite
         if value is None or not bounded:
             continue
-        # a bool as a count is a caller's slip; a 0/1 option (nccl-tests' -c) is a switch
-        switch = option.least == 0 and option.most == 1
+        whole = _whole(item.type)
+        # a bool as a count is a caller's slip; a 0/1 whole number (nccl-tests' -c) is a switch
+        switch = whole and option.least == 0 and option.most == 1
         if (isinstance(value, bool) and not switch) or not isinstance(value, int | float):
             raise InputError(f"{flag}: a number, not {value!r}")
-        if option.finite and not math.isfinite(value):
+        if whole and not isinstance(value, int):
+            raise InputError(f"{flag}: a whole number, not {value!r}")
+        # NaN is within no bounds; inf only where the option says finite (else the command's
+        # own check says it, in its words: train mnist's --lr)
+        if math.isnan(value) or (option.finite and not math.isfinite(value)):
             raise InputError(f"{flag}: must be a finite number (got {value})")
         least, most = option.least, option.most
         if (least is not None and value < least) or (most is not None and value > most):
             if most is None:
-                within = f"at least {least:g}"
+                within = f"at least {_bound(least)}"
             elif least is None:
-                within = f"at most {most:g}"
+                within = f"at most {_bound(most)}"
             else:
-                within = f"{least:g} to {most:g}"
-            raise InputError(f"{flag} {value:g}: give {within}")
+                within = f"{_bound(least)} to {_bound(most)}"
+            shown = f"{value}" if isinstance(value, int) else f"{value:g}"
+            raise InputError(f"{flag} {shown}: give {within}")
+
+
+def _whole(kind: Any) -> bool:
+    """An int option (int, or int | None)."""
+    return kind is int or (kind is not None and set(typing.get_args(kind)) == {int, type(None)})
+
+
+def _bound(value: float | None) -> str:
+    """A bound as the parser says it: 1,000,000 (a whole number), 0.1."""
+    assert value is not None
+    return f"{int(value):,}" if float(value).is_integer() else f"{value:g}"
 
 
 # -- options several commands take, declared once -------------------------------------------
@@ -221,7 +268,7 @@ DEVICES = ("auto", "cuda", "cpu")
 def device_opt(text: str, panel: str | None = None) -> Opt:
     """Every command's --device: one choice, refused by the parser in one line, each command
     saying it its way."""
-    return opt("--device", "[auto|cuda|cpu]", text, panel=panel, choices=DEVICES)
+    return opt("--device", None, text, panel=panel, choices=DEVICES)
 
 
 # accept's and burnin's, in the help panel "What to run"

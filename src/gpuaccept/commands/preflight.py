@@ -62,7 +62,7 @@ _RAISED_AS = signal.SIGTERM
 _JOB = re.compile(r"[0-9]{1,10}(_[0-9]{1,10})?")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PreflightRequest:
     """One preflight as asked for. `job`: the job to requeue when this node or its gang fails (a
     Prolog's $SLURM_JOB_ID); None: nothing requeued, the exit says the verdict."""
@@ -393,7 +393,7 @@ def _act(request: PreflightRequest, path: Path, out: Output) -> tuple[bool, bool
 
     done = run_slurm(
         SlurmRequest(
-            path,
+            report=path,
             act=request.act,
             node=request.node,
             partition=request.partition,

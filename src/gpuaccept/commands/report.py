@@ -28,7 +28,7 @@ _FLEET = (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ReportRequest:
     # a run id from the history, or a REPORT.json file; None with fleet
     source: Annotated[

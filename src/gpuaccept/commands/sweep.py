@@ -42,7 +42,7 @@ _HISTORY = "Where reports are imported, last tests read (default: $GPUACCEPT_HIS
 _SBATCH = "One more sbatch option (repeat it): --sbatch-option=--account=ops"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SweepRequest:
     # the sweep jobs' reports (accept-*.json, below it), imported each round
     results: Annotated[Path, opt("--results", "DIR", "The sweep jobs' reports (shared storage).")]

@@ -65,7 +65,7 @@ _LOG_EVERY = (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TrainLlmRequest:
     """Every value `train llm` takes, as parsed; checked once, by `run`. None: the preset's."""
 

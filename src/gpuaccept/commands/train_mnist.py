@@ -76,7 +76,7 @@ _CHECKPOINT_EXIT = (
 _SCRATCH = "Where a tarball is extracted (default: $_CONDOR_SCRATCH_DIR, else the temp dir)."
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TrainMnistRequest:
     """Every value `train mnist` takes, as parsed; checked once, by `run`."""
 

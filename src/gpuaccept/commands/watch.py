@@ -60,7 +60,7 @@ ACT_LEVEL = "quick"
 _ONCE = "One poll, judged at once; exit 1 on a fail, 3 if NVML could not be read."
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class WatchRequest:
     interval: Annotated[
         float, opt("--interval", "SECONDS", "Seconds between polls (0.1-3600).")

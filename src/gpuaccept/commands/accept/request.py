@@ -36,7 +36,6 @@ _RUN, _JUDGING, _NODE, _ACROSS, _OUT = (
     "Across nodes",
     "Outputs",
 )
-_LEVELS = "[" + "|".join(LEVELS) + "]"
 _TIMEOUTS = ", ".join(f"{name} {limit:g}" for name, limit in DEFAULT_TIMEOUT_SECONDS.items())
 _EVIDENCE = (
     "On a failure whose action is reset-gpu, reboot-node, drain or replace, write one archive "
@@ -102,7 +101,7 @@ _PATHS = (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class AcceptRequest:
     """One accept run as asked for; strings where the options are choices (level, device)."""
 
@@ -111,7 +110,7 @@ class AcceptRequest:
         str,
         opt(
             "--level",
-            _LEVELS,
+            None,
             "quick (seconds), standard (a minute) or full (stress, minutes).",
             panel=_RUN,
             choices=LEVELS,

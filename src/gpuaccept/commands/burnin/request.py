@@ -50,7 +50,7 @@ _STRAGGLER = (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BurnInRequest:
     """A burn-in as `gpuaccept burnin` takes it; the defaults are the command's."""
 

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from gpuaccept.compare.comparison import ComparedFigure
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CompareRequest:
     # the earlier (reference) run id, as typed (common.run_id)
     run_a: Annotated[str, arg("The earlier (reference) run id.")]

@@ -42,7 +42,7 @@ SINCE = opt(
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class FleetJudging:
     """How the fleet is judged (--tolerance, --min-gpus, --mtbi-days)."""
 
@@ -63,7 +63,7 @@ ACT_NOW_LINES = 25  # the act-now lines the text shows (the JSON and the page: e
 NAMES_SHOWN = 10  # nodes named in a line of what changed
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class FleetRequest:
     history: Annotated[str | None, HISTORY] = None
     judging: FleetJudging = field(default_factory=FleetJudging)

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 _GPU_UUID = re.compile(r"(GPU|MIG)-[0-9A-Fa-f-]{8,64}")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GpuRequest:
     # as NVML says it: GPU-... (or MIG-...)
     uuid: Annotated[str, arg("The GPU's UUID (GPU-...), as NVML says.")]

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 _REPORTS = "JSON reports (e.g. from HTCondor jobs), or directories of them (their *.json files)."
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ImportRequest:
     # report files, or directories of them (their *.json files)
     reports: Annotated[list[Path], arg(_REPORTS)]

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from gpuaccept.store.history import RunRow
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ListRequest:
     # --history: a file or a postgresql:// URI; None: the default
     history: Annotated[str | None, HISTORY] = None

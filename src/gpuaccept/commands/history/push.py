@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from gpuaccept.store.spool import Delivery
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PushRequest:
     history: Annotated[str | None, HISTORY] = None
 

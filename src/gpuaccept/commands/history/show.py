@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from gpuaccept.results import RunReport
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ShowRequest:
     # the run id as typed: read once the history is open (common.run_id)
     run: Annotated[str, arg("Run id (see `gpuaccept history list`).")]

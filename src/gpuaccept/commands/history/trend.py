@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 _LEVEL = "Only runs of this level (accept: quick, standard, full; bench: the benchmark)."
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TrendRequest:
     # a figure's name, or CHECK/NAME
     metric: Annotated[str, arg("A figure's name, or CHECK/NAME (e.g. matmul/...")]
