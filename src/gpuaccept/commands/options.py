@@ -184,7 +184,8 @@ def _values(request: object) -> Iterator[tuple[Declared, Any]]:
 def check_bounds(request: object) -> None:
     """Hold a request's numbers to their options' bounds, in one line naming the option: a
     library caller gets the parser's bounds (InputError, exit 2), NaN refused, inf where the
-    option says `finite`. Choices are the plan's to refuse, as they were before the bounds were declared here."""
+    option says `finite`. Choices are the plan's to refuse, as they were before the bounds
+    were declared here."""
     for item, value in _values(request):
         option, flag = item.option, flag_of(item.name, item.option)
         bounded = option.least is not None or option.most is not None or option.finite
