@@ -1,7 +1,8 @@
 """Record the command line's surface, to prove a refactor of how options are declared changed it
 not at all (or only where said): every command's --help, every option's parsed default, and what
 the parser answers to a set of awkward values for each option (a word, a negative, zero, a
-fraction, nan, inf, a large number, a device name, a model name).
+fraction, nan, inf, a large number, a device name, a model name), each beside what the command
+requires ("x" for each required argument and option).
 
     python -m tests.behaviour.cli_surface record DIR   # before the change
     python -m tests.behaviour.cli_surface check DIR    # after it: exit 1, each difference shown
@@ -67,7 +68,13 @@ def surface() -> dict[str, str]:
         files[f"help_{name}"] = f"{shown.output}\n[exit {shown.exit_code}]\n"
         if getattr(command, "commands", None):
             continue
-        lines = [f"defaults {_parse(command, [])}"]
+        # what the command requires, given, so each option's own answer is read (not the
+        # missing argument's)
+        given: list[str] = []
+        for param in command.params:
+            if param.required:
+                given += ["x"] if param.param_type_name == "argument" else [param.opts[0], "x"]
+        lines = [f"defaults {_parse(command, given)}"]
         for param in command.params:
             if param.param_type_name != "option" or param.name == "help":
                 continue
@@ -77,7 +84,7 @@ def surface() -> dict[str, str]:
             flag = param.opts[0]
             lines.append(f"{flag}: {attrs!r}")
             values = [[flag]] if getattr(param, "is_flag", False) else [[flag, v] for v in _AWKWARD]
-            lines += [f"  {' '.join(args)} -> {_parse(command, args)}" for args in values]
+            lines += [f"  {' '.join(a)} -> {_parse(command, [*given, *a])}" for a in values]
         files[f"params_{name}"] = "\n".join(lines) + "\n"
     return files
 
