@@ -80,7 +80,7 @@ def test_a_spent_budget_records_the_steps_as_not_run_in_the_order_given(tmp_path
     assert "| env | not run: 1 s --budget spent |" in out.with_suffix(".md").read_text()
 
 
-@pytest.mark.slow
+@pytest.mark.service  # pytest collecting the whole suite again (~15 s): the long runs' step
 def test_the_gpu_step_collects_every_module_with_a_gpu_test_and_no_other() -> None:
     """On 2026-11-26 and -27 the step exited 1 on GPU images for 4 modules that import CPU-side
     validators and hold no GPU test; collecting only the GPU modules must still find every GPU

@@ -28,6 +28,9 @@ def _report(directory: Path) -> RunReport:
     return RunReport.model_validate_json(path.read_text())
 
 
+# a burn-in evicted and resumed through the CLI, end to end (~15 s): the long runs' step of
+# CI; the checkpoint's resume is held in the everyday suite by tests/burnin/test_checkpoint.py
+@pytest.mark.service
 def test_an_evicted_burn_in_resumes_at_the_next_window_with_honest_load_time(
     tmp_path: Path,
 ) -> None:

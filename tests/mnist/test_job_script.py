@@ -10,6 +10,11 @@ import pytest
 from gpuaccept.report.reading import load_report
 from tests.job_scripts import run_job, sandbox
 
+# the job script end to end (~11 s on 2 cores): the long runs' step of CI, as the other job
+# scripts' (tests/test_job_scripts.py); the resume itself stays in the everyday suite
+# (tests/mnist/test_cli_train.py::test_self_checkpointing_resumes_to_the_uninterrupted_result)
+pytestmark = pytest.mark.service
+
 
 @pytest.mark.slow
 def test_checkpoint_exit_then_resume_to_a_model(tmp_path: Path, small_tarball: Path) -> None:
