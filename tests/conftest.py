@@ -78,7 +78,6 @@ LONGEST_FIRST = (
     "tests/commands/test_preflight.py",
     "tests/test_cli_accept.py",
     "tests/mnist/test_cli_train.py",
-    "tests/llm/test_workload.py",
     "tests/test_cli_bench.py",
     "tests/test_cli_inputs.py",
     "tests/report/test_fleet_html.py",
@@ -87,7 +86,6 @@ LONGEST_FIRST = (
     "tests/checks/test_network.py",
     "tests/act/test_fleet.py",
     "tests/burnin/test_run.py",
-    "tests/measure/test_nbody_compiled.py",
 )
 
 

@@ -93,7 +93,9 @@ def test_one_rank_alone_learns_what_two_learn() -> None:
     assert not findings.failures, findings.failures
 
 
-@pytest.mark.slow
+# a 300-step training (~26 s): the long runs' step of CI, beside its passing twin above; the
+# rule itself is held everyday by tests/llm/test_workload_judging.py
+@pytest.mark.service
 def test_a_model_that_sees_only_the_last_token_fails_the_tiny_presets_convergence() -> None:
     """Issue #52 §4: the limit must need the context. Every token attending to itself alone is
     a first-order model: it cannot go below the chain's first-order entropy (3.20), and the

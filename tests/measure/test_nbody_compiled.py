@@ -13,7 +13,10 @@ import pytest
 
 from gpuaccept.measure.nbody_triton import GPU_CONFIGS, triton_available
 
+# Triton compiling every tile shape for five targets (~21 s on 2 cores): the long runs' step of
+# CI, which runs it on every change; `pytest -m service tests/measure` after touching the kernel
 pytestmark = [
+    pytest.mark.service,
     pytest.mark.slow,
     pytest.mark.skipif(not triton_available(), reason="Triton is not installed here"),
 ]
