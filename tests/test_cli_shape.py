@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated
 
+import pytest
+
 from gpuaccept.commands.options import opt
 
 CLI = Path(__file__).resolve().parents[1] / "src" / "gpuaccept" / "cli"
@@ -183,6 +185,15 @@ def test_the_shape_check_finds_a_long_body(tmp_path: Path) -> None:
     assert long_functions(tmp_path / "cli", MAX_BODY_LINES) == ["cli/m.py:1 long: 61"]
 
 
+@pytest.fixture(autouse=True)
+def _declared_afresh() -> None:
+    """Each test reads the declarations anew, not from the memo an earlier test (or the CLI's
+    import) filled, so what it asserts is what `declared` does now."""
+    from gpuaccept.commands import options
+
+    options._DECLARED.clear()
+
+
 # -- every option is its request's field (commands.options, cli.declared) ---------------------
 
 # Request fields no option sets: a library caller's alone, each with why. Empty today: every
@@ -263,7 +274,8 @@ def test_a_field_left_without_an_option_is_found_in_a_part_too() -> None:
     named = {item.name for item in declared(_Own) if item.part == "part"}
     assert _undeclared(_Share, named) == []
     assert _undeclared(_Own, {item.part or item.name for item in declared(_Own)}) == [
-        "_Own.library"
+        "_Own.library",
+        "_Own.noted",
     ]
     assert _undeclared(_Quiet, set()) == ["_Quiet.hidden"]
 
@@ -299,6 +311,7 @@ class _Own(_Base):
     part: _Share = field(default_factory=_Share)
     quiet: Annotated[bool, opt("--quiet")] = False
     library: int = 0  # no option
+    noted: Annotated[int, "a note, not an option"] = 0
 
 
 @dataclass(frozen=True)
@@ -319,8 +332,24 @@ class _Clash:
 
 
 @dataclass(frozen=True)
+class _SwitchClash:
+    on: Annotated[bool, opt("--on/--off")] = True
+    off: Annotated[bool, opt("--off")] = False
+
+
+@dataclass(frozen=True)
+class _PartRequired:
+    part: _Share
+
+
+@dataclass(frozen=True)
 class _MaybeMany:
     items: Annotated[tuple[str, ...] | None, opt("--item")] = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Redeclared(_Own):
+    device: Annotated[str, opt("--device", "[auto|cpu]", "Its own help.")] = "cpu"
 
 
 @dataclass(frozen=True)
@@ -328,6 +357,11 @@ class _Bounded:
     dcgm: Annotated[int | None, opt("--dcgm", least=0, most=4)] = None
     runs: Annotated[int, opt("--runs", least=1)] = 3
     limit: Annotated[int, opt("--limit", least=1, most=1_000_000)] = 20
+    check: Annotated[int, opt("-c", least=0, most=1)] = 1  # a 0/1 switch: a bool is fine
+    pair: Annotated[int, opt("--pair", least=0, most=2)] = 0
+    fraction: Annotated[float, opt("--fraction", least=0, most=1)] = 0.5
+    share: Annotated[float, opt("--share", least=0.1, most=2.5)] = 1.0
+    timeout: Annotated[float | None, opt("--timeout", finite="number")] = None
     cap: Annotated[float, opt("--cap", most=2, finite="number")] = 1.0
     rate: Annotated[float, opt("--rate", least=0)] = 1.0  # inf: the command's own words
 
@@ -379,6 +413,11 @@ def test_options_are_in_command_line_order() -> None:
         ("quiet", None),
         ("device", None),
     ]
+    # a base's field declared again by a subclass: once, first, with the subclass's option
+    again = declared(_Redeclared)
+    assert [item.name for item in again] == ["device", "size", "share", "quiet"]
+    assert (again[0].default, again[0].option.help) == ("cpu", "Its own help.")
+    assert again[0].option.flags == ("--device",) and again[1].default == 1
 
 
 def test_check_bounds_says_the_option_and_its_bounds() -> None:
@@ -399,10 +438,18 @@ def test_check_bounds_says_the_option_and_its_bounds() -> None:
         ({"runs": 1.5}, "--runs: a whole number, not 1.5"),
         ({"limit": 10**7}, "--limit 10000000: give 1 to 1,000,000"),
         ({"rate": float("nan")}, "--rate: must be a finite number (got nan)"),
+        ({"dcgm": 2.5}, "--dcgm: a whole number, not 2.5"),
+        ({"pair": True}, "--pair: a number, not True"),
+        ({"fraction": True}, "--fraction: a number, not True"),
+        ({"share": 3.0}, "--share 3: give 0.1 to 2.5"),
+        ({"share": 0.05}, "--share 0.05: give 0.1 to 2.5"),
+        ({"check": 2}, "-c 2: give 0 to 1"),
+        ({"timeout": float("inf")}, "--timeout: must be a finite number (got inf)"),
     ):
         with pytest.raises(InputError, match=re.escape(said)):
             check_bounds(_Bounded(**values))
     check_bounds(_Bounded(rate=float("inf")))  # left to the command, which says it its way
+    check_bounds(_Bounded(check=False, dcgm=None, fraction=1.0, share=2.5))
 
 
 # Requests whose bounds a library caller meets elsewhere, in that check's own words.
@@ -509,3 +556,17 @@ def test_an_ambiguous_declaration_is_refused_when_read() -> None:
         declared(_Clash)
     with pytest.raises(TypeError, match=r"_MaybeMany.items: a repeated option holds a tuple"):
         declared(_MaybeMany)
+    with pytest.raises(TypeError, match=r"_SwitchClash.off and _SwitchClash.on both declare --off"):
+        declared(_SwitchClash)
+
+
+def test_a_part_without_a_default_takes_its_class_defaults_and_flags_are_named_long() -> None:
+    from gpuaccept.commands.options import arg, declared, flag_of
+
+    assert [(i.name, i.part, i.default) for i in declared(_PartRequired)] == [
+        ("share", "part", 0.5)
+    ]
+    assert flag_of("warmup", opt(("-w", "--warmup"))) == "--warmup"
+    assert flag_of("quiet", opt("--quiet/--loud")) == "--quiet"
+    assert flag_of("check", opt("-c")) == "-c"
+    assert flag_of("report", arg("The report.")) == "REPORT"
