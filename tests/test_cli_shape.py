@@ -417,7 +417,8 @@ def test_options_are_in_command_line_order() -> None:
     again = declared(_Redeclared)
     assert [item.name for item in again] == ["device", "size", "share", "quiet"]
     assert (again[0].default, again[0].option.help) == ("cpu", "Its own help.")
-    assert again[0].option.flags == ("--device",) and again[1].default == 1
+    assert again[0].option.flags == ("--device",)
+    assert again[1].default == 1
 
 
 def test_check_bounds_says_the_option_and_its_bounds() -> None:
