@@ -20,12 +20,12 @@ import functools
 import inspect
 import math
 import typing
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import typer
 
-from gpuaccept.commands.options import Declared, declared
+from gpuaccept.commands.options import Declared, declared, repeated
 
 Request = TypeVar("Request")
 
@@ -46,7 +46,7 @@ def _choice(choices: tuple[str, ...]) -> type[enum.Enum]:
 
 
 def _repeated(item: Declared) -> bool:
-    return typing.get_origin(item.type) in (Sequence, tuple, list)
+    return repeated(item.type)
 
 
 def _typer_type(item: Declared) -> Any:
@@ -132,14 +132,10 @@ def command_of(
             else:
                 body(build(request_type, parsed))
 
-        command.__name__ = body.__name__
-        command.__qualname__ = body.__qualname__
-        command.__doc__ = body.__doc__
-        command.__module__ = body.__module__
-        command.__wrapped__ = body  # type: ignore[attr-defined]
+        functools.update_wrapper(command, body)  # its name and docstring: the command's help
         command.request_type = request_type  # type: ignore[attr-defined]
-        signature = inspect.Signature(parameters, return_annotation=None)
-        command.__signature__ = signature  # type: ignore[attr-defined]
+        # what Typer reads: the options, not the body's one parameter
+        command.__signature__ = inspect.Signature(parameters, return_annotation=None)  # type: ignore[attr-defined]
         command.__annotations__ = {p.name: p.annotation for p in parameters}
         return command
 

@@ -4,7 +4,7 @@ A request's field says what the command takes (its name, type and default); its 
 a person gives it on the command line (the flag, the help, the panel, the bounds). cli.declared
 builds Typer's options from them, so an option is a field and a field is an option: there is no
 second list to keep equal, and a caller without Typer is held to the same bounds by
-`check_bounds`, with the words the parser would use. As torchtitan declares its job config (a
+`check_bounds`, each refused in one line naming the option. As torchtitan declares its job config (a
 field with its help, read by tyro), not as click declares options (a decorator per option).
 """
 
@@ -26,8 +26,9 @@ class Opt:
     """How a request's field is given on the command line.
 
     `flags`: "--level", or "--x/--no-x" for a flag with both forms, or several ("--warmup",
-    "-w"); `metavar`: the value's word in help; `choices`: the texts the parser accepts (the
-    field holds the text); `least`/`most`: the bounds, checked by the parser and by
+    "-w"); `metavar`: the value's word in help (a choice's is its texts, [a|b], unless given);
+    `choices`: the texts the parser accepts (the field holds the text; a repeated option, a
+    tuple of them); `least`/`most`: the bounds, checked by the parser and by
     `check_bounds`; `finite`: refuse inf and NaN, said as "a finite <finite>" ("number",
     "number of seconds"); `argument`: a positional argument, not an option."""
 
@@ -58,14 +59,14 @@ def opt(
     """An option: its flag(s), the word for its value, its help; the rest by name."""
     return Opt(
         (flags,) if isinstance(flags, str) else flags,
-        metavar,
-        text,
-        panel,
-        least,
-        most,
-        choices,
-        finite,
-        show_default,
+        metavar=metavar,
+        help=text,
+        panel=panel,
+        least=least,
+        most=most,
+        choices=choices,
+        finite=finite,
+        show_default=show_default,
     )
 
 
@@ -144,12 +145,14 @@ def _refuse_ambiguity(request_type: type, found: list[Declared]) -> None:
             if flag in claimed:
                 raise TypeError(f"{where} and {claimed[flag]} both declare {flag}")
             claimed[flag] = where
-        arguments = [a for a in typing.get_args(item.type) if a is not type(None)]
-        repeated = typing.get_origin(item.type) in (tuple, list, Sequence)
-        if not repeated and len(arguments) == 1 and type(None) in typing.get_args(item.type):
-            repeated = typing.get_origin(arguments[0]) in (tuple, list, Sequence)
-            if repeated:
-                raise TypeError(f"{where}: a repeated option holds a tuple, () when not given")
+        union = typing.get_args(item.type)
+        if type(None) in union and any(repeated(kind) for kind in union):
+            raise TypeError(f"{where}: a repeated option holds a tuple, () when not given")
+
+
+def repeated(kind: Any) -> bool:
+    """A type a repeated option is held in: a tuple, a list, a Sequence."""
+    return typing.get_origin(kind) in (tuple, list, Sequence)
 
 
 def _option_of(hint: Any) -> Opt | None:

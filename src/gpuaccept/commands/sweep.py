@@ -54,11 +54,9 @@ class SweepRequest:
     cadence_hours: Annotated[
         float, opt("--cadence-hours", "HOURS", "A node tested within it is not due.")
     ] = 24.0
-    # under test at once, fleet-wide
     max_nodes: Annotated[
         int, opt("--max-nodes", "N", "Nodes under test at once, fleet-wide (the cap).")
     ] = 1
-    # and per partition
     max_per_pool: Annotated[
         int | None, opt("--max-per-pool", "N", "Nodes under test at once in each partition.")
     ] = None
@@ -72,7 +70,6 @@ class SweepRequest:
     qos: Annotated[
         str | None, opt("--qos", "NAME", "sbatch --qos: the site's preemptible QOS, if it has one.")
     ] = None
-    # shadow: say what it would submit, submit nothing
     act: Annotated[
         str, opt("--act", "MODE", "enforce: submit; shadow: say what it would submit.")
     ] = "enforce"

@@ -65,7 +65,6 @@ class WatchRequest:
     interval: Annotated[
         float, opt("--interval", "SECONDS", "Seconds between polls (0.1-3600).")
     ] = 10.0
-    # consecutive polls a state is held before it is raised
     debounce_polls: Annotated[
         int, opt("--debounce-polls", "N", "Polls a state holds before raised.")
     ] = 3

@@ -54,16 +54,13 @@ _STRAGGLER = (
 class BurnInRequest:
     """A burn-in as `gpuaccept burnin` takes it; the defaults are the command's."""
 
-    # 10m, 24h, 1h30m, 3d
     duration: Annotated[str, opt("--duration", "DURATION", _DURATION, panel=_RUN)]
     # None: 5m, or the whole duration when shorter
     window: Annotated[
         str | None, opt("--window", "DURATION", _WINDOW, panel=_RUN, show_default=_WINDOW_DEFAULT)
     ] = None
-    # the stressors' rotation, comma-separated
     schedule: Annotated[str | None, opt("--schedule", "S1,S2,...", _SCHEDULE, panel=_RUN)] = None
     device: Annotated[str, DEVICE] = "auto"  # auto, cuda or cpu (the CPU twin)
-    # the CPU twin's workers
     cpu_devices: Annotated[
         int, opt("--cpu-devices", "N", _CPU_DEVICES, panel=_RUN, least=2, most=64)
     ] = 3

@@ -46,15 +46,12 @@ SINCE = opt(
 class FleetJudging:
     """How the fleet is judged (--tolerance, --min-gpus, --mtbi-days)."""
 
-    # a GPU this much worse than its model lags
     tolerance_percent: Annotated[
         float, opt("--tolerance", "PERCENT", _TOLERANCE, least=0, most=100)
     ] = TOLERANCE_PERCENT
-    # GPUs of a model needed before its median is trusted
     min_gpus: Annotated[
         int, opt("--min-gpus", text="GPUs of a model needed before its median is trusted.", least=2)
     ] = MIN_GPUS
-    # the MTBI's window, ending at the history's newest run
     mtbi_days: Annotated[float, opt("--mtbi-days", "DAYS", _MTBI_DAYS)] = MTBI_DAYS
 
 
@@ -70,7 +67,6 @@ class FleetRequest:
     as_json: Annotated[bool, opt("--json", text="Print the view as JSON.")] = False
     # 24h, 7d, or an instant; None: 24 h before the newest run
     since: Annotated[str | None, SINCE] = None
-    # the node table's page, attention first
     page: Annotated[int, opt("--page", text=_PAGE, least=1)] = 1
     page_size: Annotated[int, opt("--page-size", text="Nodes per page.", least=1, most=100_000)] = (
         PAGE_SIZE

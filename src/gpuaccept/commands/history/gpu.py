@@ -23,7 +23,6 @@ class GpuRequest:
     # as NVML says it: GPU-... (or MIG-...)
     uuid: Annotated[str, arg("The GPU's UUID (GPU-...), as NVML says.")]
     history: Annotated[str | None, HISTORY] = None
-    # the newest runs read
     limit: Annotated[int, opt("--limit", "N", "Newest runs to read.", least=1, most=10_000)] = 100
     as_json: Annotated[bool, AS_JSON] = False
 

@@ -24,7 +24,6 @@ _REPORTS = "JSON reports (e.g. from HTCondor jobs), or directories of them (thei
 
 @dataclass(frozen=True, kw_only=True)
 class ImportRequest:
-    # report files, or directories of them (their *.json files)
     reports: Annotated[list[Path], arg(_REPORTS)]
     history: Annotated[str | None, HISTORY] = None
 

@@ -28,7 +28,6 @@ _LEVEL = "Only runs of this level (accept: quick, standard, full; bench: the ben
 
 @dataclass(frozen=True, kw_only=True)
 class TrendRequest:
-    # a figure's name, or CHECK/NAME
     metric: Annotated[str, arg("A figure's name, or CHECK/NAME (e.g. matmul/...")]
     history: Annotated[str | None, HISTORY] = None
     node: Annotated[str | None, NODE] = None
